@@ -1,0 +1,152 @@
+"""The sandbox contract: run a command over a folder of files under limits, return a typed verdict.
+
+A backend knows nothing about tasks. It receives a host folder (the work folder), a command and
+limits; it names a fresh results folder inside the sandbox through ``$VERIFY_RESULTS_DIR`` and
+hands back what the command wrote there. Every backend must be safe to call from many threads.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import ClassVar
+
+RESULTS_ENV = "VERIFY_RESULTS_DIR"
+MAX_RESULT_FILE_BYTES = 16 * 1024 * 1024
+
+
+class Verdict(StrEnum):
+    """How a sandboxed run ended. ``setup_error`` and ``infra_error`` are never the code's fault."""
+
+    OK = "ok"
+    NONZERO_EXIT = "nonzero_exit"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    OUTPUT_LIMIT = "output_limit"
+    SIGNAL = "signal"
+    SETUP_ERROR = "setup_error"
+    INFRA_ERROR = "infra_error"
+
+    @property
+    def is_infrastructure(self) -> bool:
+        return self in (Verdict.SETUP_ERROR, Verdict.INFRA_ERROR)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one run."""
+
+    wall_seconds: float = 60.0
+    memory_mb: int = 1024
+    processes: int = 128
+    output_bytes: int = 1024 * 1024
+    cpu_seconds: float | None = None  # defaults to the wall limit
+    file_bytes: int = 256 * 1024 * 1024  # largest file the run may write
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One command to run over ``workdir``'s files.
+
+    ``workdir`` is a host folder the caller owns; the sandbox exposes a private, writable view of
+    it as the command's working folder (changes may or may not reach the host copy).
+    ``image`` names the Docker image; ``runtime`` the local runtime (``python``, ``node``, ``shell``).
+    """
+
+    command: Sequence[str]
+    workdir: Path
+    limits: Limits = field(default_factory=Limits)
+    env: Mapping[str, str] = field(default_factory=dict)
+    image: str | None = None
+    runtime: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    stdin: bytes | None = None
+
+
+@dataclass(frozen=True)
+class CapturedOutput:
+    """A stream kept as a bounded head and tail; ``total_bytes`` counts everything written."""
+
+    head: bytes = b""
+    tail: bytes = b""
+    total_bytes: int = 0
+    truncated: bool = False
+
+    @property
+    def text(self) -> str:
+        body = self.head.decode("utf-8", "replace")
+        if self.truncated:
+            omitted = self.total_bytes - len(self.head) - len(self.tail)
+            body += f"\n[... {omitted} bytes omitted ...]\n"
+        return body + self.tail.decode("utf-8", "replace")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"text": self.text, "total_bytes": self.total_bytes, "truncated": self.truncated}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Evidence of one run: verdict, exit status, timing, output, and the results folder's files."""
+
+    verdict: Verdict
+    backend: str
+    exit_code: int | None = None
+    signal: int | None = None
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    stdout: CapturedOutput = field(default_factory=CapturedOutput)
+    stderr: CapturedOutput = field(default_factory=CapturedOutput)
+    results: Mapping[str, bytes] = field(default_factory=dict)
+    message: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "verdict": self.verdict.value, "backend": self.backend, "exit_code": self.exit_code,
+            "signal": self.signal, "wall_seconds": round(self.wall_seconds, 4),
+            "cpu_seconds": round(self.cpu_seconds, 4), "stdout": self.stdout.to_dict(),
+            "stderr": self.stderr.to_dict(), "results": sorted(self.results), "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run here; when not, why and what to install."""
+
+    available: bool
+    reason: str = ""
+    install_hint: str = ""
+
+
+class Sandbox(ABC):
+    """A backend. Subclasses register with :func:`verify_cli.sandbox.registry.register_sandbox`."""
+
+    name: ClassVar[str] = ""
+    #: One line on what the backend isolates, shown in every report.
+    isolation: ClassVar[str] = ""
+
+    @classmethod
+    def availability(cls) -> Availability:
+        return Availability(True)
+
+    @abstractmethod
+    def run(self, spec: RunSpec) -> RunResult:
+        """Run ``spec`` to completion and return its verdict. Never raises for the command's faults;
+        infrastructure faults come back as ``infra_error``/``setup_error`` verdicts."""
+
+    def start(self) -> None:
+        """Prepare (warm pools, images). Default: nothing."""
+
+    def close(self) -> None:
+        """Release everything the backend holds. Default: nothing."""
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

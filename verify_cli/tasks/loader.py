@@ -1,0 +1,256 @@
+"""Load and validate task folders; every error names the file, the field and what to do."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jsonschema import ValidationError
+
+from verify_cli.errors import TaskFormatError, UsageError
+from verify_cli.tasks.model import (
+    HIDDEN_TESTS_DIR,
+    SOLUTION_DIR,
+    TASK_FILE,
+    TESTS_DIR,
+    Environment,
+    Scoring,
+    ScoringPolicy,
+    Task,
+    TaskLimits,
+    TestSpec,
+)
+from verify_cli.tasks.paths import escaping_symlinks, list_files, matches_any, unsafe_relative_path
+from verify_cli.tasks.schema import task_schema, task_validator
+
+
+def _pointer(parts: Any) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _schema_at(path: list[Any]) -> dict[str, Any]:
+    """The sub-schema describing the object at ``path`` (object properties only)."""
+    node = task_schema()
+    for part in path:
+        props = node.get("properties", {})
+        if isinstance(part, str) and part in props:
+            node = props[part]
+        elif isinstance(part, int) and "items" in node:
+            node = node["items"]
+        else:
+            return {}
+    return node
+
+
+def _suggest(word: str, choices: list[str]) -> str | None:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+_TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number",
+               "array": "an array", "object": "a table", "boolean": "true or false"}
+
+
+def _describe(error: ValidationError) -> tuple[str, str, str | None]:
+    """(pointer, message, hint) for one schema violation."""
+    path = list(error.absolute_path)
+    v = error.validator
+    if v == "additionalProperties":
+        allowed = sorted(_schema_at(path).get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        key = extra[0] if extra else "?"
+        guess = _suggest(key, allowed)
+        msg = f"unknown field '{key}'"
+        if guess:
+            msg += f"; did you mean '{guess}'?"
+        return _pointer([*path, key]), msg, f"valid fields here: {', '.join(allowed)}"
+    if v == "required":
+        m = re.search(r"'([^']+)' is a required property", error.message)
+        key = m.group(1) if m else str(error.validator_value)
+        desc = _schema_at([*path, key]).get("description")
+        return _pointer([*path, key]), f"missing required field '{key}'", desc
+    if v == "enum":
+        choices = [str(c) for c in error.validator_value]
+        msg = f"{error.instance!r} is not one of: {', '.join(choices)}"
+        guess = _suggest(str(error.instance), choices)
+        return _pointer(path), msg + (f"; did you mean '{guess}'?" if guess else ""), None
+    if v == "const":
+        return _pointer(path), f"expected {error.validator_value!r}, got {error.instance!r}", None
+    if v == "type":
+        want = error.validator_value
+        names = [_TYPE_NAMES.get(t, t) for t in (want if isinstance(want, list) else [want])]
+        return _pointer(path), f"expected {' or '.join(names)}, got {error.instance!r}", None
+    if v == "pattern":
+        desc = _schema_at(path).get("description")
+        return _pointer(path), f"{error.instance!r} does not match the pattern {error.validator_value}", desc
+    return _pointer(path), error.message, None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise TaskFormatError(str(path), f"not UTF-8 text ({e.reason})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        detail = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
+        if m:
+            where = f"line {m.group(1)}, column {m.group(2)}"
+            raise TaskFormatError(f"{path}:{m.group(1)}:{m.group(2)}",
+                                  f"TOML syntax error at {where}: {detail}") from None
+        raise TaskFormatError(str(path), f"TOML syntax error: {detail}") from None
+
+
+def validate_document(path: Path, data: dict[str, Any]) -> None:
+    """Raise TaskFormatError for the first schema violation (sorted by position)."""
+    errors = sorted(task_validator().iter_errors(data), key=lambda e: (len(e.absolute_path),
+                                                                        [str(p) for p in e.absolute_path]))
+    if not errors:
+        return
+    pointer, msg, hint = _describe(errors[0])
+    if len(errors) > 1:
+        msg += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    raise TaskFormatError(str(path), msg, pointer=pointer, hint=hint)
+
+
+def _build(root: Path, d: dict[str, Any]) -> Task:
+    env = d["environment"]
+    test = d["test"]
+    sc = d["scoring"]
+    lim = d["limits"]
+    return Task(
+        root=root,
+        schema_version=d["schema_version"],
+        id=d["id"],
+        title=d.get("title", ""),
+        domain=d["domain"],
+        language=d["language"],
+        tags=tuple(d.get("tags", ())),
+        environment=Environment(image=env["image"], runtime=env["runtime"],
+                                preload=tuple(env.get("preload", ()))),
+        test=TestSpec(command=test["command"], framework=test.get("framework", "other"),
+                      results=test.get("results", "*.xml")),
+        scoring=Scoring(policy=ScoringPolicy(sc["policy"]), weights=dict(sc.get("weights", {})),
+                        default_weight=float(sc.get("default_weight", 1.0))),
+        limits=TaskLimits(wall_seconds=float(lim["wall_seconds"]),
+                          memory_mb=int(lim.get("memory_mb", 1024)),
+                          processes=int(lim.get("processes", 128)),
+                          output_bytes=int(lim.get("output_bytes", 1048576))),
+        editable=tuple(d["editable"]),
+    )
+
+
+def load_task(folder: Path) -> Task:
+    """Load one task folder, or raise TaskFormatError saying what is wrong and where."""
+    folder = Path(folder)
+    task_file = folder / TASK_FILE
+    if not folder.is_dir():
+        raise TaskFormatError(str(folder), "not a folder", hint="give the path of a task folder")
+    if not task_file.is_file():
+        raise TaskFormatError(str(task_file), "missing task.toml",
+                              hint="run 'verify-cli new-task NAME' to scaffold a valid task")
+    data = _read_toml(task_file)
+    validate_document(task_file, data)
+
+    for link, target in escaping_symlinks(folder):
+        raise TaskFormatError(str(link), f"symlink points outside the task folder (to {target!r})",
+                              hint="copy the file into the task folder instead of linking to it")
+    for i, pattern in enumerate(data["editable"]):
+        why = unsafe_relative_path(pattern)
+        if why:
+            raise TaskFormatError(str(task_file), f"editable glob {pattern!r} {why}",
+                                  pointer=f"/editable/{i}")
+    why = unsafe_relative_path(data["test"].get("results", "*.xml"))
+    if why:
+        raise TaskFormatError(str(task_file), f"results glob {why}", pointer="/test/results")
+    if data["scoring"]["policy"] == "weighted" and not data["scoring"].get("weights"):
+        raise TaskFormatError(str(task_file), "policy 'weighted' needs a [scoring.weights] table",
+                              pointer="/scoring/weights",
+                              hint="map test ids or patterns to weights, e.g. \"hidden_tests.*\" = 2")
+
+    if not (folder / SOLUTION_DIR).is_dir():
+        raise TaskFormatError(str(folder / SOLUTION_DIR), "missing folder solution/ (the reference solution)",
+                              hint="every task needs a reference solution that passes its tests")
+    if not (folder / TESTS_DIR).is_dir() and not (folder / HIDDEN_TESTS_DIR).is_dir():
+        raise TaskFormatError(str(folder / TESTS_DIR), "missing folder tests/ (and no hidden_tests/)",
+                              hint="put the tests the grader runs in tests/ or hidden_tests/")
+    solution = list_files(folder / SOLUTION_DIR)
+    if not solution:
+        raise TaskFormatError(str(folder / SOLUTION_DIR), "the reference solution folder is empty")
+    for i, pattern in enumerate(data["editable"]):
+        if not any(matches_any([pattern], rel) for rel in solution):
+            raise TaskFormatError(str(task_file), f"editable glob {pattern!r} matches no file in solution/",
+                                  pointer=f"/editable/{i}",
+                                  hint=f"solution/ has: {', '.join(sorted(solution)[:8])}")
+    outside = [rel for rel in solution if not matches_any(data["editable"], rel)]
+    if outside:
+        raise TaskFormatError(str(folder / SOLUTION_DIR / outside[0]),
+                              "solution file is not covered by any editable glob, so grading would ignore it",
+                              hint="add a glob for it to 'editable' in task.toml, or move it to starter/")
+    return _build(folder, data)
+
+
+@dataclass(frozen=True)
+class TaskLoadFailure:
+    """A task folder that could not be loaded, kept so a set's report can show it."""
+
+    root: Path
+    error: TaskFormatError
+
+    @property
+    def id(self) -> str:
+        return self.root.name
+
+
+def discover_task_dirs(path: Path) -> list[Path]:
+    """Task folders (those holding task.toml) at or under ``path``, sorted."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or folder", hint="give a task folder or a folder of task folders")
+    if path.is_file():
+        if path.name == TASK_FILE:
+            return [path.parent]
+        raise UsageError(f"{path}: not a task folder", hint="give a folder holding task.toml, or a folder of them")
+    if (path / TASK_FILE).is_file():
+        return [path]
+    found = sorted(p.parent for p in path.rglob(TASK_FILE)
+                   if not any(part.startswith(".") for part in p.relative_to(path).parts))
+    # A task folder's own sub-folders (starter/, tests/ ...) never hold tasks of their own.
+    roots: list[Path] = []
+    for d in found:
+        if not any(r in d.parents for r in roots):
+            roots.append(d)
+    return roots
+
+
+def load_task_set(path: Path) -> Iterator[Task | TaskLoadFailure]:
+    """Every task under ``path``: loaded Tasks, and failures for folders that did not load.
+
+    Raises UsageError when ``path`` holds no task at all.
+    """
+    dirs = discover_task_dirs(path)
+    if not dirs:
+        raise UsageError(f"{path}: no task.toml found under this folder",
+                         hint="run 'verify-cli new-task NAME' to scaffold a task")
+    seen: dict[str, Path] = {}
+    for d in dirs:
+        try:
+            task = load_task(d)
+        except TaskFormatError as e:
+            yield TaskLoadFailure(d, e)
+            continue
+        if task.id in seen:
+            yield TaskLoadFailure(d, TaskFormatError(
+                str(task.task_file), f"id {task.id!r} is already used by {seen[task.id] / TASK_FILE}",
+                pointer="/id", hint="give every task in a set its own id"))
+            continue
+        seen[task.id] = d
+        yield task

@@ -1,0 +1,108 @@
+"""The Task: a validated, immutable view of one task folder."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from verify_cli.tasks.paths import list_files
+
+
+class ScoringPolicy(StrEnum):
+    ALL_OR_NOTHING = "all-or-nothing"
+    FRACTION = "fraction"
+    WEIGHTED = "weighted"
+
+
+@dataclass(frozen=True)
+class Environment:
+    image: str
+    runtime: str
+    preload: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    __test__ = False  # not a pytest test class
+
+    command: str
+    framework: str = "other"
+    results: str = "*.xml"
+
+
+@dataclass(frozen=True)
+class Scoring:
+    policy: ScoringPolicy
+    weights: Mapping[str, float] = field(default_factory=dict)
+    default_weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class TaskLimits:
+    wall_seconds: float
+    memory_mb: int = 1024
+    processes: int = 128
+    output_bytes: int = 1048576
+
+
+# Folder names inside a task folder.
+TASK_FILE = "task.toml"
+PROMPT_FILE = "prompt.md"
+STARTER_DIR = "starter"
+SOLUTION_DIR = "solution"
+TESTS_DIR = "tests"
+HIDDEN_TESTS_DIR = "hidden_tests"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task. Fields mirror ``task_schemas/task.schema.json`` (a test keeps them in step)."""
+
+    root: Path
+    schema_version: int
+    id: str
+    domain: str
+    language: str
+    environment: Environment
+    test: TestSpec
+    scoring: Scoring
+    limits: TaskLimits
+    editable: tuple[str, ...]
+    title: str = ""
+    tags: tuple[str, ...] = ()
+
+    @property
+    def task_file(self) -> Path:
+        return self.root / TASK_FILE
+
+    @property
+    def prompt(self) -> str:
+        p = self.root / PROMPT_FILE
+        return p.read_text(encoding="utf-8") if p.is_file() else ""
+
+    def starter_files(self) -> dict[str, Path]:
+        return list_files(self.root / STARTER_DIR)
+
+    def solution_files(self) -> dict[str, Path]:
+        return list_files(self.root / SOLUTION_DIR)
+
+    def test_files(self) -> dict[str, Path]:
+        """Visible and hidden tests, keyed by their path in the work folder (``tests/...``)."""
+        out: dict[str, Path] = {}
+        for folder in (TESTS_DIR, HIDDEN_TESTS_DIR):
+            for rel, p in list_files(self.root / folder).items():
+                out[f"{folder}/{rel}"] = p
+        return out
+
+    def content_hash(self) -> str:
+        """SHA-256 over every file of the task folder (paths and bytes)."""
+        h = hashlib.sha256()
+        for rel, p in list_files(self.root).items():
+            h.update(rel.encode())
+            h.update(b"\0")
+            h.update(p.read_bytes())
+            h.update(b"\0")
+        return h.hexdigest()
