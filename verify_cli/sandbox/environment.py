@@ -1,0 +1,46 @@
+"""The scrubbed, pinned environment and the fixed paths every sandbox shows its command."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+#: Paths inside an isolating sandbox (bwrap, docker). The process backend uses host paths.
+SANDBOX_WORKDIR = "/workspace"
+SANDBOX_RESULTS = "/results"
+SANDBOX_HARNESS = "/opt/verify-harness"
+SANDBOX_TMP = "/tmp"
+
+#: Folder of harness helpers (pytest plugins) shipped with verify-cli, mounted read-only.
+HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def pinned_environment(*, workdir: str, results_dir: str, harness_dir: str, tmp_dir: str,
+                       path: str = DEFAULT_PATH, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of a sandboxed command: nothing of the host's leaks in.
+
+    ``extra`` (from the caller's RunSpec) is applied last, so a harness can set
+    ``PYTHONHASHSEED`` or a shuffle seed per run.
+    """
+    env = {
+        "PATH": path,
+        "HOME": workdir,
+        "TMPDIR": tmp_dir,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": harness_dir,
+        "NO_COLOR": "1",
+        "CI": "true",
+        "VERIFY_RESULTS_DIR": results_dir,
+        "VERIFY_WORKDIR": workdir,
+        "VERIFY_HARNESS_DIR": harness_dir,
+    }
+    if extra:
+        env.update(extra)
+    return env
