@@ -1,0 +1,15 @@
+"""Sandboxes: run a command over a set of files under limits. Knows nothing about tasks."""
+
+from verify_cli.sandbox.base import (
+    Availability,
+    CapturedOutput,
+    Limits,
+    RunResult,
+    RunSpec,
+    Sandbox,
+    Verdict,
+)
+from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name, sandbox_class, sandbox_names
+
+__all__ = ["Availability", "CapturedOutput", "Limits", "RunResult", "RunSpec", "Sandbox", "Verdict",
+           "create_sandbox", "resolve_backend_name", "sandbox_class", "sandbox_names"]

@@ -1,0 +1,243 @@
+"""The machinery shared by the local backends (process, bwrap): spawn, limit, stream, kill, judge."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from verify_cli.sandbox.base import (
+    MAX_RESULT_FILE_BYTES,
+    Limits,
+    RunResult,
+    RunSpec,
+    Sandbox,
+    Verdict,
+)
+from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
+from verify_cli.sandbox.output import BoundedCapture, start_drain
+
+_OOM_MARKERS = re.compile(
+    rb"MemoryError|Cannot allocate memory|std::bad_alloc|JavaScript heap out of memory|"
+    rb"out of memory|Killed process")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """How a local backend launches one run."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    results_dir: Path
+    #: Exit statuses above 128 mean "killed by signal status-128" (bwrap reports a child's death so).
+    signal_from_status: bool = False
+
+
+def _child_setup(limits: Limits, cgroup: RunCgroup | None) -> Callable[[], None]:
+    """The function the child runs between fork and exec: join the cgroup, set rlimits."""
+    cpu = int(limits.cpu_seconds if limits.cpu_seconds is not None else limits.wall_seconds) + 1
+    mem = limits.memory_mb * 1024 * 1024
+    nproc = limits.processes
+    fsize = limits.file_bytes
+
+    def setup() -> None:
+        if cgroup is not None:
+            cgroup.join_self()
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if cgroup is None:
+            # Fallbacks: per-process data size and the user's process count.
+            resource.setrlimit(resource.RLIMIT_DATA, (mem, mem))
+            if os.getuid() != 0:
+                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+    return setup
+
+
+def read_results(folder: Path) -> dict[str, bytes]:
+    """Regular files under ``folder`` (symlinks refused), each at most MAX_RESULT_FILE_BYTES."""
+    out: dict[str, bytes] = {}
+    if not folder.is_dir():
+        return out
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        for name in filenames:
+            p = Path(dirpath) / name
+            try:
+                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
+                import stat as _stat
+
+                if not _stat.S_ISREG(st.st_mode) or st.st_size > MAX_RESULT_FILE_BYTES:
+                    continue
+                with os.fdopen(fd, "rb", closefd=False) as fh:
+                    out[p.relative_to(folder).as_posix()] = fh.read(MAX_RESULT_FILE_BYTES)
+            finally:
+                os.close(fd)
+    return out
+
+
+class LocalSandbox(Sandbox):
+    """Base of backends that run a host process (optionally wrapped, e.g. by bwrap)."""
+
+    #: Set by subclasses that contain runaway process trees without a cgroup (pid namespaces).
+    kills_namespace: bool = False
+
+    def prepare(self, spec: RunSpec, scratch: Path) -> Prepared:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def run(self, spec: RunSpec) -> RunResult:
+        start = time.monotonic()
+        try:
+            scratch = Path(tempfile.mkdtemp(prefix="verify-run-"))
+        except OSError as e:
+            return RunResult(Verdict.INFRA_ERROR, self.name, message=f"cannot create a scratch folder: {e}")
+        try:
+            return self._run(spec, scratch, start)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _run(self, spec: RunSpec, scratch: Path, start: float) -> RunResult:
+        limits = spec.limits
+        try:
+            prepared = self.prepare(spec, scratch)
+        except OSError as e:
+            return RunResult(Verdict.SETUP_ERROR, self.name, message=f"cannot prepare the run: {e}")
+        manager = cgroup_manager()
+        cgroup: RunCgroup | None = None
+        if manager.available:
+            try:
+                cgroup = manager.create(memory_bytes=limits.memory_mb * 1024 * 1024,
+                                        max_pids=limits.processes + 4)
+            except OSError:
+                cgroup = None
+        stop = threading.Event()
+        reason: dict[str, Verdict] = {}
+
+        def on_flood() -> None:
+            reason.setdefault("why", Verdict.OUTPUT_LIMIT)
+            stop.set()
+
+        out_cap = BoundedCapture(limits.output_bytes, on_flood)
+        err_cap = BoundedCapture(limits.output_bytes, on_flood)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                prepared.argv, stdin=subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL,
+                stdout=out_w, stderr=err_w, env=prepared.env, cwd=prepared.cwd,
+                start_new_session=True, close_fds=True, preexec_fn=_child_setup(limits, cgroup))
+        except OSError as e:
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            if cgroup:
+                cgroup.remove()
+            return RunResult(Verdict.SETUP_ERROR, self.name, message=f"cannot start {prepared.argv[0]!r}: {e}")
+        os.close(out_w)
+        os.close(err_w)
+        drains = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
+        if spec.stdin is not None and proc.stdin is not None:
+            threading.Thread(target=_feed_stdin, args=(proc.stdin, spec.stdin), daemon=True).start()
+
+        status: dict[str, object] = {}
+
+        def waiter() -> None:
+            _, st, usage = os.wait4(proc.pid, 0)
+            status["status"] = st
+            status["cpu"] = usage.ru_utime + usage.ru_stime
+            stop.set()
+
+        threading.Thread(target=waiter, daemon=True, name="sandbox-wait").start()
+        if not stop.wait(limits.wall_seconds):
+            reason.setdefault("why", Verdict.TIMEOUT)
+        wall = time.monotonic() - start
+        # Whatever happened, nothing of the run may outlive it.
+        self._kill_tree(proc.pid, cgroup)
+        deadline = time.monotonic() + 5
+        while "status" not in status and time.monotonic() < deadline:
+            time.sleep(0.005)
+        for t in drains:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        oom = cgroup.oom_killed() if cgroup else False
+        if cgroup:
+            cgroup.remove()
+        proc.returncode = 0  # reaped by wait4 above; keep Popen from waiting again
+        results = read_results(prepared.results_dir)
+        return self._judge(prepared, status, reason.get("why"), oom, wall, out_cap, err_cap, results)
+
+    def _kill_tree(self, pid: int, cgroup: RunCgroup | None) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        if cgroup is not None:
+            cgroup.kill_all()
+
+    def _judge(self, prepared: Prepared, status: Mapping[str, object], why: Verdict | None, oom: bool,
+               wall: float, out_cap: BoundedCapture, err_cap: BoundedCapture,
+               results: dict[str, bytes]) -> RunResult:
+        raw = status.get("status")
+        exit_code: int | None = None
+        sig: int | None = None
+        if isinstance(raw, int):
+            if os.WIFSIGNALED(raw):
+                sig = os.WTERMSIG(raw)
+            elif os.WIFEXITED(raw):
+                exit_code = os.WEXITSTATUS(raw)
+                if prepared.signal_from_status and exit_code > 128 and exit_code - 128 < 65:
+                    sig = exit_code - 128
+        stderr = err_cap.result()
+        stdout = out_cap.result()
+        message = ""
+        if why is not None:
+            verdict = why
+            message = ("exceeded the wall-clock limit" if why is Verdict.TIMEOUT
+                       else "exceeded the output limit; the run was stopped")
+        elif oom:
+            verdict, message = Verdict.MEMORY_LIMIT, "killed by the kernel's OOM killer (memory limit)"
+        elif sig is not None:
+            verdict, message = Verdict.SIGNAL, f"killed by signal {sig} ({_signame(sig)})"
+            if sig == signal.SIGXCPU:
+                verdict, message = Verdict.TIMEOUT, "exceeded the CPU-time limit"
+            elif sig == signal.SIGXFSZ:
+                verdict, message = Verdict.OUTPUT_LIMIT, "exceeded the file-size limit"
+        elif exit_code not in (0, None) and _OOM_MARKERS.search(stderr.tail + stderr.head):
+            verdict, message = Verdict.MEMORY_LIMIT, "ran out of memory under the memory limit"
+        elif exit_code == 0:
+            verdict = Verdict.OK
+        elif exit_code is None:
+            verdict, message = Verdict.INFRA_ERROR, "lost track of the process"
+        else:
+            verdict = Verdict.NONZERO_EXIT
+        return RunResult(verdict=verdict, backend=self.name, exit_code=exit_code, signal=sig,
+                         wall_seconds=wall, cpu_seconds=float(status.get("cpu", 0.0) or 0.0),  # type: ignore[arg-type]
+                         stdout=stdout, stderr=stderr, results=results, message=message)
+
+
+def _signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return "unknown"
+
+
+def _feed_stdin(pipe: object, data: bytes) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        pipe.write(data)  # type: ignore[attr-defined]
+        pipe.close()  # type: ignore[attr-defined]
+
+
+def shell_argv(command: Sequence[str]) -> list[str]:
+    return list(command)
