@@ -1,0 +1,97 @@
+"""JUnit XML, the one per-test result format: pytest, node --test, go-junit-report, nextest..."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    MISSING = "missing"  # expected (declared or collected before) but absent from the results
+
+    @property
+    def ok(self) -> bool:
+        return self is Outcome.PASSED
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    __test__ = False
+
+    id: str
+    outcome: Outcome
+    duration: float = 0.0
+    message: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"id": self.id, "outcome": self.outcome.value, "duration": round(self.duration, 6),
+                "message": self.message}
+
+
+class JUnitParseError(ValueError):
+    """The results file is not JUnit XML."""
+
+
+def _case_outcome(case: ET.Element) -> tuple[Outcome, str]:
+    for child in case:
+        tag = child.tag.lower()
+        if tag in ("failure", "failed"):
+            return Outcome.FAILED, (child.get("message") or child.text or "").strip()[:2000]
+        if tag == "error":
+            return Outcome.ERROR, (child.get("message") or child.text or "").strip()[:2000]
+        if tag == "skipped":
+            return Outcome.SKIPPED, (child.get("message") or child.text or "").strip()[:500]
+    if case.get("failure") is not None:  # node puts it in an attribute too
+        return Outcome.FAILED, case.get("failure", "")[:2000]
+    return Outcome.PASSED, ""
+
+
+def parse_junit(xml_bytes: bytes) -> list[TestOutcome]:
+    """Every test case of a JUnit XML document, in document order.
+
+    A test's id is ``classname::name``; where the runner gives no meaningful classname
+    (node's is always ``test``), the enclosing suite names joined by `` > `` stand in for it.
+    Duplicate ids get a ``#2``, ``#3`` suffix.
+    """
+    try:
+        root = ET.fromstring(xml_bytes)
+    except ET.ParseError as e:
+        raise JUnitParseError(f"not well-formed XML: {e}") from None
+    if root.tag not in ("testsuites", "testsuite", "testcase"):
+        raise JUnitParseError(f"root element is <{root.tag}>, expected <testsuites> or <testsuite>")
+    outcomes: list[TestOutcome] = []
+    seen: dict[str, int] = {}
+
+    def walk(el: ET.Element, suites: list[str]) -> None:
+        for child in el:
+            if child.tag == "testsuite":
+                walk(child, [*suites, child.get("name", "")])
+            elif child.tag == "testcase":
+                name = child.get("name", "")
+                classname = child.get("classname", "")
+                if classname in ("", "test"):
+                    inner = [s for s in suites if s and s != "pytest"]
+                    classname = " > ".join(inner)
+                tid = f"{classname}::{name}" if classname else name
+                n = seen.get(tid, 0) + 1
+                seen[tid] = n
+                if n > 1:
+                    tid = f"{tid} #{n}"
+                outcome, message = _case_outcome(child)
+                try:
+                    duration = float(child.get("time", "0") or 0)
+                except ValueError:
+                    duration = 0.0
+                outcomes.append(TestOutcome(tid, outcome, duration, message))
+
+    if root.tag == "testcase":
+        wrapper = ET.Element("testsuites")
+        wrapper.append(root)
+        root = wrapper
+    walk(root, [] if root.tag == "testsuites" else [root.get("name", "")])
+    return outcomes

@@ -1,0 +1,75 @@
+"""Lay out the work folder of one phase of a task.
+
+Order matters: starter first, then the phase's files (only the editable paths of a candidate),
+then the pristine tests and hidden tests last, so nothing a candidate ships can replace them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from verify_cli.tasks.model import Task
+from verify_cli.tasks.paths import matches_any, unsafe_relative_path
+
+
+class Phase(StrEnum):
+    REFERENCE = "reference"  # starter + solution
+    STARTER = "starter"  # starter alone
+    CANDIDATE = "candidate"  # starter + a candidate's editable files
+    MUTANT = "mutant"  # a candidate made by mutating the reference
+    PROBE = "probe"  # an adversarial candidate
+
+
+@dataclass(frozen=True)
+class LaidOut:
+    root: Path
+    #: Candidate files that were not taken (outside the editable globs, or unsafe paths).
+    ignored: tuple[str, ...]
+
+
+def _write(root: Path, rel: str, data: bytes) -> None:
+    dest = root / rel
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.is_symlink() or dest.exists():
+        dest.unlink()
+    dest.write_bytes(data)
+
+
+def _copy(root: Path, rel: str, src: Path) -> None:
+    dest = root / rel
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.is_symlink() or dest.exists():
+        dest.unlink()
+    shutil.copyfile(src, dest)
+
+
+def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes] | None = None) -> LaidOut:
+    """Fill the empty folder ``root`` with the work folder of ``phase``."""
+    for rel, src in task.starter_files().items():
+        _copy(root, rel, src)
+    ignored: list[str] = []
+    if phase is Phase.REFERENCE:
+        for rel, src in task.solution_files().items():
+            _copy(root, rel, src)
+    elif phase is not Phase.STARTER:
+        test_paths = task.test_files()
+        for rel, data in sorted((candidate or {}).items()):
+            rel = rel.replace("\\", "/")
+            while rel.startswith("./"):
+                rel = rel[2:]
+            if unsafe_relative_path(rel) or rel in test_paths or not matches_any(task.editable, rel):
+                ignored.append(rel)
+                continue
+            _write(root, rel, data)
+    for rel, src in task.test_files().items():
+        _copy(root, rel, src)
+    return LaidOut(root, tuple(ignored))
+
+
+def solution_as_candidate(task: Task) -> dict[str, bytes]:
+    """The reference solution's files, as a candidate would submit them."""
+    return {rel: p.read_bytes() for rel, p in task.solution_files().items()}
