@@ -1,0 +1,3 @@
+from verify_cli.cli.app import entry
+
+entry()

@@ -1,0 +1,76 @@
+"""The per-task report of check-tasks: checks, verdict, and the evidence of every run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class CheckStatus(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    ERROR = "error"  # could not be concluded (infrastructure)
+
+
+class TaskVerdict(StrEnum):
+    SOUND = "sound"
+    DEFECTIVE = "defective"
+    ERROR = "error"  # infrastructure failed: nothing concluded about the task
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: CheckStatus
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status.value, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CheckResult:
+        return cls(d["name"], CheckStatus(d["status"]), d.get("message", ""))
+
+
+@dataclass
+class TaskReport:
+    task_id: str
+    path: str
+    domain: str
+    language: str
+    checks: list[CheckResult]
+    reference_seconds: float | None = None
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    cached: bool = False
+
+    @property
+    def verdict(self) -> TaskVerdict:
+        statuses = {c.status for c in self.checks}
+        if CheckStatus.FAIL in statuses:
+            return TaskVerdict.DEFECTIVE
+        if CheckStatus.ERROR in statuses:
+            return TaskVerdict.ERROR
+        return TaskVerdict.SOUND
+
+    @property
+    def defects(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status is CheckStatus.FAIL]
+
+    @property
+    def warnings(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status in (CheckStatus.WARN, CheckStatus.ERROR)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "path": self.path, "domain": self.domain,
+                "language": self.language, "verdict": self.verdict.value,
+                "checks": [c.to_dict() for c in self.checks],
+                "reference_seconds": self.reference_seconds, "cached": self.cached, "runs": self.runs}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TaskReport:
+        return cls(task_id=d["task_id"], path=d["path"], domain=d["domain"], language=d["language"],
+                   checks=[CheckResult.from_dict(c) for c in d["checks"]],
+                   reference_seconds=d.get("reference_seconds"), runs=list(d.get("runs", [])),
+                   cached=bool(d.get("cached", False)))

@@ -1,0 +1,172 @@
+"""check-tasks: prove each task sound (solvable, non-trivial, reliable) by grading it repeatedly.
+
+For every task: the reference passes every test in each of ``repeats`` fresh sandboxes with
+shuffled test order and varied hash seeds; the starter fails at least one test; no test changes
+outcome between repeats; the reference leaves headroom under the wall limit.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from verify_cli.checks.cache import ResultCache, cache_key
+from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
+from verify_cli.grading.grader import GradeRequest, GradeResult, Grader, GradeStatus
+from verify_cli.grading.junit import Outcome
+from verify_cli.grading.workspace import Phase
+from verify_cli.tasks.loader import TaskLoadFailure
+from verify_cli.tasks.model import Task
+
+HEADROOM_FACTOR = 3.0
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    repeats: int = 3
+    jobs: int = 2
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One step of check-tasks: ``done`` of ``total`` sandbox runs finished."""
+
+    done: int
+    total: int
+    task_id: str
+    phase: str
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def _load_failure_report(failure: TaskLoadFailure) -> TaskReport:
+    return TaskReport(task_id=failure.id, path=str(failure.root), domain="?", language="?",
+                      checks=[CheckResult("schema", CheckStatus.FAIL, str(failure.error))])
+
+
+def _summarise_failures(r: GradeResult, limit: int = 3) -> str:
+    failed = [t for t in r.tests if not t.outcome.ok]
+    parts = [f"{t.id} {t.outcome.value}" for t in failed[:limit]]
+    if len(failed) > limit:
+        parts.append(f"and {len(failed) - limit} more")
+    parts.extend(r.problems)
+    return "; ".join(parts) or "did not pass"
+
+
+def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult) -> list[CheckResult]:
+    """The checks of one task from its graded runs (pure: no sandbox here)."""
+    checks = [CheckResult("schema", CheckStatus.PASS)]
+    graded = [r for r in references if r.status is GradeStatus.GRADED]
+    infra = [r for r in references if r.status is GradeStatus.INFRA_ERROR]
+    if infra:
+        checks.append(CheckResult("infrastructure", CheckStatus.ERROR,
+                                  f"{len(infra)} of {len(references)} reference runs failed in the sandbox: "
+                                  f"{infra[0].problems[0] if infra[0].problems else ''}"))
+    # Tests the reference ever reported: absent from any one run counts as failed there.
+    collected = {t.id for r in graded for t in r.tests}
+    outcomes: dict[str, set[Outcome]] = {tid: set() for tid in collected}
+    for r in graded:
+        have = {t.id: t.outcome for t in r.tests}
+        for tid in collected:
+            outcomes[tid].add(have.get(tid, Outcome.MISSING))
+
+    no_results = [r for r in graded if any(p.startswith("no results file") for p in r.problems)]
+    if no_results:
+        checks.append(CheckResult("results", CheckStatus.FAIL,
+                                  f"results missing: {no_results[0].problems[0]} "
+                                  f"({len(no_results)} of {len(graded)} reference runs)"))
+
+    flaky = sorted(tid for tid, seen in outcomes.items() if len(seen) > 1)
+    if flaky:
+        details = ", ".join(f"{tid} ({'/'.join(sorted(o.value for o in outcomes[tid]))})" for tid in flaky[:3])
+        checks.append(CheckResult("flaky", CheckStatus.FAIL,
+                                  f"flaky: {len(flaky)} test(s) changed outcome between repeats: {details}"))
+    elif len(graded) > 1:
+        checks.append(CheckResult("flaky", CheckStatus.PASS))
+
+    failing = [r for r in graded if not r.passed or any(outcomes[t].__contains__(Outcome.MISSING)
+                                                       for t in collected)]
+    if graded and not failing:
+        checks.append(CheckResult("reference-passes", CheckStatus.PASS))
+    elif graded:
+        first = failing[0]
+        checks.append(CheckResult("reference-passes", CheckStatus.FAIL,
+                                  f"reference fails in {len(failing)} of {len(graded)} runs "
+                                  f"(seed {first.seed}): {_summarise_failures(first)}"))
+
+    if starter.status is GradeStatus.INFRA_ERROR:
+        checks.append(CheckResult("starter-fails", CheckStatus.ERROR,
+                                  f"starter run failed in the sandbox: {'; '.join(starter.problems)}"))
+    elif starter.passed:
+        checks.append(CheckResult("starter-fails", CheckStatus.FAIL,
+                                  f"starter already passes all {len(starter.tests)} tests: the task is trivial"))
+    else:
+        checks.append(CheckResult("starter-fails", CheckStatus.PASS,
+                                  f"starter fails {len(starter.failed_tests)} of {len(starter.tests)} tests"))
+
+    if graded:
+        worst = max(r.run.wall_seconds for r in graded)
+        limit = task.limits.wall_seconds
+        if worst * HEADROOM_FACTOR > limit:
+            checks.append(CheckResult("headroom", CheckStatus.WARN,
+                                      f"reference took {worst:.2f}s of a {limit:g}s limit "
+                                      f"(less than {HEADROOM_FACTOR:g}x headroom)"))
+        else:
+            checks.append(CheckResult("headroom", CheckStatus.PASS,
+                                      f"{worst:.2f}s of {limit:g}s"))
+    return checks
+
+
+def _report(task: Task, references: list[GradeResult], starter: GradeResult) -> TaskReport:
+    graded = [r for r in references if r.status is GradeStatus.GRADED]
+    ref_time = statistics.median(r.run.wall_seconds for r in graded) if graded else None
+    runs: list[dict[str, Any]] = [r.to_dict() for r in [*references, starter]]
+    return TaskReport(task_id=task.id, path=str(task.root), domain=task.domain, language=task.language,
+                      checks=evaluate(task, references, starter), reference_seconds=ref_time, runs=runs)
+
+
+def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options: CheckOptions,
+                *, cache: ResultCache | None = None, backend_id: str = "",
+                on_progress: ProgressCallback | None = None) -> list[TaskReport]:
+    """Check every task; reports come back in the order of ``items``."""
+    ordered: list[Task | TaskLoadFailure] = list(items)
+    reports: dict[int, TaskReport] = {}
+    todo: list[tuple[int, Task, str]] = []
+    for i, item in enumerate(ordered):
+        if isinstance(item, TaskLoadFailure):
+            reports[i] = _load_failure_report(item)
+            continue
+        key = cache_key("check-tasks", item.content_hash(), backend_id, f"repeats={options.repeats}")
+        hit = cache.get(key) if cache else None
+        if hit is not None:
+            report = TaskReport.from_dict(hit)
+            report.cached = True
+            reports[i] = report
+        else:
+            todo.append((i, item, key))
+
+    requests: list[GradeRequest] = []
+    for i, task, _ in todo:
+        for seed in range(1, options.repeats + 1):
+            requests.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)))
+        requests.append(GradeRequest(task, Phase.STARTER, seed=None, label=str(i)))
+    results: dict[int, list[GradeResult]] = {i: [] for i, _, _ in todo}
+    total = len(requests)
+    done = 0
+    for r in grader.grade_many(requests, jobs=options.jobs):
+        results[int(r.label)].append(r)
+        done += 1
+        if on_progress:
+            on_progress(Progress(done, total, r.task_id, r.phase.value))
+    for i, task, key in todo:
+        runs = results[i]
+        refs = sorted((r for r in runs if r.phase is Phase.REFERENCE), key=lambda r: r.seed or 0)
+        starter = next(r for r in runs if r.phase is Phase.STARTER)
+        report = _report(task, refs, starter)
+        reports[i] = report
+        if cache is not None and report.verdict.value != "error":
+            cache.put(key, report.to_dict())
+    return [reports[i] for i in range(len(ordered))]

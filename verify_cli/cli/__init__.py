@@ -1,0 +1,1 @@
+"""The command-line layer: commands parse and delegate; only console.py prints."""

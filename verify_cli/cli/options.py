@@ -1,0 +1,15 @@
+"""Options shared by several commands."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+SandboxOpt = Annotated[str, typer.Option("--sandbox", "-s", help="Sandbox backend: auto, bwrap, docker, process.")]
+JobsOpt = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Sandboxed runs at once (default: cores).")]
+
+
+def default_jobs() -> int:
+    return os.cpu_count() or 1
