@@ -76,14 +76,14 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     no_results = [r for r in graded if any(p.startswith("no results file") for p in r.problems)]
     if no_results:
         checks.append(CheckResult("results", CheckStatus.FAIL,
-                                  f"results missing: {no_results[0].problems[0]} "
+                                  f"{no_results[0].problems[0]} "
                                   f"({len(no_results)} of {len(graded)} reference runs)"))
 
     flaky = sorted(tid for tid, seen in outcomes.items() if len(seen) > 1)
     if flaky:
         details = ", ".join(f"{tid} ({'/'.join(sorted(o.value for o in outcomes[tid]))})" for tid in flaky[:3])
         checks.append(CheckResult("flaky", CheckStatus.FAIL,
-                                  f"flaky: {len(flaky)} test(s) changed outcome between repeats: {details}"))
+                                  f"{len(flaky)} test(s) changed outcome between repeats: {details}"))
     elif len(graded) > 1:
         checks.append(CheckResult("flaky", CheckStatus.PASS))
 

@@ -325,12 +325,9 @@ def empty_collection(src: PythonSource) -> Iterator[Edit]:
         kind = _EMPTY_LITERAL.get(type(node))
         if kind is None:
             continue
-        if isinstance(node, ast.List | ast.Tuple):
-            if not node.elts or not isinstance(node.ctx, ast.Load):
-                continue
-        elif isinstance(node, ast.Set) and not node.elts:
-            continue
-        elif isinstance(node, ast.Dict) and not node.keys:
+        if isinstance(node, ast.List | ast.Tuple) and not isinstance(node.ctx, ast.Load):
+            continue  # an assignment target
+        if not (node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)):
             continue
         start, end = src.span(node)
         name, empty = kind
@@ -374,9 +371,20 @@ def stmt_delete(src: PythonSource) -> Iterator[Edit]:
             yield Edit(start, end, "pass", f"deleted statement '{shorten(text)}'")
 
 
-def _shifted(src: PythonSource, node: ast.expr, delta: int) -> str:
+def _int_literal(node: ast.expr) -> int | None:
+    """The value of ``3`` or ``-3`` written as a literal, else ``None``."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _int_literal(node.operand)
+        return None if value is None else -value
     if isinstance(node, ast.Constant) and type(node.value) is int:
-        return str(node.value + delta)
+        return node.value
+    return None
+
+
+def _shifted(src: PythonSource, node: ast.expr, delta: int) -> str:
+    value = _int_literal(node)
+    if value is not None:
+        return str(value + delta)
     text = src.text(node)
     sign = "+" if delta > 0 else "-"
     operand = text if isinstance(node, _ATOMS) else f"({text})"

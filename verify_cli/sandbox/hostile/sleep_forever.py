@@ -1,0 +1,13 @@
+"""Sleep until killed."""
+
+import time
+
+
+def main() -> None:
+    print("sleeping", flush=True)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()
