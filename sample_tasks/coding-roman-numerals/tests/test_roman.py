@@ -1,0 +1,17 @@
+from roman import from_roman, to_roman
+
+CASES = [(1, "I"), (4, "IV"), (9, "IX"), (14, "XIV"), (40, "XL"), (90, "XC"),
+         (400, "CD"), (900, "CM"), (1994, "MCMXCIV"), (2024, "MMXXIV"), (3999, "MMMCMXCIX")]
+
+
+def test_to_roman_examples():
+    assert [to_roman(n) for n, _ in CASES] == [s for _, s in CASES]
+
+
+def test_from_roman_examples():
+    assert [from_roman(s) for _, s in CASES] == [n for n, _ in CASES]
+
+
+def test_round_trip_small_range():
+    for n in range(1, 200):
+        assert from_roman(to_roman(n)) == n
