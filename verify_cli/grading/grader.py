@@ -94,6 +94,9 @@ def run_environment(task: Task, seed: int | None) -> dict[str, str]:
         env["VERIFY_SHUFFLE_SEED"] = str(seed)
     if task.test.framework == "pytest":
         env["PYTEST_PLUGINS"] = "verify_shuffle"
+        # Plugins that happen to be installed where the runtime lives (xdist, benchmark...) must
+        # not change grading or slow every run; a task that needs one names it with -p.
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     return env
 
 
