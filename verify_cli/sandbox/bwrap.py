@@ -1,16 +1,22 @@
 """``bwrap``: bubblewrap namespaces around the local runner.
 
 All namespaces unshared (no network), read-only system folders, a private size-limited work
-folder filled from the caller's files, a private results folder, a fresh session, and
-``--die-with-parent``: killing bwrap takes the whole pid namespace with it.
+folder filled from the caller's files, a private size-limited results folder, a fresh session,
+and ``--die-with-parent``: killing bwrap takes the whole pid namespace with it.
+
+No host folder is writable from inside: once the command ends, its wrapper kills whatever it
+left running and hands the results folder back as a tar archive on an inherited pipe, which the
+runner reads up to a bound. (A writable host bind would let the command fill the host's disk.)
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from verify_cli.sandbox.base import Availability, RunSpec
@@ -28,12 +34,15 @@ from verify_cli.sandbox.registry import python_runtime_prefixes, register_sandbo
 
 SOURCE_MOUNT = "/.verify-src"
 SANDBOX_UID = 1000
+#: Size of the results folder (a tmpfs); the runner reads at most twice that of its archive.
+RESULTS_FOLDER_BYTES = 64 * 1024 * 1024
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap) and make sure "
-                "unprivileged user namespaces are enabled (sysctl kernel.unprivileged_userns_clone=1)")
+                "unprivileged user namespaces are enabled "
+                "(sysctl kernel.unprivileged_userns_clone=1)")
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin")
-_ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/alternatives", "/etc/ssl", "/etc/nsswitch.conf",
-              "/etc/localtime")
+_ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/alternatives", "/etc/ssl",
+              "/etc/nsswitch.conf", "/etc/localtime")
 
 
 @functools.lru_cache(maxsize=1)
@@ -41,9 +50,13 @@ def _probe() -> Availability:
     exe = shutil.which("bwrap")
     if exe is None:
         return Availability(False, "bwrap is not installed", INSTALL_HINT)
+    if shutil.which("tar") is None:
+        return Availability(False, "tar is not installed (it hands the results folder back)",
+                            "install tar (Debian/Ubuntu: apt-get install -y tar)")
     try:
-        proc = subprocess.run([exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
-                              capture_output=True, timeout=20)
+        proc = subprocess.run(
+            [exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
+            capture_output=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as e:
         return Availability(False, f"bwrap failed to start: {e}", INSTALL_HINT)
     if proc.returncode != 0:
@@ -52,55 +65,95 @@ def _probe() -> Availability:
     return Availability(True)
 
 
+def _system_argv(scratch: Path) -> list[str]:
+    """bwrap, its namespaces, and the read-only system every sandboxed process sees."""
+    passwd = scratch / "passwd"
+    passwd.write_text(f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:"
+                      f"sandbox:{SANDBOX_WORKDIR}:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n")
+    group = scratch / "group"
+    group.write_text(f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\nnogroup:x:65534:\n")
+    argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
+    for d in _SYSTEM_DIRS:
+        if Path(d).is_symlink():
+            argv += ["--symlink", str(Path(d).readlink()), d]
+        elif Path(d).is_dir():
+            argv += ["--ro-bind", d, d]
+    for f in _ETC_FILES:
+        argv += ["--ro-bind-try", f, f]
+    argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
+    for prefix in python_runtime_prefixes():
+        real = str(Path(prefix).resolve())
+        if not any(real == d or real.startswith(d + "/") for d in _SYSTEM_DIRS):
+            argv += ["--ro-bind", real, real]
+            if prefix != real:
+                argv += ["--symlink", real, prefix]
+    return argv
+
+
 @register_sandbox("bwrap")
 class BwrapSandbox(LocalSandbox):
-    isolation = ("bubblewrap: all namespaces unshared (no network), read-only system, private tmpfs "
-                 "work folder, cgroup/rlimit limits, whole pid namespace killed on timeout")
+    isolation = ("bubblewrap: all namespaces unshared (no network), read-only system, private "
+                 "tmpfs work and results folders, cgroup/rlimit limits, whole pid namespace "
+                 "killed on timeout")
 
     @classmethod
     def availability(cls) -> Availability:
         return _probe()
 
     def prepare(self, spec: RunSpec, scratch: Path) -> Prepared:
-        results = scratch / "results"
-        results.mkdir(mode=0o777)
-        results.chmod(0o777)
-        passwd = scratch / "passwd"
-        passwd.write_text(f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:"
-                          f"sandbox:{SANDBOX_WORKDIR}:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n")
-        group = scratch / "group"
-        group.write_text(f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\nnogroup:x:65534:\n")
+        results = scratch / "results"  # never created: results come back on a pipe
         disk = f"{spec.limits.file_bytes}"
-        argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-                "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
-        for d in _SYSTEM_DIRS:
-            if Path(d).is_symlink():
-                argv += ["--symlink", str(Path(d).readlink()), d]
-            elif Path(d).is_dir():
-                argv += ["--ro-bind", d, d]
-        for f in _ETC_FILES:
-            argv += ["--ro-bind-try", f, f]
-        argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
-        for prefix in python_runtime_prefixes():
-            real = str(Path(prefix).resolve())
-            if not any(real == d or real.startswith(d + "/") for d in _SYSTEM_DIRS):
-                argv += ["--ro-bind", real, real]
-                if prefix != real:
-                    argv += ["--symlink", real, prefix]
+        argv = _system_argv(scratch)
         argv += ["--proc", "/proc", "--dev", "/dev",
                  "--size", disk, "--tmpfs", SANDBOX_TMP,
                  "--size", disk, "--perms", "0755", "--tmpfs", SANDBOX_WORKDIR,
                  "--ro-bind", str(Path(spec.workdir).resolve()), SOURCE_MOUNT,
-                 "--bind", str(results), SANDBOX_RESULTS,
+                 "--size", str(min(spec.limits.file_bytes, RESULTS_FOLDER_BYTES)),
+                 "--perms", "0755", "--tmpfs", SANDBOX_RESULTS,
                  "--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS,
                  "--chdir", SANDBOX_WORKDIR, "--"]
-        # Copy the caller's files into the private tmpfs, then become the command.
-        argv += ["/bin/sh", "-c", f'cp -R {SOURCE_MOUNT}/. {SANDBOX_WORKDIR}/ && exec "$@"', "sh",
-                 *spec.command]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
-                                 harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP, path=runtime_path(),
-                                 extra=spec.env)
-        return Prepared(argv=argv, env=env, cwd="/", results_dir=results, signal_from_status=True)
+                                 harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
+                                 path=runtime_path(), extra=spec.env)
+        read_end, write_end = os.pipe()
+        # Copy the caller's files into the private tmpfs and run the command. Then kill whatever
+        # it left running (only inside the fresh pid namespace, where this shell is pid 2 and
+        # kill -1 spares it and init) and hand the results folder back on the pipe; the exit
+        # status stays the command's. (dash takes one-digit fds only, hence /proc/self/fd.)
+        script = (f'cp -R {SOURCE_MOUNT}/. {SANDBOX_WORKDIR}/ || exit\n'
+                  '"$@"\n'
+                  'status=$?\n'
+                  'if [ "$$" -le 3 ]; then kill -KILL -1 2>/dev/null; fi\n'
+                  f'cd {SANDBOX_RESULTS} && tar -cf - . 2>/dev/null >/proc/self/fd/{write_end}\n'
+                  'exit $status\n')
+        argv += ["/bin/sh", "-c", script, "sh", *spec.command]
+        return Prepared(argv=argv, env=env, cwd="/", results_dir=results, signal_from_status=True,
+                        results_pipe=(read_end, write_end),
+                        results_archive_limit=2 * RESULTS_FOLDER_BYTES + 1024 * 1024)
+
+    def long_lived(self, command: Sequence[str], *, scratch: Path, env: Mapping[str, str],
+                   ro_binds: Sequence[tuple[Path, str]] = (), dirs: Sequence[str] = ()) -> Prepared:
+        """How to start a long-lived process (the warm grading worker) in this sandbox.
+
+        The same namespaces and read-only system as a run, the harness, ``ro_binds`` (host folder,
+        sandbox path) and empty ``dirs`` (mount points for the process's own children); every
+        file system it sees is read-only, so nothing it or its children write outlives them.
+        ``env`` is applied over the pinned environment of a run.
+        """
+        argv = _system_argv(scratch)
+        argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+                 "--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS]
+        for host, inside in ro_binds:
+            argv += ["--ro-bind", str(Path(host).resolve()), inside]
+        for d in (SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_RESULTS, *dirs):
+            argv += ["--dir", d]
+        argv += ["--remount-ro", "/", "--chdir", "/", "--", *command]
+        full_env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
+                                      harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
+                                      path=runtime_path(), extra=env)
+        return Prepared(argv=argv, env=full_env, cwd="/", results_dir=scratch / "results",
+                        signal_from_status=True)
 
 
 __all__ = ["BwrapSandbox", "sys"]

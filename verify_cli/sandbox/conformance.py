@@ -13,7 +13,9 @@ trivial run on the same sandbox afterwards. A check that fails to run counts as 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
+import importlib
 import json
 import os
 import resource
@@ -77,7 +79,8 @@ class ConformanceCase:
     def expects_containment(self, backend: str) -> bool:
         if backend in self.expected_uncontained_on:
             return False
-        return not (backend in self.uncontained_without_cgroups_on and not cgroup_manager().available)
+        needs_cgroup = backend in self.uncontained_without_cgroups_on
+        return not (needs_cgroup and not cgroup_manager().available)
 
 
 CASES: tuple[ConformanceCase, ...] = (
@@ -221,14 +224,25 @@ class _NoSurvivors(HostCheck):
 
 
 class _HostDiskFree(HostCheck):
-    """Samples the host's free space during the run: it may not drop by more than the limit."""
+    """Samples the host's free space during the run: it may not drop by more than the limit.
+
+    One such measurement at a time on a host (a lock file), so that two disk-filling runs (say,
+    two test workers) do not see each other's writes.
+    """
 
     def __init__(self, ctx: _Context) -> None:
         super().__init__(ctx)
+        lock_path = Path(tempfile.gettempdir()) / "verify-cli-conformance-disk.lock"
         folders = {tempfile.gettempdir(), str(ctx.workdir), "/var/lib/docker"}
         self._folders = [f for f in folders if os.path.isdir(f)]
-        self._start = {f: shutil.disk_usage(f).free for f in self._folders}
         self._worst = 0
+        self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            self._start = {f: shutil.disk_usage(f).free for f in self._folders}
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True, name="conformance-disk")
         self._thread.start()
@@ -255,6 +269,11 @@ class _HostDiskFree(HostCheck):
 
     def close(self) -> None:
         self._stop.set()
+        self._thread.join(timeout=5)
+        if self._lock_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)  # releases the lock
+            self._lock_fd = -1
 
 
 class _BoundedCapture(HostCheck):
@@ -273,7 +292,8 @@ class _BoundedCapture(HostCheck):
         if not cap.head.startswith(b"flood ") or not cap.tail:
             out.append("stdout's head and tail were not both kept")
         if len(cap.head) + len(cap.tail) > limit:
-            out.append(f"kept {len(cap.head) + len(cap.tail)} bytes of stdout, over the limit {limit}")
+            kept = len(cap.head) + len(cap.tail)
+            out.append(f"kept {kept} bytes of stdout, over the limit {limit}")
         grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - self._rss_kib) * 1024
         if grown > 64 * 1024 * 1024 + 8 * limit:
             out.append(f"the harness's peak memory grew by {grown >> 20} MiB")
@@ -373,16 +393,13 @@ def _visible_output(result: RunResult) -> tuple[str, list[str]]:
 
 
 class _SecretFiles(HostCheck):
-    """A secret planted in the host user's home, and the checkout's files, never reach the output."""
+    """A secret planted in the host user's home and the checkout's files stay out of the output."""
 
     def __init__(self, ctx: _Context) -> None:
         super().__init__(ctx)
         self.home = Path.home()
         self.secret = f"secret-{secrets.token_hex(16)}"
         self.secret_path = self.home / f".verify-cli-conformance-secret-{ctx.token}"
-        fd = os.open(self.secret_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(self.secret + "\n")
         self.read_paths = [str(self.secret_path)]
         self.digests: dict[str, str] = {}
         for name in ("pyproject.toml", "README.md", ".git/config"):
@@ -390,6 +407,9 @@ class _SecretFiles(HostCheck):
             if p.is_file():
                 self.read_paths.append(str(p))
                 self.digests[str(p)] = hashlib.sha256(p.read_bytes()[: 1 << 16]).hexdigest()
+        fd = os.open(self.secret_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(self.secret + "\n")
 
     def env(self) -> dict[str, str]:
         return {"VERIFY_CONFORMANCE_HOST_HOME": str(self.home),
@@ -411,10 +431,10 @@ _SACRIFICE = "import time; time.sleep(300)"
 
 
 def _spawn_stand_in(env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    """A process of the user running verify-cli, which a hostile program may attack instead of it."""
-    return subprocess.Popen([sys.executable, "-c", _SACRIFICE], env=dict(env), start_new_session=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, close_fds=True)
+    """A process of the user running verify-cli, for a hostile program to attack instead of it."""
+    return subprocess.Popen([sys.executable, "-c", _SACRIFICE], env=dict(env),
+                            start_new_session=True, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
 
 
 def _end(proc: subprocess.Popen[bytes]) -> None:
@@ -432,11 +452,11 @@ class _EnvSecret(HostCheck):
     def __init__(self, ctx: _Context) -> None:
         super().__init__(ctx)
         self.secret = f"envsecret-{secrets.token_hex(16)}"
-        self._previous = os.environ.get(self.VAR)
-        os.environ[self.VAR] = self.secret
         # /proc/<pid>/environ shows a process's environment as it was at exec time, so the
         # secret must also live in a process started with it, as an API key would.
-        self._stand_in = _spawn_stand_in(os.environ)
+        self._stand_in = _spawn_stand_in({**os.environ, self.VAR: self.secret})
+        self._previous = os.environ.get(self.VAR)
+        os.environ[self.VAR] = self.secret
 
     def findings(self, result: RunResult, elapsed: float) -> list[str]:
         text, out = _visible_output(result)
@@ -453,7 +473,7 @@ class _EnvSecret(HostCheck):
 
 
 class _HarnessAlive(HostCheck):
-    """The process named as the harness survives (a stand-in, so the real harness is never at risk)."""
+    """The process named as the harness survives (a stand-in: the real one is never at risk)."""
 
     def __init__(self, ctx: _Context) -> None:
         super().__init__(ctx)
@@ -542,8 +562,7 @@ def _leftover_containers(token: str, *, required: bool) -> list[str]:
     error, so the case fails closed.
     """
     try:
-        import docker  # type: ignore[import-untyped]
-
+        docker = importlib.import_module("docker")
         client = docker.from_env(timeout=10)
         containers = client.containers.list(all=True, filters={"label": "verify-cli=1"})
     except Exception:
@@ -583,7 +602,8 @@ def _workdir(case: ConformanceCase) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_case(sandbox: Sandbox, case: ConformanceCase, *, image: str | None = None) -> ConformanceResult:
+def run_case(sandbox: Sandbox, case: ConformanceCase, *,
+             image: str | None = None) -> ConformanceResult:
     """Run one hostile program in ``sandbox`` and judge, from the host, whether it was contained.
 
     Never raises for a failing check: it comes back as ``error`` and the case as not contained.
@@ -608,7 +628,8 @@ def run_case(sandbox: Sandbox, case: ConformanceCase, *, image: str | None = Non
             elapsed = time.monotonic() - started
             if result.verdict not in case.expected_verdicts:
                 want = ", ".join(sorted(v.value for v in case.expected_verdicts))
-                findings.append(f"verdict {result.verdict.value} ({result.message}); expected {want}")
+                findings.append(f"verdict {result.verdict.value} ({result.message}); "
+                                f"expected {want}")
             if elapsed > case.limits.wall_seconds + GRACE_SECONDS:
                 findings.append(f"took {elapsed:.1f}s, over the {case.limits.wall_seconds:.0f}s "
                                 f"limit plus {GRACE_SECONDS:.0f}s")
@@ -618,9 +639,10 @@ def run_case(sandbox: Sandbox, case: ConformanceCase, *, image: str | None = Non
                          _leftover_containers(token, required=backend == "docker")]
             findings += _next_run_findings(sandbox, image)
     except Exception as e:  # fail closed: an unjudged run is not a contained one
-        return ConformanceResult(case.name, backend, False, expected, result.verdict if result else None,
-                                 elapsed, tuple(findings), error=f"{type(e).__name__}: {e}",
-                                 limitation=case.limitation, run=result)
+        return ConformanceResult(case.name, backend, False, expected,
+                                 result.verdict if result else None, elapsed, tuple(findings),
+                                 error=f"{type(e).__name__}: {e}", limitation=case.limitation,
+                                 run=result)
     finally:
         if check is not None:
             with contextlib.suppress(Exception):

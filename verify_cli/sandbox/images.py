@@ -14,6 +14,7 @@ Run ``python -m verify_cli.sandbox.images --help`` (or ``scripts/build_images.sh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import shutil
@@ -76,12 +77,13 @@ class ImageRecipe:
 
 
 _PYTHON_CHECK = (
-    "import sys, pytest, subprocess\n"
-    "assert sys.version_info >= (3, 11), sys.version\n"
-    "assert int(pytest.__version__.split('.')[0]) >= 7, pytest.__version__\n"
-    "out = subprocess.run(['python', '-m', 'pytest', '--help'], capture_output=True, text=True)\n"
-    "assert '--junitxml' in out.stdout, 'pytest lacks --junitxml'\n"
-    "print(sys.version.split()[0], pytest.__version__)\n"
+    "set -e\n"
+    "python -c 'import sys; assert sys.version_info >= (3, 11), sys.version'\n"
+    "python -c 'import pytest; assert int(pytest.__version__.split(\".\")[0]) >= 7'\n"
+    "cd /tmp && echo 'def test_ok(): pass' > test_check.py\n"
+    "python -m pytest -q -p no:cacheprovider --junitxml=check.xml test_check.py >/dev/null\n"
+    "grep -q '<testsuite' check.xml\n"
+    "python --version && python -m pytest --version\n"
 )
 _NODE_CHECK = (
     "set -e\n"
@@ -99,7 +101,7 @@ RECIPES: dict[str, ImageRecipe] = {
         suite="bookworm",  # python3 3.11, pytest 7.2
         packages=("python3", "python3-pytest"),
         setup="ln -sf python3 /usr/bin/python\n",
-        check=("python", "-c", _PYTHON_CHECK),
+        check=("sh", "-c", _PYTHON_CHECK),
     ),
     "node": ImageRecipe(
         key="node",
@@ -180,12 +182,16 @@ def build_images(names: Sequence[str] | None = None, *, offline: bool | None = N
 
     todo: list[ImageRecipe] = []
     reports: dict[str, BuildReport] = {}
+    replaced: list[str] = []
     for recipe in recipes:
-        if not force and _image_exists(client, recipe.tag):
+        old_id = _image_id(client, recipe.tag)
+        if old_id is not None and not force:
             say(f"{recipe.tag}: present, skipped (use --force to rebuild)")
             reports[recipe.tag] = BuildReport(recipe.tag, "skipped", 0.0)
-        else:
-            todo.append(recipe)
+            continue
+        todo.append(recipe)
+        if old_id is not None:
+            replaced.append(old_id)
     if todo:
         use_dockerfile = (not offline) if offline is not None else registry_reachable()
         if offline is None and not use_dockerfile:
@@ -203,17 +209,19 @@ def build_images(names: Sequence[str] | None = None, *, offline: bool | None = N
                     errors.append(e)
         if errors:
             raise errors[0]
+        for old_id in replaced:  # drop the untagged predecessors; in-use ones stay
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(old_id)
     return [reports[r.tag] for r in recipes]
 
 
-def _image_exists(client: Any, tag: str) -> bool:
+def _image_id(client: Any, tag: str) -> str | None:
     import docker
 
     try:
-        client.images.get(tag)
-        return True
+        return str(client.images.get(tag).id)
     except docker.errors.ImageNotFound:
-        return False
+        return None
 
 
 def _build_one(client: Any, recipe: ImageRecipe, use_dockerfile: bool, may_fall_back: bool,
@@ -234,6 +242,7 @@ def _build_one(client: Any, recipe: ImageRecipe, use_dockerfile: bool, may_fall_
                 raise SandboxUnavailableError(f"docker build of {recipe.tag} failed: {e}") from e
             say(f"{recipe.tag}: docker build failed ({e}); building offline")
     _build_offline(client, recipe, bases, say)
+    say(f"{recipe.tag}: checking the image")
     _check_image(client, recipe)
     secs = time.monotonic() - t0
     say(f"{recipe.tag}: built offline from Debian {recipe.suite} in {secs:.1f} s")
@@ -309,8 +318,8 @@ def _build_offline(client: Any, recipe: ImageRecipe, bases: _BaseCache, say: Pro
         _run(["tar", "-C", str(root), "--numeric-owner", "-xf", str(base)], what="unpack base")
         shutil.copyfile("/etc/resolv.conf", root / "etc/resolv.conf")
         say(f"{recipe.tag}: apt-get install {' '.join(recipe.packages)}")
-        install = ["chroot", str(root), "apt-get", "install", "-y", "-q",
-                   "--no-install-recommends", *recipe.packages]
+        install = ["chroot", str(root), "apt-get", "install", "-y", "-q", "--no-install-recommends",
+                   "-o", "Dpkg::Options::=--force-unsafe-io", *recipe.packages]
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
         first = subprocess.run(install, capture_output=True, text=True, env=env)
         if first.returncode != 0:

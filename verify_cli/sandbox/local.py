@@ -1,14 +1,16 @@
-"""The machinery shared by the local backends (process, bwrap): spawn, limit, stream, kill, judge."""
+"""Machinery shared by the local backends (process, bwrap): spawn, limit, stream, kill, judge."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import resource
 import shutil
 import signal
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
@@ -40,8 +42,14 @@ class Prepared:
     env: dict[str, str]
     cwd: str
     results_dir: Path
-    #: Exit statuses above 128 mean "killed by signal status-128" (bwrap reports a child's death so).
+    #: Exit statuses above 128 mean "killed by signal status-128" (bwrap reports deaths so).
     signal_from_status: bool = False
+    #: (read end, write end) of a pipe on which the command's wrapper writes a tar archive of the
+    #: results folder once the command ended, instead of the runner reading ``results_dir``. The
+    #: runner passes the write end to the child and owns both ends from the moment it is handed one.
+    results_pipe: tuple[int, int] | None = None
+    #: The most bytes of that archive the runner reads; more ends the run as ``output_limit``.
+    results_archive_limit: int = 0
 
 
 def _child_setup(limits: Limits, cgroup: RunCgroup | None) -> Callable[[], None]:
@@ -66,12 +74,51 @@ def _child_setup(limits: Limits, cgroup: RunCgroup | None) -> Callable[[], None]
     return setup
 
 
+def read_results_archive(data: bytes) -> dict[str, bytes]:
+    """Regular files of a tar archive (links, devices and odd names refused), as read_results."""
+    out: dict[str, bytes] = {}
+    with contextlib.suppress(tarfile.TarError, OSError, EOFError), \
+            tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+        for member in archive:
+            name = Path(member.name)
+            parts = [p for p in name.parts if p != "."]
+            if (not member.isreg() or name.is_absolute() or ".." in parts or not parts
+                    or member.size > MAX_RESULT_FILE_BYTES):
+                continue
+            fh = archive.extractfile(member)
+            if fh is not None:
+                out["/".join(parts)] = fh.read(MAX_RESULT_FILE_BYTES)
+    return out
+
+
+def _read_bounded(fd: int, limit: int, sink: bytearray, on_exceed: Callable[[], None]) -> None:
+    """Read ``fd`` to EOF into ``sink``; past ``limit`` bytes, call ``on_exceed`` and stop.
+
+    Closes ``fd``.
+    """
+    try:
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            if len(sink) + len(data) > limit:
+                on_exceed()
+                return
+            sink += data
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def read_results(folder: Path) -> dict[str, bytes]:
     """Regular files under ``folder`` (symlinks refused), each at most MAX_RESULT_FILE_BYTES."""
     out: dict[str, bytes] = {}
     if not folder.is_dir():
         return out
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+    for dirpath, _dirnames, filenames in os.walk(folder, followlinks=False):
         for name in filenames:
             p = Path(dirpath) / name
             try:
@@ -105,7 +152,8 @@ class LocalSandbox(Sandbox):
         try:
             scratch = Path(tempfile.mkdtemp(prefix="verify-run-"))
         except OSError as e:
-            return RunResult(Verdict.INFRA_ERROR, self.name, message=f"cannot create a scratch folder: {e}")
+            return RunResult(Verdict.INFRA_ERROR, self.name,
+                             message=f"cannot create a scratch folder: {e}")
         try:
             return self._run(spec, scratch, start)
         finally:
@@ -136,20 +184,31 @@ class LocalSandbox(Sandbox):
         err_cap = BoundedCapture(limits.output_bytes, on_flood)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        archive_fds = list(prepared.results_pipe or ())
         try:
             proc = subprocess.Popen(
-                prepared.argv, stdin=subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL,
+                prepared.argv,
+                stdin=subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL,
                 stdout=out_w, stderr=err_w, env=prepared.env, cwd=prepared.cwd,
-                start_new_session=True, close_fds=True, preexec_fn=_child_setup(limits, cgroup))
+                start_new_session=True, close_fds=True, pass_fds=archive_fds[1:],
+                preexec_fn=_child_setup(limits, cgroup))
         except OSError as e:
-            for fd in (out_r, out_w, err_r, err_w):
+            for fd in (out_r, out_w, err_r, err_w, *archive_fds):
                 os.close(fd)
             if cgroup:
                 cgroup.remove()
-            return RunResult(Verdict.SETUP_ERROR, self.name, message=f"cannot start {prepared.argv[0]!r}: {e}")
+            return RunResult(Verdict.SETUP_ERROR, self.name,
+                             message=f"cannot start {prepared.argv[0]!r}: {e}")
         os.close(out_w)
         os.close(err_w)
         drains = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
+        archive = bytearray()
+        if archive_fds:
+            os.close(archive_fds[1])
+            drains.append(threading.Thread(
+                target=_read_bounded, args=(archive_fds[0], prepared.results_archive_limit, archive,
+                                            on_flood), daemon=True, name="sandbox-results"))
+            drains[-1].start()
         if spec.stdin is not None and proc.stdin is not None:
             threading.Thread(target=_feed_stdin, args=(proc.stdin, spec.stdin), daemon=True).start()
 
@@ -176,8 +235,13 @@ class LocalSandbox(Sandbox):
         if cgroup:
             cgroup.remove()
         proc.returncode = 0  # reaped by wait4 above; keep Popen from waiting again
-        results = read_results(prepared.results_dir)
-        return self._judge(prepared, status, reason.get("why"), oom, wall, out_cap, err_cap, results)
+        if archive_fds:
+            flooded = reason.get("why") is Verdict.OUTPUT_LIMIT
+            results = {} if flooded else read_results_archive(bytes(archive))
+        else:
+            results = read_results(prepared.results_dir)
+        return self._judge(prepared, status, reason.get("why"), oom, wall, out_cap, err_cap,
+                           results)
 
     def _kill_tree(self, pid: int, cgroup: RunCgroup | None) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -185,8 +249,8 @@ class LocalSandbox(Sandbox):
         if cgroup is not None:
             cgroup.kill_all()
 
-    def _judge(self, prepared: Prepared, status: Mapping[str, object], why: Verdict | None, oom: bool,
-               wall: float, out_cap: BoundedCapture, err_cap: BoundedCapture,
+    def _judge(self, prepared: Prepared, status: Mapping[str, object], why: Verdict | None,
+               oom: bool, wall: float, out_cap: BoundedCapture, err_cap: BoundedCapture,
                results: dict[str, bytes]) -> RunResult:
         raw = status.get("status")
         exit_code: int | None = None
@@ -206,7 +270,8 @@ class LocalSandbox(Sandbox):
             message = ("exceeded the wall-clock limit" if why is Verdict.TIMEOUT
                        else "exceeded the output limit; the run was stopped")
         elif oom:
-            verdict, message = Verdict.MEMORY_LIMIT, "killed by the kernel's OOM killer (memory limit)"
+            verdict = Verdict.MEMORY_LIMIT
+            message = "killed by the kernel's OOM killer (memory limit)"
         elif sig is not None:
             verdict, message = Verdict.SIGNAL, f"killed by signal {sig} ({_signame(sig)})"
             if sig == signal.SIGXCPU:

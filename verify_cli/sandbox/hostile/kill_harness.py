@@ -1,4 +1,4 @@
-"""Try to kill the harness, whose pid comes in ``VERIFY_HARNESS_PID`` (SIGTERM, SIGKILL, its group)."""
+"""Try to kill the harness, whose pid comes in ``VERIFY_HARNESS_PID``: SIGTERM, SIGKILL, killpg."""
 
 import json
 import os
