@@ -167,6 +167,9 @@ def empty_collection(src: JsSource) -> Iterator[Edit]:
             continue  # not a literal, or a destructuring target
         if src.is_punct(index - 1, "(", ",") and _in_parameter_list(src, index):
             continue  # a destructuring parameter
+        opener = src.enclosing.get(index)
+        if src.is_punct(index - 1, ",") and opener is not None and src.is_punct(opener, "{"):
+            continue  # a computed key in an object literal
         empty, kind = ("[]", "array") if token.text == "[" else ("{}", "object")
         end = src.tokens[close].end
         yield Edit(token.start, end, empty, f"replaced {kind} literal with {empty}")

@@ -319,16 +319,22 @@ def const_change(src: PythonSource) -> Iterator[Edit]:
             yield Edit(start, end, new_text, f"replaced {shorten(text)} with {new_text}")
 
 
+def _literal_size(node: ast.AST) -> int:
+    if isinstance(node, ast.Dict):
+        return len(node.keys)
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        return len(node.elts)
+    return 0
+
+
 def empty_collection(src: PythonSource) -> Iterator[Edit]:
     """A non-empty list, tuple, set or dict literal to an empty one."""
     for node in src.nodes:
         kind = _EMPTY_LITERAL.get(type(node))
-        if kind is None:
+        if kind is None or _literal_size(node) == 0:
             continue
         if isinstance(node, ast.List | ast.Tuple) and not isinstance(node.ctx, ast.Load):
             continue  # an assignment target
-        if not (node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)):
-            continue
         start, end = src.span(node)
         name, empty = kind
         yield Edit(start, end, empty, f"replaced {name} literal with {empty}")
