@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -34,15 +35,16 @@ def use_stderr() -> None:
 
 
 def error(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    # Messages quote user input (TOML tables, regex classes): "[...]" must print as written.
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def warning(message: str) -> None:
-    err.print(f"[yellow]{message}[/]")
+    err.print(f"[yellow]{escape(message)}[/]")
 
 
 def info(message: str) -> None:
-    out.print(message)
+    out.print(escape(message))
 
 
 def plain(text: str) -> None:
@@ -63,7 +65,7 @@ def progress_bar(description: str, total: int) -> Iterator[Any]:
                 progress.advance(tid)
             else:
                 progress.update(tid, completed=completed)
-            progress.update(tid, current=text)
+            progress.update(tid, current=escape(text))
 
         yield advance
 
@@ -77,12 +79,13 @@ def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation:
     table.add_column("failed checks", overflow="fold")
     table.add_column("reference", justify="right")
     for r in reports:
-        problems = [f"[red]{c.name}[/]: {c.message}" for c in r.defects]
-        problems += [f"[yellow]{c.name}[/]: {c.message}" for c in r.warnings]
+        problems = [f"[red]{c.name}[/]: {escape(c.message)}" for c in r.defects]
+        problems += [f"[yellow]{c.name}[/]: {escape(c.message)}" for c in r.warnings]
         t = f"{r.reference_seconds:.2f}s" if r.reference_seconds is not None else "-"
         if r.cached:
             t += " (cached)"
-        table.add_row(r.task_id, r.domain, f"[{_VERDICT_STYLE[r.verdict]}]{r.verdict.value}[/]",
+        table.add_row(escape(r.task_id), escape(r.domain),
+                      f"[{_VERDICT_STYLE[r.verdict]}]{r.verdict.value}[/]",
                       "\n".join(problems) or "-", t)
     out.print(table)
     counts = {v: sum(r.verdict is v for r in reports) for v in TaskVerdict}
@@ -98,7 +101,7 @@ def sandbox_table(rows: Sequence[dict[str, str]]) -> None:
         table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(r["backend"], "[green]yes[/]" if r["available"] == "yes" else "[red]no[/]",
-                      r["isolation"], r.get("hint", ""))
+                      escape(r["isolation"]), escape(r.get("hint", "")))
     out.print(table)
 
 

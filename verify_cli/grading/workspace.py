@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from verify_cli.tasks.model import Task
+from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Task
 from verify_cli.tasks.paths import matches_any, unsafe_relative_path
 
 
@@ -47,6 +47,27 @@ def _copy(root: Path, rel: str, src: Path) -> None:
     shutil.copyfile(src, dest)
 
 
+def _in_test_folders(rel: str) -> bool:
+    """True for paths inside tests/ or hidden_tests/: those come from the pristine task only,
+    whatever the editable globs say (``**/*.py`` must not let a candidate add tests/conftest.py)."""
+    return rel.split("/", 1)[0] in (TESTS_DIR, HIDDEN_TESTS_DIR)
+
+
+#: Files that configure the test runner or the interpreter rather than hold a solution.
+HARNESS_FILES = ("conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini")
+HARNESS_SUFFIXES = (".pth", ".pyc")
+
+
+def _controls_the_harness(rel: str, editable: tuple[str, ...]) -> bool:
+    """True for a candidate file that would reconfigure pytest or Python itself (a planted
+    ``conftest.py``, ``sitecustomize.py``, a ``.pth`` or stale ``.pyc``), unless an editable glob
+    names that exact path: a wildcard never admits one."""
+    name = rel.rsplit("/", 1)[-1]
+    if name not in HARNESS_FILES and not name.endswith(HARNESS_SUFFIXES) and "__pycache__" not in rel.split("/"):
+        return False
+    return rel not in editable
+
+
 def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes] | None = None) -> LaidOut:
     """Fill the empty folder ``root`` with the work folder of ``phase``."""
     for rel, src in task.starter_files().items():
@@ -61,10 +82,14 @@ def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes]
             rel = rel.replace("\\", "/")
             while rel.startswith("./"):
                 rel = rel[2:]
-            if unsafe_relative_path(rel) or rel in test_paths or not matches_any(task.editable, rel):
+            if (unsafe_relative_path(rel) or rel in test_paths or _in_test_folders(rel)
+                    or not matches_any(task.editable, rel) or _controls_the_harness(rel, task.editable)):
                 ignored.append(rel)
                 continue
-            _write(root, rel, data)
+            try:
+                _write(root, rel, data)
+            except OSError:  # clashes with a folder or file already laid out: the candidate's fault
+                ignored.append(rel)
     for rel, src in task.test_files().items():
         _copy(root, rel, src)
     return LaidOut(root, tuple(ignored))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.checks.report import TaskReport, TaskVerdict
+from verify_cli.errors import UsageError
 
 
 def write_json(path: str | Path, document: dict[str, Any]) -> None:
@@ -24,11 +26,20 @@ def write_json(path: str | Path, document: dict[str, Any]) -> None:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    """Write ``data`` to ``path`` atomically; a path that cannot be written is a UsageError."""
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise UsageError(f"{path}: cannot write the report: {e.strerror or e}",
+                         hint="give the path of a file in a writable folder") from None
 
 
 def junit_document(reports: Sequence[TaskReport], *, suite: str = "verify-cli check-tasks") -> bytes:

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from verify_cli.errors import UsageError
+from verify_cli.tasks.schema import task_schema
 
 _PY = {
     "starter/solution.py": 'def total(values: list[int]) -> int:\n    """Return the sum of values."""\n'
@@ -70,9 +71,14 @@ def scaffold_task(dest: Path, *, language: str = "python", domain: str = "coding
     """Create ``dest`` as a new task folder; refuses to touch an existing folder."""
     if language not in _LANGS:
         raise UsageError(f"no template for language {language!r}", hint=f"choose one of: {', '.join(_LANGS)}")
+    domains = [str(d) for d in task_schema()["properties"]["domain"]["enum"]]
+    if domain not in domains:
+        raise UsageError(f"unknown domain {domain!r}", hint=f"choose one of: {', '.join(domains)}")
     if dest.exists():
         raise UsageError(f"{dest}: already exists", hint="choose a new folder name; nothing was written")
-    task_id = re.sub(r"[^a-z0-9._-]+", "-", dest.name.lower()).strip("-") or "new-task"
+    # An id starts with a letter or digit (the schema's pattern): drop leading '.', '_', '-'.
+    task_id = re.sub(r"[^a-z0-9._-]+", "-", dest.name.lower()).lstrip("._-").rstrip("-")
+    task_id = task_id or "new-task"
     spec = _LANGS[language]
     files: dict[str, str] = dict(spec["files"])  # type: ignore[arg-type]
     files["task.toml"] = _TOML.format(id=task_id, domain=domain, language=language, **{

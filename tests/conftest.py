@@ -1,0 +1,250 @@
+"""Shared fixtures and marker-based skips.
+
+Markers (registered in pyproject.toml under ``--strict-markers``):
+
+- ``bwrap``: needs bubblewrap with working user namespaces; skipped with the reason otherwise.
+- ``docker``: needs a running Docker engine and the docker backend; skipped with the reason
+  otherwise.
+- ``gpu``: needs a CUDA GPU; skipped otherwise.
+- ``slow``: takes more than a few seconds; never skipped here (deselect with ``-m "not slow"``).
+
+CI installs bubblewrap and Docker, so in CI nothing that matters is skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from verify_cli.errors import VerifyError
+from verify_cli.sandbox.base import Availability, RunResult, RunSpec, Sandbox
+from verify_cli.sandbox.registry import create_sandbox, sandbox_class
+
+#: The fixture tasks' own tests run inside sandboxes, never as part of this suite.
+collect_ignore_glob = ["fixtures/*"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_TASKS = REPO_ROOT / "sample_tasks"
+DEFECTIVE_TASKS = REPO_ROOT / "tests" / "fixtures" / "defective"
+
+
+def backend_availability(name: str) -> Availability:
+    """Whether backend ``name`` can run here; a backend not (yet) registered is unavailable."""
+    try:
+        return sandbox_class(name).availability()
+    except VerifyError as e:
+        return Availability(False, e.message)
+
+
+def _gpu_availability() -> Availability:
+    try:
+        import torch
+    except ImportError:
+        return Availability(False, "torch is not installed")
+    if not torch.cuda.is_available():
+        return Availability(False, "no CUDA GPU")
+    return Availability(True)
+
+
+_PREREQUISITES: dict[str, Callable[[], Availability]] = {
+    "bwrap": lambda: backend_availability("bwrap"),
+    "docker": lambda: backend_availability("docker"),
+    "gpu": _gpu_availability,
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    checked: dict[str, Availability] = {}
+    for item in items:
+        for marker, probe in _PREREQUISITES.items():
+            if item.get_closest_marker(marker) is None:
+                continue
+            if marker not in checked:
+                checked[marker] = probe()
+            avail = checked[marker]
+            if not avail.available:
+                item.add_marker(pytest.mark.skip(reason=f"{marker} unavailable: {avail.reason}"))
+
+
+@pytest.fixture
+def bwrap_available() -> None:
+    """Depend on this to skip (with the reason) where bubblewrap cannot run; or mark ``bwrap``."""
+    avail = backend_availability("bwrap")
+    if not avail.available:
+        pytest.skip(f"bwrap unavailable: {avail.reason}")
+
+
+# --- task folders -------------------------------------------------------------------------
+
+PYTEST_COMMAND = (
+    'python -m pytest -q -p no:cacheprovider --junitxml="$VERIFY_RESULTS_DIR/junit.xml" tests'
+)
+
+BASE_TOML: dict[str, Any] = {
+    "schema_version": 1,
+    "id": "demo/total",
+    "title": "Sum a list",
+    "domain": "coding",
+    "language": "python",
+    "tags": ["demo"],
+    "editable": ["solution.py"],
+    "environment": {"image": "verify-cli/python:3.11", "runtime": "python"},
+    "test": {"command": PYTEST_COMMAND, "framework": "pytest", "results": "junit.xml"},
+    "scoring": {"policy": "all-or-nothing"},
+    "limits": {"wall_seconds": 30, "memory_mb": 512, "processes": 64},
+}
+
+BASE_FILES: dict[str, str] = {
+    "prompt.md": "# Sum\n\nImplement `total(values)`.\n",
+    "starter/solution.py": "def total(values):\n    raise NotImplementedError\n",
+    "solution/solution.py": "def total(values):\n    return sum(values)\n",
+    "tests/test_solution.py": (
+        "from solution import total\n\n\n"
+        "def test_empty():\n    assert total([]) == 0\n\n\n"
+        "def test_several():\n    assert total([1, 2, 3]) == 6\n"
+    ),
+}
+
+#: A test runner that starts in milliseconds (no pytest start-up): for tests about everything
+#: around the runner (cache, ordering, streaming), where pytest's start-up would only cost time.
+FAST_CHECK = """\
+import os
+import sys
+
+sys.path.insert(0, os.getcwd())
+from solution import total
+
+CASES = {"test_empty": lambda: total([]) == 0, "test_several": lambda: total([1, 2, 3]) == 6}
+cases, ok = [], True
+for name, case in CASES.items():
+    try:
+        passed = bool(case())
+    except Exception:
+        passed = False
+    ok = ok and passed
+    cases.append(f'<testcase classname="check" name="{name}"'
+                 + ("/>" if passed else '><failure message="wrong"/></testcase>'))
+with open(os.path.join(os.environ["VERIFY_RESULTS_DIR"], "junit.xml"), "w") as fh:
+    fh.write("<testsuites>" + "".join(cases) + "</testsuites>")
+sys.exit(0 if ok else 1)
+"""
+
+
+def fast_runner(doc: dict[str, Any]) -> None:
+    doc["test"] = {"command": "python tests/check.py", "framework": "other", "results": "junit.xml"}
+
+
+TaskFactory = Callable[..., Path]
+
+
+def write_task(
+    dest: Path,
+    *,
+    mutate: Callable[[dict[str, Any]], None] | None = None,
+    files: dict[str, str | None] | None = None,
+    toml_text: str | None = None,
+    fast: bool = False,
+) -> Path:
+    """Write a minimal valid Python task at ``dest``, then apply the changes asked for.
+
+    ``fast`` swaps pytest for FAST_CHECK (test ids ``check::test_empty``, ``check::test_several``).
+    ``mutate`` edits the task.toml document (a deep copy of BASE_TOML) before it is written;
+    ``files`` adds or replaces files (text) or removes them (None); ``toml_text`` replaces
+    task.toml verbatim.
+    """
+    doc = copy.deepcopy(BASE_TOML)
+    base_files = dict(BASE_FILES)
+    if fast:
+        fast_runner(doc)
+        base_files = {**base_files, "tests/test_solution.py": None, "tests/check.py": FAST_CHECK}
+    if mutate is not None:
+        mutate(doc)
+    all_files: dict[str, str | None] = {**base_files, **(files or {})}
+    for rel, text in all_files.items():
+        p = dest / rel
+        if text is None:
+            if p.exists():
+                p.unlink()
+            continue
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    (dest / "task.toml").write_text(
+        toml_text if toml_text is not None else tomli_w.dumps(doc), encoding="utf-8"
+    )
+    return dest
+
+
+@pytest.fixture
+def make_task(tmp_path: Path) -> TaskFactory:
+    """``make_task(name, mutate=..., files=..., toml_text=..., fast=...)``: a task in tmp_path."""
+
+    def factory(name: str = "task", **kwargs: Any) -> Path:
+        return write_task(tmp_path / name, **kwargs)
+
+    return factory
+
+
+@pytest.fixture
+def copy_task(tmp_path: Path) -> Callable[[Path, str | None], Path]:
+    """Copy a shared task folder into tmp_path (shared fixtures are never edited in place)."""
+
+    def copier(src: Path, name: str | None = None) -> Path:
+        dest = tmp_path / (name or src.name)
+        shutil.copytree(src, dest, symlinks=True)
+        return dest
+
+    return copier
+
+
+@pytest.fixture
+def sample_tasks_dir() -> Path:
+    return SAMPLE_TASKS
+
+
+@pytest.fixture
+def defective_tasks_dir() -> Path:
+    return DEFECTIVE_TASKS
+
+
+# --- sandboxes ----------------------------------------------------------------------------
+
+
+class CountingSandbox(Sandbox):
+    """A real backend behind a counter of how many runs reached it."""
+
+    name = "counting"
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner = inner
+        self.runs = 0
+        self._lock = threading.Lock()
+
+    def run(self, spec: RunSpec) -> RunResult:
+        with self._lock:
+            self.runs += 1
+        return self.inner.run(spec)
+
+
+@pytest.fixture
+def process_sandbox() -> Iterator[Sandbox]:
+    with create_sandbox("process") as box:
+        yield box
+
+
+@pytest.fixture
+def counting_sandbox(process_sandbox: Sandbox) -> CountingSandbox:
+    return CountingSandbox(process_sandbox)
+
+
+@pytest.fixture(params=["process", pytest.param("bwrap", marks=pytest.mark.bwrap)])
+def local_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    """Each local backend in turn; ``bwrap`` skips (with the reason) where it cannot run."""
+    with create_sandbox(request.param) as box:
+        yield box
