@@ -107,3 +107,22 @@ def sandbox_table(rows: Sequence[dict[str, str]]) -> None:
 
 __all__ = ["CheckStatus", "check_tasks_table", "err", "error", "info", "out", "plain",
            "progress_bar", "sandbox_table", "use_stderr", "warning"]
+
+
+def doctor_report(diagnoses: Sequence[Any]) -> None:
+    """The ``sandbox doctor`` table: availability, proof of containment, latency, what to do."""
+    table = Table(title="sandbox doctor (a backend is safe only when every hostile program was contained here)",
+                  title_justify="left")
+    for col in ("backend", "available", "proven safe", "contained", "not contained", "trivial run p50/p95",
+                "what to do"):
+        table.add_column(col, overflow="fold")
+    for d in diagnoses:
+        contained = sum(1 for r in d.results if r.contained)
+        lat = (f"{d.latency_p50_s * 1000:.0f} / {d.latency_p95_s * 1000:.0f} ms"
+               if d.latency_p50_s is not None and d.latency_p95_s is not None else "-")
+        hint = escape(f"{d.reason}. {d.install_hint}") if not d.available else escape(d.error)
+        table.add_row(d.backend, "[green]yes[/]" if d.available else "[red]no[/]",
+                      "[bold green]yes[/]" if d.proven_safe else "[bold red]no[/]",
+                      f"{contained}/{len(d.results)}" if d.results else "-",
+                      escape(", ".join(d.limitations)) or "-", lat, hint or "-")
+    out.print(table)
