@@ -14,7 +14,7 @@ from typing import Any
 
 from verify_cli.checks.cache import ResultCache, cache_key
 from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
-from verify_cli.grading.grader import GradeRequest, GradeResult, Grader, GradeStatus
+from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
 from verify_cli.grading.workspace import Phase
 from verify_cli.tasks.loader import TaskLoadFailure
@@ -154,10 +154,8 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options
         requests.append(GradeRequest(task, Phase.STARTER, seed=None, label=str(i)))
     results: dict[int, list[GradeResult]] = {i: [] for i, _, _ in todo}
     total = len(requests)
-    done = 0
-    for r in grader.grade_many(requests, jobs=options.jobs):
+    for done, r in enumerate(grader.grade_many(requests, jobs=options.jobs), start=1):
         results[int(r.label)].append(r)
-        done += 1
         if on_progress:
             on_progress(Progress(done, total, r.task_id, r.phase.value))
     for i, task, key in todo:

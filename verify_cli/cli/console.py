@@ -14,6 +14,7 @@ from rich.table import Table
 
 from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
 
+
 def _console(stderr: bool) -> Console:
     c = Console(stderr=stderr, highlight=False)
     if not c.is_terminal:  # logs and CI: wide enough that tables do not fold every cell

@@ -53,12 +53,12 @@ def doctor_command(
 
 @sandbox_app.command("cleanup")
 def cleanup_command(
-    all_containers: Annotated[bool, typer.Option("--all", help="Also remove containers of live verify-cli runs.")] = False,
+    all_containers: Annotated[
+        bool, typer.Option("--all", help="Also remove containers of live verify-cli runs.")] = False,
 ) -> None:
     """Remove containers that crashed verify-cli runs left behind (label verify-cli=1)."""
     try:
         import docker
-
         from verify_cli.sandbox.docker_backend import reap_containers
 
         client = docker.from_env()

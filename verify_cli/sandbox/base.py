@@ -137,10 +137,10 @@ class Sandbox(ABC):
         """Run ``spec`` to completion and return its verdict. Never raises for the command's faults;
         infrastructure faults come back as ``infra_error``/``setup_error`` verdicts."""
 
-    def start(self) -> None:
+    def start(self) -> None:  # noqa: B027 - optional hook, deliberately a no-op
         """Prepare (warm pools, images). Default: nothing."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, deliberately a no-op
         """Release everything the backend holds. Default: nothing."""
 
     def __enter__(self) -> Sandbox:

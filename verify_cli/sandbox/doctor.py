@@ -66,7 +66,7 @@ def _latency(box: Sandbox, image: str | None, runs: int) -> tuple[float, float]:
             if res.verdict is not Verdict.OK:
                 raise RuntimeError(f"a trivial run ended with {res.verdict.value}: {res.message}")
     times.sort()
-    return statistics.median(times), times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
+    return statistics.median(times), times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
 
 
 def diagnose(backends: list[str] | None = None, *, fast: bool = True, latency_runs: int = 10,
@@ -89,7 +89,7 @@ def diagnose(backends: list[str] | None = None, *, fast: bool = True, latency_ru
                 diag.latency_p50_s, diag.latency_p95_s = _latency(box, image, latency_runs)
                 diag.results = run_conformance(
                     box, fast=fast, image=image,
-                    progress=lambda r: say(f"{name}: {r.case} {'contained' if r.contained else 'NOT contained'}"))
+                    progress=lambda r, n=name: say(f"{n}: {r.case} {'contained' if r.contained else 'NOT contained'}"))
         except Exception as e:  # fail closed: whatever went wrong, nothing is proven
             diag.error = f"{type(e).__name__}: {e}"
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import deque
@@ -70,10 +71,8 @@ def drain_fd(fd: int, capture: BoundedCapture) -> None:
                 break
             capture.feed(data)
     finally:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def start_drain(fd: int, capture: BoundedCapture) -> threading.Thread:

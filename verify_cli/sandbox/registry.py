@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -29,10 +30,8 @@ def _load_builtin() -> None:
     # Importing the modules registers them; docker is optional at import time.
     from verify_cli.sandbox import bwrap, process  # noqa: F401
 
-    try:
+    with contextlib.suppress(ImportError):  # the docker SDK is a core dependency, but be lenient
         from verify_cli.sandbox import docker_backend  # noqa: F401
-    except ImportError:  # pragma: no cover - the docker backend is not written yet / SDK missing
-        pass
 
 
 def sandbox_names() -> list[str]:
