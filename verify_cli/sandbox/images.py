@@ -1,4 +1,4 @@
-"""Build the verify-cli Docker images, from a Dockerfile where a registry answers, offline otherwise.
+"""Build the verify-cli Docker images: from Dockerfiles where a registry answers, else offline.
 
 The images name an interface, not a distribution: ``verify-cli/python:3.11`` has ``python`` (3.11
 or newer), ``pytest`` (7 or newer, with ``--junitxml``), ``tar`` and ``sleep``;
@@ -141,9 +141,10 @@ def registry_reachable(timeout: float = 3.0) -> bool:
     """Whether Docker Hub (or the daemon's first registry mirror) accepts a TCP connection."""
     host, port = "REGISTRY-HOST", 443
     try:
-        import docker
+        from docker.client import DockerClient
 
-        mirrors = docker.from_env(timeout=10).info().get("RegistryConfig", {}).get("Mirrors") or []
+        info = DockerClient.from_env(timeout=10).info()
+        mirrors = info.get("RegistryConfig", {}).get("Mirrors") or []
         if mirrors:
             from urllib.parse import urlsplit
 
@@ -169,12 +170,13 @@ def build_images(names: Sequence[str] | None = None, *, offline: bool | None = N
     offline build when that fails; ``True`` always builds offline, ``False`` never does.
     Images are built concurrently. Raises SandboxUnavailableError when an image cannot be made.
     """
-    import docker
+    from docker.client import DockerClient
+    from docker.errors import APIError
 
     say: Progress = progress or (lambda _msg: None)
     recipes = [recipe_for(n) for n in (names or list(RECIPES))]
     try:
-        client = client or docker.from_env(timeout=600)
+        client = client or DockerClient.from_env(timeout=600)
         client.ping()
     except Exception as e:
         raise SandboxUnavailableError(f"the Docker daemon does not answer: {e}",
@@ -186,7 +188,10 @@ def build_images(names: Sequence[str] | None = None, *, offline: bool | None = N
     for recipe in recipes:
         old_id = _image_id(client, recipe.tag)
         if old_id is not None and not force:
-            say(f"{recipe.tag}: present, skipped (use --force to rebuild)")
+            labels = client.images.get(old_id).labels or {}
+            stale = labels.get("verify-cli.recipe") not in (None, recipe.fingerprint)
+            say(f"{recipe.tag}: present{' but built from an older recipe' if stale else ''}, "
+                f"skipped (use --force to rebuild)")
             reports[recipe.tag] = BuildReport(recipe.tag, "skipped", 0.0)
             continue
         todo.append(recipe)
@@ -198,8 +203,8 @@ def build_images(names: Sequence[str] | None = None, *, offline: bool | None = N
             say("no registry reachable: building offline with debootstrap")
         bases = _BaseCache(cache_dir, mirror, say)
         with ThreadPoolExecutor(max_workers=len(todo)) as pool:
-            futures = [pool.submit(_build_one, client, r, use_dockerfile, offline is None, bases, say)
-                       for r in todo]
+            futures = [pool.submit(_build_one, client, r, use_dockerfile, offline is None,
+                                   bases, say) for r in todo]
             errors: list[BaseException] = []
             for f in futures:
                 try:
@@ -210,17 +215,17 @@ def build_images(names: Sequence[str] | None = None, *, offline: bool | None = N
         if errors:
             raise errors[0]
         for old_id in replaced:  # drop the untagged predecessors; in-use ones stay
-            with contextlib.suppress(docker.errors.APIError):
+            with contextlib.suppress(APIError):
                 client.images.remove(old_id)
     return [reports[r.tag] for r in recipes]
 
 
 def _image_id(client: Any, tag: str) -> str | None:
-    import docker
+    from docker.errors import ImageNotFound
 
     try:
         return str(client.images.get(tag).id)
-    except docker.errors.ImageNotFound:
+    except ImageNotFound:
         return None
 
 
@@ -251,12 +256,12 @@ def _build_one(client: Any, recipe: ImageRecipe, use_dockerfile: bool, may_fall_
 
 def _check_image(client: Any, recipe: ImageRecipe) -> None:
     """Run the recipe's check in the image; remove the image and raise if it fails."""
-    import docker
+    from docker.errors import ContainerError
 
     try:
         out = client.containers.run(recipe.tag, list(recipe.check), remove=True,
                                     network_mode="none", user="1000:1000", stderr=True)
-    except docker.errors.ContainerError as e:
+    except ContainerError as e:
         client.images.remove(recipe.tag, force=True)
         raise SandboxUnavailableError(
             f"{recipe.tag} was built but fails its check: {e.stderr!r}") from e
@@ -274,7 +279,7 @@ class _BaseCache:
         self._guard = threading.Lock()
 
     def tarball(self, suite: str) -> Path:
-        """The cached tarball of ``suite``'s minbase root file system, bootstrapping it if needed."""
+        """The cached tarball of ``suite``'s minbase root file system; bootstraps it once."""
         with self._guard:
             lock = self._locks.setdefault(suite, threading.Lock())
         with lock:
@@ -285,7 +290,8 @@ class _BaseCache:
             _require_offline_tools()
             self.cache_dir.mkdir(parents=True, exist_ok=True)
             t0 = time.monotonic()
-            with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=f"bootstrap-{suite}-") as tmp:
+            prefix = f"bootstrap-{suite}-"
+            with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=prefix) as tmp:
                 root = Path(tmp) / "rootfs"
                 self.say(f"debian {suite}: debootstrap --variant=minbase from {self.mirror}")
                 _run(["debootstrap", "--variant=minbase", suite, str(root), self.mirror],
@@ -355,7 +361,8 @@ def _run(argv: Sequence[str], *, what: str, env: dict[str, str] | None = None) -
     proc = subprocess.run(list(argv), capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
-        raise SandboxUnavailableError(f"{what} failed (exit {proc.returncode}):\n" + "\n".join(tail))
+        raise SandboxUnavailableError(
+            f"{what} failed (exit {proc.returncode}):\n" + "\n".join(tail))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -381,8 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 3
     for rep in reports:
-        print(f"{rep.tag}: {rep.action} ({rep.seconds:.1f} s){' ' + rep.detail if rep.detail else ''}",
-              file=sys.stderr)
+        detail = f" {rep.detail}" if rep.detail else ""
+        print(f"{rep.tag}: {rep.action} ({rep.seconds:.1f} s){detail}", file=sys.stderr)
     print(f"total {time.monotonic() - t0:.1f} s", file=sys.stderr)
     return 0
 
