@@ -39,3 +39,10 @@ def test_unavailable_or_unchecked_backend_is_not_safe():
 def test_unknown_backend_is_a_usage_error(capsys):
     assert main(["sandbox", "doctor", "--backend", "nope"]) == 2
     assert "unknown sandbox backend 'nope'" in capsys.readouterr().err
+
+
+def test_create_sandbox_drops_options_a_backend_does_not_take():
+    from verify_cli.sandbox.registry import create_sandbox
+
+    box = create_sandbox("process", pool_size=4)  # process has no pool: the option is ignored
+    assert box.name == "process"

@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 SandboxOpt = Annotated[str, typer.Option("--sandbox", "-s", help="Sandbox backend: auto, bwrap, docker, process.")]
+PoolOpt = Annotated[int, typer.Option("--pool-size", min=0,
+                                      help="Warm containers kept per image and limits (docker backend).")]
 JobsOpt = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Sandboxed runs at once (default: cores).")]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -66,12 +67,22 @@ def resolve_backend_name(name: str) -> tuple[str, str | None]:
 
 
 def create_sandbox(name: str, **options: Any) -> Sandbox:
-    """An instance of backend ``name`` (not ``auto``), or SandboxUnavailableError saying what to do."""
+    """An instance of backend ``name`` (not ``auto``), or SandboxUnavailableError saying what to do.
+
+    ``options`` a backend does not take (``pool_size`` for a backend without pools) are dropped,
+    so a caller can pass the same options whatever the backend.
+    """
     cls = sandbox_class(name)
     avail = cls.availability()
     if not avail.available:
         raise SandboxUnavailableError(f"sandbox backend {name!r} is not available here: {avail.reason}",
                                       hint=avail.install_hint or None)
+    try:
+        params = inspect.signature(cls).parameters
+    except ValueError:  # no introspectable constructor: it takes no options
+        params = {}  # type: ignore[assignment]
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        options = {k: v for k, v in options.items() if k in params}
     return cls(**options)
 
 
