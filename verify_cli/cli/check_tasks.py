@@ -12,7 +12,7 @@ from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.checks.report import TaskVerdict
 from verify_cli.checks.solvability import CheckOptions, Progress, check_tasks
 from verify_cli.cli import console
-from verify_cli.cli.options import JobsOpt, SandboxOpt, default_jobs
+from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt, default_jobs
 from verify_cli.errors import ExitCode
 from verify_cli.grading.grader import Grader
 from verify_cli.report.files import write_json, write_junit
@@ -23,11 +23,15 @@ from verify_cli.tasks.loader import load_task_set
 def check_tasks_command(
     path: Annotated[Path, typer.Argument(help="A task folder, or a folder searched recursively for tasks.")],
     sandbox: SandboxOpt = "auto",
+    pool_size: PoolOpt = 2,
     repeats: Annotated[int, typer.Option("--repeats", "-n", min=1, help="Reference runs per task.")] = 3,
     jobs: JobsOpt = None,
-    json_out: Annotated[str | None, typer.Option("--json", help="Write the full report as JSON (- for stdout).")] = None,
+    json_out: Annotated[
+        str | None, typer.Option("--json", help="Write the full report as JSON (- for stdout).")] = None,
     junit_out: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML, one test case per task.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Ignore and do not write the result cache.")] = False,
+    cold: Annotated[bool, typer.Option(
+        "--cold", help="Start every run from scratch: no warm pytest workers.")] = False,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Cache folder.")] = None,
 ) -> None:
     """Prove every task sound: the reference passes in fresh sandboxes, the starter fails, no test is flaky."""
@@ -37,15 +41,16 @@ def check_tasks_command(
     backend, warning = resolve_backend_name(sandbox)
     if warning:
         console.warning(warning)
-    box = create_sandbox(backend)
+    box = create_sandbox(backend, pool_size=pool_size)
     cache = None if no_cache else ResultCache(cache_dir or default_cache_dir(), "check-tasks")
     options = CheckOptions(repeats=repeats, jobs=jobs or default_jobs())
     total_runs = sum(repeats + 1 for i in items if not hasattr(i, "error"))
-    with box, console.progress_bar("checking tasks", total_runs) as advance:
+    with box, Grader(box, warm=not cold) as grader, \
+            console.progress_bar("checking tasks", total_runs) as advance:
         def on_progress(p: Progress) -> None:
             advance(f"{p.task_id} ({p.phase})", completed=p.done)
 
-        reports = check_tasks(items, Grader(box), options, cache=cache,
+        reports = check_tasks(items, grader, options, cache=cache,
                               backend_id=f"{backend}", on_progress=on_progress)
     console.check_tasks_table(reports, backend=backend, isolation=box.isolation, repeats=repeats)
     if json_out:

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Graded runs per second, cold and warm, on every available sandbox backend, side by side.
+
+    python scripts/bench_grading.py [--task sample_tasks/coding-interval-merge] [--runs 40]
+                                    [--jobs 1] [--backends bwrap,docker] [--json]
+
+Each row grades the task's reference ``--runs`` times (after an untimed warm-up: the first
+cold run, the warm workers' start) through the public Grader, exactly as check-tasks does. The
+floors are what no grader can beat: the tests' own durations from the JUnit XML, and a pytest
+session forked from a warmed interpreter on the host with no sandbox at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase  # noqa: E402
+from verify_cli.grading.grader import run_environment  # noqa: E402
+from verify_cli.grading.warm import parse_pytest_command  # noqa: E402
+from verify_cli.grading.workspace import lay_out  # noqa: E402
+from verify_cli.sandbox.environment import HARNESS_DIR  # noqa: E402
+from verify_cli.sandbox.registry import create_sandbox, sandbox_class  # noqa: E402
+from verify_cli.tasks import load_task  # noqa: E402
+from verify_cli.tasks.model import Task  # noqa: E402
+
+SEED = 1
+
+
+def _requests(task: Task, n: int) -> list[GradeRequest]:
+    return [GradeRequest(task, Phase.REFERENCE, seed=SEED, label=str(i)) for i in range(n)]
+
+
+def _timed(grader: Grader, task: Task, runs: int, jobs: int) -> tuple[float, list[GradeResult]]:
+    start = time.monotonic()
+    results = list(grader.grade_many(_requests(task, runs), jobs=jobs))
+    return time.monotonic() - start, results
+
+
+def _row(backend: str, mode: str, seconds: float, results: list[GradeResult],
+         **extra: Any) -> dict[str, Any]:
+    ok = sum(r.passed for r in results)
+    return {"backend": backend, "mode": mode, "runs": len(results), "passed": ok,
+            "seconds": round(seconds, 3), "runs_per_second": round(len(results) / seconds, 2),
+            "seconds_per_run": round(seconds / len(results), 4),
+            "median_run_wall": round(statistics.median(r.run.wall_seconds for r in results), 4),
+            **extra}
+
+
+def bench_backend(name: str, task: Task, runs: int, jobs: int,
+                  bodies: list[float]) -> list[dict[str, Any]]:
+    """Cold and warm rows for backend ``name``; appends each run's test-body time to ``bodies``."""
+    rows: list[dict[str, Any]] = []
+    with create_sandbox(name) as box:
+        cold = Grader(box)
+        list(cold.grade_many(_requests(task, jobs), jobs=jobs))  # untimed: image, caches
+        seconds, results = _timed(cold, task, runs, jobs)
+        bodies.extend(sum(t.duration for t in r.tests) for r in results)
+        rows.append(_row(name, "cold", seconds, results))
+        with Grader(box, warm=True) as warm:
+            start = time.monotonic()
+            list(warm.grade_many(_requests(task, jobs), jobs=jobs))  # starts the workers
+            startup = time.monotonic() - start
+            stats = warm.warm_stats
+            if stats is None or stats.warm_runs == 0:
+                why = (stats.last_error if stats and stats.last_error
+                       else f"no warm worker on {name} yet")
+                rows.append({"backend": name, "mode": "warm", "unavailable": why})
+                return rows
+            before = stats.warm_runs
+            seconds, results = _timed(warm, task, runs, jobs)
+            bodies.extend(sum(t.duration for t in r.tests) for r in results)
+            warm_runs = stats.warm_runs - before
+            rows.append(_row(name, "warm", seconds, results, worker_start_seconds=round(startup, 3),
+                             runs_warm=warm_runs, fallbacks=stats.fallbacks))
+    return rows
+
+
+# --- the floor: pytest in-process, forked from a warmed interpreter, no sandbox ---------------
+
+_INPROCESS = r"""
+import os, sys, time, shutil, runpy, gc, json
+src, runs, args = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+import pytest
+null = os.open(os.devnull, os.O_WRONLY)
+saved = os.dup(1), os.dup(2)
+os.dup2(null, 1); os.dup2(null, 2)
+os.makedirs(src + "-warmup")
+pytest.main(["-q", "-s", "-p", "no:cacheprovider", "--collect-only", src + "-warmup"])
+os.dup2(saved[0], 1); os.dup2(saved[1], 2)
+gc.collect(); gc.freeze()
+walls = []
+for i in range(runs):
+    work = f"{src}-{i}"
+    t = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        shutil.copytree(src, work)
+        os.chdir(work); sys.path[0] = work
+        os.dup2(null, 1); os.dup2(null, 2)
+        sys.argv = ["-m", *[a.replace("$RESULTS", work) for a in args]]
+        try:
+            runpy.run_module("pytest", run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            os._exit(e.code if isinstance(e.code, int) else 1)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    walls.append(time.perf_counter() - t)
+    shutil.rmtree(work, ignore_errors=True)
+print(json.dumps(walls))
+"""
+
+
+def bench_inprocess_pytest(task: Task, runs: int) -> dict[str, Any] | None:
+    env_run = run_environment(task, SEED)
+    inv = parse_pytest_command(task.test.command, {"PATH": os.environ.get("PATH", ""),
+                                                   "VERIFY_RESULTS_DIR": "$RESULTS"})
+    if inv is None or inv.mode != "module":
+        return None
+    scratch = Path(tempfile.mkdtemp(prefix="verify-bench-"))
+    try:
+        lay_out(task, Phase.REFERENCE, scratch / "work")
+        env = {**os.environ, **env_run, "PYTHONPATH": str(HARNESS_DIR),
+               "PYTHONDONTWRITEBYTECODE": "1", "VERIFY_WORKDIR": str(scratch / "work"),
+               "TMPDIR": str(scratch)}
+        env.pop("VERIFY_SEAL_KEY", None)
+        out = subprocess.run([inv.interpreter, "-c", _INPROCESS, str(scratch / "work"), str(runs),
+                              json.dumps(list(inv.args))], env=env, capture_output=True, text=True,
+                             timeout=600, check=False)
+        walls = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else []
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if not walls:
+        return None
+    total = sum(walls)
+    return {"backend": "floor", "mode": "pytest in-process, forked, no sandbox", "runs": runs,
+            "seconds": round(total, 3), "runs_per_second": round(runs / total, 2),
+            "seconds_per_run": round(total / runs, 4)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", type=Path, default=REPO / "sample_tasks" / "coding-interval-merge")
+    ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--backends", default="bwrap,docker")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    opts = ap.parse_args(argv)
+    task = load_task(opts.task)
+
+    rows: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    bodies: list[float] = []
+    for name in [b.strip() for b in opts.backends.split(",") if b.strip()]:
+        try:
+            avail = sandbox_class(name).availability()
+        except Exception as e:  # an unknown backend name
+            avail = type("A", (), {"available": False, "reason": str(e)})()
+        if not avail.available:
+            skipped[name] = avail.reason
+            continue
+        rows.extend(bench_backend(name, task, opts.runs, opts.jobs, bodies))
+    # The floor from the test bodies: the tests' own durations summed per run (JUnit XML gives
+    # milliseconds, so the mean over every graded run above).
+    body = statistics.fmean(bodies) if bodies else 0.0
+    rows.append({"backend": "floor", "mode": "test bodies (sum of JUnit durations)",
+                 "runs": len(bodies), "seconds_per_run": round(body, 5),
+                 "runs_per_second": round(1 / body, 1) if body > 0 else None})
+    inproc = bench_inprocess_pytest(task, opts.runs)
+    if inproc:
+        rows.append(inproc)
+
+    ratios: dict[str, Any] = {}
+    for name in {r["backend"] for r in rows if r["backend"] != "floor"}:
+        by_mode = {r["mode"]: r for r in rows if r["backend"] == name}
+        c, w = by_mode.get("cold"), by_mode.get("warm")
+        if c and w and "seconds_per_run" in w:
+            ratios[name] = {
+                "warm_speedup_over_cold": round(c["seconds_per_run"] / w["seconds_per_run"], 1),
+                "warm_time_over_test_bodies": (round(w["seconds_per_run"] / body, 1)
+                                               if body > 0 else None),
+                "warm_time_over_inprocess_pytest": (
+                    round(w["seconds_per_run"] / inproc["seconds_per_run"], 2) if inproc else None),
+            }
+    report = {"task": task.id, "runs": opts.runs, "jobs": opts.jobs, "rows": rows, "ratios": ratios,
+              "skipped_backends": skipped, "cpus": os.cpu_count()}
+    if opts.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"task {task.id}: {opts.runs} graded reference runs per row, jobs={opts.jobs}, "
+          f"{os.cpu_count()} CPUs")
+    print(f"{'backend':8} {'mode':40} {'runs':>5} {'runs/s':>8} {'ms/run':>8}  notes")
+    for r in rows:
+        if "unavailable" in r:
+            print(f"{r['backend']:8} {r['mode']:40} {'-':>5} {'-':>8} {'-':>8}  {r['unavailable']}")
+            continue
+        notes = []
+        if "passed" in r and r["passed"] != r["runs"]:
+            notes.append(f"only {r['passed']} passed!")
+        if "worker_start_seconds" in r:
+            notes.append(f"workers started in {r['worker_start_seconds']:.2f}s, "
+                         f"{r['runs_warm']} runs warm, {r['fallbacks']} fallbacks")
+        rps = r.get("runs_per_second")
+        shown = rps if rps is not None else "-"
+        print(f"{r['backend']:8} {r['mode']:40} {r['runs']:>5} {shown:>8} "
+              f"{1000 * r['seconds_per_run']:>8.3f}  {'; '.join(notes)}")
+    for name, why in skipped.items():
+        print(f"{name:8} {'(skipped)':40} {'':>5} {'':>8} {'':>8}  {why}")
+    for name, rt in sorted(ratios.items()):
+        print(f"{name}: warm/cold speed-up {rt['warm_speedup_over_cold']}x (target >= 10x); "
+              f"warm time / test-body floor {rt['warm_time_over_test_bodies']}x (target <= 3x); "
+              f"warm time / in-process pytest {rt['warm_time_over_inprocess_pytest']}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

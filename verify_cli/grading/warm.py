@@ -1,0 +1,879 @@
+"""Warm grading: pytest runs forked from a sandboxed worker that has already started.
+
+A cold run pays for an interpreter start and for importing pytest and its plugins (most of a
+second) before the first test runs. A warm worker is a long-lived process in the sandbox
+(``verify_cli/harness/warm_worker.py``) that has imported pytest, its plugins and the task's
+preload modules once, never runs candidate code itself, and forks one child per run. Each child
+gets fresh namespaces and file systems, joins a per-run cgroup, runs ``pytest`` in-process with the
+same arguments, environment, plugins and result capture as a cold run, and exits.
+
+What keeps the verdicts the same as cold:
+
+- only commands that are recognisably ``python -m pytest ARGS`` or ``pytest ARGS`` go warm
+  (:func:`parse_pytest_command`); anything else runs cold;
+- workers are keyed by interpreter, preload set and the environment read at interpreter start
+  (``PYTHONHASHSEED`` above all), so a run never sees another run's hash seed;
+- the per-run cgroup, output capture, limits and judging are the cold runner's;
+- anything wrong with a worker (it died, stopped answering, failed to set a run up) is an
+  infrastructure fault: the worker is replaced and the job re-run cold. It is never scored.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import re
+import select
+import shutil
+import socket
+import stat
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verify_cli.grading.workspace import Phase
+from verify_cli.harness.warm_worker import WARMUP_TEST
+from verify_cli.sandbox.base import MAX_RESULT_FILE_BYTES, RunResult, RunSpec, Sandbox, Verdict
+from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES
+from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
+from verify_cli.sandbox.environment import (
+    SANDBOX_HARNESS,
+    SANDBOX_RESULTS,
+    SANDBOX_TMP,
+    SANDBOX_WORKDIR,
+    pinned_environment,
+)
+from verify_cli.sandbox.local import LocalSandbox, Prepared
+from verify_cli.sandbox.output import BoundedCapture, start_drain
+from verify_cli.sandbox.process import runtime_path
+from verify_cli.tasks.model import Task
+
+#: Paths inside the worker's sandbox (mirrored in warm_worker.py).
+JOBS_MOUNT = "/.verify-jobs"
+WARMUP_DIR = "/.verify-warmup"
+WORKER_SCRIPT = f"{SANDBOX_HARNESS}/warm_worker.py"
+
+RESULTS_MAX_FILES = 4096
+WARMUP_MEMORY_BYTES = 4 * 1024 * 1024 * 1024  # the worker's limits until its first run
+WARMUP_PIDS = 256
+START_TIMEOUT = 120.0  # a worker's warm-up (busy machines are slow)
+SETUP_TIMEOUT = 20.0  # fork, hello, namespaces and copy of one run
+EXIT_GRACE = 3.0  # how long a worker may take to report a child that has ended
+_TICK = 0.2
+_MAX_START_FAILURES = 3
+
+_PYTHON_NAME = re.compile(r"python(3(\.\d+)?)?")
+_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_UNQUOTED_SPECIAL = set(";&|<>()`\\*?[]{}~#\n\r")
+_SPLITTING = set(" \t\n*?[")
+
+
+class WorkerError(Exception):
+    """A warm worker failed (not the code under test): the job must be re-run cold.
+
+    ``worker_ok``: the worker itself is fine and may serve other runs (this one cannot go warm).
+    """
+
+    def __init__(self, message: str, *, worker_ok: bool = False) -> None:
+        super().__init__(message)
+        self.worker_ok = worker_ok
+
+
+# --------------------------------------------------------------------------------------------
+# Which commands go warm
+
+
+@dataclass(frozen=True)
+class PytestInvocation:
+    """A task command recognised as exactly one pytest run."""
+
+    mode: str  # "module": python -m pytest ARGS; "script": the pytest console script
+    interpreter: str  # the python that runs it, as found on PATH (becomes sys.executable)
+    program: str  # the console script (mode "script"), else ""
+    argv0: str  # the first word as written
+    args: tuple[str, ...]
+
+
+def split_simple_command(command: str, env: Mapping[str, str]) -> list[str] | None:
+    """The words ``sh`` would run for ``command``, or None unless it is one plain command.
+
+    Accepted: words, single and double quotes, ``$NAME`` and ``${NAME}``. Refused (None): lists,
+    pipes, redirections, subshells, backslashes, globs, tildes, comments, command substitution,
+    and unquoted expansions that would be split, globbed or vanish.
+    """
+    words: list[str] = []
+    cur: list[str] = []
+    started = False
+    i, n = 0, len(command)
+
+    def expand(j: int) -> tuple[str, int] | None:
+        # command[j] == "$"
+        if command.startswith("${", j):
+            end = command.find("}", j + 2)
+            name = command[j + 2:end] if end > 0 else ""
+            if not _VAR.fullmatch(name):
+                return None
+            return env.get(name, ""), end + 1
+        m = _VAR.match(command, j + 1)
+        if m is None:
+            return None
+        return env.get(m.group(0), ""), m.end()
+
+    while i < n:
+        c = command[i]
+        if c in " \t":
+            if started:
+                words.append("".join(cur))
+                cur, started = [], False
+            i += 1
+        elif c == "'":
+            end = command.find("'", i + 1)
+            if end < 0:
+                return None
+            cur.append(command[i + 1:end])
+            started, i = True, end + 1
+        elif c == '"':
+            i += 1
+            while i < n and command[i] != '"':
+                ch = command[i]
+                if ch in "`\\":
+                    return None
+                if ch == "$":
+                    got = expand(i)
+                    if got is None:
+                        return None
+                    cur.append(got[0])
+                    i = got[1]
+                else:
+                    cur.append(ch)
+                    i += 1
+            if i >= n:
+                return None
+            started, i = True, i + 1
+        elif c == "$":
+            got = expand(i)
+            if got is None or not got[0] or any(ch in _SPLITTING for ch in got[0]):
+                return None
+            cur.append(got[0])
+            started, i = True, got[1]
+        elif c in _UNQUOTED_SPECIAL:
+            return None
+        else:
+            cur.append(c)
+            started, i = True, i + 1
+    if started:
+        words.append("".join(cur))
+    return words or None
+
+
+def _which(word: str, path: str) -> str | None:
+    if "/" in word:
+        return word if os.access(word, os.X_OK) and os.path.isfile(word) else None
+    return shutil.which(word, path=path)
+
+
+def parse_pytest_command(command: str, env: Mapping[str, str]) -> PytestInvocation | None:
+    """``command`` as one pytest run, or None when it is anything else (it then runs cold)."""
+    words = split_simple_command(command, env)
+    if not words or "=" in words[0]:
+        return None
+    path = env.get("PATH", "")
+    first = os.path.basename(words[0])
+    if _PYTHON_NAME.fullmatch(first) and words[1:3] == ["-m", "pytest"]:
+        interpreter = _which(words[0], path)
+        if interpreter is None:
+            return None
+        return PytestInvocation("module", interpreter, "", words[0], tuple(words[3:]))
+    if first in ("pytest", "py.test"):
+        script = _which(words[0], path)
+        if script is None:
+            return None
+        try:
+            with open(script, "rb") as fh:
+                line = fh.readline(512).decode("utf-8", "replace").strip()
+        except OSError:
+            return None
+        shebang = line[2:].strip() if line.startswith("#!") else ""
+        if not shebang or " " in shebang or not os.access(shebang, os.X_OK):
+            return None
+        return PytestInvocation("script", shebang, script, words[0], tuple(words[1:]))
+    return None
+
+
+def startup_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables an interpreter or pytest reads once, at start: a worker serves only runs
+    whose values match its own."""
+    return {k: v for k, v in env.items()
+            if k.startswith(("PYTHON", "PYTEST_", "LC_")) or k in ("LANG", "HOME")}
+
+
+# --------------------------------------------------------------------------------------------
+# Host-side plumbing
+
+
+def _recv(sock: socket.socket, max_fds: int = 1) -> tuple[bytes, list[int], int | None]:
+    """One message, the descriptors it carried and the sender's pid (from SO_PASSCRED)."""
+    anc = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(max_fds * 4)
+    data, ancdata, _flags, _addr = sock.recvmsg(1 << 20, anc)
+    fds: list[int] = []
+    pid: int | None = None
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % 4
+            fds.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
+        elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= 12:
+            pid = struct.unpack("3i", payload[:12])[0]
+    return data, fds, pid
+
+
+def _wait_readable(fds: Sequence[int], timeout: float) -> set[int]:
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return {fd for fd, _ in poller.poll(max(0.0, timeout) * 1000)}
+
+
+def _has_ended(pid: int) -> bool:
+    """True once ``pid`` is a zombie or gone (its parent has not reaped it, or it never will)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return text.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
+
+
+def read_results_dir(dir_fd: int) -> dict[str, bytes]:
+    """Regular files under an open directory (links never followed), each at most
+    MAX_RESULT_FILE_BYTES, at most RESULTS_MAX_FILES of them; like ``read_results``."""
+    out: dict[str, bytes] = {}
+    seen = 0
+    for top, _dirs, files, top_fd in os.fwalk(".", dir_fd=dir_fd, follow_symlinks=False):
+        for name in files:
+            seen += 1
+            if seen > RESULTS_MAX_FILES:
+                return out
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=top_fd)
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RESULT_FILE_BYTES:
+                    continue
+                with os.fdopen(fd, "rb", closefd=False) as fh:
+                    rel = os.path.normpath(os.path.join(top, name))
+                    out[rel] = fh.read(MAX_RESULT_FILE_BYTES)
+            finally:
+                os.close(fd)
+    return out
+
+
+def _move_in(src: Path, dest: Path) -> bool:
+    """Put the work folder where the worker sees it; True when it was moved (not copied)."""
+    try:
+        os.rename(src, dest)
+        return True
+    except OSError:
+        shutil.copytree(src, dest, symlinks=True)
+        return False
+
+
+def _set_limits(cgroup: RunCgroup, memory_bytes: int, max_pids: int) -> None:
+    """Re-limit a live cgroup for the next run (v1: memsw never below the memory limit)."""
+    if cgroup.memory_dir is not None:
+        if cgroup.version == 1:
+            names = ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]
+            current = int((cgroup.memory_dir / names[0]).read_text())
+            if memory_bytes > current:
+                names.reverse()
+            for name in names:
+                path = cgroup.memory_dir / name
+                if name.startswith("memory.memsw") and not path.exists():
+                    continue
+                path.write_text(str(memory_bytes))
+        else:
+            (cgroup.memory_dir / "memory.max").write_text(str(memory_bytes))
+    if cgroup.pids_dir is not None:
+        (cgroup.pids_dir / "pids.max").write_text(str(max_pids))
+
+
+def _oom_kills(cgroup: RunCgroup) -> int:
+    """How many processes the kernel's OOM killer has killed in ``cgroup`` so far."""
+    if cgroup.memory_dir is None:
+        return 0
+    name = "memory.oom_control" if cgroup.version == 1 else "memory.events"
+    with contextlib.suppress(OSError, ValueError):
+        for line in (cgroup.memory_dir / name).read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    return 0
+
+
+@dataclass(frozen=True)
+class WorkerKey:
+    interpreter: str
+    preload: tuple[str, ...]
+    startup_env: tuple[tuple[str, str], ...]
+
+
+class _Worker:
+    """One long-lived sandbox process running warm_worker.py; serves one job at a time.
+
+    The worker and every child it forks live in one cgroup: the worker's own processes (bwrap
+    and the warm parent, ``infra``) are recorded once it is ready; each run sets that cgroup's
+    memory and process limits to the run's, and afterwards every other process in it is killed.
+    A child is so born inside its run's limits (no migration on the hot path), and the memory the
+    warm interpreter holds counts against the run as a cold run's interpreter does.
+    """
+
+    def __init__(self, sandbox: LocalSandbox, key: WorkerKey) -> None:
+        self.sandbox = sandbox
+        self.key = key
+        self.scratch = Path(tempfile.mkdtemp(prefix="verify-warm-"))
+        self.jobs = self.scratch / "jobs"
+        self.jobs.mkdir(mode=0o755)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.ctl: socket.socket | None = None
+        self.cgroup: RunCgroup | None = None
+        self.infra: set[int] = set()
+        self.loaded: list[str] = []
+        self.failed: dict[str, str] = {}
+        self.runs = 0
+        self.last_used = time.monotonic()
+
+    # Popen must happen on a thread that outlives the worker: bwrap's --die-with-parent fires
+    # when the *thread* that started it ends.
+    def spawn(self) -> None:
+        self.cgroup = cgroup_manager().create(memory_bytes=WARMUP_MEMORY_BYTES,
+                                              max_pids=WARMUP_PIDS)
+        warmup = self.scratch / "warmup"
+        warmup.mkdir()
+        (warmup / "test_warm_up.py").write_text(WARMUP_TEST)
+        host_ctl, worker_ctl = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.ctl = host_ctl
+        try:
+            command = [self.key.interpreter, WORKER_SCRIPT, "--control-fd",
+                       str(worker_ctl.fileno()), "--preload", ",".join(self.key.preload)]
+            prepared = self.sandbox.long_lived(  # type: ignore[attr-defined]
+                command, scratch=self.scratch, env=dict(self.key.startup_env),
+                ro_binds=[(self.jobs, JOBS_MOUNT), (warmup, WARMUP_DIR)])
+            log = open(self.scratch / "worker.log", "wb")  # noqa: SIM115 - handed to the child
+            try:
+                self.proc = subprocess.Popen(
+                    prepared.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    env=prepared.env, cwd=prepared.cwd, pass_fds=[worker_ctl.fileno()],
+                    start_new_session=True, close_fds=True, preexec_fn=self.cgroup.join_self)
+            finally:
+                log.close()
+        finally:
+            worker_ctl.close()
+
+    def await_ready(self, timeout: float) -> None:
+        assert self.ctl is not None and self.proc is not None and self.cgroup is not None
+        if not _wait_readable([self.ctl.fileno()], timeout):
+            raise WorkerError(
+                f"the warm worker did not start within {timeout:g}s{self._log_tail()}")
+        data, fds, _ = _recv(self.ctl)
+        for fd in fds:
+            os.close(fd)
+        if not data:
+            raise WorkerError(f"the warm worker exited while starting{self._log_tail()}")
+        msg = json.loads(data)
+        self.loaded, self.failed = list(msg.get("loaded", [])), dict(msg.get("failed", {}))
+        if msg.get("op") != "ready" or "<pytest>" in self.failed:
+            raise WorkerError(f"the warm worker could not warm up: {self.failed}{self._log_tail()}")
+        self.infra = self.cgroup.pids()
+        if self.proc.pid not in self.infra:
+            raise WorkerError("the warm worker is not in its cgroup")
+        for pid in self.infra:  # a run's memory bomb, not the worker, is the one to go
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{pid}/oom_score_adj").write_text("-1000")
+
+    def _log_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            tail = (self.scratch / "worker.log").read_bytes()[-2000:].decode("utf-8", "replace")
+            return f"\n{tail}" if tail.strip() else ""
+        return ""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.ctl is not None:
+            with contextlib.suppress(OSError):
+                self.ctl.close()
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, 9)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def run(self, spec: RunSpec, inv: PytestInvocation, env: Mapping[str, str],
+            report_imports: bool) -> tuple[RunResult, list[str]]:
+        """Run one job; raises WorkerError when the worker, not the code, failed."""
+        if not self.alive or self.ctl is None:
+            raise WorkerError("the warm worker is not running")
+        self.runs += 1
+        self.last_used = time.monotonic()
+        job_id = uuid.uuid4().hex
+        job_dir = self.jobs / job_id
+        moved = _move_in(Path(spec.workdir), job_dir)
+        try:
+            return self._run(spec, inv, env, report_imports, job_id)
+        finally:
+            if moved:
+                os.rename(job_dir, spec.workdir)
+            else:
+                shutil.rmtree(job_dir, ignore_errors=True)
+
+    def _kill_run(self) -> None:
+        """SIGKILL every process of the cgroup but the worker's own, until none is left."""
+        assert self.cgroup is not None
+        deadline = time.monotonic() + 5
+        while True:
+            strays = self.cgroup.pids() - self.infra
+            if not strays:
+                return
+            if time.monotonic() > deadline:
+                raise WorkerError(f"cannot kill the run's processes {sorted(strays)[:5]}")
+            for pid in strays:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, 9)
+            time.sleep(0.002)
+
+    def _run(self, spec: RunSpec, inv: PytestInvocation, env: Mapping[str, str],
+             report_imports: bool, job_id: str) -> tuple[RunResult, list[str]]:
+        assert self.ctl is not None and self.cgroup is not None
+        limits = spec.limits
+        try:
+            _set_limits(self.cgroup, limits.memory_mb * 1024 * 1024, limits.processes + 4)
+        except OSError as e:  # e.g. a memory limit below what the warm interpreter holds
+            raise WorkerError(f"cannot set the run's limits on the worker's cgroup: {e}",
+                              worker_ok=True) from e
+        ooms_before = _oom_kills(self.cgroup)
+        stop = threading.Event()
+        reason: dict[str, Verdict] = {}
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+
+        def on_flood() -> None:
+            reason.setdefault("why", Verdict.OUTPUT_LIMIT)
+            stop.set()
+            with contextlib.suppress(OSError):
+                os.write(wake_w, b"!")
+
+        out_cap = BoundedCapture(limits.output_bytes, on_flood)
+        err_cap = BoundedCapture(limits.output_bytes, on_flood)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        host_job, child_job = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        host_job.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        cpu = int(limits.cpu_seconds if limits.cpu_seconds is not None else limits.wall_seconds) + 1
+        request = {
+            "op": "run", "id": job_id, "mode": inv.mode, "program": inv.program, "argv0": inv.argv0,
+            "args": list(inv.args), "env": dict(env), "cpu_seconds": cpu,
+            "file_bytes": limits.file_bytes, "disk_bytes": limits.file_bytes,
+            "results_bytes": min(limits.file_bytes, RESULTS_FOLDER_BYTES),
+            "results_files": RESULTS_MAX_FILES * 2, "report_imports": report_imports,
+        }
+        results_fd: int | None = None
+        drains: list[threading.Thread] = []
+        start = time.monotonic()
+        try:
+            try:
+                socket.send_fds(self.ctl, [json.dumps(request).encode()],
+                                [out_w, err_w, child_job.fileno()])
+            except OSError as e:
+                raise WorkerError(f"cannot reach the warm worker: {e}") from e
+            finally:
+                os.close(out_w)
+                os.close(err_w)
+                child_job.close()
+            drains = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
+            child_pid, results_fd = self._await_setup(host_job, start + SETUP_TIMEOUT)
+            status = self._await_exit(job_id, child_pid, start, limits.wall_seconds, stop, wake_r,
+                                      reason)
+            wall = time.monotonic() - start
+            self._kill_run()
+            if status is None:  # stopped early (timeout, flood): the worker reaps the child now
+                status = self._await_exit(job_id, child_pid, time.monotonic(), 5.0,
+                                          threading.Event(), wake_r, {})
+                if status is None:
+                    raise WorkerError("the warm worker did not report a killed run")
+            deadline = time.monotonic() + 5
+            for t in drains:
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
+            oom = _oom_kills(self.cgroup) > ooms_before
+            why = reason.get("why")
+            results = {} if why is Verdict.OUTPUT_LIMIT else read_results_dir(results_fd)
+            imports = self._imports(host_job) if report_imports else []
+            if not self.alive or self.cgroup.pids() != self.infra:
+                raise WorkerError("the warm worker died during the run")
+            prepared = Prepared(argv=[], env={}, cwd="/", results_dir=self.scratch / "results",
+                                signal_from_status=True)
+            raw = status[0]
+            if os.WIFSIGNALED(raw) and why is None:
+                # A command that died of a signal (not killed by us, as a cold runner kills bwrap
+                # itself on a timeout or flood) is reported by bwrap as exit 128 + signal.
+                raw = (128 + os.WTERMSIG(raw)) << 8
+            run = self.sandbox._judge(prepared, {"status": raw, "cpu": status[1]}, why, oom,
+                                      wall, out_cap, err_cap, results)
+            return run, imports
+        finally:
+            try:
+                self._kill_run()
+            finally:
+                for t in drains:
+                    t.join(timeout=1)
+                for fd in (results_fd, wake_r, wake_w):
+                    if fd is not None:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                if not drains:
+                    for fd in (out_r, err_r):
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                host_job.close()
+
+    def _await_setup(self, host_job: socket.socket, deadline: float) -> tuple[int, int]:
+        """(host pid of the run's child, handle on its results folder), sent once its sandbox
+        is built."""
+        assert self.ctl is not None
+        ready = _wait_readable([host_job.fileno(), self.ctl.fileno()], deadline - time.monotonic())
+        if not ready:
+            raise WorkerError("the run's sandbox was not set up in time")
+        if host_job.fileno() not in ready:
+            raise WorkerError(self._unexpected_control())
+        data, fds, pid = _recv(host_job)
+        msg: dict[str, Any] = {}
+        with contextlib.suppress(ValueError):
+            msg = json.loads(data) if data else {}
+        if msg.get("op") == "ready" and len(fds) == 1 and pid:
+            return pid, fds[0]
+        for fd in fds:
+            os.close(fd)
+        why = msg.get("message", "no answer")
+        raise WorkerError(f"the run's sandbox could not be set up: {why}")
+
+    def _unexpected_control(self) -> str:
+        assert self.ctl is not None
+        try:
+            data, fds, _ = _recv(self.ctl)
+        except OSError as e:
+            return f"the warm worker's channel failed: {e}"
+        for fd in fds:
+            os.close(fd)
+        return "the warm worker exited" if not data else f"unexpected worker message {data[:200]!r}"
+
+    def _await_exit(self, job_id: str, child_pid: int, start: float, limit: float,
+                    stop: threading.Event, wake_r: int, reason: dict[str, Verdict]
+                    ) -> tuple[int, float] | None:
+        """(wait status, cpu seconds) of the run's child, or None if the run had to be stopped
+        (``reason`` says why). A worker that cannot report an ended child raises WorkerError."""
+        assert self.ctl is not None
+        ended_at: float | None = None
+        while True:
+            now = time.monotonic()
+            if stop.is_set():
+                return None
+            if now - start >= limit:
+                reason.setdefault("why", Verdict.TIMEOUT)
+                return None
+            ready = _wait_readable([self.ctl.fileno(), wake_r], min(_TICK, limit - (now - start)))
+            if self.ctl.fileno() in ready:
+                data, fds, _ = _recv(self.ctl)
+                for fd in fds:
+                    os.close(fd)
+                if not data:
+                    raise WorkerError("the warm worker exited during the run")
+                msg = json.loads(data)
+                if msg.get("op") == "exit" and msg.get("id") == job_id:
+                    return int(msg["status"]), float(msg.get("cpu", 0.0))
+                raise WorkerError(f"unexpected worker message {data[:200]!r}")
+            # The child ended but its parent does not say so: the worker is stopped or broken.
+            if ended_at is None and _has_ended(child_pid):
+                ended_at = time.monotonic()
+            elif ended_at is not None and time.monotonic() - ended_at > EXIT_GRACE:
+                raise WorkerError("the warm worker stopped answering")
+
+    @staticmethod
+    def _imports(host_job: socket.socket) -> list[str]:
+        found: list[str] = []
+        for _ in range(16):
+            if not _wait_readable([host_job.fileno()], 0):
+                break
+            try:
+                data, fds, _ = _recv(host_job)
+            except OSError:
+                break
+            for fd in fds:
+                os.close(fd)
+            if not data:
+                break
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                msg = json.loads(data)
+                if msg.get("op") == "imports":
+                    found = [m for m in msg.get("modules", [])[:64]
+                             if isinstance(m, str) and _MODULE_NAME.fullmatch(m)]
+        return found
+
+
+# --------------------------------------------------------------------------------------------
+# The pool
+
+
+@dataclass
+class WarmStats:
+    """Counters of a pool (read them for reports and tests)."""
+
+    warm_runs: int = 0
+    cold_runs: int = 0  # not eligible, or no worker could be had
+    fallbacks: int = 0  # a worker failed mid-job: re-run cold
+    workers_started: int = 0
+    workers_replaced: int = 0
+    last_error: str = ""
+
+
+@dataclass
+class _KeyState:
+    idle: list[_Worker] = field(default_factory=list)
+    count: int = 0
+    start_failures: int = 0
+
+
+def warm_unavailable_reason(sandbox: Sandbox) -> str | None:
+    """Why ``sandbox`` cannot host warm workers here, or None when it can."""
+    if not isinstance(sandbox, LocalSandbox) or not hasattr(sandbox, "long_lived"):
+        return f"the {sandbox.name or type(sandbox).__name__} backend cannot host a warm worker"
+    manager = cgroup_manager()
+    if not manager.available:
+        return f"warm runs need per-run cgroups: {manager.reason or 'not available'}"
+    return None
+
+
+class WarmPool:
+    """Warm workers of one sandbox, by :class:`WorkerKey`; safe to share between threads.
+
+    At most ``workers_per_key`` workers serve a key (a run waits for a free one); idle workers of
+    other keys are closed when more than ``max_workers`` are alive.
+    """
+
+    def __init__(self, sandbox: Sandbox, *, workers_per_key: int = 2,
+                 max_workers: int | None = None, start_timeout: float = START_TIMEOUT) -> None:
+        reason = warm_unavailable_reason(sandbox)
+        if reason is not None:
+            raise ValueError(reason)
+        assert isinstance(sandbox, LocalSandbox)
+        self.sandbox: LocalSandbox = sandbox
+        self.workers_per_key = max(1, workers_per_key)
+        self.max_workers = max_workers
+        self.start_timeout = start_timeout
+        self.stats = WarmStats()
+        self._keys: dict[WorkerKey, _KeyState] = {}
+        self._cond = threading.Condition()
+        self._closed = False
+        # One thread starts every worker (see _Worker.spawn).
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warm-spawn")
+        # Workers die with this process anyway (--die-with-parent); this also removes their
+        # cgroups when a caller forgets close().
+        atexit.register(_close_at_exit, weakref.ref(self))
+
+    def resize(self, workers_per_key: int) -> None:
+        with self._cond:
+            self.workers_per_key = max(self.workers_per_key, workers_per_key)
+            self._cond.notify_all()
+
+    def run(self, spec: RunSpec, inv: PytestInvocation, *, preload: Sequence[str] = (),
+            report_imports: bool = False) -> tuple[RunResult, list[str], bool]:
+        """Run ``spec`` warm (or cold where a worker cannot be had or fails).
+
+        Returns the result, the third-party modules the run imported (``report_imports``) and
+        whether it ran warm.
+        """
+        env = self._job_env(spec)
+        key = WorkerKey(inv.interpreter, tuple(sorted(set(preload))),
+                        tuple(sorted(startup_environment(env).items())))
+        worker = self._acquire(key)
+        if worker is None:
+            with self._cond:
+                self.stats.cold_runs += 1
+            return self.sandbox.run(spec), [], False
+        healthy = ran = False
+        try:
+            result, imports = worker.run(spec, inv, env, report_imports)
+            healthy = ran = worker.alive
+        except WorkerError as e:
+            healthy = e.worker_ok and worker.alive
+            with self._cond:
+                if e.worker_ok:
+                    self.stats.cold_runs += 1
+                else:
+                    self.stats.fallbacks += 1
+                self.stats.last_error = str(e)
+        finally:
+            self._release(key, worker, healthy)
+        if not ran:
+            return self.sandbox.run(spec), [], False
+        with self._cond:
+            self.stats.warm_runs += 1
+        return result, imports, True
+
+    @staticmethod
+    def _job_env(spec: RunSpec) -> dict[str, str]:
+        """The environment a cold run of ``spec`` gets in the sandbox (bwrap's)."""
+        return pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
+                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
+                                  path=runtime_path(), extra=spec.env)
+
+    def _acquire(self, key: WorkerKey) -> _Worker | None:
+        with self._cond:
+            state = self._keys.setdefault(key, _KeyState())
+            while True:
+                if self._closed or state.start_failures >= _MAX_START_FAILURES:
+                    return None
+                if state.idle:
+                    return state.idle.pop()
+                if state.count < self.workers_per_key:
+                    state.count += 1
+                    evict = self._evictable(key)
+                    break
+                self._cond.wait()
+        for old in evict:
+            old.close()
+        worker = _Worker(self.sandbox, key)
+        try:
+            self._spawner.submit(worker.spawn).result()
+            worker.await_ready(self.start_timeout)
+        except (WorkerError, OSError, ValueError, RuntimeError) as e:
+            worker.close()
+            with self._cond:
+                state.count -= 1
+                state.start_failures += 1
+                self.stats.last_error = str(e)
+                self._cond.notify_all()
+            return None
+        with self._cond:
+            state.start_failures = 0
+            self.stats.workers_started += 1
+        return worker
+
+    def _evictable(self, keep: WorkerKey) -> list[_Worker]:
+        """Idle workers of other keys to close so that at most max_workers are alive (lock held)."""
+        if self.max_workers is None:
+            return []
+        alive = sum(s.count for s in self._keys.values())
+        idle = sorted(((w.last_used, k, w) for k, s in self._keys.items() if k != keep
+                       for w in s.idle), key=lambda t: t[0])
+        out: list[_Worker] = []
+        for _, k, w in idle:
+            if alive <= self.max_workers:
+                break
+            self._keys[k].idle.remove(w)
+            self._keys[k].count -= 1
+            alive -= 1
+            out.append(w)
+        return out
+
+    def _release(self, key: WorkerKey, worker: _Worker, healthy: bool) -> None:
+        with self._cond:
+            state = self._keys[key]
+            if healthy and not self._closed:
+                state.idle.append(worker)
+                worker = None  # type: ignore[assignment]
+            else:
+                state.count -= 1
+                self.stats.workers_replaced += 1
+            self._cond.notify_all()
+        if worker is not None:
+            worker.close()
+
+    def close(self) -> None:
+        """Stop every worker; runs after this go cold."""
+        with self._cond:
+            self._closed = True
+            workers = [w for s in self._keys.values() for w in s.idle]
+            for s in self._keys.values():
+                s.count -= len(s.idle)
+                s.idle.clear()
+            self._cond.notify_all()
+        for w in workers:
+            w.close()
+        self._spawner.shutdown(wait=False)
+
+
+def _close_at_exit(ref: weakref.ref[WarmPool]) -> None:
+    pool = ref()
+    if pool is not None:
+        pool.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Task-aware front end used by the Grader
+
+
+class WarmRunner:
+    """Runs a task's test command warm when it is a pytest run the pool can host, else cold.
+
+    Preloads ``task.environment.preload`` plus the third-party modules the task's reference
+    runs were seen to import.
+    """
+
+    def __init__(self, sandbox: Sandbox, *, workers_per_key: int = 2) -> None:
+        self.sandbox = sandbox
+        self.unavailable = warm_unavailable_reason(sandbox)
+        self.pool = None if self.unavailable else WarmPool(sandbox, workers_per_key=workers_per_key,
+                                                             max_workers=4 * workers_per_key)
+        self._learned: dict[str, frozenset[str]] = {}
+        self._lock = threading.Lock()
+
+    def eligible(self, task: Task, spec: RunSpec) -> PytestInvocation | None:
+        if self.pool is None or task.test.framework != "pytest" or task.language != "python":
+            return None
+        return parse_pytest_command(task.test.command, self.pool._job_env(spec))
+
+    def run(self, task: Task, phase: Phase, spec: RunSpec) -> RunResult:
+        inv = self.eligible(task, spec)
+        if inv is None or self.pool is None:
+            return self.sandbox.run(spec)
+        with self._lock:
+            learned = self._learned.get(task.id, frozenset())
+        preload = sorted(set(task.environment.preload) | learned)
+        result, imports, _warm = self.pool.run(spec, inv, preload=preload,
+                                               report_imports=phase is Phase.REFERENCE)
+        if imports and result.verdict is Verdict.OK:
+            with self._lock:
+                known = self._learned.get(task.id, frozenset())
+                self._learned[task.id] = known | frozenset(imports)
+        return result
+
+    def reserve(self, jobs: int) -> None:
+        """Let up to ``jobs`` workers serve each key (grade_many's parallelism)."""
+        if self.pool is not None:
+            self.pool.resize(jobs)
+            self.pool.max_workers = max(self.pool.max_workers or 0, 4 * jobs)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+__all__ = ["PytestInvocation", "WarmPool", "WarmRunner", "WarmStats", "WorkerError",
+           "parse_pytest_command", "split_simple_command", "startup_environment",
+           "warm_unavailable_reason"]

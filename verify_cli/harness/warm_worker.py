@@ -1,0 +1,386 @@
+"""The warm grading worker: runs inside a sandbox and forks one child per pytest run.
+
+Started by ``verify_cli.grading.warm`` (stdlib and pytest only: it runs under the task's
+interpreter, not verify-cli's). The parent imports pytest, its plugins (through a dry session,
+so that plugin modules are loaded by pytest's assertion rewriter exactly as a cold run would)
+and the task's preload modules, freezes its heap, and then never runs candidate code: for each
+job it forks a child that
+
+1. takes the job's stdout/stderr pipes and job socket, closes everything else of the parent's;
+2. enters fresh user, mount, IPC, network and UTS namespaces: fresh tmpfs ``/tmp``,
+   ``/workspace``, ``/dev/shm`` and ``/results``, the job folders hidden, loopback up, then drops
+   every capability;
+3. copies the job's files into ``/workspace`` (like ``cp -R``) and sends the host a handle on
+   ``/results`` (the host reads it once the run is over; the socket credentials give it the
+   child's pid);
+4. sets the job's environment and runs ``python -m pytest ARGS`` (or the ``pytest`` script)
+   in-process, then shuts down the way the interpreter does (non-daemon threads joined, atexit
+   run, streams flushed) and exits.
+
+The whole worker lives in one cgroup that the host re-limits for each run and empties of every
+process but the worker's own after it, so a child is born inside its run's limits.
+
+The parent reports each child's wait status to the host. Protocol: JSON messages over
+SOCK_SEQPACKET unix sockets; file descriptors travel as SCM_RIGHTS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import gc
+import json
+import os
+import resource
+import runpy
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+JOBS_MOUNT = "/.verify-jobs"
+WARMUP_DIR = "/.verify-warmup"
+WORKDIR = "/workspace"
+RESULTS = "/results"
+SETUP_FAILED_EXIT = 111  # never scored: the host re-runs the job cold
+MAX_MESSAGE = 1 << 20
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUTS = 0x04000000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_SIOCGIFFLAGS = 0x8913
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP = 0x1
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class SetupError(Exception):
+    """The child could not build the run's sandbox: an infrastructure fault, never a score."""
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise SetupError(f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int,
+           data: str | None = None) -> None:
+    _check(_libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None,
+                       ctypes.c_ulong(flags), data.encode() if data else None), f"mount {target}")
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _loopback_up() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        req = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, _SIOCGIFFLAGS, req))[1]
+        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities() -> None:
+    for cap in range(64):
+        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break  # EINVAL past the last capability the kernel knows
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
+def _copy_tree(src: str, dst: str) -> None:
+    """``cp -R src/. dst/``: modes kept under the umask, symlinks copied as links."""
+    with os.scandir(src) as it:
+        entries = list(it)
+    for entry in entries:
+        target = os.path.join(dst, entry.name)
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry.path), target)
+        elif entry.is_dir():
+            os.mkdir(target, entry.stat().st_mode & 0o777)
+            _copy_tree(entry.path, target)
+        elif entry.is_file():
+            mode = entry.stat().st_mode & 0o777
+            with open(entry.path, "rb") as fin:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+                with os.fdopen(fd, "wb") as fout:
+                    while chunk := fin.read(1 << 20):
+                        fout.write(chunk)
+
+
+def isolate(job: dict[str, Any]) -> int:
+    """Fresh namespaces and file systems for one run, then no capabilities at all.
+
+    Returns a directory handle on the run's private results folder (a size-limited tmpfs)."""
+    uid, gid = os.getuid(), os.getgid()
+    fresh = _CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET | _CLONE_NEWUTS
+    _check(_libc.unshare(fresh), "unshare")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
+    disk = int(job["disk_bytes"])
+    flags = _MS_NOSUID | _MS_NODEV
+    _mount("tmpfs", "/tmp", "tmpfs", flags, f"size={disk},mode=0755")
+    _mount("tmpfs", WORKDIR, "tmpfs", flags, f"size={disk},mode=0755")
+    _mount("tmpfs", "/dev/shm", "tmpfs", flags, "mode=0755")
+    _mount("tmpfs", RESULTS, "tmpfs", flags,
+           f"size={int(job['results_bytes'])},nr_inodes={int(job['results_files'])},mode=0755")
+    _copy_tree(f"{JOBS_MOUNT}/{job['id']}", WORKDIR)
+    # Hide every job folder (this run's and any other) behind an empty read-only file system.
+    _mount("tmpfs", JOBS_MOUNT, "tmpfs", flags | _MS_RDONLY, "size=4k,mode=0555")
+    _loopback_up()
+    _drop_capabilities()
+    # The host reads the results through this handle once every process of the run is dead.
+    return os.open(RESULTS, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _exit_code_of(exc: SystemExit) -> int:
+    """What the interpreter makes of an uncaught SystemExit."""
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    with contextlib.suppress(Exception):  # the interpreter ignores this too
+        print(code, file=sys.stderr)
+    return 1
+
+
+def _finalize(code: int) -> int:
+    """The parts of interpreter shutdown a run can observe: threads, atexit, flushed streams."""
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:
+            if stream is sys.stdout:
+                code = 120
+    return code
+
+
+def _reseed_copied_generators() -> None:
+    # random reseeds itself after fork; libraries a task preloads may not.
+    nprandom = sys.modules.get("numpy.random")
+    if nprandom is not None:
+        with contextlib.suppress(Exception):
+            nprandom.seed()
+
+
+def _imports_report(baseline: set[str]) -> list[str]:
+    """Top-level third-party modules this run imported that the parent has not."""
+    out: set[str] = set()
+    stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
+    for name, mod in list(sys.modules.items()):
+        top = name.partition(".")[0]
+        if name in baseline or top in stdlib or top in out or top.startswith("_"):
+            continue
+        path = str(getattr(mod, "__file__", "") or "")
+        if "-packages/" in path and not path.startswith((WORKDIR, "/tmp")):
+            out.add(top)
+    return sorted(out)[:64]
+
+
+def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.socket,
+              baseline: set[str]) -> None:
+    """Runs in the forked child; never returns."""
+    code = SETUP_FAILED_EXIT
+    try:
+        _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # like any fresh process (the parent is not)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        keep = job_sock.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, 1 << 16)
+        cpu = int(job["cpu_seconds"])
+        fsize = int(job["file_bytes"])
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        results_fd = isolate(job)
+        socket.send_fds(job_sock, [json.dumps({"op": "ready"}).encode()], [results_fd])
+        os.close(results_fd)
+        os.chdir(WORKDIR)
+        os.environ.clear()
+        os.environ.update(job["env"])
+        time.tzset()
+        _reseed_copied_generators()
+    except BaseException as e:
+        try:
+            job_sock.sendall(json.dumps({"op": "setup_error",
+                                         "message": f"{type(e).__name__}: {e}"}).encode())
+        finally:
+            os._exit(SETUP_FAILED_EXIT)
+    try:
+        program = job["program"]
+        args = list(job["args"])
+        if job["mode"] == "module":
+            sys.orig_argv = [job["argv0"], "-m", "pytest", *args]
+            sys.argv = ["-m", *args]
+            sys.path[0] = os.getcwd()
+            runpy.run_module("pytest", run_name="__main__", alter_sys=True)
+        else:
+            sys.orig_argv = [sys.executable, program, *args]
+            sys.argv = [program, *args]
+            sys.path[0] = os.path.dirname(program)
+            runpy.run_path(program, run_name="__main__")
+        code = 0
+    except SystemExit as e:
+        code = _exit_code_of(e)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            sys.excepthook(*sys.exc_info())
+        code = 1
+    with contextlib.suppress(BaseException):
+        code = _finalize(code)
+    if job.get("report_imports"):
+        with contextlib.suppress(Exception):
+            report = {"op": "imports", "modules": _imports_report(baseline)}
+            job_sock.sendall(json.dumps(report).encode())
+    os._exit(code)
+
+
+#: The test the dry session runs (the host writes it into WARMUP_DIR): it exercises what every
+#: run does after collection (assertion rewriting, reports, JUnit XML) so that those code paths'
+#: lazy imports and compiled patterns are in place before the first fork.
+WARMUP_TEST = """\
+def test_warm_up():
+    assert [1, 2] == [1, 2]
+    assert {"a": 1}.get("a") == 1
+"""
+
+
+def warm_up(preload: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Import pytest, its plugins and ``preload``; returns (loaded, failed: name -> error)."""
+    import pytest
+
+    loaded: list[str] = []
+    failed: dict[str, str] = {}
+    for name in preload:
+        try:
+            __import__(name)
+            loaded.append(name)
+        except BaseException as e:
+            failed[name] = f"{type(e).__name__}: {e}"
+    # A dry session loads the entry-point plugins through pytest's assertion rewriter, as a cold
+    # run does, so the runs that follow neither re-import them nor warn that they cannot. It
+    # leaves nothing behind that a run could see: environment, sys.path and its test module are
+    # put back as they were.
+    saved_env = dict(os.environ)
+    saved_path = list(sys.path)
+    before = set(sys.modules)
+    try:
+        code = pytest.main(["-q", "-s", "-p", "no:cacheprovider", "--junitxml=/dev/null",
+                            WARMUP_DIR])
+        if code not in (0, 5):
+            failed["<pytest>"] = f"the warm-up session exited {int(code)}"
+    except BaseException as e:
+        failed["<pytest>"] = f"{type(e).__name__}: {e}"
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - before:
+            if str(getattr(sys.modules[name], "__file__", "") or "").startswith(WARMUP_DIR):
+                del sys.modules[name]
+        import tempfile
+
+        tempfile.tempdir = None
+    return loaded, failed
+
+
+def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
+    sock.sendall(json.dumps(msg).encode())
+
+
+def serve(control: socket.socket, preload: list[str]) -> int:
+    _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # candidates may not ptrace us or open /proc/PPID/*
+    loaded, failed = warm_up(preload)
+    baseline = set(sys.modules)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    gc.collect()
+    gc.freeze()  # children share the warmed heap instead of copying it on the first collection
+    _send(control, {"op": "ready", "pid": os.getpid(), "loaded": loaded, "failed": failed})
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, 3)
+        except OSError:
+            return 0
+        if not data:
+            return 0  # the host is gone
+        msg = json.loads(data)
+        if msg.get("op") == "ping":
+            for fd in fds:
+                os.close(fd)
+            _send(control, {"op": "pong"})
+            continue
+        if msg.get("op") != "run" or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            _send(control, {"op": "error", "message": "bad request"})
+            continue
+        out_fd, err_fd, sock_fd = fds
+        job_sock = socket.socket(fileno=sock_fd)
+        pid = os.fork()
+        if pid == 0:
+            control.detach()
+            run_child(msg, out_fd, err_fd, job_sock, baseline)
+        os.close(out_fd)
+        os.close(err_fd)
+        job_sock.close()
+        _, status, usage = os.wait4(pid, 0)
+        _send(control, {"op": "exit", "id": msg["id"], "status": status,
+                        "cpu": usage.ru_utime + usage.ru_stime})
+
+
+def main(argv: list[str]) -> int:
+    control_fd = int(argv[argv.index("--control-fd") + 1])
+    listed = argv[argv.index("--preload") + 1] if "--preload" in argv else ""
+    preload = [m for m in listed.split(",") if m]
+    control = socket.socket(fileno=control_fd)
+    try:
+        return serve(control, preload)
+    except BaseException:
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
