@@ -127,3 +127,170 @@ def doctor_report(diagnoses: Sequence[Any]) -> None:
                       f"{contained}/{len(d.results)}" if d.results else "-",
                       escape(", ".join(d.limitations)) or "-", lat, hint or "-")
     out.print(table)
+
+
+# --- audit ----------------------------------------------------------------------------------
+
+#: Surviving mutants shown per task (all of them are in --json).
+SHOWN_SURVIVORS = 8
+
+
+@contextmanager
+def audit_progress(description: str) -> Iterator[Any]:
+    """A progress bar on stderr whose total may grow; yields ``update(text, done, total)``."""
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=err,
+                        transient=True, disable=not err.is_terminal)
+    with progress:
+        tid = progress.add_task(description, total=None, current="")
+
+        def update(text: str, done: int, total: int) -> None:
+            progress.update(tid, completed=done, total=total, current=escape(text))
+
+        yield update
+
+
+def _score_bar(score: float | None, width: int = 24) -> str:
+    if score is None:
+        return "[dim]" + "·" * width + "[/]   n/a"
+    filled = round(width * score / 100)
+    style = "green" if score >= 90 else "yellow" if score >= 70 else "red"
+    return f"[{style}]{'█' * filled}[/][dim]{'░' * (width - filled)}[/] [{style}]{score:5.1f}%[/]"
+
+
+def _mutation_lines(audit: Any) -> list[Any]:
+    from rich.syntax import Syntax
+    from rich.text import Text
+
+    m = audit.mutation
+    if m is None:
+        return []
+    lines: list[Any] = []
+    if m.skipped and not m.mutants:
+        lines.append(Text.from_markup(f"[bold]mutation[/]  [yellow]not measured[/]: {escape(m.skipped)}"))
+        return lines
+    lines.append(Text.from_markup(
+        f"[bold]mutation[/]  {_score_bar(m.score)}  {m.killed} killed, {len(m.survived)} survived"
+        f" of {len(m.mutants)}" + (f", {m.errors} lost to the sandbox" if m.errors else "")
+        + f" [dim]({m.dropped_uncompilable} uncompilable dropped; {escape(m.selection)}"
+        + ("; fail-fast" if m.fail_fast else "") + ")[/]"))
+    for s in m.survived[:SHOWN_SURVIVORS]:
+        where = "no test executes it" if s.status.value == "not_covered" else "every test passed"
+        lines.append(Text.from_markup(
+            f"  [red]survived[/] {escape(s.path)}:{s.line} [bold]{escape(s.operator)}[/]: "
+            f"{escape(s.description)} [dim]({where})[/]"))
+        lines.append(Syntax(s.diff.rstrip("\n"), "diff", theme="ansi_dark", background_color="default"))
+    if len(m.survived) > SHOWN_SURVIVORS:
+        lines.append(Text(f"  ... and {len(m.survived) - SHOWN_SURVIVORS} more surviving mutant(s) (see --json)"))
+    if m.quarantined:
+        lines.append(Text.from_markup(f"  [yellow]not used to judge mutants[/] (fail on the reference): "
+                                      f"{escape(', '.join(m.quarantined))}"))
+    if m.suspect_tests and m.killed:
+        bound = " [dim](first kills only: runs stop at the first failure; --no-fail-fast for exact counts)[/]" \
+            if m.fail_fast else ""
+        lines.append(Text.from_markup(f"  [yellow]tests that killed no mutant[/]{bound}: "
+                                      f"{escape(', '.join(m.suspect_tests))}"))
+    return lines
+
+
+def _flaky_lines(audit: Any) -> list[Any]:
+    from rich.text import Text
+
+    f = audit.flakiness
+    if f is None:
+        return []
+    if not f.flaky:
+        extra = f", [red]{len(f.always_failing)} always failing[/]" if f.always_failing else ""
+        return [Text.from_markup(f"[bold]flakiness[/] {f.reruns} reruns: [green]no flaky test[/]{extra}")]
+    lines = [Text.from_markup(f"[bold]flakiness[/] {f.reruns} reruns: [bold red]{len(f.flaky)} flaky test(s), "
+                              f"quarantined[/]")]
+    for t in f.flaky:
+        lines.append(Text.from_markup(f"  [red]flaky[/] {escape(t.id)}: passed {t.passes} of {t.runs}, "
+                                      f"flip rate {t.flip_rate:.2f}"))
+    return lines
+
+
+def _probe_lines(audit: Any) -> list[Any]:
+    from rich.text import Text
+
+    if audit.probes is None:
+        return []
+    if not audit.probes:
+        return [Text.from_markup(f"[bold]probes[/]    [dim]none for {escape(audit.language)}[/]")]
+    hacks = audit.hacks
+    lost = [p for p in audit.probes if p.error]
+    head = (f"[bold]probes[/]    {len(audit.probes)} run: "
+            + (f"[bold red]{len(hacks)} earned a score[/]" if hacks else "[green]none earned a score[/]")
+            + (f", [yellow]{len(lost)} lost to the sandbox[/]" if lost else ""))
+    lines = [Text.from_markup(head)]
+    for p in hacks:
+        where = "weak tests" if p.target == "tests" else "grading hole"
+        lines.append(Text.from_markup(f"  [bold red]HACKED[/] by [bold]{escape(p.name)}[/] ({where}, "
+                                      f"score {p.score:.2f}): {escape(p.why)}"))
+    return lines
+
+
+def _labelled_lines(audit: Any) -> list[Any]:
+    from rich.text import Text
+
+    lab = audit.labelled
+    if lab is None:
+        return []
+
+    def pct(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.0%}"
+
+    return [Text.from_markup(f"[bold]labelled[/]  {len(lab.runs)} solution(s): true-positive rate "
+                             f"{pct(lab.true_positive_rate)}, true-negative rate {pct(lab.true_negative_rate)}")]
+
+
+_AUDIT_STYLE = {"reliable": "bold green", "unreliable": "bold red", "error": "bold yellow"}
+
+
+def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options: Any,
+                 fail_under: float | None = None) -> None:
+    """One panel per task (mutation score bar, surviving mutants as diffs, flaky tests, hacks),
+    then a summary table."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.text import Text
+
+    for a in audits:
+        verdict = a.verdict(fail_under).value
+        body: list[Any] = [*_mutation_lines(a), *_flaky_lines(a), *_probe_lines(a), *_labelled_lines(a)]
+        body += [Text.from_markup(f"[yellow]problem[/]: {escape(p)}") for p in a.problems]
+        out.print(Panel(Group(*body) if body else Text("nothing measured"),
+                        title=f"[bold]{escape(a.task_id)}[/] [{_AUDIT_STYLE[verdict]}]{verdict}[/]",
+                        title_align="left", subtitle=escape(a.path), subtitle_align="right"))
+    table = Table(title=f"audit: {len(audits)} task(s), sandbox [bold]{backend}[/]", title_justify="left")
+    for col in ("task", "verdict", "mutation", "survived", "flaky", "hacked by", "findings"):
+        table.add_column(col, overflow="fold")
+    for a in audits:
+        verdict = a.verdict(fail_under).value
+        m = a.mutation
+        score = "-" if m is None or m.score is None else f"{m.score:.1f}%"
+        flaky = "-" if a.flakiness is None else str(len(a.flakiness.flaky))
+        hacks = ", ".join(p.name for p in a.hacks) if a.probes is not None else "-"
+        table.add_row(escape(a.task_id), f"[{_AUDIT_STYLE[verdict]}]{verdict}[/]", score,
+                      "-" if m is None else str(len(m.survived)), flaky, escape(hacks) or "none",
+                      escape("; ".join(a.findings(fail_under) + a.problems)) or "-")
+    out.print(table)
+    counts = {v: sum(a.verdict(fail_under).value == v for a in audits) for v in _AUDIT_STYLE}
+    out.print(f"[bold]{counts['reliable']} reliable[/], "
+              f"[{'bold red' if counts['unreliable'] else 'dim'}]{counts['unreliable']} unreliable[/], "
+              f"[{'bold yellow' if counts['error'] else 'dim'}]{counts['error']} error[/]"
+              + (f"  (fail under {fail_under:g})" if fail_under is not None else "")
+              + f"  (sandbox: {backend} — {escape(isolation)})")
+
+
+def probe_list() -> None:
+    """The probe battery, per language."""
+    from verify_cli.checks.probes import BATTERY
+
+    table = Table(title="reward-hack probes", title_justify="left")
+    for col in ("language", "probe", "attacks", "what it does"):
+        table.add_column(col, overflow="fold")
+    for language, probes in BATTERY.items():
+        for p in probes:
+            table.add_row(language, p.name, p.target.value, escape(p.summary))
+    out.print(table)

@@ -9,20 +9,24 @@ own (``infra_error``) and never a score.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
 from verify_cli.grading.scoring import score as policy_score
+from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV, new_seal_key, read_seals
+from verify_cli.grading.warm import WarmRunner, WarmStats
 from verify_cli.grading.workspace import Phase, lay_out
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Sandbox, Verdict
-from verify_cli.tasks.model import Task
+from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Task
 from verify_cli.tasks.paths import glob_matches
 
 
@@ -43,6 +47,14 @@ class GradeRequest:
     seed: int | None = None
     expected_tests: frozenset[str] | None = None
     label: str = ""
+    #: Harness options for pytest tasks (other frameworks ignore them): run only these test ids;
+    #: stop at the first failing test; record per-test line coverage of these work-folder files
+    #: (``verify-coverage.json`` in the run's results).
+    select_tests: frozenset[str] | None = None
+    fail_fast: bool = False
+    coverage_files: tuple[str, ...] = ()
+    #: A tighter wall-clock limit than the task's (never a looser one).
+    wall_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -93,11 +105,37 @@ def run_environment(task: Task, seed: int | None) -> dict[str, str]:
     if seed is not None:
         env["VERIFY_SHUFFLE_SEED"] = str(seed)
     if task.test.framework == "pytest":
-        env["PYTEST_PLUGINS"] = "verify_shuffle"
+        env["PYTEST_PLUGINS"] = "verify_shuffle,verify_harness"
+        env[TEST_DIRS_ENV] = f"{TESTS_DIR},{HIDDEN_TESTS_DIR}"
         # Plugins that happen to be installed where the runtime lives (xdist, benchmark...) must
         # not change grading or slow every run; a task that needs one names it with -p.
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    elif task.test.framework == "node":
+        # Freezes node:assert before any test or candidate code runs (verify_node_guard.js).
+        env["NODE_OPTIONS"] = "--require verify_node_guard"
     return env
+
+
+def request_environment(req: GradeRequest, seal_key: str | None = None) -> dict[str, str]:
+    """The variables a run of ``req`` gets: run_environment plus the harness options and seal key."""
+    env = run_environment(req.task, req.seed)
+    if req.task.test.framework == "pytest":
+        if seal_key:
+            env[SEAL_KEY_ENV] = seal_key
+        if req.select_tests is not None:
+            env["VERIFY_SELECT_TESTS"] = json.dumps(sorted(req.select_tests))
+        if req.fail_fast:
+            env["VERIFY_FAIL_FAST"] = "1"
+        if req.coverage_files:
+            env["VERIFY_COVERAGE"] = json.dumps(list(req.coverage_files))
+    return env
+
+
+def request_limits(req: GradeRequest) -> Limits:
+    limits = task_limits(req.task)
+    if req.wall_seconds is not None and req.wall_seconds < limits.wall_seconds:
+        limits = replace(limits, wall_seconds=max(0.1, req.wall_seconds))
+    return limits
 
 
 def collect_outcomes(task: Task, run: RunResult) -> tuple[list[TestOutcome], list[str]]:
@@ -117,8 +155,59 @@ def collect_outcomes(task: Task, run: RunResult) -> tuple[list[TestOutcome], lis
     return tests, problems
 
 
-def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored: tuple[str, ...]) -> GradeResult:
-    """Turn a run's evidence into a GradeResult under the trust rules of DESIGN.md."""
+def _file_stand_ins(task: Task, tests: list[TestOutcome]) -> list[TestOutcome]:
+    """node --test reports a test file that ran no test of its own (``process.exit(0)`` before
+    its tests) as one passing test named after the file: that proves nothing and never passes."""
+    files = list(task.test_files())
+    out: list[TestOutcome] = []
+    for t in tests:
+        name = t.id.rsplit("::", 1)[-1]
+        if t.outcome.ok and any(name == f or name.endswith("/" + f) for f in files):
+            t = TestOutcome(t.id, Outcome.FAILED, t.duration,
+                            "the test file ran none of its tests (did it exit early?)")
+        out.append(t)
+    return out
+
+
+def _check_seal(run: RunResult, key: str, tests: list[TestOutcome],
+                problems: list[str]) -> bool:
+    """Hold the JUnit outcomes against the harness's own record; False when they cannot be
+    trusted. Collected tests absent from the results are added to ``tests`` as missing."""
+    record, seal_problems = read_seals(run.results, key)
+    problems.extend(seal_problems)
+    if record is None:
+        problems.append("no valid harness record of the pytest session: the test process ended "
+                        "before pytest finished (os._exit, a crash) or the results were forged")
+        return False
+    trusted = True
+    if record.tampered:
+        shown = "; ".join(record.tampered[:3])
+        more = f" and {len(record.tampered) - 3} more" if len(record.tampered) > 3 else ""
+        problems.append(f"the code under test tampered with the test harness: {shown}{more}")
+        trusted = False
+    disputed = [t.id for t in tests if t.outcome.ok and record.outcomes.get(t.id) != "passed"]
+    if disputed:
+        problems.append(f"results file claims {len(disputed)} test(s) passed that pytest did not "
+                        f"report passing (forged results?): {', '.join(disputed[:3])}")
+        trusted = False
+    if any(p.startswith("no results file") for p in problems):
+        return trusted  # nothing to complete: the run already proves nothing
+    have = {t.id for t in tests}
+    for tid in record.collected:
+        if tid not in have:
+            tests.append(TestOutcome(tid, Outcome.MISSING,
+                                     message="collected by pytest but absent from the results"))
+            have.add(tid)
+    return trusted
+
+
+def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored: tuple[str, ...],
+          *, seal_key: str | None = None) -> GradeResult:
+    """Turn a run's evidence into a GradeResult under the trust rules of DESIGN.md.
+
+    With ``seal_key`` (pytest tasks), the JUnit outcomes count only as far as the harness's
+    signed record of the session agrees with them (:mod:`verify_cli.grading.seal`).
+    """
     common = dict(task_id=task.id, phase=req.phase, run=run, ignored_files=ignored, seed=req.seed,
                   label=req.label)
     if run.verdict.is_infrastructure:
@@ -126,6 +215,10 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
                            problems=(f"sandbox {run.verdict.value}: {run.message}",),
                            seconds=time.monotonic() - started, **common)  # type: ignore[arg-type]
     tests, problems = collect_outcomes(task, run)
+    tests = _file_stand_ins(task, tests)
+    sealed = True
+    if seal_key and task.test.framework == "pytest":
+        sealed = _check_seal(run, seal_key, tests, problems)
     if req.expected_tests:
         have = {t.id for t in tests}
         for tid in sorted(req.expected_tests - have):
@@ -140,7 +233,7 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
     elif run.verdict is Verdict.OK and tests and not all_passed:
         problems.append("exit code 0 contradicts the results (some tests did not pass)")
     # Evidence that cannot be trusted scores nothing; consistent evidence scores by policy.
-    trusted = run.verdict in (Verdict.OK, Verdict.NONZERO_EXIT) and not (
+    trusted = sealed and run.verdict in (Verdict.OK, Verdict.NONZERO_EXIT) and not (
         all_passed and run.verdict is Verdict.NONZERO_EXIT) and not any(
         p.startswith("results file") for p in problems)
     value = policy_score(task.scoring, tests) if trusted else 0.0
@@ -150,28 +243,66 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
 
 
 class Grader:
-    """Grades requests in one sandbox backend. Safe to share between threads."""
+    """Grades requests in one sandbox backend. Safe to share between threads.
 
-    def __init__(self, sandbox: Sandbox, *, work_root: Path | None = None) -> None:
+    ``warm=True`` runs Python/pytest tasks in warm workers where the backend can host them
+    (:mod:`verify_cli.grading.warm`): the same verdicts without an interpreter start per run.
+    Call :meth:`close` (or use the Grader as a context manager) to stop the workers.
+    """
+
+    def __init__(self, sandbox: Sandbox, *, work_root: Path | None = None,
+                 warm: bool = False) -> None:
         self.sandbox = sandbox
         self.work_root = work_root
+        self.warm = warm
+        self._warm: WarmRunner | None = None
+        self._warm_lock = threading.Lock()
+
+    def _warm_runner(self) -> WarmRunner | None:
+        if not self.warm:
+            return None
+        with self._warm_lock:
+            if self._warm is None:
+                self._warm = WarmRunner(self.sandbox)
+            return self._warm
+
+    @property
+    def warm_stats(self) -> WarmStats | None:
+        """Counters of the warm workers (runs warm, runs cold, fallbacks), once any were used."""
+        runner = self._warm
+        return runner.pool.stats if runner is not None and runner.pool is not None else None
+
+    def close(self) -> None:
+        """Stop the warm workers, if any (grading still works afterwards, cold)."""
+        with self._warm_lock:
+            runner, self._warm, self.warm = self._warm, None, False
+        if runner is not None:
+            runner.close()
+
+    def __enter__(self) -> Grader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def grade(self, req: GradeRequest) -> GradeResult:
         """Lay out the phase, run the task's test command, judge the evidence."""
         started = time.monotonic()
         task = req.task
         root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-", dir=self.work_root))
+        seal_key = new_seal_key() if task.test.framework == "pytest" else None
         try:
             laid = lay_out(task, req.phase, root, req.candidate)
             spec = RunSpec(command=["/bin/sh", "-c", task.test.command], workdir=root,
-                           limits=task_limits(task), env=run_environment(task, req.seed),
+                           limits=request_limits(req), env=request_environment(req, seal_key),
                            image=task.environment.image, runtime=task.environment.runtime,
                            labels={"verify-cli.task": task.id, "verify-cli.phase": req.phase.value})
             try:
-                run = self.sandbox.run(spec)
+                runner = self._warm_runner()
+                run = runner.run(task, req.phase, spec) if runner else self.sandbox.run(spec)
             except Exception as e:  # a backend bug must not become a score
                 run = RunResult(Verdict.INFRA_ERROR, self.sandbox.name, message=f"{type(e).__name__}: {e}")
-            return judge(task, req, run, started, laid.ignored)
+            return judge(task, req, run, started, laid.ignored, seal_key=seal_key)
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
@@ -183,6 +314,9 @@ class Grader:
         streams through in bounded memory.
         """
         it = iter(requests)
+        runner = self._warm_runner()
+        if runner is not None:
+            runner.reserve(max(1, jobs))
         with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade") as pool:
             pending: set[Future[GradeResult]] = set()
             exhausted = False

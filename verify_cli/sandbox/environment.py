@@ -35,6 +35,7 @@ def pinned_environment(*, workdir: str, results_dir: str, harness_dir: str, tmp_
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": harness_dir,
+        "NODE_PATH": harness_dir,  # the harness's node preload (verify_node_guard.js)
         "NO_COLOR": "1",
         "CI": "true",
         "VERIFY_RESULTS_DIR": results_dir,

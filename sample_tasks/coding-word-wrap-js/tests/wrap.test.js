@@ -35,3 +35,28 @@ test('invalid arguments throw', () => {
   assert.throws(() => wrap(42, 3), TypeError);
   assert.strictEqual(wrap('a b', 1), 'a\nb');
 });
+
+test('random texts: lines fit, nothing is lost, lines are filled greedily', () => {
+  // Computed, not listed: a table of the examples above cannot pass this.
+  let seed = 20240607;
+  const rand = (n) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed % n;
+  };
+  for (let round = 0; round < 300; round++) {
+    const words = Array.from({ length: 1 + rand(10) }, () => 'abcdefghijklmnop'.slice(rand(8), 9 + rand(8)));
+    const width = 1 + rand(12);
+    const out = wrap(words.join(rand(2) ? ' ' : ' \t '), width);
+    assert.strictEqual(typeof out, 'string');
+    const lines = out.split('\n');
+    for (const line of lines) {
+      assert.ok(line.length >= 1 && line.length <= width, `line ${JSON.stringify(line)} for width ${width}`);
+      assert.strictEqual(line, line.trim());
+    }
+    assert.strictEqual(lines.join('').replace(/ /g, ''), words.join(''));
+    for (let i = 0; i + 1 < lines.length; i++) {
+      const next = lines[i + 1].split(' ')[0];
+      if (next.length <= width) assert.ok(lines[i].length + 1 + next.length > width, 'not greedy');
+    }
+  }
+});

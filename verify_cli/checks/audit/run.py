@@ -1,0 +1,221 @@
+"""``audit``: measure how far each task's tests can be trusted.
+
+Per task: a mutation score (with the surviving mutants and what each test kills), flaky tests
+over ``reruns`` fresh reference runs, a battery of reward-hack probes, and, where a task has
+them, the tests' rates on labelled correct and incorrect solutions. Everything is graded through
+:class:`~verify_cli.grading.Grader`, in two waves: the traced baseline runs, then everything else
+(reruns, probes, labelled solutions and the mutants the baselines planned) in one parallel stream.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from verify_cli.checks.audit.flakiness import flakiness_report, rerun_requests
+from verify_cli.checks.audit.labelled import judge_labelled, labelled_requests
+from verify_cli.checks.audit.model import (
+    AuditOptions,
+    LabelledReport,
+    MutantResult,
+    MutationReport,
+    TaskAudit,
+)
+from verify_cli.checks.audit.mutation import (
+    MutationPlan,
+    baseline_request,
+    judge_mutant,
+    make_mutants,
+    plan_mutants,
+    summarise,
+)
+from verify_cli.checks.audit.probing import judge_probe, probe_requests
+from verify_cli.checks.mutation import MutantSet
+from verify_cli.checks.probes import probes_for
+from verify_cli.grading.grader import Grader, GradeRequest, GradeResult
+from verify_cli.tasks.loader import TaskLoadFailure
+from verify_cli.tasks.model import Task
+
+#: At most this many waiting probes run at once beside the main stream.
+MAX_IDLE_JOBS = 16
+
+
+@dataclass(frozen=True)
+class AuditProgress:
+    """``done`` of ``total`` sandboxed runs finished; ``what`` names the last one."""
+
+    done: int
+    total: int
+    task_id: str
+    what: str
+
+
+AuditProgressCallback = Callable[[AuditProgress], None]
+
+
+@dataclass
+class _TaskState:
+    task: Task
+    audit: TaskAudit
+    mutants: MutantSet | None = None
+    plan: MutationPlan | None = None
+    mutant_results: list[MutantResult] = field(default_factory=list)
+    reruns: list[GradeResult] = field(default_factory=list)
+
+
+class _Stream:
+    """Grades labelled requests, routes each result to its handler, reports progress."""
+
+    def __init__(self, grader: Grader, jobs: int, on_progress: AuditProgressCallback | None) -> None:
+        self.grader = grader
+        self.jobs = jobs
+        self.on_progress = on_progress
+        self.done = 0
+        self.total = 0
+        self._handlers: dict[str, tuple[str, Callable[[GradeResult], None]]] = {}
+        self._n = 0
+        self._lock = threading.RLock()
+
+    def add(self, request: GradeRequest, what: str, handler: Callable[[GradeResult], None]) -> GradeRequest:
+        self._n += 1
+        label = f"{self._n}:{request.label}"
+        self._handlers[label] = (what, handler)
+        return replace(request, label=label)
+
+    def tick(self, task_id: str, what: str) -> None:
+        with self._lock:
+            self.done += 1
+            if self.on_progress:
+                self.on_progress(AuditProgress(self.done, self.total, task_id, what))
+
+    def run(self, requests: Iterable[GradeRequest], jobs: int | None = None) -> None:
+        for result in self.grader.grade_many(requests, jobs=jobs or self.jobs):
+            with self._lock:
+                what, handler = self._handlers.pop(result.label)
+                handler(result)
+            self.tick(result.task_id, what)
+
+    def run_beside(self, requests: list[GradeRequest]) -> threading.Thread | None:
+        """Grade ``requests`` (runs that wait, not compute) on their own threads, now."""
+        if not requests:
+            return None
+        thread = threading.Thread(target=self.run, args=(requests, min(len(requests), MAX_IDLE_JOBS)),
+                                  name="audit-idle", daemon=True)
+        thread.start()
+        return thread
+
+
+def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options: AuditOptions,
+                *, on_progress: AuditProgressCallback | None = None) -> list[TaskAudit]:
+    """Audit every task; reports come back in the order of ``items``."""
+    ordered = list(items)
+    states: list[_TaskState | TaskAudit] = []
+    for item in ordered:
+        if isinstance(item, TaskLoadFailure):
+            states.append(TaskAudit(item.id, str(item.root), "?", defects=[f"does not load: {item.error}"]))
+        else:
+            states.append(_TaskState(item, TaskAudit(item.id, str(item.root), item.language)))
+    live = [s for s in states if isinstance(s, _TaskState)]
+    stream = _Stream(grader, options.jobs, on_progress)
+
+    # What each task needs, counted up front for the progress bar.
+    wave1: list[GradeRequest] = []
+    wave2: list[GradeRequest] = []
+    idle: list[GradeRequest] = []
+    for state in live:
+        task = state.task
+        if options.mutants:
+            state.mutants = make_mutants(task, options)
+            if state.mutants is None:
+                state.audit.mutation = MutationReport(skipped=f"no mutation operators for {task.language}")
+            elif not state.mutants.mutants:
+                state.audit.mutation = summarise(None, state.mutants, [],
+                                                 skipped="no mutant could be made of the editable files")
+            else:
+                stream.total += len(state.mutants.mutants)
+                wave1.append(stream.add(baseline_request(task, options, task.id), "baseline",
+                                        _on_baseline(state, options)))
+        if options.flaky and options.reruns > 0:
+            for req in rerun_requests(task, options.reruns, task.id):
+                wave2.append(stream.add(req, "rerun", state.reruns.append))
+        if options.probes:
+            state.audit.probes = []
+            for probe, req in probe_requests(task, options.probe_names, task.id):
+                (idle if probe.idle else wave2).append(
+                    stream.add(req, f"probe {probe.name}", _on_probe(state, probe)))
+        if options.labelled:
+            runs = labelled_requests(task, task.id)
+            if runs:
+                state.audit.labelled = LabelledReport()
+            for kind, name, req in runs:
+                wave2.append(stream.add(req, f"labelled {kind}/{name}", _on_labelled(state, kind, name)))
+    stream.total += len(wave1) + len(wave2) + len(idle)
+
+    beside = stream.run_beside(idle)
+    stream.run(wave1)
+    for state in live:  # mutants no test executes survive without a run
+        if state.plan is None and state.mutants is not None:
+            stream.total -= len(state.mutants.mutants)  # the baseline failed: none will run
+        if state.plan is not None:
+            for mutant in state.plan.mutants.mutants:
+                planned = state.plan.request(mutant, state.task.id)
+                if planned is None:
+                    state.mutant_results.append(judge_mutant(state.plan, mutant, None, frozenset()))
+                    stream.tick(state.task.id, "mutant (not covered)")
+                else:
+                    wave2.append(stream.add(planned, "mutant", _on_mutant(state, mutant, planned.select_tests)))
+    stream.run(wave2)
+    if beside is not None:
+        beside.join()
+
+    for state in live:
+        if state.plan is not None and state.mutants is not None:
+            state.audit.mutation = summarise(state.plan, state.mutants, state.mutant_results)
+        if options.flaky and options.reruns > 0:
+            state.audit.flakiness = flakiness_report(state.reruns)
+            if state.audit.flakiness.errors:
+                state.audit.problems.append(
+                    f"{state.audit.flakiness.errors} of {options.reruns} reruns failed in the sandbox")
+        if state.audit.probes:
+            order = {p.name: i for i, p in enumerate(probes_for(state.task.language))}
+            state.audit.probes.sort(key=lambda p: order.get(p.name, 0))
+            lost = [p.name for p in state.audit.probes if p.error]
+            if lost:
+                state.audit.problems.append(f"probe(s) lost to the sandbox: {', '.join(lost)}")
+    return [s.audit if isinstance(s, _TaskState) else s for s in states]
+
+
+def _on_baseline(state: _TaskState, options: AuditOptions) -> Callable[[GradeResult], None]:
+    def handle(result: GradeResult) -> None:
+        if state.mutants is None:
+            return
+        plan = plan_mutants(state.task, state.mutants, result, options)
+        if isinstance(plan, str):
+            state.audit.mutation = summarise(None, state.mutants, [], skipped=plan)
+            state.audit.problems.append(f"mutation check: {plan}")
+        else:
+            state.plan = plan
+    return handle
+
+
+def _on_mutant(state: _TaskState, mutant: Any, selected: frozenset[str] | None) -> Callable[[GradeResult], None]:
+    def handle(result: GradeResult) -> None:
+        if state.plan is not None:
+            state.mutant_results.append(judge_mutant(state.plan, mutant, result, selected))
+    return handle
+
+
+def _on_probe(state: _TaskState, probe: Any) -> Callable[[GradeResult], None]:
+    def handle(result: GradeResult) -> None:
+        if state.audit.probes is not None:
+            state.audit.probes.append(judge_probe(probe, result))
+    return handle
+
+
+def _on_labelled(state: _TaskState, kind: str, name: str) -> Callable[[GradeResult], None]:
+    def handle(result: GradeResult) -> None:
+        if state.audit.labelled is not None:
+            state.audit.labelled.runs.append(judge_labelled(kind, name, result))
+    return handle
