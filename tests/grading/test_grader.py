@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from verify_cli.grading import Grader, GradeRequest, GradeResult, GradeStatus, Outcome, Phase
+from verify_cli.grading.seal import SEAL_KEY_ENV, seal_matching
 from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
 from verify_cli.tasks import load_task
 
@@ -38,6 +40,16 @@ class FixedSandbox(Sandbox):
     def run(self, spec: RunSpec) -> RunResult:
         with self._lock:
             self.specs.append(spec)
+        # A real pytest run carries the harness's signed session record; the stand-in signs the
+        # JUnit it hands back, so these tests exercise the rules after that check.
+        key = spec.env.get(SEAL_KEY_ENV)
+        junit = self.result.results.get("junit.xml")
+        if key and junit is not None:
+            try:
+                name, data = seal_matching(key, junit)
+            except ValueError:  # malformed XML: nothing to sign, as in a real run
+                return self.result
+            return replace(self.result, results={**self.result.results, name: data})
         return self.result
 
 
@@ -166,10 +178,10 @@ def test_seed_reaches_the_run_environment(make_task: Any, process_sandbox: Sandb
     )
     root = make_task(mutate=with_command(f"python -c '{script}'"))
     seeded = grade_with(process_sandbox, root, seed=7)
-    assert seeded.run.stdout.text.split() == ["7", "7", "verify_shuffle"]
+    assert seeded.run.stdout.text.split() == ["7", "7", "verify_shuffle,verify_harness"]
     assert seeded.seed == 7
     unseeded = grade_with(process_sandbox, root)
-    assert unseeded.run.stdout.text.split() == ["0", "None", "verify_shuffle"]
+    assert unseeded.run.stdout.text.split() == ["0", "None", "verify_shuffle,verify_harness"]
 
 
 def test_shuffled_order_still_passes(make_task: Any, process_sandbox: Sandbox) -> None:

@@ -344,7 +344,7 @@ class _Coverage:
                "spawners": sorted(self.spawners)}
         try:
             with open(os.path.join(results_dir, COVERAGE_FILE), "w", encoding="utf-8") as fh:
-                json.dump(doc, fh)
+                fh.write(_dumps(doc))
         except OSError:
             pass
 
