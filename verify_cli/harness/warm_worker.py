@@ -58,6 +58,8 @@ _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
 _MS_REC = 16384
+_MS_REMOUNT = 32
+_MS_BIND = 4096
 _MS_PRIVATE = 1 << 18
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
@@ -150,7 +152,17 @@ def isolate(job: dict[str, Any]) -> int:
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
     disk = int(job["disk_bytes"])
     flags = _MS_NOSUID | _MS_NODEV
+    # The interpreter's own installation may live under /tmp (a CI checkout's venv): keep a
+    # handle on it and bind it back, read-only, over the fresh /tmp.
+    keep = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)
+                   if os.path.realpath(p).startswith("/tmp/")})
+    handles = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in keep]
     _mount("tmpfs", "/tmp", "tmpfs", flags, f"size={disk},mode=0755")
+    for path, fd in handles:
+        os.makedirs(path, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
+        _mount("none", path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags)
+        os.close(fd)
     _mount("tmpfs", WORKDIR, "tmpfs", flags, f"size={disk},mode=0755")
     _mount("tmpfs", "/dev/shm", "tmpfs", flags, "mode=0755")
     _mount("tmpfs", RESULTS, "tmpfs", flags,

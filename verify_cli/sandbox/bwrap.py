@@ -82,6 +82,16 @@ def _system_argv(scratch: Path) -> list[str]:
     for f in _ETC_FILES:
         argv += ["--ro-bind-try", f, f]
     argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
+    return argv
+
+
+def runtime_binds() -> list[str]:
+    """Read-only binds of the interpreter's installation (its venv and base prefix).
+
+    They must come after the tmpfs mounts: a venv under /tmp (a CI checkout, say) would
+    otherwise be hidden by the sandbox's private /tmp.
+    """
+    argv: list[str] = []
     for prefix in python_runtime_prefixes():
         real = str(Path(prefix).resolve())
         if not any(real == d or real.startswith(d + "/") for d in _SYSTEM_DIRS):
@@ -112,6 +122,7 @@ class BwrapSandbox(LocalSandbox):
                  "--size", str(min(spec.limits.file_bytes, RESULTS_FOLDER_BYTES)),
                  "--perms", "0755", "--tmpfs", SANDBOX_RESULTS,
                  "--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS,
+                 *runtime_binds(),
                  "--chdir", SANDBOX_WORKDIR, "--"]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
@@ -143,7 +154,7 @@ class BwrapSandbox(LocalSandbox):
         """
         argv = _system_argv(scratch)
         argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-                 "--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS]
+                 "--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS, *runtime_binds()]
         for host, inside in ro_binds:
             argv += ["--ro-bind", str(Path(host).resolve()), inside]
         for d in (SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_RESULTS, *dirs):
