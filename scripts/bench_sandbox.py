@@ -7,8 +7,20 @@ alike; the median wall time of each and its ratio to bare are printed. Then ``ch
 over the whole set (no cache) is timed against (sum of bare reference runs x repeats / 2).
 
     python scripts/bench_sandbox.py [--rounds 5] [--backends process,bwrap,docker] [--json out.json]
+                                    [--docker-runs 50] [--docker-only]
 
 Targets (issue 2): bwrap at most 1.15x bare; check-tasks -j 2 at most 1.3x of the ideal.
+
+The docker section (``--docker-runs N``, 0 to skip) times, N times each and interleaved, for both
+``python -c pass`` and the full test command of a small task (the reference of
+``coding-interval-merge``): the command bare (a host subprocess), a cold ``docker run --rm`` with the
+CLI (same limits, same files: a fresh copy of the work folder mounted), the docker backend cold
+(``pool_size=0``: create, start, harness, run, remove) and the backend from a full warm pool (the
+pool is refilled between runs: this is start latency, not throughput; the previous run's
+container is removed during the timed run, as in steady use). "own" is the backend's share:
+elapsed minus the command's own time inside the container (``RunResult.wall_seconds``); the bare
+column runs the host's interpreter, which may start slower or faster than the image's.
+Targets: warm-pool overhead p50 at most 150 ms over bare; cold CLI at least 3x the warm pool.
 """
 
 from __future__ import annotations
@@ -37,6 +49,8 @@ from verify_cli.sandbox.registry import create_sandbox, sandbox_class  # noqa: E
 from verify_cli.tasks.loader import load_task_set  # noqa: E402
 from verify_cli.tasks.model import Task  # noqa: E402
 
+DOCKER_TASK = "coding-interval-merge"
+
 
 def bare_run(task: Task, workdir: Path) -> float:
     """The test command as a developer would run it: a subprocess in the work folder."""
@@ -51,6 +65,142 @@ def bare_run(task: Task, workdir: Path) -> float:
         return time.perf_counter() - t
 
 
+def _pct(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def _docker_cli_run(image: str, argv: list[str], work: Path, env: dict[str, str], limits: object) -> float:
+    """``docker run --rm`` from nothing, as close to the backend's container as the CLI gets."""
+    copy = Path(tempfile.mkdtemp(prefix="bench-cli-"))
+    try:
+        shutil.copytree(work, copy / "w")
+        for dirpath, dirnames, filenames in os.walk(copy):
+            for name in [*dirnames, *filenames]:
+                os.chmod(os.path.join(dirpath, name), 0o777)
+        os.chmod(copy, 0o755)
+        env_file = copy / "env"
+        env_file.write_text("".join(f"{k}={v}\n" for k, v in env.items()))
+        mem = f"{limits.memory_mb}m"  # type: ignore[attr-defined]
+        cmd = ["docker", "run", "--rm", "--network", "none", "--user", "1000:1000", "--read-only",
+               "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--memory", mem,
+               "--memory-swap", mem, "--pids-limit", str(limits.processes + 1),  # type: ignore[attr-defined]
+               "--cpus", "1", "--tmpfs", "/results:uid=1000,gid=1000,size=32m",
+               "--tmpfs", "/tmp:mode=1777,size=64m", "-v", f"{copy / 'w'}:/workspace",
+               "-v", f"{HARNESS_DIR}:/opt/verify-harness:ro", "-w", "/workspace",
+               "--env-file", str(env_file), image, *argv]
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+        elapsed = time.perf_counter() - t
+        if proc.returncode != 0:
+            print(f"warning: docker run exited {proc.returncode}: {proc.stderr.decode()[-300:]}", file=sys.stderr)
+        return elapsed
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def docker_section(tasks: list[Task], runs: int) -> dict[str, object] | None:
+    """Cold and warm-pool start of the docker backend against bare and a cold ``docker run``."""
+    if runs <= 0:
+        return None
+    avail = sandbox_class("docker").availability()
+    if not avail.available:
+        print(f"skipping the docker section: {avail.reason}", file=sys.stderr)
+        return None
+    task = next((t for t in tasks if t.root.name == DOCKER_TASK), None) if tasks else None
+    if task is None or not task.environment.image:
+        print(f"skipping the docker section: no task {DOCKER_TASK} with an image", file=sys.stderr)
+        return None
+    image = task.environment.image
+    limits = task_limits(task)
+    extra = run_environment(task, 1)
+    commands = {"python -c pass": ["python", "-c", "pass"],
+                "task test command": ["/bin/sh", "-c", task.test.command]}
+    modes = ["bare", "docker_run_cli_cold", "backend_cold", "backend_warm"]
+    cold = create_sandbox("docker", pool_size=0)
+    warm = create_sandbox("docker", pool_size=2)
+    cold.start()
+    warm.start([image], limits)  # type: ignore[call-arg]
+    work = Path(tempfile.mkdtemp(prefix="bench-docker-"))
+    times: dict[str, dict[str, list[float]]] = {c: {m: [] for m in modes} for c in commands}
+    # the backend's own share: elapsed minus the command's time inside (RunResult.wall_seconds)
+    own: dict[str, dict[str, list[float]]] = {c: {m: [] for m in modes[2:]} for c in commands}
+    try:
+        lay_out(task, Phase.REFERENCE, work)
+        cli_env = pinned_environment(workdir="/workspace", results_dir="/results",
+                                     harness_dir="/opt/verify-harness", tmp_dir="/tmp", extra=extra)
+        cases = [(c, m) for c in commands for m in modes]
+        for c in commands:  # one untimed round of each, to warm caches
+            _bare_argv(commands[c], work, extra)
+            warm.run(_spec(commands[c], work, limits, extra, image))
+        for r in range(runs):
+            shift = r % len(cases)
+            for c, mode in cases[shift:] + cases[:shift]:
+                argv = commands[c]
+                if mode == "bare":
+                    times[c][mode].append(_bare_argv(argv, work, extra))
+                    continue
+                if mode == "docker_run_cli_cold":
+                    times[c][mode].append(_docker_cli_run(image, argv, work, cli_env, limits))
+                    continue
+                box = cold if mode == "backend_cold" else warm
+                if box is warm:
+                    warm.wait_until_warm(120)  # type: ignore[attr-defined]
+                t = time.perf_counter()
+                res = box.run(_spec(argv, work, limits, extra, image))
+                times[c][mode].append(time.perf_counter() - t)
+                own[c][mode].append(times[c][mode][-1] - res.wall_seconds)
+                if res.verdict.value != "ok":
+                    print(f"warning: {c} on {mode}: {res.verdict.value} {res.message} {res.stderr.text[-300:]}",
+                          file=sys.stderr)
+    finally:
+        cold.close()
+        warm.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+    out: dict[str, object] = {"runs": runs, "task": task.id, "image": image}
+    print(f"\ndocker: {runs} runs each, interleaved; task {task.id} ({image}); milliseconds")
+    print(f"{'command':<19} {'mode':<22} {'p50':>8} {'p95':>8}  {'own p50':>8} {'own p95':>8}")
+    for c in commands:
+        stats: dict[str, dict[str, float]] = {
+            m: {"p50_ms": round(statistics.median(v) * 1000, 1), "p95_ms": round(_pct(v, 95) * 1000, 1)}
+            for m, v in times[c].items()}
+        for m, v in own[c].items():
+            stats[m]["own_p50_ms"] = round(statistics.median(v) * 1000, 1)
+            stats[m]["own_p95_ms"] = round(_pct(v, 95) * 1000, 1)
+        for m in modes:
+            extra_cols = (f"  {stats[m]['own_p50_ms']:>8.1f} {stats[m]['own_p95_ms']:>8.1f}"
+                          if "own_p50_ms" in stats[m] else "")
+            print(f"{c:<19} {m:<22} {stats[m]['p50_ms']:>8.1f} {stats[m]['p95_ms']:>8.1f}{extra_cols}")
+        w50, b50 = stats["backend_warm"]["p50_ms"], stats["bare"]["p50_ms"]
+        ratios = {
+            "warm_overhead_over_bare_p50_ms": round(w50 - b50, 1),
+            "warm_overhead_over_bare_p95_ms": round(stats["backend_warm"]["p95_ms"] - stats["bare"]["p95_ms"], 1),
+            "cli_cold_over_warm_p50": round(stats["docker_run_cli_cold"]["p50_ms"] / w50, 2),
+            "backend_cold_over_warm_p50": round(stats["backend_cold"]["p50_ms"] / w50, 2),
+        }
+        print(f"{c:<19} warm overhead over bare: p50 {ratios['warm_overhead_over_bare_p50_ms']:.1f} ms "
+              f"(target <= 150), p95 {ratios['warm_overhead_over_bare_p95_ms']:.1f} ms; cold CLI / warm "
+              f"{ratios['cli_cold_over_warm_p50']:.2f}x (target >= 3); backend cold / warm "
+              f"{ratios['backend_cold_over_warm_p50']:.2f}x")
+        out[c] = {**stats, **ratios}
+    return out
+
+
+def _spec(argv: list[str], work: Path, limits: object, extra: dict[str, str], image: str) -> RunSpec:
+    return RunSpec(command=argv, workdir=work, limits=limits, env=extra, image=image)  # type: ignore[arg-type]
+
+
+def _bare_argv(argv: list[str], workdir: Path, extra: dict[str, str]) -> float:
+    with tempfile.TemporaryDirectory() as scratch:
+        results = Path(scratch) / "results"
+        results.mkdir()
+        env = pinned_environment(workdir=str(workdir), results_dir=str(results), harness_dir=str(HARNESS_DIR),
+                                 tmp_dir=scratch, path=runtime_path(), extra=extra)
+        t = time.perf_counter()
+        subprocess.run(argv, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        return time.perf_counter() - t
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default=str(ROOT / "sample_tasks"))
@@ -58,9 +208,17 @@ def main() -> int:
     ap.add_argument("--backends", default="process,bwrap,docker")
     ap.add_argument("--repeats", type=int, default=3, help="check-tasks repeats")
     ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--docker-runs", type=int, default=50,
+                    help="runs per mode in the docker start-latency section (0: skip it)")
+    ap.add_argument("--docker-only", action="store_true", help="run only the docker section")
     args = ap.parse_args()
 
     tasks = [t for t in load_task_set(Path(args.tasks)) if isinstance(t, Task)]
+    if args.docker_only:
+        docker = docker_section(tasks, args.docker_runs)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps({"docker": docker}, indent=2))
+        return 0 if docker is not None else 1
     backends = []
     for name in args.backends.split(","):
         avail = sandbox_class(name).availability()
@@ -130,8 +288,9 @@ def main() -> int:
                     "cpu_count": os.cpu_count()})
     for box in boxes.values():
         box.close()
+    docker = docker_section(tasks, args.docker_runs)
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"rows": rows, "summary": summary}, indent=2))
+        Path(args.json_out).write_text(json.dumps({"rows": rows, "summary": summary, "docker": docker}, indent=2))
     return 0
 
 

@@ -304,3 +304,125 @@ def test_node_image_writes_junit(box: DockerSandbox, tmp_path: Path) -> None:
                   image=NODE_IMAGE)
     assert result.verdict is Verdict.OK, result
     assert b"<testsuites" in result.results["junit.xml"]
+
+
+# -- the runner / collector protocol and the background reaper ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pooled() -> Iterator[DockerSandbox]:
+    from verify_cli.sandbox.conformance import SMALL_LIMITS
+
+    sandbox = DockerSandbox(pool_size=2)
+    sandbox.start([PYTHON_IMAGE], SMALL_LIMITS)
+    sandbox.start([PYTHON_IMAGE], Limits(wall_seconds=20))
+    yield sandbox
+    sandbox.close()
+
+
+def _conformance_params() -> list[object]:
+    from verify_cli.sandbox.conformance import CASES
+
+    return [pytest.param(case, id=case.name) for case in CASES]
+
+
+@pytest.mark.parametrize("case", _conformance_params())
+def test_warm_pool_contains_every_hostile_program(pooled: DockerSandbox, case: object,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conformance suite again, through pooled containers (removed in the background)."""
+    from docker.models.containers import ContainerCollection
+
+    from verify_cli.sandbox.conformance import ConformanceCase, run_case
+
+    # The leftover-container check lists, then inspects each: a container the reaper removes in
+    # between must count as gone, not as an error (docker-py's ignore_removed).
+    listing = ContainerCollection.list
+    monkeypatch.setattr(ContainerCollection, "list",
+                        lambda self, **kw: listing(self, **{"ignore_removed": True, **kw}))
+    assert isinstance(case, ConformanceCase)
+    result = run_case(pooled, case, image=PYTHON_IMAGE)
+    assert result.expected_contained and result.conforms, result.describe()
+
+
+def test_pooled_containers_are_gone_after_close(client: DockerClient, tmp_path: Path) -> None:
+    made: list[str] = []
+    with DockerSandbox(pool_size=1) as pool:
+        pool.start([PYTHON_IMAGE], Limits(wall_seconds=20))
+        assert pool.wait_until_warm(60)
+        for _ in range(3):
+            result = _run(pool, tmp_path, ["sh", "-c", "hostname; sleep 30 & echo started"])
+            assert result.verdict is Verdict.OK, result
+            made.append(result.stdout.text.split()[0])
+    left = [c["Id"] for c in client.api.containers(all=True, filters={"label": f"{LABEL}=1"})]
+    assert not [cid for cid in left if any(cid.startswith(h) for h in made)]
+    assert pool.warm_count(PYTHON_IMAGE, Limits(wall_seconds=20)) == 0
+
+
+def test_what_a_run_leaves_is_dead_when_run_returns(pooled: DockerSandbox,
+                                                    tmp_path: Path) -> None:
+    token = f"vcc-left-{uuid.uuid4().hex}"
+    result = _run(pooled, tmp_path, ["sh", "-c", f"setsid sleep 60 {token} >/dev/null 2>&1 & "
+                                                 "echo ok"])
+    assert result.verdict is Verdict.OK, result
+    from verify_cli.sandbox.conformance import processes_with_token
+
+    deadline = time.monotonic() + 1.0
+    while processes_with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.02)  # SIGKILLed; the kernel may take a moment to tear it down
+    assert processes_with_token(token) == []
+
+
+def test_stolen_wake_up_still_collects(pooled: DockerSandbox, tmp_path: Path) -> None:
+    """A leftover process that reads the collector's stdin delays the results, no more."""
+    thief = ("import os, sys\n"
+             "if os.fork() == 0:\n"
+             "    os.setsid()\n"
+             "    fd = os.open('/proc/1/fd/0', os.O_RDONLY)\n"
+             "    os.read(fd, 100)\n"
+             "    os._exit(0)\n"
+             "open(os.environ['VERIFY_RESULTS_DIR'] + '/r.txt', 'w').write('kept')\n")
+    started = time.monotonic()
+    result = _run(pooled, tmp_path, _py(thief))
+    assert result.verdict is Verdict.OK, result
+    assert result.results == {"r.txt": b"kept"}
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("poke", ["echo now > /proc/1/fd/0", "kill -USR1 1"])
+def test_waking_the_collector_early_only_ends_the_own_run(pooled: DockerSandbox,
+                                                          tmp_path: Path, poke: str) -> None:
+    result = _run(pooled, tmp_path, ["sh", "-c", f"{poke}; sleep 5; echo never"],
+                  limits=Limits(wall_seconds=20))
+    assert not result.verdict.is_infrastructure, result
+    assert result.verdict is not Verdict.OK and "never" not in result.stdout.text
+    assert _run(pooled, tmp_path, ["true"]).verdict is Verdict.OK
+
+
+def test_env_names_a_shell_cannot_export_still_reach_the_command(pooled: DockerSandbox,
+                                                                 tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("here\n")
+    result = _run(pooled, tmp_path, _py("import os; print(os.environ['A-B'], open('f.txt').read())"),
+                  env={"A-B": "dash ok", "PLAIN": "1"}, stdin=b"in")
+    assert result.verdict is Verdict.OK, result
+    assert result.stdout.text.split() == ["dash", "ok", "here"]
+
+
+def test_argv_and_environment_reach_the_command_verbatim(pooled: DockerSandbox,
+                                                         tmp_path: Path) -> None:
+    odd = ["it's", 'a "quote"', "multi\nline", "$HOME", "`id`", "-n", ""]
+    code = "import os, sys, json; print(json.dumps([sys.argv[1:], os.environ['ODD'], 'PWD' in os.environ]))"
+    result = _run(pooled, tmp_path, ["python", "-c", code, *odd], env={"ODD": "a'b\n$(id)"})
+    assert result.verdict is Verdict.OK, result
+    import json
+
+    assert json.loads(result.stdout.text) == [odd, "a'b\n$(id)", False]
+
+
+def test_a_work_folder_too_big_for_its_tmpfs_is_a_setup_error(pooled: DockerSandbox,
+                                                              tmp_path: Path) -> None:
+    with (tmp_path / "big.bin").open("wb") as f:
+        f.truncate(80 * 1024 * 1024)
+    result = _run(pooled, tmp_path, ["true"], limits=Limits(wall_seconds=20, memory_mb=256))
+    assert result.verdict is Verdict.SETUP_ERROR, result
+    assert "does not fit in /workspace" in result.message
+

@@ -213,6 +213,9 @@ def _reseed_copied_generators() -> None:
             nprandom.seed()
 
 
+_INSTALL_PREFIXES = tuple(sorted({os.path.realpath(p) + "/" for p in (sys.prefix, sys.base_prefix)}))
+
+
 def _imports_report(baseline: set[str]) -> list[str]:
     """Top-level third-party modules this run imported that the parent has not."""
     out: set[str] = set()
@@ -222,7 +225,10 @@ def _imports_report(baseline: set[str]) -> list[str]:
         if name in baseline or top in stdlib or top in out or top.startswith("_"):
             continue
         path = str(getattr(mod, "__file__", "") or "")
-        if "-packages/" in path and not path.startswith((WORKDIR, "/tmp")):
+        # Installed packages only: not the run's own files, nor anything it dropped in /tmp
+        # (the interpreter's installation may itself live under /tmp, in a CI checkout).
+        installed = path.startswith(_INSTALL_PREFIXES)
+        if "-packages/" in path and (installed or not path.startswith((WORKDIR, "/tmp"))):
             out.add(top)
     return sorted(out)[:64]
 

@@ -564,7 +564,7 @@ def _leftover_containers(token: str, *, required: bool) -> list[str]:
     try:
         docker = importlib.import_module("docker")
         client = docker.from_env(timeout=10)
-        containers = client.containers.list(all=True, filters={"label": "verify-cli=1"})
+        containers = client.containers.list(all=True, filters={"label": "verify-cli=1"}, ignore_removed=True)
     except Exception:
         if required:
             raise

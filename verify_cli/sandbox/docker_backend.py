@@ -2,27 +2,47 @@
 
 Layout of a container. The root file system is read-only; ``/workspace``, ``/results``, ``/tmp``
 and ``/opt/verify-harness`` are size-limited tmpfs mounts. Docker's archive API cannot write
-into a tmpfs (it writes beneath the mount), so files travel through ``tar`` run with the exec API:
-the container's main process only waits (``sleep infinity``), and a run is four execs in it:
+into a tmpfs (it writes beneath the mount), so files travel as ``tar`` streams. The container's
+main process (pid 1, uid 1000) is the *collector*: a shell that waits on its stdin. Preparing a
+container (what the warm pool does ahead of time) is:
 
-1. ``tar -x`` as root into ``/opt/verify-harness`` (root-owned, so read-only for the command);
-2. ``tar -x`` as uid 1000 into ``/workspace`` (the work folder, streamed from the host);
-3. the command itself, as uid 1000, its output streamed through :class:`BoundedCapture`;
-4. ``tar -c`` of ``/results`` (plus the cgroup's CPU and OOM counters on stderr).
+1. create and start it;
+2. ``tar -x`` as root into ``/opt/verify-harness`` (root-owned, so read-only for the command);
+3. start the *runner*: an exec, as uid 1000, of a shell that waits for its orders on stdin.
 
-Steps 1 and the container's creation and start are what the warm pool does ahead of time. A
-container serves one run and is then removed; a timeout or an output flood kills the whole
-container (its results folder is then lost). The tmpfs sizes are fractions of the memory limit,
-because tmpfs pages count against it. Images need ``sh``, ``tar`` and ``sleep``; the verify-cli
-images have them.
+A run then costs no ``docker exec`` of its own (each costs ~50 ms in runc):
+
+4. the host writes the runner a short script (the run's environment and argv, shell-quoted)
+   followed by the work folder as a tar stream; the runner unpacks it into ``/workspace``, prints
+   one marker byte on stderr (the wall clock starts there), and ``exec``-s the command, whose
+   output streams through :class:`BoundedCapture` and whose exit status is the exec's;
+5. the host attaches to the collector and wakes it: it SIGKILLs every other process in the
+   container (``kill -9 -1``; whatever the command left behind dies before ``run`` returns),
+   prints the cgroup's CPU and OOM counters, then ``exec``-s ``tar -c`` of ``/results``; the host
+   stops reading at the archive's end.
+
+A container serves one run. One that carries the run's labels (made for it) is removed before
+``run`` returns; a pooled one (no run labels) is already dead by then (step 5, or a kill) and is
+removed in the background while the next run works (see :class:`_Reaper`); ``close`` drains.
+A timeout or an output flood kills the whole container (its results folder is then lost). The
+tmpfs sizes are fractions of the memory limit, because tmpfs pages count against it. Images
+need ``sh``, ``tar`` and ``head``; the verify-cli images have them.
+
+Processes of the run run as uid 1000 like the collector, so they can signal it, write to its
+stdin or stdout, or read its stdin (through ``/proc/1/fd``): that can only end their own run
+early, spoil their own results (which they can write anyway), or delay the collection, which then
+falls back to SIGUSR1 and, past ``COLLECT_TIMEOUT_S``, to killing the container.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import os
 import re
+import secrets
+import shlex
 import signal
 import socket
 import struct
@@ -61,7 +81,7 @@ from verify_cli.sandbox.registry import register_sandbox
 
 try:  # submodule imports: a top-level `docker/` folder (Dockerfiles) shadows `docker` for mypy
     from docker.client import DockerClient
-    from docker.errors import APIError, DockerException, ImageNotFound
+    from docker.errors import APIError, DockerException, ImageNotFound, NotFound
     from docker.types import LogConfig, Ulimit
     from requests.exceptions import RequestException
 
@@ -77,9 +97,8 @@ POOL_LABEL = "verify-cli.pool"
 
 USER = "1000:1000"
 ROOT = "0:0"
-WAITER = ("sleep", "infinity")
-#: Processes of ours in the container besides the command's: the waiter. (The helper execs
-#: run before and after the command; orphans it leaves at the process limit cost it its results.)
+#: Processes of ours in the container besides the command's: the collector (pid 1). The runner
+#: becomes the command; the collector needs no new process (it ``exec``-s tar).
 OWN_PIDS = 1
 NANO_CPUS = 1_000_000_000  # one CPU
 #: The writable places, as fractions of the memory limit: tmpfs pages count against the memory
@@ -93,6 +112,10 @@ TMPFS_SHARES: dict[str, tuple[int, int, int, str]] = {
 }
 COPY_TIMEOUT_S = 120.0
 COLLECT_TIMEOUT_S = 60.0
+#: When the collector has said nothing this long after its wake-up line, it is sent SIGUSR1.
+COLLECT_NUDGE_S = 2.0
+#: How long a run waits, before it returns, for the removal of earlier runs' containers.
+REAP_WAIT_S = 10.0
 #: Largest ``tar`` stream accepted from /results (its tmpfs holds 64 MiB).
 MAX_RESULTS_ARCHIVE_BYTES = 80 * 1024 * 1024
 #: Distinct (image, limits) pools kept warm at once; the least recently used is drained.
@@ -103,12 +126,31 @@ BUILD_HINT = "build it with scripts/build_images.sh (or docker pull / docker bui
 _OOM_MARKERS = re.compile(
     rb"MemoryError|Cannot allocate memory|std::bad_alloc|JavaScript heap out of memory|"
     rb"out of memory|Killed process")
-_COLLECT_SCRIPT = (
-    "for f in /sys/fs/cgroup/cpuacct/cpuacct.usage /sys/fs/cgroup/cpu.stat "
-    "/sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do "
-    '[ -r "$f" ] && cat "$f"; done >&2; '
-    f"exec tar -c -f - -C {SANDBOX_RESULTS} ."
+_COUNTER_FILES = ("/sys/fs/cgroup/cpuacct/cpuacct.usage /sys/fs/cgroup/cpu.stat "
+                  "/sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events")
+_COUNTERS_MARK = b"verify-counters\n"
+_RESULTS_MARK = b"\nverify-results\n"
+#: pid 1 of every container. Woken by a line on stdin (or SIGUSR1), it kills every other process,
+#: prints the counters with shell builtins only (no fork: the process limit may be spent) and
+#: becomes ``tar -c`` of the results folder.
+_COLLECTOR = (
+    "c() { trap '' USR1; kill -9 -1 2>/dev/null; printf 'verify-counters\\n'; "
+    f"for f in {_COUNTER_FILES}; do "
+    '[ -r "$f" ] && while IFS= read -r l || [ -n "$l" ]; do printf \'%s\\n\' "$l"; done < "$f"; '
+    "done; printf '\\nverify-results\\n'; "
+    f"exec tar -c -f - -C {SANDBOX_RESULTS} .; }}; trap c USR1; read -r _; c"
 )
+#: The runner: reads a script up to a line equal to its ``$0`` (a per-container nonce), then
+#: evaluates it. ``read`` takes stdin a byte at a time, so the tar stream after it stays unread.
+_RUNNER = ('s=; while IFS= read -r l; do [ "$l" = "$0" ] && break; s="$s$l\n"; done; '
+           '[ "$l" = "$0" ] || exit 0; eval "$s"')
+#: First byte the runner writes on stderr: 1 once the work folder is in place, 2 before tar's
+#: complaint when it is not (then it exits 125). Nothing of the run has started before either.
+_READY = b"\x01"
+_UNPACK_FAILED = 125
+#: Processes the runner's unpacking takes at most (sh, subshell, head, tar).
+_RUNNER_PROCESSES = 4
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _owner() -> str:
@@ -167,7 +209,7 @@ class _Shape:
 @dataclass
 class _ExecOutcome:
     exit_code: int | None
-    killed: str | None  # "timeout" | "output" when we killed the container
+    killed: str | None  # "timeout" | "output" | "copy" when we killed the container
     seconds: float
 
 
@@ -179,6 +221,7 @@ class _Killer:
         self._id = container_id
         self._lock = threading.Lock()
         self.reason: str | None = None
+        self.confirmed = False  # the daemon acknowledged the kill (it waits for the stop)
         self._sockets: list[Any] = []
 
     def watch(self, sock: Any) -> None:
@@ -198,6 +241,71 @@ class _Killer:
                 s.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(APIError, RequestException, OSError):
             self._api.kill(self._id)
+            self.confirmed = True
+
+
+class _Clock:
+    """The kill timer of one exec. Gated (the runner), it allows ``COPY_TIMEOUT_S`` for the work
+    folder to land, then, from the ready byte on, the wall-clock limit: the run's time starts
+    there."""
+
+    def __init__(self, killer: _Killer, wall_s: float, gated: bool) -> None:
+        self._killer = killer
+        self._wall_s = wall_s
+        self._lock = threading.Lock()
+        self._stopped = False
+        self.started = time.monotonic()
+        self._timer = self._arm(COPY_TIMEOUT_S, "copy") if gated else self._arm(wall_s, "timeout")
+
+    def _arm(self, seconds: float, reason: str) -> threading.Timer:
+        timer = threading.Timer(seconds, self._killer.kill, args=(reason,))
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def ready(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._timer.cancel()
+            self.started = time.monotonic()
+            self._timer = self._arm(self._wall_s, "timeout")
+
+    def stop(self) -> float:
+        with self._lock:
+            self._stopped = True
+            self._timer.cancel()
+            return time.monotonic() - self.started
+
+
+class _Conn:
+    """A hijacked connection to an exec or an attach: its socket and a reader over it."""
+
+    def __init__(self, sock: Any, reader: IO[bytes]) -> None:
+        self.sock = sock
+        self.reader = reader
+
+    def close(self) -> None:
+        # As docker-py's CancellableStream: end the hijacked connection at the socket and
+        # never hand it back to the HTTP connection pool (response.close() would).
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+@dataclass
+class _Prepared:
+    """A started container, harness in place, its runner waiting for orders; used once."""
+
+    container_id: str
+    runner_id: str
+    runner: _Conn
+    nonce: str  # the line that ends the runner's script
+    pooled: bool  # made ahead of time: carries no run's labels, so it may be removed later
+    #: Nothing of a run can be alive in it any more: the collector killed it all, or the daemon
+    #: confirmed a kill. Only such a container is left to the background reaper.
+    settled: bool = True
 
 
 @register_sandbox("docker")
@@ -214,7 +322,8 @@ class DockerSandbox(Sandbox):
         self._client: Any = client if client is not None else DockerClient.from_env(timeout=120)
         self._api: Any = self._client.api
         self._harness = _harness_archive(HARNESS_DIR)
-        self._pool = _WarmPool(self._prepare, self._remove, pool_size) if pool_size else None
+        self._reaper = _Reaper(self._remove_hard)
+        self._pool = (_WarmPool(self._prepare, self._discard, pool_size) if pool_size else None)
 
     @classmethod
     def availability(cls) -> Availability:
@@ -243,16 +352,21 @@ class DockerSandbox(Sandbox):
                 self._pool.replenish(_Shape.of(image, limits or Limits()))
 
     def close(self) -> None:
+        """Remove the pool's containers and wait for the removal of every used one."""
         if self._pool is not None:
             self._pool.close()
+        self._reaper.drain(COLLECT_TIMEOUT_S)
 
     def __enter__(self) -> DockerSandbox:
         self.start()
         return self
 
     def wait_until_warm(self, timeout_s: float = 60.0) -> bool:
-        """Block until every pool is full (True) or ``timeout_s`` passes (False)."""
-        return True if self._pool is None else self._pool.wait_full(timeout_s)
+        """Block until every pool is full and no removal is in flight (True), or ``timeout_s``
+        passes (False). Containers of finished runs wait for the next run (or ``close``)."""
+        deadline = time.monotonic() + timeout_s
+        full = True if self._pool is None else self._pool.wait_full(timeout_s)
+        return self._reaper.wait_idle(max(0.0, deadline - time.monotonic())) and full
 
     def warm_count(self, image: str, limits: Limits | None = None) -> int:
         """Containers ready in the pool of ``image`` with ``limits`` (default limits if None)."""
@@ -271,25 +385,25 @@ class DockerSandbox(Sandbox):
         if not spec.workdir.is_dir():
             return self._setup_error(f"work folder {spec.workdir} does not exist")
         shape = _Shape.of(spec.image, spec.limits)
-        container_id: str | None = None
+        prepared: _Prepared | None = None
         refill = True  # replace what this run used (or start a pool for its shape)
+        reaped = self._reaper.flush()  # earlier runs' containers go while this one runs
         try:
-            copy_error: str | None = None
             if self._pool is not None:
-                container_id = self._pool.take(shape)
-            if container_id is not None:
-                try:
-                    copy_error = self._copy_workdir(container_id, spec)
-                except APIError:  # the pooled container died meanwhile: use a fresh one
-                    self._remove(container_id)
-                    container_id = None
-            if container_id is None:
-                container_id = self._prepare(shape, spec.labels)
-                copy_error = self._copy_workdir(container_id, spec)
-            if copy_error is not None:
-                return self._setup_error(
-                    f"could not copy the work folder into the container: {copy_error}")
-            return self._run_command(container_id, spec)
+                prepared = self._pool.take(shape)
+            if prepared is not None:
+                result = self._run_in(prepared, spec)
+                if result is not None:
+                    return result
+                self._dispose(prepared)  # the pooled container died meanwhile: use a fresh one
+                prepared = None
+            prepared = self._prepare(shape, spec.labels)
+            result = self._run_in(prepared, spec)
+            if result is None:
+                return RunResult(Verdict.INFRA_ERROR, self.name,
+                                 message="the container ended before the command started; "
+                                         "check `docker info`")
+            return result
         except ImageNotFound:
             refill = False
             return self._setup_error(f"Docker image {spec.image!r} is not present; {BUILD_HINT}")
@@ -297,20 +411,28 @@ class DockerSandbox(Sandbox):
             refill = False
             return self._setup_error(str(e))
         except (DockerException, RequestException, OSError) as e:
+            if prepared is not None:
+                prepared.settled = False
             return RunResult(Verdict.INFRA_ERROR, self.name,
                              message=f"the Docker daemon failed during the run ({_short(e)}); "
                                      f"check `docker info`, or {SETUP_HINT}")
+        except BaseException:
+            if prepared is not None:
+                prepared.settled = False
+            raise
         finally:
-            if container_id is not None:
-                self._remove(container_id)
+            if prepared is not None:
+                self._dispose(prepared)
             if self._pool is not None and refill:
                 self._pool.replenish(shape)
+            self._reaper.wait_done(reaped, REAP_WAIT_S)
 
     def _setup_error(self, message: str) -> RunResult:
         return RunResult(Verdict.SETUP_ERROR, self.name, message=message)
 
-    def _prepare(self, shape: _Shape, labels: Mapping[str, str] | None = None) -> str:
-        """A started container of ``shape`` with the harness in place; removed again on failure."""
+    def _prepare(self, shape: _Shape, labels: Mapping[str, str] | None = None) -> _Prepared:
+        """A started container of ``shape``, harness in place, runner waiting; removed again on
+        failure. Without ``labels`` it is a pool's container."""
         host_config = self._api.create_host_config(
             network_mode="none",
             mem_limit=f"{shape.memory_mb}m",
@@ -328,11 +450,11 @@ class DockerSandbox(Sandbox):
                       OWNER_LABEL: _owner()}
         if labels is None:
             run_labels[POOL_LABEL] = "1"
-        env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
-                                 harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP)
+        env = _base_environment()
         container_id: str = self._api.create_container(
-            shape.image, list(WAITER), user=USER, working_dir=SANDBOX_WORKDIR, environment=env,
-            labels=run_labels, host_config=host_config, network_disabled=True)["Id"]
+            shape.image, ["/bin/sh", "-c", _COLLECTOR, "verify-collector"], user=USER,
+            working_dir=SANDBOX_WORKDIR, environment=env, labels=run_labels,
+            host_config=host_config, network_disabled=True, stdin_open=True)["Id"]
         try:
             self._api.start(container_id)
             stderr = BoundedCapture(4096)
@@ -342,10 +464,94 @@ class DockerSandbox(Sandbox):
                                  stderr=stderr, timeout_s=COPY_TIMEOUT_S)
             if outcome.exit_code != 0:
                 raise _ImageUnfit(shape.image, stderr.result().text)
+            nonce = f"verify-run-{secrets.token_hex(12)}"
+            runner_id, runner = self._start_exec(container_id, ["/bin/sh", "-c", _RUNNER, nonce],
+                                                 user=USER, env=env, workdir=SANDBOX_WORKDIR)
         except BaseException:
-            self._remove(container_id)
+            self._remove_now(container_id)
             raise
-        return container_id
+        return _Prepared(container_id, runner_id, runner, nonce, pooled=labels is None)
+
+    def _run_in(self, prepared: _Prepared, spec: RunSpec) -> RunResult | None:
+        """The run in a prepared container; None when its runner was gone before the command
+        started (the container died)."""
+        if (spec.limits.processes < _RUNNER_PROCESSES
+                or not all(_ENV_NAME.match(name) for name in spec.env)):
+            return self._run_by_execs(prepared, spec)  # too few processes to unpack; odd names
+        limits = spec.limits
+        killer_box: list[_Killer] = []
+        stdout = BoundedCapture(limits.output_bytes, on_exceed=lambda: killer_box[0].kill("output"))
+        stderr = BoundedCapture(limits.output_bytes, on_exceed=lambda: killer_box[0].kill("output"))
+        gate = _ReadyGate(stderr)
+        with contextlib.ExitStack() as stack:
+            archive: IO[bytes] | None = None
+            if spec.stdin:  # the tar's length goes first, so that the runner leaves stdin unread
+                archive = stack.enter_context(tempfile.SpooledTemporaryFile(8 * 1024 * 1024))
+                _write_workdir_tar(archive, spec.workdir)
+            script = _runner_script(prepared.nonce, spec,
+                                    None if archive is None else archive.tell())
+            outcome = self._drive(prepared.container_id, prepared.runner_id, prepared.runner,
+                                  feed=lambda w: _feed_runner(w, script, spec, archive),
+                                  stdout=stdout, stderr=gate, timeout_s=limits.wall_seconds,
+                                  gate=gate, killer_box=killer_box)
+        if outcome.killed is not None:
+            prepared.settled = killer_box[0].confirmed
+        if not gate.ready:
+            text = gate.setup_text()
+            if outcome.killed == "copy":
+                return self._setup_error("could not copy the work folder into the container: "
+                                         f"timed out after {COPY_TIMEOUT_S:g} s")
+            if outcome.exit_code == _UNPACK_FAILED and text:
+                return self._setup_error(_copy_error(text, spec.limits))
+            if prepared.pooled and not text and outcome.killed is None:
+                return None
+            return RunResult(Verdict.INFRA_ERROR, self.name,
+                             message=f"the container's runner failed before the command started "
+                                     f"(exit {outcome.exit_code}): {text[-500:]}")
+        if outcome.killed == "copy":  # the copy deadline fired as the ready byte came
+            outcome = _ExecOutcome(None, "timeout", outcome.seconds)
+        return self._finish(prepared, spec, outcome, stdout, stderr)
+
+    def _run_by_execs(self, prepared: _Prepared, spec: RunSpec) -> RunResult:
+        """The slow way, for environment names a shell cannot export or a process limit too small
+        for the runner's unpacking: tar and the command as execs of their own."""
+        prepared.runner.close()  # the runner reads EOF and exits, freeing its process
+        self._wait_exit(prepared.runner_id, _Killer(self._api, prepared.container_id), 5.0)
+        copy_error = self._copy_workdir(prepared.container_id, spec)
+        if copy_error is not None:
+            return self._setup_error(
+                f"could not copy the work folder into the container: {copy_error}")
+        limits = spec.limits
+        killer_box: list[_Killer] = []
+        stdout = BoundedCapture(limits.output_bytes, on_exceed=lambda: killer_box[0].kill("output"))
+        stderr = BoundedCapture(limits.output_bytes, on_exceed=lambda: killer_box[0].kill("output"))
+        env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
+                                 harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP, extra=spec.env)
+        stdin = spec.stdin
+        outcome = self._exec(prepared.container_id, list(spec.command), user=USER, env=env,
+                             workdir=SANDBOX_WORKDIR,
+                             feed=(lambda w: w.write(stdin)) if stdin else None,
+                             stdout=stdout, stderr=stderr, timeout_s=limits.wall_seconds,
+                             killer_box=killer_box)
+        if outcome.killed is not None:
+            prepared.settled = killer_box[0].confirmed
+        return self._finish(prepared, spec, outcome, stdout, stderr)
+
+    def _finish(self, prepared: _Prepared, spec: RunSpec, outcome: _ExecOutcome,
+                stdout: BoundedCapture, stderr: BoundedCapture) -> RunResult:
+        results: dict[str, bytes] = {}
+        counters: dict[str, float] = {}
+        if outcome.killed is None:
+            results, counters, prepared.settled = self._collect(prepared.container_id)
+        exit_code = outcome.exit_code
+        oom = counters.get("oom_kill", 0) > 0
+        if exit_code not in (0, None) and "oom_kill" not in counters:
+            oom = self._oom_reported(prepared.container_id)
+        err = stderr.result()
+        verdict, sig, message = _verdict(outcome, exit_code, oom, spec.limits, err)
+        return RunResult(verdict, self.name, exit_code=exit_code, signal=sig,
+                         wall_seconds=outcome.seconds, cpu_seconds=counters.get("cpu_seconds", 0.0),
+                         stdout=stdout.result(), stderr=err, results=results, message=message)
 
     def _copy_workdir(self, container_id: str, spec: RunSpec) -> str | None:
         """Stream the work folder into /workspace; None on success, else what went wrong."""
@@ -356,53 +562,45 @@ class DockerSandbox(Sandbox):
         if outcome.exit_code == 0:
             return None
         text = errors.result().text.strip()
-        if "No space left" in text:
-            room = _tmpfs_mib(SANDBOX_WORKDIR, spec.limits.memory_mb)
-            return (f"the work folder does not fit in /workspace ({room} MiB: a quarter of the "
-                    f"memory limit, since it lives in memory); raise the memory limit")
+        if "No space left" in text or "Wrote only" in text:
+            return _copy_error(text, spec.limits).removeprefix(_COPY_PREFIX)
         why = "timed out" if outcome.killed else f"tar exited {outcome.exit_code}"
         return f"{why}: {text[-1000:]}"
 
-    def _run_command(self, container_id: str, spec: RunSpec) -> RunResult:
-        limits = spec.limits
-        killer_box: list[_Killer] = []
-        stdout = BoundedCapture(limits.output_bytes, on_exceed=lambda: killer_box[0].kill("output"))
-        stderr = BoundedCapture(limits.output_bytes, on_exceed=lambda: killer_box[0].kill("output"))
-        env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
-                                 harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP, extra=spec.env)
-        stdin = spec.stdin
-        outcome = self._exec(container_id, list(spec.command), user=USER, env=env,
-                             workdir=SANDBOX_WORKDIR,
-                             feed=(lambda w: w.write(stdin)) if stdin else None,
-                             stdout=stdout, stderr=stderr, timeout_s=limits.wall_seconds,
-                             killer_box=killer_box)
-        results: dict[str, bytes] = {}
-        counters: dict[str, float] = {}
-        if outcome.killed is None:
-            results, counters = self._collect(container_id)
-        exit_code = outcome.exit_code
-        oom = counters.get("oom_kill", 0) > 0
-        if exit_code not in (0, None) and "oom_kill" not in counters:
-            oom = self._oom_reported(container_id)
-        err = stderr.result()
-        verdict, sig, message = _verdict(outcome, exit_code, oom, limits, err)
-        return RunResult(verdict, self.name, exit_code=exit_code, signal=sig,
-                         wall_seconds=outcome.seconds, cpu_seconds=counters.get("cpu_seconds", 0.0),
-                         stdout=stdout.result(), stderr=err, results=results, message=message)
+    def _collect(self, container_id: str) -> tuple[dict[str, bytes], dict[str, float], bool]:
+        """Wake the collector: the files of /results, the cgroup's counters (cpu_seconds,
+        oom_kill), and whether nothing of the run is left alive. What the run did to the
+        collector can cost it its results, never an error."""
+        killer = _Killer(self._api, container_id)
+        heard = threading.Event()
+        timer = threading.Timer(COLLECT_TIMEOUT_S, killer.kill, args=("timeout",))
+        nudge = threading.Timer(COLLECT_NUDGE_S, self._nudge, args=(container_id, heard))
+        timer.daemon = nudge.daemon = True
+        errors = BoundedCapture(4096)
+        conn: _Conn | None = None
+        try:
+            conn = self._attach(container_id)
+            killer.watch(conn.sock)
+            timer.start()
+            nudge.start()
+            conn.sock.sendall(b"\n")
+            stream = _FrameReader(conn.reader, errors, MAX_RESULTS_ARCHIVE_BYTES,
+                                  on_exceed=lambda: killer.kill("output"), on_data=heard.set)
+            results, counters, complete = _read_collector(stream)
+        except (DockerException, RequestException, OSError):
+            return {}, {}, False  # e.g. the collector was made to end early: the container stopped
+        finally:
+            timer.cancel()
+            nudge.cancel()
+            if conn is not None:
+                conn.close()
+        return results, _parse_counters(counters), complete or killer.confirmed
 
-    def _collect(self, container_id: str) -> tuple[dict[str, bytes], dict[str, float]]:
-        """The files of /results and the cgroup's counters (cpu_seconds, oom_kill)."""
-        counters_text = BoundedCapture(16384)
-        with tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024) as spool:
-            archive = _SpoolCapture(spool, MAX_RESULTS_ARCHIVE_BYTES)
-            box: list[_Killer] = []
-            archive.on_exceed = lambda: box[0].kill("output")
-            self._exec(container_id, ["sh", "-c", _COLLECT_SCRIPT], user=USER, feed=None,
-                       stdout=archive, stderr=counters_text, timeout_s=COLLECT_TIMEOUT_S,
-                       killer_box=box)
-            spool.seek(0)
-            results = _read_results(spool)
-        return results, _parse_counters(counters_text.result().text)
+    def _nudge(self, container_id: str, heard: threading.Event) -> None:
+        """The wake-up line went unheard (something read the collector's stdin): signal it."""
+        if not heard.is_set():
+            with contextlib.suppress(DockerException, RequestException, OSError):
+                self._api.kill(container_id, "SIGUSR1")
 
     def _oom_reported(self, container_id: str) -> bool:
         """Whether the daemon saw an OOM kill in the container (its counters were unreadable)."""
@@ -417,11 +615,65 @@ class DockerSandbox(Sandbox):
             return any(True for _ in events)
         return False
 
-    def _remove(self, container_id: str) -> None:
+    def _dispose(self, prepared: _Prepared) -> None:
+        """Done with ``prepared``: a settled pool container goes to the reaper; any other is
+        removed now, so that nothing of the run outlives ``run``."""
+        prepared.runner.close()
+        if prepared.pooled and prepared.settled:
+            self._reaper.put(prepared.container_id)
+        else:
+            self._remove_now(prepared.container_id)
+
+    def _discard(self, prepared: _Prepared) -> None:
+        """An unused pool container (nothing ran in it): removed in the background."""
+        prepared.runner.close()
+        self._reaper.put(prepared.container_id)
+
+    def _remove_now(self, container_id: str) -> None:
         with contextlib.suppress(DockerException, RequestException, OSError):
             self._api.remove_container(container_id, force=True)
 
+    def _remove_hard(self, container_id: str) -> None:
+        """Remove ``container_id``, retrying a failing daemon a few times (the reaper's job).
+        What still fails is left to ``reap_containers`` (its owner label names this process)."""
+        for attempt in range(4):
+            try:
+                self._api.remove_container(container_id, force=True)
+                return
+            except NotFound:
+                return
+            except (DockerException, RequestException, OSError) as e:
+                self._reaper.last_error = _short(e)
+                time.sleep(0.1 * 2 ** attempt)
+
     # -- exec plumbing ---------------------------------------------------------------------------
+
+    def _hijack(self, response: Any) -> _Conn:
+        raw = self._api._get_raw_response_socket(response)  # raises for an error status
+        sock = getattr(raw, "_sock", raw)
+        sock.settimeout(None)
+        return _Conn(sock, response.raw._fp.fp)
+
+    def _start_exec(self, container_id: str, argv: list[str], *, user: str,
+                    env: Mapping[str, str] | None = None,
+                    workdir: str | None = None) -> tuple[str, _Conn]:
+        """Create and start an exec of ``argv``; its id and its connection (stdin, output)."""
+        exec_id: str = self._api.exec_create(
+            container_id, argv, stdin=True, stdout=True, stderr=True, user=user,
+            environment=dict(env) if env else None, workdir=workdir)["Id"]
+        response = self._api._post_json(  # the public exec_start(socket=True) drops buffered bytes
+            self._api._url("/exec/{0}/start", exec_id),
+            headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+            data={"Tty": False, "Detach": False}, stream=True)
+        return exec_id, self._hijack(response)
+
+    def _attach(self, container_id: str) -> _Conn:
+        """A connection to the main process's stdin and (from now on) its output."""
+        response = self._api._post(
+            self._api._url("/containers/{0}/attach", container_id),
+            params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1},
+            headers={"Connection": "Upgrade", "Upgrade": "tcp"}, stream=True)
+        return self._hijack(response)
 
     def _exec(self, container_id: str, argv: list[str], *, user: str,
               feed: Callable[[_SocketWriter], object] | None, stdout: Any, stderr: Any,
@@ -429,50 +681,43 @@ class DockerSandbox(Sandbox):
               workdir: str | None = None, killer_box: list[_Killer] | None = None) -> _ExecOutcome:
         """Run ``argv`` in the container, streaming its output into ``stdout``/``stderr`` (objects
         with ``feed(bytes)``) as it is produced. At ``timeout_s`` the container is killed."""
+        exec_id, conn = self._start_exec(container_id, argv, user=user, env=env, workdir=workdir)
+        return self._drive(container_id, exec_id, conn, feed=feed, stdout=stdout, stderr=stderr,
+                           timeout_s=timeout_s, killer_box=killer_box)
+
+    def _drive(self, container_id: str, exec_id: str, conn: _Conn, *,
+               feed: Callable[[_SocketWriter], object] | None, stdout: Any, stderr: Any,
+               timeout_s: float, gate: _ReadyGate | None = None,
+               killer_box: list[_Killer] | None = None) -> _ExecOutcome:
+        """Feed a started exec its stdin and pump its output until it ends or is killed."""
         killer = _Killer(self._api, container_id)
         if killer_box is not None:
             killer_box.append(killer)
-        exec_id = self._api.exec_create(container_id, argv, stdin=True, stdout=True, stderr=True,
-                                        user=user, environment=dict(env) if env else None,
-                                        workdir=workdir)["Id"]
-        response = self._api._post_json(  # the public exec_start(socket=True) drops buffered bytes
-            self._api._url("/exec/{0}/start", exec_id),
-            headers={"Connection": "Upgrade", "Upgrade": "tcp"},
-            data={"Tty": False, "Detach": False}, stream=True)
-        raw = self._api._get_raw_response_socket(response)
-        sock = getattr(raw, "_sock", raw)
-        reader: IO[bytes] = response.raw._fp.fp
-        sock.settimeout(None)
-        killer.watch(sock)
-        started = time.monotonic()
-        timer = threading.Timer(timeout_s, killer.kill, args=("timeout",))
-        timer.daemon = True
-        timer.start()
-        writer = threading.Thread(target=_feed_stdin, args=(sock, feed), daemon=True,
+        killer.watch(conn.sock)
+        clock = _Clock(killer, timeout_s, gated=gate is not None)
+        if gate is not None:
+            gate.on_ready = clock.ready
+        writer = threading.Thread(target=_feed_stdin, args=(conn.sock, feed), daemon=True,
                                   name="verify-docker-stdin")
         writer.start()
         exit_code: int | None = None
         try:
-            _pump_frames(reader, stdout, stderr, stop=lambda: killer.reason is not None)
+            _pump_frames(conn.reader, stdout, stderr, stop=lambda: killer.reason is not None)
             if killer.reason is None:  # output closed; the process may still run (to the timer)
                 exit_code = self._wait_exit(exec_id, killer)
         finally:
-            timer.cancel()
-            seconds = time.monotonic() - started
-            # As docker-py's CancellableStream: end the hijacked connection at the socket and
-            # never hand it back to the HTTP connection pool (response.close() would).
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # also wakes the stdin writer
-            with contextlib.suppress(OSError):
-                sock.close()
+            seconds = clock.stop()
+            conn.close()  # also wakes the stdin writer
         writer.join(timeout=5)
         if killer.reason is not None:
             return _ExecOutcome(None, killer.reason, seconds)
         return _ExecOutcome(exit_code, None, seconds)
 
-    def _wait_exit(self, exec_id: str, killer: _Killer) -> int | None:
+    def _wait_exit(self, exec_id: str, killer: _Killer,
+                   timeout_s: float | None = None) -> int | None:
         pause = 0.001
-        while killer.reason is None:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while killer.reason is None and (deadline is None or time.monotonic() < deadline):
             info = self._api.exec_inspect(exec_id)
             if not info.get("Running"):
                 code = info.get("ExitCode")
@@ -480,6 +725,276 @@ class DockerSandbox(Sandbox):
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
         return None
+
+
+_COPY_PREFIX = "could not copy the work folder into the container: "
+
+
+def _copy_error(text: str, limits: Limits) -> str:
+    text = text.strip()
+    if "No space left" in text or "Wrote only" in text:
+        room = _tmpfs_mib(SANDBOX_WORKDIR, limits.memory_mb)
+        return (f"{_COPY_PREFIX}the work folder does not fit in /workspace ({room} MiB: a quarter "
+                f"of the memory limit, since it lives in memory); raise the memory limit")
+    return f"{_COPY_PREFIX}tar failed: {text[-1000:]}"
+
+
+def _base_environment() -> dict[str, str]:
+    return pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
+                              harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP)
+
+
+def _runner_script(nonce: str, spec: RunSpec, archive_bytes: int | None) -> bytes:
+    """What the runner evaluates: unpack the work folder from stdin (only ``archive_bytes`` of it
+    when the run's stdin follows), set the run's environment, mark ready, become the command.
+    Every value is shell-quoted; the runner's own variables are not exported."""
+    source = "" if archive_bytes is None else f"head -c {archive_bytes} | "
+    lines = [
+        f"e=$({source}TAR_OPTIONS= tar -x -f - -C {SANDBOX_WORKDIR} 2>&1) || "
+        f"{{ printf '\\002%s\\n' \"$e\" >&2; exit {_UNPACK_FAILED}; }}",
+        "unset PWD OLDPWD",  # the shell's own; a direct exec has neither
+        *(f"export {name}={shlex.quote(value)}" for name, value in spec.env.items()),
+        "printf '\\001' >&2",
+        "exec " + " ".join(shlex.quote(arg) for arg in spec.command),
+        nonce,
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _feed_runner(out: _SocketWriter, script: bytes, spec: RunSpec,
+                 archive: IO[bytes] | None) -> None:
+    out.write(script)
+    if archive is None:
+        _write_workdir_tar(out, spec.workdir)
+        return
+    archive.seek(0)
+    while chunk := archive.read(1 << 16):
+        out.write(chunk)
+    if spec.stdin:
+        out.write(spec.stdin)
+
+
+class _ReadyGate:
+    """The runner's stderr: its first byte says whether the command starts (``_READY``, then the
+    command's stderr follows, forwarded to ``sink``) or the unpacking failed (tar's complaint)."""
+
+    def __init__(self, sink: BoundedCapture) -> None:
+        self._sink = sink
+        self._first = True
+        self.ready = False
+        self.on_ready: Callable[[], None] | None = None
+        self._setup = BoundedCapture(4096)
+
+    def feed(self, data: bytes) -> None:
+        if self.ready:
+            self._sink.feed(data)
+            return
+        if self._first and data:
+            self._first = False
+            if data[:1] == _READY:
+                self.ready = True
+                if self.on_ready is not None:
+                    self.on_ready()
+                if len(data) > 1:
+                    self._sink.feed(data[1:])
+                return
+        self._setup.feed(data)
+
+    def setup_text(self) -> str:
+        return self._setup.result().text.lstrip("\x02").strip()
+
+
+class _FrameReader(io.RawIOBase):
+    """The stdout of a multiplexed Docker stream as a file; stderr goes to ``errors``. Reads
+    block only for bytes a frame header announced, and end (after ``on_exceed``) past ``limit``."""
+
+    def __init__(self, reader: IO[bytes], errors: BoundedCapture, limit: int,
+                 on_exceed: Callable[[], None], on_data: Callable[[], None]) -> None:
+        super().__init__()
+        self._reader = reader
+        self._errors = errors
+        self._left = 0  # bytes of the current stdout frame still unread
+        self._limit = limit
+        self._total = 0
+        self._on_exceed = on_exceed
+        self._on_data = on_data
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            while self._left == 0:
+                header = self._reader.read(8)
+                if len(header) < 8:
+                    return 0
+                self._on_data()
+                kind, size = struct.unpack(">BxxxL", header)
+                if kind == 1:
+                    self._left = size
+                    continue
+                while size:
+                    data = self._reader.read(min(size, 65536))
+                    if not data:
+                        return 0
+                    size -= len(data)
+                    self._errors.feed(data)
+            data = self._reader.read(min(len(buffer), self._left))
+        except (OSError, ValueError):
+            return 0  # the connection was shut down by a kill
+        if not data:
+            return 0
+        self._left -= len(data)
+        self._total += len(data)
+        if self._total > self._limit:
+            self._on_exceed()
+            return 0
+        buffer[:len(data)] = data
+        return len(data)
+
+
+class _Prefixed(io.RawIOBase):
+    """``head`` then the rest of ``stream``."""
+
+    def __init__(self, head: bytes, stream: io.RawIOBase) -> None:
+        super().__init__()
+        self._head = head
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._stream.readinto(buffer) or 0
+
+
+def _read_collector(stream: _FrameReader) -> tuple[dict[str, bytes], str, bool]:
+    """The collector's output: counters text, then the results as tar. Reading stops at the
+    archive's end (the container's own end comes later). Also: whether the collector spoke
+    (it had killed everything else first)."""
+    head = b""
+    while _RESULTS_MARK not in head:
+        chunk = stream.read(65536)
+        if not chunk or len(head) > 1024 * 1024:
+            return {}, "", False
+        head += chunk
+    before, _, rest = head.partition(_RESULTS_MARK)
+    counters = before.rpartition(_COUNTERS_MARK)[2].decode("utf-8", "replace")
+    return _read_results(_Prefixed(rest, stream)), counters, True
+
+
+class _Reaper:
+    """Removes used containers (already dead) on a background thread, off the runs' clock.
+
+    A used container is *deferred*; the next ``run`` hands the deferred ones to the thread as it
+    starts and waits for them before it returns (they overlap its own work), so between runs no
+    removal of ours is in flight for a tool listing containers to trip over. Deferred containers
+    of an idle sandbox go after ``LINGER_S``. ``drain`` (``close``, interpreter exit) removes
+    everything; a container that still cannot be removed keeps its owner label, which
+    ``reap_containers(orphans_only=True)`` finds once this process is gone.
+    """
+
+    LINGER_S = 5.0
+
+    def __init__(self, remove: Callable[[str], None]) -> None:
+        self._remove = remove
+        self._cond = threading.Condition()
+        self._deferred: deque[tuple[str, float]] = deque()
+        self._queue: deque[str] = deque()
+        self._queued = 0  # containers ever handed to the thread
+        self._done = 0  # of those, the ones it has finished with (in order)
+        self._thread: threading.Thread | None = None
+        self._hooked = False
+        self.last_error = ""
+
+    def put(self, container_id: str) -> None:
+        with self._cond:
+            self._deferred.append((container_id, time.monotonic()))
+            if not self._hooked:
+                atexit.register(self._at_exit)
+                self._hooked = True
+            self._wake()
+
+    def flush(self) -> int:
+        """Hand every deferred container to the thread; a ticket for :meth:`wait_done`."""
+        with self._cond:
+            self._release(len(self._deferred))
+            return self._queued
+
+    def _release(self, count: int) -> None:
+        for _ in range(count):
+            self._queue.append(self._deferred.popleft()[0])
+            self._queued += 1
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._thread is None and (self._queue or self._deferred):
+            self._thread = threading.Thread(target=self._loop, daemon=True,
+                                            name="verify-docker-reaper")
+            self._thread.start()
+        self._cond.notify_all()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    now = time.monotonic()
+                    ripe = sum(1 for _, t in self._deferred if now - t >= self.LINGER_S)
+                    if ripe:
+                        self._release(ripe)
+                        continue
+                    if not self._deferred:
+                        self._thread = None
+                        self._cond.notify_all()
+                        return
+                    self._cond.wait(self.LINGER_S - (now - self._deferred[0][1]))
+                container_id = self._queue.popleft()
+            try:
+                self._remove(container_id)
+            except Exception as e:  # never let one failure stop the removals behind it
+                self.last_error = _short(e)
+            finally:
+                with self._cond:
+                    self._done += 1
+                    self._cond.notify_all()
+
+    def wait_done(self, ticket: int, timeout_s: float) -> bool:
+        """Wait until the containers handed over up to ``ticket`` are dealt with."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._done < ticket:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until nothing handed over is left to remove (deferred ones may remain)."""
+        with self._cond:
+            ticket = self._queued
+        return self.wait_done(ticket, timeout_s)
+
+    def drain(self, timeout_s: float) -> None:
+        self.wait_done(self.flush(), timeout_s)
+        with self._cond:
+            left = list(self._queue) + [cid for cid, _ in self._deferred]
+            self._queue.clear()
+            self._deferred.clear()
+            if self._hooked:
+                atexit.unregister(self._at_exit)
+                self._hooked = False
+        for container_id in left:  # the thread is stuck: remove them here
+            with contextlib.suppress(Exception):
+                self._remove(container_id)
+
+    def _at_exit(self) -> None:
+        self.drain(30.0)
 
 
 class _ImageUnfit(DockerException):
@@ -503,24 +1018,6 @@ class _SocketWriter(io.RawIOBase):
     def write(self, data: Any) -> int:
         self._sock.sendall(data)
         return len(data)
-
-
-class _SpoolCapture:
-    """Sink for a stream into a file, killing the producer past ``limit`` bytes."""
-
-    def __init__(self, file: IO[bytes], limit: int) -> None:
-        self._file = file
-        self._limit = limit
-        self.total = 0
-        self.on_exceed: Callable[[], None] | None = None
-
-    def feed(self, data: bytes) -> None:
-        self.total += len(data)
-        if self.total > self._limit:
-            if self.on_exceed is not None:
-                self.on_exceed()
-            return
-        self._file.write(data)
 
 
 def _feed_stdin(sock: Any, feed: Callable[[_SocketWriter], object] | None) -> None:
@@ -575,11 +1072,11 @@ def _ulimits(shape: _Shape) -> list[Any]:
 def _verdict(outcome: _ExecOutcome, exit_code: int | None, oom: bool, limits: Limits,
              stderr: CapturedOutput) -> tuple[Verdict, int | None, str]:
     """The verdict, the signal (Docker reports a death by signal n as status 128+n) and a note."""
-    if outcome.killed == "timeout":
-        return Verdict.TIMEOUT, None, f"exceeded the wall-clock limit of {limits.wall_seconds:g} s"
     if outcome.killed == "output":
         return (Verdict.OUTPUT_LIMIT, None,
                 f"exceeded the output limit of {limits.output_bytes} bytes; the run was stopped")
+    if outcome.killed is not None:  # "timeout"
+        return Verdict.TIMEOUT, None, f"exceeded the wall-clock limit of {limits.wall_seconds:g} s"
     if exit_code is None:
         return Verdict.INFRA_ERROR, None, "lost track of the command's exit status"
     sig = exit_code - 128 if 128 < exit_code < 128 + 65 else None
@@ -617,7 +1114,7 @@ def _parse_counters(text: str) -> dict[str, float]:
     return out
 
 
-def _read_results(archive: IO[bytes]) -> dict[str, bytes]:
+def _read_results(archive: Any) -> dict[str, bytes]:
     results: dict[str, bytes] = {}
     try:
         with tarfile.open(fileobj=archive, mode="r|") as tar:
@@ -633,7 +1130,7 @@ def _read_results(archive: IO[bytes]) -> dict[str, bytes]:
     return results
 
 
-def _write_workdir_tar(out: _SocketWriter, workdir: Path) -> None:
+def _write_workdir_tar(out: Any, workdir: Path) -> None:
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         for path in _walk(workdir):
             info = tar.gettarinfo(str(path), arcname=path.relative_to(workdir).as_posix())
@@ -694,24 +1191,24 @@ def _short(e: BaseException) -> str:
 class _WarmPool:
     """Per-shape queues of prepared containers, refilled in the background; thread-safe.
 
-    A container taken from the pool is never returned to it: runs remove it, and the pool makes
-    a replacement.
+    A container taken from the pool is never returned to it: runs dispose of it, and the pool
+    makes a replacement.
     """
 
-    def __init__(self, make: Callable[[_Shape], str], discard: Callable[[str], None],
+    def __init__(self, make: Callable[[_Shape], _Prepared], discard: Callable[[_Prepared], None],
                  size: int) -> None:
         self._make = make
         self._discard = discard
         self._size = size
         self._cond = threading.Condition()
-        self._ready: OrderedDict[_Shape, deque[str]] = OrderedDict()
+        self._ready: OrderedDict[_Shape, deque[_Prepared]] = OrderedDict()
         self._pending: dict[_Shape, int] = {}
         self._closed = False
         self._threads: list[threading.Thread] = []
         self._jobs: deque[_Shape] = deque()
         self.last_error = ""
 
-    def take(self, shape: _Shape) -> str | None:
+    def take(self, shape: _Shape) -> _Prepared | None:
         with self._cond:
             queue = self._ready.get(shape)
             if queue:
@@ -724,7 +1221,7 @@ class _WarmPool:
             return len(self._ready.get(shape, ()))
 
     def replenish(self, shape: _Shape) -> None:
-        evicted: list[str] = []
+        evicted: list[_Prepared] = []
         with self._cond:
             if self._closed:
                 return
@@ -743,8 +1240,8 @@ class _WarmPool:
                                          name="verify-docker-pool")
                     self._threads.append(t)
                     t.start()
-        for container_id in evicted:
-            self._discard(container_id)
+        for prepared in evicted:
+            self._discard(prepared)
 
     def _fill_loop(self) -> None:
         while True:
@@ -755,20 +1252,20 @@ class _WarmPool:
                     return
                 shape = self._jobs.popleft()
                 closed = self._closed
-            container_id: str | None = None
+            prepared: _Prepared | None = None
             if not closed:
                 try:
-                    container_id = self._make(shape)
+                    prepared = self._make(shape)
                 except Exception as e:  # e.g. the image is missing: runs report it themselves
                     self.last_error = _short(e)
             with self._cond:
                 self._pending[shape] = max(0, self._pending.get(shape, 0) - 1)
-                if container_id is not None and not self._closed and shape in self._ready:
-                    self._ready[shape].append(container_id)
-                    container_id = None
+                if prepared is not None and not self._closed and shape in self._ready:
+                    self._ready[shape].append(prepared)
+                    prepared = None
                 self._cond.notify_all()
-            if container_id is not None:
-                self._discard(container_id)
+            if prepared is not None:
+                self._discard(prepared)
 
     def wait_full(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -784,10 +1281,10 @@ class _WarmPool:
         with self._cond:
             self._closed = True
             self._jobs.clear()
-            ready = [cid for queue in self._ready.values() for cid in queue]
+            ready = [p for queue in self._ready.values() for p in queue]
             self._ready.clear()
             threads = list(self._threads)
         for t in threads:
             t.join(timeout=60)
-        for container_id in ready:
-            self._discard(container_id)
+        for prepared in ready:
+            self._discard(prepared)
