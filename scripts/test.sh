@@ -12,4 +12,5 @@ if [ "${VERIFY_SKIP_DOCKER:-0}" != 1 ] && [ -f scripts/setup_docker.sh ]; then
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check verify_cli tests scripts
+mypy verify_cli
 exec python -m pytest -n 2 "$@"

@@ -58,10 +58,11 @@ def cleanup_command(
 ) -> None:
     """Remove containers that crashed verify-cli runs left behind (label verify-cli=1)."""
     try:
-        import docker
+        from docker.client import DockerClient
+
         from verify_cli.sandbox.docker_backend import reap_containers
 
-        client = docker.from_env()
+        client = DockerClient.from_env()
         client.ping()
     except Exception as e:
         raise SandboxUnavailableError(f"the Docker daemon does not answer: {e}",

@@ -87,9 +87,10 @@ def diagnose(backends: list[str] | None = None, *, fast: bool = True, latency_ru
             with create_sandbox(name, **options) as box:
                 say(f"{name}: timing a trivial run")
                 diag.latency_p50_s, diag.latency_p95_s = _latency(box, image, latency_runs)
-                diag.results = run_conformance(
-                    box, fast=fast, image=image,
-                    progress=lambda r, n=name: say(f"{n}: {r.case} {'contained' if r.contained else 'NOT contained'}"))
+                def report(r: ConformanceResult, n: str = name) -> None:
+                    say(f"{n}: {r.case} {'contained' if r.contained else 'NOT contained'}")
+
+                diag.results = run_conformance(box, fast=fast, image=image, progress=report)
         except Exception as e:  # fail closed: whatever went wrong, nothing is proven
             diag.error = f"{type(e).__name__}: {e}"
     return out

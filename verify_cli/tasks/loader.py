@@ -83,7 +83,7 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None]:
         return _pointer(path), f"expected {error.validator_value!r}, got {error.instance!r}", None
     if v == "type":
         want = error.validator_value
-        names = [_TYPE_NAMES.get(t, t) for t in (want if isinstance(want, list) else [want])]
+        names = [_TYPE_NAMES.get(str(t), str(t)) for t in (want if isinstance(want, list) else [want])]
         return _pointer(path), f"expected {' or '.join(names)}, got {error.instance!r}", None
     if v == "pattern":
         desc = _schema_at(path).get("description")
