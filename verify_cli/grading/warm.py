@@ -28,7 +28,6 @@ import re
 import select
 import shutil
 import socket
-import stat
 import struct
 import subprocess
 import tempfile
@@ -44,7 +43,7 @@ from typing import Any
 
 from verify_cli.grading.workspace import Phase
 from verify_cli.harness.warm_worker import WARMUP_TEST
-from verify_cli.sandbox.base import MAX_RESULT_FILE_BYTES, RunResult, RunSpec, Sandbox, Verdict
+from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
 from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import (
@@ -54,7 +53,7 @@ from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
     pinned_environment,
 )
-from verify_cli.sandbox.local import LocalSandbox, Prepared
+from verify_cli.sandbox.local import RESULTS_MAX_FILES, LocalSandbox, Prepared, read_results_dir
 from verify_cli.sandbox.output import BoundedCapture, start_drain
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.tasks.model import Task
@@ -64,7 +63,6 @@ JOBS_MOUNT = "/.verify-jobs"
 WARMUP_DIR = "/.verify-warmup"
 WORKER_SCRIPT = f"{SANDBOX_HARNESS}/warm_worker.py"
 
-RESULTS_MAX_FILES = 4096
 WARMUP_MEMORY_BYTES = 4 * 1024 * 1024 * 1024  # the worker's limits until its first run
 WARMUP_PIDS = 256
 START_TIMEOUT = 120.0  # a worker's warm-up (busy machines are slow)
@@ -252,32 +250,6 @@ def _has_ended(pid: int) -> bool:
     except OSError:
         return True
     return text.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
-
-
-def read_results_dir(dir_fd: int) -> dict[str, bytes]:
-    """Regular files under an open directory (links never followed), each at most
-    MAX_RESULT_FILE_BYTES, at most RESULTS_MAX_FILES of them; like ``read_results``."""
-    out: dict[str, bytes] = {}
-    seen = 0
-    for top, _dirs, files, top_fd in os.fwalk(".", dir_fd=dir_fd, follow_symlinks=False):
-        for name in files:
-            seen += 1
-            if seen > RESULTS_MAX_FILES:
-                return out
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=top_fd)
-            except OSError:
-                continue
-            try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RESULT_FILE_BYTES:
-                    continue
-                with os.fdopen(fd, "rb", closefd=False) as fh:
-                    rel = os.path.normpath(os.path.join(top, name))
-                    out[rel] = fh.read(MAX_RESULT_FILE_BYTES)
-            finally:
-                os.close(fd)
-    return out
 
 
 def _move_in(src: Path, dest: Path) -> bool:

@@ -9,6 +9,7 @@ import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -113,29 +114,45 @@ def _read_bounded(fd: int, limit: int, sink: bytearray, on_exceed: Callable[[], 
             os.close(fd)
 
 
-def read_results(folder: Path) -> dict[str, bytes]:
-    """Regular files under ``folder`` (symlinks refused), each at most MAX_RESULT_FILE_BYTES."""
+#: Most files taken from one run's results folder.
+RESULTS_MAX_FILES = 4096
+
+
+def read_results_dir(dir_fd: int) -> dict[str, bytes]:
+    """Regular files under an open directory (links never followed), each at most
+    MAX_RESULT_FILE_BYTES, at most RESULTS_MAX_FILES of them."""
     out: dict[str, bytes] = {}
-    if not folder.is_dir():
-        return out
-    for dirpath, _dirnames, filenames in os.walk(folder, followlinks=False):
-        for name in filenames:
-            p = Path(dirpath) / name
+    seen = 0
+    for top, _dirs, files, top_fd in os.fwalk(".", dir_fd=dir_fd, follow_symlinks=False):
+        for name in files:
+            seen += 1
+            if seen > RESULTS_MAX_FILES:
+                return out
             try:
-                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=top_fd)
             except OSError:
                 continue
             try:
                 st = os.fstat(fd)
-                import stat as _stat
-
-                if not _stat.S_ISREG(st.st_mode) or st.st_size > MAX_RESULT_FILE_BYTES:
+                if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RESULT_FILE_BYTES:
                     continue
                 with os.fdopen(fd, "rb", closefd=False) as fh:
-                    out[p.relative_to(folder).as_posix()] = fh.read(MAX_RESULT_FILE_BYTES)
+                    out[os.path.normpath(os.path.join(top, name))] = fh.read(MAX_RESULT_FILE_BYTES)
             finally:
                 os.close(fd)
     return out
+
+
+def read_results(folder: Path) -> dict[str, bytes]:
+    """Regular files under ``folder``, as :func:`read_results_dir`."""
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    try:
+        return read_results_dir(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 class LocalSandbox(Sandbox):
