@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -18,9 +19,21 @@ def default_cache_dir() -> Path:
     return Path(base) / "verify-cli"
 
 
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """A hash of verify-cli's own code and harness files: a changed grader never reuses old verdicts."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix in (".py", ".js", ".json"):
+            h.update(p.relative_to(root).as_posix().encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
 def cache_key(*parts: str) -> str:
-    """A key over the tool version and ``parts`` (task content hash, backend, options)."""
-    h = hashlib.sha256(f"verify-cli {__version__}".encode())
+    """A key over the tool version, its code, and ``parts`` (task content hash, backend, options)."""
+    h = hashlib.sha256(f"verify-cli {__version__} {code_fingerprint()}".encode())
     for p in parts:
         h.update(b"\0")
         h.update(p.encode())
