@@ -27,6 +27,14 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1; 
         || die "apt-get install docker.io failed"
 fi
 
+# The images are built offline where no registry answers: that needs debootstrap.
+if ! command -v debootstrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    say "installing debootstrap with apt-get (offline image builds)"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null \
+        || { $SUDO apt-get update -q && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null; } \
+        || die "apt-get install debootstrap failed"
+fi
+
 if answers; then
     say "Docker daemon is running ($(docker version --format '{{.Server.Version}}' 2>/dev/null || echo ok))"
     exit 0

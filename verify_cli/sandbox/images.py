@@ -36,6 +36,7 @@ Progress = Callable[[str], None]
 
 #: Where bootstrapped root file systems are cached between builds.
 DEFAULT_CACHE_DIR = Path(os.environ.get("VERIFY_CLI_CACHE_DIR", "/var/cache/verify-cli"))
+#: Debian mirror for offline builds; empty means debootstrap's own default.
 DEFAULT_MIRROR = os.environ.get("VERIFY_CLI_DEBIAN_MIRROR", "")
 #: Folder of the Dockerfiles (present in a source checkout).
 DOCKERFILE_ROOT = Path(__file__).resolve().parents[2] / "docker"
@@ -138,21 +139,21 @@ def recipe_for(name: str) -> ImageRecipe:
 
 
 def registry_reachable(timeout: float = 3.0) -> bool:
-    """Whether Docker Hub (or the daemon's first registry mirror) accepts a TCP connection."""
-    host, port = "REGISTRY-HOST", 443
+    """Whether the daemon's registry (its first mirror, else its index server) accepts a TCP connection."""
+    from urllib.parse import urlsplit
+
     try:
         from docker.client import DockerClient
 
         info = DockerClient.from_env(timeout=10).info()
         mirrors = info.get("RegistryConfig", {}).get("Mirrors") or []
-        if mirrors:
-            from urllib.parse import urlsplit
-
-            parts = urlsplit(mirrors[0])
-            host = parts.hostname or host
-            port = parts.port or (443 if parts.scheme == "https" else 80)
+        parts = urlsplit(mirrors[0] if mirrors else str(info.get("IndexServerAddress") or ""))
+        host = parts.hostname
+        port = parts.port or (443 if parts.scheme == "https" else 80)
     except Exception:  # the probe is advisory; the build itself reports daemon problems
-        pass
+        return False
+    if not host:
+        return False
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
@@ -293,8 +294,10 @@ class _BaseCache:
             prefix = f"bootstrap-{suite}-"
             with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=prefix) as tmp:
                 root = Path(tmp) / "rootfs"
-                self.say(f"debian {suite}: debootstrap --variant=minbase from {self.mirror}")
-                _run(["debootstrap", "--variant=minbase", suite, str(root), self.mirror],
+                self.say(f"debian {suite}: debootstrap --variant=minbase from "
+                         f"{self.mirror or 'the default mirror'}")
+                _run(["debootstrap", "--variant=minbase", suite, str(root),
+                      *([self.mirror] if self.mirror else [])],
                      what=f"debootstrap {suite}")
                 partial = path.with_suffix(".tar.partial")
                 _run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."],
