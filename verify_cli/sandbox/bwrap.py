@@ -15,7 +15,6 @@ import functools
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -167,4 +166,4 @@ class BwrapSandbox(LocalSandbox):
                         signal_from_status=True)
 
 
-__all__ = ["BwrapSandbox", "sys"]
+__all__ = ["BwrapSandbox", "runtime_binds"]
