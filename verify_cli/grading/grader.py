@@ -270,7 +270,7 @@ class Grader:
     def warm_stats(self) -> WarmStats | None:
         """Counters of the warm workers (runs warm, runs cold, fallbacks), once any were used."""
         runner = self._warm
-        return runner.pool.stats if runner is not None and runner.pool is not None else None
+        return runner.stats if runner is not None else None
 
     def close(self) -> None:
         """Stop the warm workers, if any (grading still works afterwards, cold)."""

@@ -16,6 +16,10 @@ What keeps the verdicts the same as cold:
 - the per-run cgroup, output capture, limits and judging are the cold runner's;
 - anything wrong with a worker (it died, stopped answering, failed to set a run up) is an
   infrastructure fault: the worker is replaced and the job re-run cold. It is never scored.
+
+The docker backend runs pytest warm itself (``run_warm_pytest``: pooled single-use containers
+whose waiting process has imported pytest); :class:`WarmRunner` hands it the parsed command
+(:func:`parse_pytest_words`, the programs looked up in the container, not here).
 """
 
 from __future__ import annotations
@@ -207,6 +211,31 @@ def parse_pytest_command(command: str, env: Mapping[str, str]) -> PytestInvocati
         if not shebang or " " in shebang or not os.access(shebang, os.X_OK):
             return None
         return PytestInvocation("script", shebang, script, words[0], tuple(words[1:]))
+    return None
+
+
+def parse_pytest_words(command: str, env: Mapping[str, str]) -> tuple[str, str, tuple[str, ...]] | None:
+    """``command`` as (mode, first word, pytest's arguments) without looking for the programs on
+    this machine (the docker backend finds them in the container, as the command's shell would).
+
+    Only variables ``env`` holds may be expanded: one it lacks (the image may set it) is refused.
+    """
+    missing: list[str] = []
+
+    class _Known(dict[str, str]):
+        def get(self, key: str, default: Any = None) -> Any:
+            if key not in self:
+                missing.append(key)
+            return super().get(key, default)
+
+    words = split_simple_command(command, _Known(env))
+    if not words or missing or "=" in words[0] or ("/" in words[0] and not words[0].startswith("/")):
+        return None
+    first = os.path.basename(words[0])
+    if _PYTHON_NAME.fullmatch(first) and words[1:3] == ["-m", "pytest"]:
+        return "module", words[0], tuple(words[3:])
+    if first in ("pytest", "py.test"):
+        return "script", words[0], tuple(words[1:])
     return None
 
 
@@ -630,8 +659,17 @@ class _KeyState:
     start_failures: int = 0
 
 
+def _hosts_warm_pytest(sandbox: Sandbox) -> bool:
+    """A backend that runs pytest warm itself (docker: pooled single-use containers whose waiting
+    process has imported pytest)."""
+    return callable(getattr(sandbox, "run_warm_pytest", None))
+
+
 def warm_unavailable_reason(sandbox: Sandbox) -> str | None:
     """Why ``sandbox`` cannot host warm workers here, or None when it can."""
+    if _hosts_warm_pytest(sandbox):
+        reason: str | None = sandbox.warm_unavailable()  # type: ignore[attr-defined]
+        return reason
     if not isinstance(sandbox, LocalSandbox) or not hasattr(sandbox, "long_lived"):
         return f"the {sandbox.name or type(sandbox).__name__} backend cannot host a warm worker"
     manager = cgroup_manager()
@@ -810,8 +848,12 @@ class WarmRunner:
     def __init__(self, sandbox: Sandbox, *, workers_per_key: int = 2) -> None:
         self.sandbox = sandbox
         self.unavailable = warm_unavailable_reason(sandbox)
-        self.pool = None if self.unavailable else WarmPool(sandbox, workers_per_key=workers_per_key,
-                                                             max_workers=4 * workers_per_key)
+        #: The backend runs pytest warm itself (docker); else warm workers of a local backend.
+        self.direct = self.unavailable is None and _hosts_warm_pytest(sandbox)
+        self.pool = (None if self.unavailable or self.direct
+                     else WarmPool(sandbox, workers_per_key=workers_per_key,
+                                   max_workers=4 * workers_per_key))
+        self._direct_stats = WarmStats()
         self._learned: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
 
@@ -820,7 +862,38 @@ class WarmRunner:
             return None
         return parse_pytest_command(task.test.command, self.pool._job_env(spec))
 
+    @property
+    def stats(self) -> WarmStats | None:
+        if self.direct:
+            return self._direct_stats
+        return self.pool.stats if self.pool is not None else None
+
+    def _run_direct(self, task: Task, spec: RunSpec) -> RunResult:
+        sandbox: Any = self.sandbox
+        parsed = None
+        if task.test.framework == "pytest" and task.language == "python":
+            parsed = parse_pytest_words(task.test.command, sandbox.warm_environment(spec))
+        if parsed is None:
+            with self._lock:
+                self._direct_stats.cold_runs += 1
+            return self.sandbox.run(spec)
+        mode, argv0, args = parsed
+        result, how = sandbox.run_warm_pytest(spec, mode=mode, argv0=argv0, args=args,
+                                              preload=sorted(set(task.environment.preload)))
+        with self._lock:
+            stats = self._direct_stats
+            if how == "warm":
+                stats.warm_runs += 1
+            elif how == "fallback":
+                stats.fallbacks += 1
+            else:
+                stats.cold_runs += 1
+            stats.last_error = getattr(sandbox, "warm_last_error", "") or stats.last_error
+        return result
+
     def run(self, task: Task, phase: Phase, spec: RunSpec) -> RunResult:
+        if self.direct:
+            return self._run_direct(task, spec)
         inv = self.eligible(task, spec)
         if inv is None or self.pool is None:
             return self.sandbox.run(spec)
@@ -847,5 +920,5 @@ class WarmRunner:
 
 
 __all__ = ["PytestInvocation", "WarmPool", "WarmRunner", "WarmStats", "WorkerError",
-           "parse_pytest_command", "split_simple_command", "startup_environment",
-           "warm_unavailable_reason"]
+           "parse_pytest_command", "parse_pytest_words", "split_simple_command",
+           "startup_environment", "warm_unavailable_reason"]

@@ -28,6 +28,16 @@ A timeout or an output flood kills the whole container (its results folder is th
 tmpfs sizes are fractions of the memory limit, because tmpfs pages count against it. Images
 need ``sh``, ``tar`` and ``head``; the verify-cli images have them.
 
+Warm pytest runs (:meth:`DockerSandbox.run_warm_pytest`, used by ``Grader(box, warm=True)``): a
+container serves one run, so the container itself is the isolation boundary. A *warm* pooled
+container's waiting process is ``docker_warm.py`` under the interpreter the command names, which has
+imported pytest, its plugins and the task's preloads before the job comes; it takes the same
+stdin (a short header, then the work folder's tar), unpacks with ``tar``, prints the same ready
+byte, sets the environment a cold command sees and runs pytest in-process. Output, limits,
+collection and verdicts are the cold path's. Warm pools are keyed, besides image and limits, by
+the interpreter word, preload set and the variables read at interpreter start
+(``PYTHONHASHSEED``...); a run whose key has no container ready runs cold and fills that pool.
+
 Processes of the run run as uid 1000 like the collector, so they can signal it, write to its
 stdin or stdout, or read its stdin (through ``/proc/1/fd``): that can only end their own run
 early, spoil their own results (which they can write anyway), or delay the collection, which then
@@ -39,6 +49,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import io
+import json
 import os
 import re
 import secrets
@@ -53,7 +64,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, ClassVar
@@ -119,7 +130,28 @@ REAP_WAIT_S = 10.0
 #: Largest ``tar`` stream accepted from /results (its tmpfs holds 64 MiB).
 MAX_RESULTS_ARCHIVE_BYTES = 80 * 1024 * 1024
 #: Distinct (image, limits) pools kept warm at once; the least recently used is drained.
-MAX_POOLS = 4
+MAX_POOLS = 8
+#: Threads preparing pool containers at once.
+POOL_FILLERS = 2
+#: Warm pytest containers: how long the warm-up may take, the CPU seconds it may use on top of a
+#: run's CPU limit, and how many failed warm-ups of one key stop warm runs of it.
+WARM_START_TIMEOUT_S = 120.0
+WARM_CPU_SLACK_S = 30
+WARM_MAX_FAILURES = 3
+#: Ready containers kept per warm key (keys multiply: one per hash seed, preload set, limits).
+WARM_POOL_SIZE = 1
+WARM_SCRIPT = f"{SANDBOX_HARNESS}/docker_warm.py"
+#: Starts docker_warm.py under the interpreter the command's first word names, found as the
+#: command's shell finds it: ``$0`` is that word, ``$1`` the mode, ``$2`` the preload list.
+_WARM_LAUNCHER = (
+    'case "$1" in '
+    f'module) exec "$0" {WARM_SCRIPT} module "$0" "$2" ;; '
+    'script) s=$(command -v "$0") || exit 97; IFS= read -r l < "$s" || exit 97; '
+    'case "$l" in "#!/"*) ;; *) exit 97 ;; esac; i=${l#??}; '
+    'case "$i" in *" "*|*"	"*) exit 97 ;; esac; '
+    f'exec "$i" {WARM_SCRIPT} script "$s" "$2" ;; '
+    'esac; exit 97')
+_WARM_READY = b"\x03ready"
 SETUP_HINT = "run scripts/setup_docker.sh (installs and starts the Docker engine)"
 BUILD_HINT = "build it with scripts/build_images.sh (or docker pull / docker build it)"
 
@@ -200,6 +232,8 @@ class _Shape:
     processes: int
     file_bytes: int
     cpu_seconds: float | None
+    #: A warm pytest container's key: (mode, argv0, preload, startup environment); None: cold.
+    warm: tuple[Any, ...] | None = None
 
     @classmethod
     def of(cls, image: str, limits: Limits) -> _Shape:
@@ -303,6 +337,8 @@ class _Prepared:
     runner: _Conn
     nonce: str  # the line that ends the runner's script
     pooled: bool  # made ahead of time: carries no run's labels, so it may be removed later
+    warm: bool = False  # its waiting process is docker_warm.py (pytest imported), not the runner
+    cpu_offset: float = 0.0  # the cgroup's CPU seconds spent before the run (the warm-up)
     #: Nothing of a run can be alive in it any more: the collector killed it all, or the daemon
     #: confirmed a kill. Only such a container is left to the background reaper.
     settled: bool = True
@@ -323,7 +359,10 @@ class DockerSandbox(Sandbox):
         self._api: Any = self._client.api
         self._harness = _harness_archive(HARNESS_DIR)
         self._reaper = _Reaper(self._remove_hard)
-        self._pool = (_WarmPool(self._prepare, self._discard, pool_size) if pool_size else None)
+        self._pool = (_WarmPool(self._prepare_pooled, self._discard, pool_size)
+                      if pool_size else None)
+        self._warm_failures: dict[_Shape, int] = {}
+        self.warm_last_error = ""
 
     @classmethod
     def availability(cls) -> Availability:
@@ -465,6 +504,8 @@ class DockerSandbox(Sandbox):
             if outcome.exit_code != 0:
                 raise _ImageUnfit(shape.image, stderr.result().text)
             nonce = f"verify-run-{secrets.token_hex(12)}"
+            if shape.warm is not None:
+                return self._start_warm(container_id, shape, env, pooled=labels is None)
             runner_id, runner = self._start_exec(container_id, ["/bin/sh", "-c", _RUNNER, nonce],
                                                  user=USER, env=env, workdir=SANDBOX_WORKDIR)
         except BaseException:
@@ -472,10 +513,114 @@ class DockerSandbox(Sandbox):
             raise
         return _Prepared(container_id, runner_id, runner, nonce, pooled=labels is None)
 
-    def _run_in(self, prepared: _Prepared, spec: RunSpec) -> RunResult | None:
+    def _prepare_pooled(self, shape: _Shape) -> _Prepared:
+        """The pool's maker: counts failed warm-ups per key (see ``run_warm_pytest``)."""
+        try:
+            prepared = self._prepare(shape)
+        except Exception as e:
+            if shape.warm is not None:
+                self._warm_failures[shape] = self._warm_failures.get(shape, 0) + 1
+                self.warm_last_error = _short(e)
+            raise
+        if shape.warm is not None:
+            self._warm_failures.pop(shape, None)
+        return prepared
+
+    def _start_warm(self, container_id: str, shape: _Shape, env: Mapping[str, str], *,
+                    pooled: bool) -> _Prepared:
+        """Start docker_warm.py as the container's waiting process; returns once it has
+        imported pytest and said so (raises when it cannot)."""
+        assert shape.warm is not None
+        mode, argv0, preload, startup = shape.warm
+        exec_env = {**env, **dict(startup)}
+        runner_id, runner = self._start_exec(
+            container_id, ["/bin/sh", "-c", _WARM_LAUNCHER, argv0, mode, ",".join(preload)],
+            user=USER, env=exec_env, workdir=SANDBOX_WORKDIR)
+        said = BoundedCapture(4096)
+        try:
+            runner.sock.settimeout(WARM_START_TIMEOUT_S)
+            while True:
+                header = runner.reader.read(8)
+                if len(header) < 8:
+                    raise DockerException("the warm pytest runner ended while warming up: "
+                                          + said.result().text[-500:])
+                kind, size = struct.unpack(">BxxxL", header)
+                data = runner.reader.read(size)
+                if kind == 2 and data.startswith(_WARM_READY):
+                    fields = data.split()
+                    usec = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+                    break
+                said.feed(data)
+            runner.sock.settimeout(None)
+        except BaseException:
+            runner.close()
+            raise
+        return _Prepared(container_id, runner_id, runner, "", pooled=pooled, warm=True,
+                         cpu_offset=usec / 1e6)
+
+    # -- warm pytest runs --------------------------------------------------------------------------
+
+    def warm_unavailable(self) -> str | None:
+        """Why warm pytest runs cannot go warm here, or None."""
+        if self._pool is None:
+            return "the docker backend keeps no warm pool (pool size 0)"
+        return None
+
+    def warm_environment(self, spec: RunSpec) -> dict[str, str]:
+        """The variables of a run's command that the host knows (the image adds its own)."""
+        return {**_base_environment(), **spec.env}
+
+    def run_warm_pytest(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
+                        preload: Sequence[str] = ()) -> tuple[RunResult, str]:
+        """Run ``spec`` (whose command is ``argv0 -m pytest ARGS``, mode "module", or the
+        ``pytest`` script ``argv0 ARGS``, mode "script") in a pooled container whose waiting
+        process has imported pytest already. Returns the result and how it ran: "warm", "cold"
+        (no warm container was ready, or the run cannot go warm), or "fallback" (the warm
+        container died before the command started; the run went cold).
+
+        The container is the isolation boundary (one run each, then destroyed); output, limits,
+        results and verdicts are those of :meth:`run`."""
+        limits = spec.limits
+        if (self._pool is None or spec.stdin or not spec.image or not spec.workdir.is_dir()
+                or limits.processes < _RUNNER_PROCESSES or "PATH" in spec.env
+                or not all(_ENV_NAME.match(name) for name in spec.env)
+                or mode not in ("module", "script") or not argv0
+                or ("/" in argv0 and not argv0.startswith("/"))):
+            return self.run(spec), "cold"
+        env = self.warm_environment(spec)
+        startup = tuple(sorted((k, v) for k, v in env.items() if _read_at_start(k)))
+        shape = replace(_Shape.of(spec.image, limits),
+                        warm=(mode, argv0, tuple(sorted(set(preload))), startup))
+        if self._warm_failures.get(shape, 0) >= WARM_MAX_FAILURES:
+            return self.run(spec), "cold"
+        prepared = self._pool.take(shape)
+        self._pool.replenish(shape)
+        if prepared is None:
+            return self.run(spec), "cold"
+        job = _warm_job(spec, args)
+        reaped = self._reaper.flush()
+        try:
+            result = self._run_in(prepared, spec, warm_job=job)
+        except (DockerException, RequestException, OSError) as e:
+            prepared.settled = False
+            result = RunResult(Verdict.INFRA_ERROR, self.name,
+                               message=f"the Docker daemon failed during the run ({_short(e)}); "
+                                       f"check `docker info`, or {SETUP_HINT}")
+        except BaseException:
+            prepared.settled = False
+            self._dispose(prepared)
+            raise
+        self._dispose(prepared)
+        self._reaper.wait_done(reaped, REAP_WAIT_S)
+        if result is None:  # the warm container died before the command started
+            return self.run(spec), "fallback"
+        return result, "warm"
+
+    def _run_in(self, prepared: _Prepared, spec: RunSpec,
+                warm_job: bytes | None = None) -> RunResult | None:
         """The run in a prepared container; None when its runner was gone before the command
-        started (the container died)."""
-        if (spec.limits.processes < _RUNNER_PROCESSES
+        started (the container died). A warm container takes ``warm_job`` (its header)."""
+        if warm_job is None and (spec.limits.processes < _RUNNER_PROCESSES
                 or not all(_ENV_NAME.match(name) for name in spec.env)):
             return self._run_by_execs(prepared, spec)  # too few processes to unpack; odd names
         limits = spec.limits
@@ -485,11 +630,11 @@ class DockerSandbox(Sandbox):
         gate = _ReadyGate(stderr)
         with contextlib.ExitStack() as stack:
             archive: IO[bytes] | None = None
-            if spec.stdin:  # the tar's length goes first, so that the runner leaves stdin unread
+            if spec.stdin and warm_job is None:  # the tar's length goes first, so that the runner leaves stdin unread
                 archive = stack.enter_context(tempfile.SpooledTemporaryFile(8 * 1024 * 1024))
                 _write_workdir_tar(archive, spec.workdir)
-            script = _runner_script(prepared.nonce, spec,
-                                    None if archive is None else archive.tell())
+            script = warm_job if warm_job is not None else _runner_script(
+                prepared.nonce, spec, None if archive is None else archive.tell())
             outcome = self._drive(prepared.container_id, prepared.runner_id, prepared.runner,
                                   feed=lambda w: _feed_runner(w, script, spec, archive),
                                   stdout=stdout, stderr=gate, timeout_s=limits.wall_seconds,
@@ -549,8 +694,9 @@ class DockerSandbox(Sandbox):
             oom = self._oom_reported(prepared.container_id)
         err = stderr.result()
         verdict, sig, message = _verdict(outcome, exit_code, oom, spec.limits, err)
+        cpu = max(0.0, counters.get("cpu_seconds", 0.0) - prepared.cpu_offset)
         return RunResult(verdict, self.name, exit_code=exit_code, signal=sig,
-                         wall_seconds=outcome.seconds, cpu_seconds=counters.get("cpu_seconds", 0.0),
+                         wall_seconds=outcome.seconds, cpu_seconds=cpu,
                          stdout=stdout.result(), stderr=err, results=results, message=message)
 
     def _copy_workdir(self, container_id: str, spec: RunSpec) -> str | None:
@@ -759,6 +905,21 @@ def _runner_script(nonce: str, spec: RunSpec, archive_bytes: int | None) -> byte
         nonce,
     ]
     return ("\n".join(lines) + "\n").encode()
+
+
+def _read_at_start(name: str) -> bool:
+    """Whether the interpreter or pytest reads ``name`` once, at start (a warm pool's key)."""
+    return name.startswith(("PYTHON", "PYTEST_", "LC_")) or name in ("LANG", "HOME")
+
+
+def _warm_job(spec: RunSpec, args: Sequence[str]) -> bytes:
+    """What docker_warm.py reads before the work folder: a length line, then the JSON header."""
+    cpu = spec.limits.cpu_seconds
+    header = json.dumps({
+        "env": dict(spec.env), "args": list(args),
+        "cpu_seconds": None if cpu is None else max(1, int(cpu + 0.999)),
+    }).encode()
+    return f"{len(header)}\n".encode() + header
 
 
 def _feed_runner(out: _SocketWriter, script: bytes, spec: RunSpec,
@@ -1065,6 +1226,8 @@ def _ulimits(shape: _Shape) -> list[Any]:
               Ulimit(name="core", soft=0, hard=0)]
     if shape.cpu_seconds is not None:
         secs = max(1, int(shape.cpu_seconds + 0.999))
+        if shape.warm is not None:  # the warm runner lowers it to the run's own, after warm-up
+            secs += WARM_CPU_SLACK_S
         limits.append(Ulimit(name="cpu", soft=secs, hard=secs + 1))
     return limits
 
@@ -1230,12 +1393,14 @@ class _WarmPool:
             while len(self._ready) > MAX_POOLS:
                 _old, old_queue = self._ready.popitem(last=False)
                 evicted.extend(old_queue)
-            missing = self._size - len(queue) - self._pending.get(shape, 0)
+            missing = self._target(shape) - len(queue) - self._pending.get(shape, 0)
             if missing > 0:
                 self._pending[shape] = self._pending.get(shape, 0) + missing
                 self._jobs.extend([shape] * missing)
                 self._threads = [t for t in self._threads if t.is_alive()]
-                if not self._threads:  # one filler at a time: the daemon serialises most work
+                # Few fillers at a time: the daemon serialises much of the work, but a warm
+                # container's warm-up (an interpreter importing pytest) overlaps another's start.
+                while len(self._threads) < min(POOL_FILLERS, len(self._jobs)):
                     t = threading.Thread(target=self._fill_loop, daemon=True,
                                          name="verify-docker-pool")
                     self._threads.append(t)
@@ -1275,7 +1440,10 @@ class _WarmPool:
                 if left <= 0:
                     return False
                 self._cond.wait(left)
-            return all(len(q) >= self._size for q in self._ready.values())
+            return all(len(q) >= self._target(s) for s, q in self._ready.items())
+
+    def _target(self, shape: _Shape) -> int:
+        return self._size if shape.warm is None else min(self._size, WARM_POOL_SIZE)
 
     def close(self) -> None:
         with self._cond:
