@@ -31,7 +31,6 @@ _START_ENV = dict(os.environ)  # before anything of ours: what the exec gave us
 import contextlib  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
-import runpy  # noqa: E402
 import shutil  # noqa: E402
 
 import warm_worker  # noqa: E402  (same folder: sys.path[0])
@@ -161,7 +160,6 @@ def run_job(mode: str, program: str) -> None:
     _unpack(env)
     args = [str(a) for a in job["args"]]  # type: ignore[attr-defined]
     _limit_cpu(job.get("cpu_seconds"))
-    code = 1
     try:
         os.chdir(WORKDIR)
         os.environ.clear()
@@ -175,27 +173,8 @@ def run_job(mode: str, program: str) -> None:
         os.write(2, f"\x02warm runner setup failed: {type(e).__name__}: {e}\n".encode())
         os._exit(UNPACK_FAILED)
     os.write(2, READY)
-    try:
-        if mode == "module":
-            sys.orig_argv = [program, "-m", "pytest", *args]
-            sys.argv = ["-m", *args]
-            sys.path[0] = os.getcwd()
-            runpy.run_module("pytest", run_name="__main__", alter_sys=True)
-        else:
-            sys.orig_argv = [sys.executable, program, *args]
-            sys.argv = [program, *args]
-            sys.path[0] = os.path.dirname(program)
-            runpy.run_path(program, run_name="__main__")
-        code = 0
-    except SystemExit as e:
-        code = warm_worker._exit_code_of(e)
-    except BaseException:
-        with contextlib.suppress(BaseException):
-            sys.excepthook(*sys.exc_info())
-        code = 1
-    with contextlib.suppress(BaseException):
-        code = warm_worker._finalize(code)
-    os._exit(code)
+    # In module mode ``program`` is the interpreter word the command used (its argv[0]).
+    os._exit(warm_worker.run_pytest_as_command(mode, program, args, program))
 
 
 def main(argv: list[str]) -> None:

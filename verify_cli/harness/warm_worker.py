@@ -233,6 +233,33 @@ def _imports_report(baseline: set[str]) -> list[str]:
     return sorted(out)[:64]
 
 
+def run_pytest_as_command(mode: str, program: str, args: list[str], argv0: str) -> int:
+    """Run pytest in this process as ``python -m pytest ARGS`` (``mode == "module"``) or as the
+    ``pytest`` console script ``program`` would; returns the exit status a cold run would have,
+    after the interpreter's own shutdown steps (threads joined, atexit, streams flushed)."""
+    try:
+        if mode == "module":
+            sys.orig_argv = [argv0, "-m", "pytest", *args]
+            sys.argv = ["-m", *args]
+            sys.path[0] = os.getcwd()
+            runpy.run_module("pytest", run_name="__main__", alter_sys=True)
+        else:
+            sys.orig_argv = [sys.executable, program, *args]
+            sys.argv = [program, *args]
+            sys.path[0] = os.path.dirname(program)
+            runpy.run_path(program, run_name="__main__")
+        code = 0
+    except SystemExit as e:
+        code = _exit_code_of(e)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            sys.excepthook(*sys.exc_info())
+        code = 1
+    with contextlib.suppress(BaseException):
+        code = _finalize(code)
+    return code
+
+
 def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.socket,
               baseline: set[str]) -> None:
     """Runs in the forked child; never returns."""
@@ -265,28 +292,7 @@ def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.so
                                          "message": f"{type(e).__name__}: {e}"}).encode())
         finally:
             os._exit(SETUP_FAILED_EXIT)
-    try:
-        program = job["program"]
-        args = list(job["args"])
-        if job["mode"] == "module":
-            sys.orig_argv = [job["argv0"], "-m", "pytest", *args]
-            sys.argv = ["-m", *args]
-            sys.path[0] = os.getcwd()
-            runpy.run_module("pytest", run_name="__main__", alter_sys=True)
-        else:
-            sys.orig_argv = [sys.executable, program, *args]
-            sys.argv = [program, *args]
-            sys.path[0] = os.path.dirname(program)
-            runpy.run_path(program, run_name="__main__")
-        code = 0
-    except SystemExit as e:
-        code = _exit_code_of(e)
-    except BaseException:
-        with contextlib.suppress(BaseException):
-            sys.excepthook(*sys.exc_info())
-        code = 1
-    with contextlib.suppress(BaseException):
-        code = _finalize(code)
+    code = run_pytest_as_command(job["mode"], job["program"], list(job["args"]), job["argv0"])
     if job.get("report_imports"):
         with contextlib.suppress(Exception):
             report = {"op": "imports", "modules": _imports_report(baseline)}
