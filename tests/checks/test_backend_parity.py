@@ -1,0 +1,37 @@
+"""check-tasks reaches the same verdicts on docker as on bwrap, task by task and check by check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from verify_cli.checks.report import TaskReport
+from verify_cli.checks.solvability import CheckOptions, check_tasks
+from verify_cli.grading import Grader
+from verify_cli.sandbox.registry import create_sandbox
+from verify_cli.tasks import load_task_set
+
+
+def _verdicts(path: Path, backend: str) -> dict[str, tuple[str, list[str]]]:
+    with create_sandbox(backend, pool_size=2) as box, Grader(box, warm=True) as grader:
+        reports: list[TaskReport] = check_tasks(load_task_set(path), grader, CheckOptions(repeats=3, jobs=2))
+    return {r.task_id: (r.verdict.value, sorted(c.name for c in r.defects)) for r in reports}
+
+
+@pytest.mark.docker
+@pytest.mark.bwrap
+@pytest.mark.parametrize("which", ["sample", "defective"])
+def test_docker_flags_exactly_what_bwrap_flags(which: str, sample_tasks_dir: Path,
+                                               defective_tasks_dir: Path) -> None:
+    path = sample_tasks_dir if which == "sample" else defective_tasks_dir
+    on_bwrap = _verdicts(path, "bwrap")
+    on_docker = _verdicts(path, "docker")
+    assert on_docker == on_bwrap
+    if which == "sample":
+        assert {v for v, _ in on_docker.values()} == {"sound"}
+    else:
+        assert on_docker["defective/reference-fails"] == ("defective", ["reference-passes"])
+        assert on_docker["defective/starter-passes"] == ("defective", ["starter-fails"])
+        assert "flaky" in on_docker["defective/flaky-test"][1]
+        assert "results" in on_docker["defective/missing-results"][1]
