@@ -17,7 +17,7 @@ from verify_cli.errors import ExitCode
 from verify_cli.grading.grader import Grader
 from verify_cli.report.files import write_json, write_junit
 from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
-from verify_cli.tasks.loader import load_task_set
+from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
 
 
 def check_tasks_command(
@@ -44,7 +44,7 @@ def check_tasks_command(
     box = create_sandbox(backend, pool_size=pool_size)
     cache = None if no_cache else ResultCache(cache_dir or default_cache_dir(), "check-tasks")
     options = CheckOptions(repeats=repeats, jobs=jobs or default_jobs())
-    total_runs = sum(repeats + 1 for i in items if not hasattr(i, "error"))
+    total_runs = sum(repeats + 1 for i in items if not isinstance(i, TaskLoadFailure))
     with box, Grader(box, warm=not cold) as grader, \
             console.progress_bar("checking tasks", total_runs) as advance:
         def on_progress(p: Progress) -> None:

@@ -31,20 +31,21 @@ class LaidOut:
     ignored: tuple[str, ...]
 
 
-def _write(root: Path, rel: str, data: bytes) -> None:
+def _fresh_destination(root: Path, rel: str) -> Path:
+    """``root / rel`` with its folder made and any file (or link) already there removed."""
     dest = root / rel
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.is_symlink() or dest.exists():
         dest.unlink()
-    dest.write_bytes(data)
+    return dest
+
+
+def _write(root: Path, rel: str, data: bytes) -> None:
+    _fresh_destination(root, rel).write_bytes(data)
 
 
 def _copy(root: Path, rel: str, src: Path) -> None:
-    dest = root / rel
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.is_symlink() or dest.exists():
-        dest.unlink()
-    shutil.copyfile(src, dest)
+    shutil.copyfile(src, _fresh_destination(root, rel))
 
 
 def _in_test_folders(rel: str) -> bool:

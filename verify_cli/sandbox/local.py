@@ -15,7 +15,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,9 +157,6 @@ def read_results(folder: Path) -> dict[str, bytes]:
 
 class LocalSandbox(Sandbox):
     """Base of backends that run a host process (optionally wrapped, e.g. by bwrap)."""
-
-    #: Set by subclasses that contain runaway process trees without a cgroup (pid namespaces).
-    kills_namespace: bool = False
 
     def prepare(self, spec: RunSpec, scratch: Path) -> Prepared:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -320,6 +317,3 @@ def _feed_stdin(pipe: object, data: bytes) -> None:
         pipe.write(data)  # type: ignore[attr-defined]
         pipe.close()  # type: ignore[attr-defined]
 
-
-def shell_argv(command: Sequence[str]) -> list[str]:
-    return list(command)
