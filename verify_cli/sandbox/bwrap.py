@@ -26,10 +26,11 @@ from verify_cli.sandbox.environment import (
     SANDBOX_TMP,
     SANDBOX_WORKDIR,
     pinned_environment,
+    python_runtime_prefixes,
 )
 from verify_cli.sandbox.local import LocalSandbox, Prepared
 from verify_cli.sandbox.process import runtime_path
-from verify_cli.sandbox.registry import python_runtime_prefixes, register_sandbox
+from verify_cli.sandbox.registry import register_sandbox
 
 SOURCE_MOUNT = "/.verify-src"
 SANDBOX_UID = 1000

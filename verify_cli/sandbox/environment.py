@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -45,3 +46,12 @@ def pinned_environment(*, workdir: str, results_dir: str, harness_dir: str, tmp_
     if extra:
         env.update(extra)
     return env
+
+
+def python_runtime_prefixes() -> list[str]:
+    """Folders holding the interpreter verify-cli runs under (its venv and base install)."""
+    out: list[str] = []
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
+        if p and p not in out:
+            out.append(p)
+    return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -84,12 +83,3 @@ def create_sandbox(name: str, **options: Any) -> Sandbox:
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         options = {k: v for k, v in options.items() if k in params}
     return cls(**options)
-
-
-def python_runtime_prefixes() -> list[str]:
-    """Folders holding the interpreter verify-cli runs under (its venv and base install)."""
-    out: list[str] = []
-    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
-        if p and p not in out:
-            out.append(p)
-    return out
