@@ -106,7 +106,7 @@ def test_handles_go_to_the_callers_factory_and_nowhere_else() -> None:
              "fields": {"x": 1, "y": {"$float": "2.5"}}, "ignored": "extra keys are dropped"}]
     assert decode(data, make) == ["proxy-7"]
     assert seen == [{"$handle": 7, "owner": "candidate", "kind": "object", "type": "Point",
-                     "module": "geo", "fields": {"x": 1, "y": 2.5}}]
+                     "module": "geo", "fields": {"x": 1, "y": 2.5}, "eq": "identity"}]
     with pytest.raises(WireError):
         decode({"$handle": 7, "owner": "root", "kind": "object"}, make)
     with pytest.raises(WireError):

@@ -13,18 +13,25 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from verify_cli.sandbox.base import Availability, RunSpec
+from verify_cli.sandbox.base import Availability, CandidateProcess, RunSpec
 from verify_cli.sandbox.environment import (
+    CHANNEL_SOCKET,
     HARNESS_DIR,
+    SANDBOX_CANDIDATE_HARNESS,
+    SANDBOX_CHANNEL_DIR,
     SANDBOX_HARNESS,
     SANDBOX_RESULTS,
     SANDBOX_TMP,
     SANDBOX_WORKDIR,
+    candidate_environment,
+    candidate_exec_prefix,
     pinned_environment,
     python_runtime_prefixes,
 )
@@ -101,11 +108,53 @@ def runtime_binds() -> list[str]:
     return argv
 
 
+def _candidate_argv(spec: RunSpec, candidate: CandidateProcess) -> list[str]:
+    """The inner bwrap that starts the candidate process from inside the run's sandbox.
+
+    Its own user, pid, IPC, network and UTS namespaces (no further user namespaces), no /proc,
+    the read-only system and runtime, the work folder and /tmp shared with the tests (so the
+    tests see what it writes) but the test folders covered by empty folders, the channel folder,
+    the candidate-side harness, and a cleared environment: the seal key, the results folder and
+    the harness are absent from its mount namespace and its environment.
+    """
+    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--hostname", "candidate", "--clearenv"]
+    for d in _SYSTEM_DIRS:
+        if Path(d).is_symlink():
+            argv += ["--symlink", str(Path(d).readlink()), d]
+        elif Path(d).is_dir():
+            argv += ["--ro-bind", d, d]
+    for f in (*_ETC_FILES, "/etc/passwd", "/etc/group"):
+        argv += ["--ro-bind-try", f, f]
+    argv += ["--dev", "/dev", "--bind", SANDBOX_TMP, SANDBOX_TMP, "--bind", SANDBOX_WORKDIR, SANDBOX_WORKDIR]
+    workdir = Path(spec.workdir)
+    for rel in candidate.hidden:
+        host = workdir / rel
+        inside = f"{SANDBOX_WORKDIR}/{rel}"
+        if host.is_dir() and not host.is_symlink():
+            argv += ["--perms", "0555", "--tmpfs", inside]
+        elif host.exists() or host.is_symlink():
+            argv += ["--ro-bind", "/dev/null", inside]
+    argv += ["--bind", SANDBOX_CHANNEL_DIR, SANDBOX_CHANNEL_DIR,
+             "--ro-bind", f"{SANDBOX_HARNESS}/candidate", SANDBOX_CANDIDATE_HARNESS,
+             *runtime_binds(), "--chdir", SANDBOX_WORKDIR]
+    env = candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
+                                channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
+                                candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=runtime_path(),
+                                extra=candidate.env)
+    for name, value in sorted(env.items()):
+        argv += ["--setenv", name, value]
+    return [*argv, "--", *candidate.command]
+
+
 @register_sandbox("bwrap")
 class BwrapSandbox(LocalSandbox):
     isolation = ("bubblewrap: all namespaces unshared (no network), read-only system, private "
                  "tmpfs work and results folders, cgroup/rlimit limits, whole pid namespace "
                  "killed on timeout")
+    two_process = True
+    two_process_gaps = ()
 
     @classmethod
     def availability(cls) -> Availability:
@@ -121,18 +170,26 @@ class BwrapSandbox(LocalSandbox):
                  "--ro-bind", str(Path(spec.workdir).resolve()), SOURCE_MOUNT,
                  "--size", str(min(spec.limits.file_bytes, RESULTS_FOLDER_BYTES)),
                  "--perms", "0755", "--tmpfs", SANDBOX_RESULTS,
-                 "--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS,
-                 *runtime_binds(),
-                 "--chdir", SANDBOX_WORKDIR, "--"]
+                 "--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS]
+        extra = dict(spec.env)
+        start_candidate = ""
+        if spec.candidate is not None:
+            argv += ["--perms", "0755", "--tmpfs", SANDBOX_CHANNEL_DIR]
+            channel = f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}"
+            extra.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=candidate_exec_prefix(
+                sys.executable, SANDBOX_HARNESS, channel))
+            start_candidate = shlex.join(_candidate_argv(spec, spec.candidate)) + " &\n"
+        argv += [*runtime_binds(), "--chdir", SANDBOX_WORKDIR, "--"]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
-                                 path=runtime_path(), extra=spec.env)
+                                 path=runtime_path(), extra=extra)
         read_end, write_end = os.pipe()
         # Copy the caller's files into the private tmpfs and run the command. Then kill whatever
         # it left running (only inside the fresh pid namespace, where this shell is pid 2 and
         # kill -1 spares it and init) and hand the results folder back on the pipe; the exit
         # status stays the command's. (dash takes one-digit fds only, hence /proc/self/fd.)
         script = (f'cp -R {SOURCE_MOUNT}/. {SANDBOX_WORKDIR}/ || exit\n'
+                  f'{start_candidate}'
                   '"$@"\n'
                   'status=$?\n'
                   'if [ "$$" -le 3 ]; then kill -KILL -1 2>/dev/null; fi\n'

@@ -299,10 +299,15 @@ class Decoder:
         if fields is not None:
             _need(type(fields) is dict, "handle fields must be an object")
             out["fields"] = {str(k): self._dec(x, depth + 1) for k, x in fields.items()}
-        bases = v.get("bases")
-        if bases is not None:
-            _need(type(bases) is list and all(type(b) is str for b in bases), "bad handle bases")
-            out["bases"] = list(bases)
+        for key in ("bases", "methods", "names"):
+            names = v.get(key)
+            if names is not None:
+                _need(type(names) is list and len(names) <= 100_000
+                      and all(type(b) is str and len(b) <= 1000 for b in names), f"bad handle {key}")
+                out[key] = list(names)
+        eq = v.get("eq", "identity")
+        _need(eq in ("identity", "fields"), "bad handle eq")
+        out["eq"] = eq
         return out
 
 
