@@ -307,7 +307,7 @@ class Grader:
             candidate = None
             if plan.two_process and plan.runtime is not None:
                 env.update(plan.runtime.trusted_env(task, root, env))
-                candidate = candidate_process(task, plan, env)
+                candidate = candidate_process(task, plan, env, root)
             spec = RunSpec(command=["/bin/sh", "-c", task.test.command], workdir=root,
                            limits=request_limits(req), env=env,
                            image=task.environment.image, runtime=task.environment.runtime,

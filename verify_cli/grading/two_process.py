@@ -35,6 +35,8 @@ class TwoProcessRuntime:
     framework: str
     server_command: tuple[str, ...]
     trusted_env: Callable[[Task, Path, dict[str, str]], dict[str, str]]
+    #: Suffixes of the candidate's code files, which the tests' side sees empty.
+    code_suffixes: tuple[str, ...] = ()
 
 
 _RUNTIMES: dict[str, TwoProcessRuntime] = {}
@@ -77,21 +79,32 @@ def plan_isolation(task: Task, sandbox: Sandbox) -> IsolationPlan:
     return IsolationPlan(TWO_PROCESS, tuple(sandbox.two_process_gaps), runtime)
 
 
-def candidate_process(task: Task, plan: IsolationPlan, env: dict[str, str]) -> CandidateProcess:
-    """The candidate side of a two-process run; ``env`` is the run's (only the hash seed and
-    locale-like settings are passed on, never a secret)."""
+def candidate_process(task: Task, plan: IsolationPlan, env: dict[str, str], root: Path) -> CandidateProcess:
+    """The candidate side of a two-process run laid out in ``root``; ``env`` is the run's (only
+    the hash seed is passed on, never a secret)."""
     assert plan.runtime is not None
     passed = {k: v for k, v in env.items() if k in ("PYTHONHASHSEED",)}
+    private = tuple(rel for rel in _editable_files(task, root)
+                    if rel.endswith(plan.runtime.code_suffixes)) if plan.runtime.code_suffixes else ()
     return CandidateProcess(command=plan.runtime.server_command,
-                            hidden=(TESTS_DIR, HIDDEN_TESTS_DIR), env=passed)
+                            hidden=(TESTS_DIR, HIDDEN_TESTS_DIR), env=passed, private=private)
+
+
+def _editable_files(task: Task, root: Path) -> list[str]:
+    out: list[str] = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and not path.is_symlink() and rel.split("/", 1)[0] not in (
+                TESTS_DIR, HIDDEN_TESTS_DIR) and matches_any(task.editable, rel):
+            out.append(rel)
+    return out
 
 
 def python_candidate_modules(task: Task, root: Path) -> list[str]:
     """Dotted names of the editable Python modules laid out in ``root`` (packages included)."""
     names: set[str] = set()
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel.split("/", 1)[0] in (TESTS_DIR, HIDDEN_TESTS_DIR) or not matches_any(task.editable, rel):
+    for rel in _editable_files(task, root):
+        if not rel.endswith(".py"):
             continue
         parts = rel[:-3].split("/")
         if parts[-1] == "__init__":
@@ -111,4 +124,5 @@ register_two_process_runtime(TwoProcessRuntime(
     framework="pytest",
     server_command=("/bin/sh", "-c", 'exec python "$VERIFY_CANDIDATE_HARNESS/verify_candidate_server.py"'),
     trusted_env=_pytest_trusted_env,
+    code_suffixes=(".py",),
 ))

@@ -14,7 +14,7 @@ import sys
 
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
 
-from verify_wire import decode, encode, read_frame, write_frame  # noqa: E402
+from verify_wire import decode, encode, read_frame, write_frame
 
 
 def main(argv: list[str]) -> int:

@@ -29,8 +29,8 @@ from typing import Any
 
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
 
-from verify_peer import ChannelClosed, Peer, RemoteError  # noqa: E402
-from verify_wire import WireError  # noqa: E402
+from verify_peer import ChannelClosed, Peer, RemoteError
+from verify_wire import WireError
 
 CHANNEL_ENV = "VERIFY_CHANNEL"
 MODULES_ENV = "VERIFY_CANDIDATE_MODULES"
@@ -233,7 +233,7 @@ def _value_hash(desc: dict[str, Any]) -> int:
 class CandidateObject:
     """An object (or callable, or iterator) that lives in the candidate process."""
 
-    __slots__ = ("_desc", "__weakref__")
+    __slots__ = ("__weakref__", "_desc")
 
     def __init__(self, desc: dict[str, Any]) -> None:
         object.__setattr__(self, "_desc", desc)
@@ -346,7 +346,7 @@ class _BoundMethod:
         return f"<candidate method {self.desc.get('type')}.{self.name}>"
 
 
-class CandidateNamedTuple(tuple):  # type: ignore[type-arg]
+class CandidateNamedTuple(tuple):
     """A named tuple of the candidate's: a tuple of its field values (by value), as in-process."""
 
     _desc: dict[str, Any]

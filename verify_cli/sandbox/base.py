@@ -64,6 +64,9 @@ class CandidateProcess:
     command: Sequence[str]
     hidden: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    #: Work-folder files holding the candidate's code: where the backend can, the run's
+    #: command sees them empty (it reaches the code only through the channel).
+    private: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

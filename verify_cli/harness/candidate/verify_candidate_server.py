@@ -10,6 +10,7 @@ run it, on the same connection.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -29,7 +30,7 @@ from verify_peer import ChannelClosed, Peer, RemoteError
 from verify_wire import WireError
 
 #: Dunders a stand-in forwards through ``method`` (the rest of a class's dunders never cross).
-FORWARDED = {
+FORWARDED: dict[str, Any] = {
     "__len__": len, "__iter__": iter, "__next__": next, "__str__": str, "__repr__": repr,
     "__getitem__": operator.getitem, "__setitem__": operator.setitem,
     "__delitem__": operator.delitem, "__contains__": operator.contains,
@@ -258,10 +259,10 @@ def run_program(msg: dict[str, Any], peer: Peer) -> dict[str, Any]:
     """The ``exec`` op: run a program here, with its output bounded, killed when the requester
     goes away or its timeout passes."""
     argv = peer.decode(msg.get("argv"))
-    env = peer.decode(msg.get("env", None))
-    stdin = peer.decode(msg.get("stdin", None))
-    cwd = peer.decode(msg.get("cwd", None))
-    timeout = peer.decode(msg.get("timeout", None))
+    env = peer.decode(msg.get("env"))
+    stdin = peer.decode(msg.get("stdin"))
+    cwd = peer.decode(msg.get("cwd"))
+    timeout = peer.decode(msg.get("timeout"))
     if type(argv) is not list or not argv or not all(type(a) is str for a in argv):
         raise WireError("exec needs argv, a non-empty list of strings")
     if env is not None and (type(env) is not dict or not all(
@@ -310,10 +311,8 @@ def run_program(msg: dict[str, Any], peer: Peer) -> dict[str, Any]:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(proc.pid, 9)
-    except OSError:
-        pass
     proc.wait()
 
 

@@ -8,6 +8,7 @@ to the side: the candidate server and the trusted stand-in importer build on thi
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import socket
 import threading
@@ -142,7 +143,7 @@ class Peer:
                 raise WireError("a request needs an int id and a str op")
             result = self._dispatch(op, msg)
             reply = {"id": rid, "ok": self.encode(result)}
-        except BaseException as e:  # noqa: BLE001 - every failure of the served call goes back
+        except BaseException as e:
             if isinstance(e, ChannelClosed):
                 raise
             reply = {"id": rid, "error": error_payload(e, self._encode_arg)}
@@ -173,8 +174,6 @@ class Peer:
 
     def _break(self, why: str) -> ChannelClosed:
         self.broken = self.broken or why
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
         return ChannelClosed(why)
