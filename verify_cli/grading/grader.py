@@ -302,7 +302,7 @@ class Grader:
         seal_key = new_seal_key() if task.test.framework == "pytest" else None
         try:
             laid = lay_out(task, req.phase, root, req.candidate)
-            plan = plan_isolation(task, self.sandbox)
+            plan = plan_isolation(task, self.sandbox, coverage=bool(req.coverage_files))
             env = request_environment(req, seal_key)
             candidate = None
             if plan.two_process and plan.runtime is not None:

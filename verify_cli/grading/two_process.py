@@ -63,9 +63,12 @@ class IsolationPlan:
         return self.mode == TWO_PROCESS
 
 
-def plan_isolation(task: Task, sandbox: Sandbox) -> IsolationPlan:
+def plan_isolation(task: Task, sandbox: Sandbox, *, coverage: bool = False) -> IsolationPlan:
     """Two-process where the task, its framework and the backend allow it; in-process with the
-    reason otherwise."""
+    reason otherwise. ``coverage`` (per-test line coverage of the candidate's files, traced in
+    the test process) needs in-process."""
+    if coverage:
+        return IsolationPlan(IN_PROCESS, ("line coverage is traced in the test process: in-process",))
     if task.isolation is Isolation.IN_PROCESS:
         return IsolationPlan(IN_PROCESS, ("the task declares isolation = \"in-process\": its tests "
                                           "share a process with the candidate's code (trusts it)",))
