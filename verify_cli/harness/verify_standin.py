@@ -69,7 +69,7 @@ class _Channel:
                     raise CandidateUnavailable(f"cannot reach the candidate process: {e}") from None
                 time.sleep(0.005)
         self.peer = Peer(sock, "trusted", describe=_describe_trusted, make_remote=self.remote,
-                         dispatch=_serve_candidate, on_answer=_echo_output)
+                         dispatch=_serve_candidate, on_answer=_echo_output, remote_ref=_candidate_ref)
         return self.peer
 
     def remote(self, desc: dict[str, Any]) -> Any:
@@ -105,6 +105,17 @@ def _echo_output(msg: dict[str, Any]) -> None:
         sys.stdout.write(out)
     if type(err) is str and err:
         sys.stderr.write(err)
+
+
+def _candidate_ref(obj: Any) -> dict[str, Any] | None:
+    """A stand-in of a candidate object goes back as that object."""
+    if isinstance(obj, CandidateObject):
+        return _ref(object.__getattribute__(obj, "_desc"))
+    if isinstance(obj, (CandidateNamedTuple, _CandidateClassMeta)):
+        return _ref(obj._desc)
+    if isinstance(obj, CandidateModule) and isinstance(obj.__dict__.get("_verify_desc"), dict):
+        return _ref(obj.__dict__["_verify_desc"])
+    return None
 
 
 def _describe_trusted(obj: Any) -> dict[str, Any]:
@@ -197,12 +208,19 @@ def rebuild_exception(payload: dict[str, Any]) -> BaseException:
     if module == "builtins" and isinstance(builtin, type) and issubclass(builtin, BaseException) \
             and name not in _SUBSTITUTES:
         try:
-            return builtin(*args)
+            return _with_trace(builtin(*args), payload)
         except Exception:
-            return builtin(message)
+            return _with_trace(builtin(message), payload)
     cls = standin_exception(module, name, bases)
     exc = cls(*args)
     exc._verify_message = message  # type: ignore[attr-defined]
+    return _with_trace(exc, payload)
+
+
+def _with_trace(exc: BaseException, payload: dict[str, Any]) -> BaseException:
+    trace = payload.get("traceback")
+    if type(trace) is str and trace:
+        exc.add_note("in the candidate process:\n" + trace.rstrip())
     return exc
 
 
@@ -356,10 +374,14 @@ class CandidateNamedTuple(tuple):
         self._desc = desc
         return self
 
+    def __getattribute__(self, name: str) -> Any:
+        if not name.startswith("_"):  # fields first, as a named tuple's own properties are
+            fields = tuple.__getattribute__(self, "_desc").get("fields") or {}
+            if name in fields:
+                return fields[name]
+        return tuple.__getattribute__(self, name)
+
     def __getattr__(self, name: str) -> Any:
-        fields = self._desc.get("fields") or {}
-        if name in fields:
-            return fields[name]
         return _cross("getattr", target=_ref(self._desc), name=name)
 
     def __repr__(self) -> str:
