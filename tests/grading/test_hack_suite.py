@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from verify_cli.grading.grader import GradeRequest, GradeResult, Grader, GradeStatus
+from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import Sandbox
 from verify_cli.sandbox.registry import create_sandbox

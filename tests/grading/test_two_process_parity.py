@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from verify_cli.checks.mutation.generate import generate_mutants
-from verify_cli.grading.grader import GradeRequest, GradeResult, Grader
+from verify_cli.grading.grader import Grader, GradeRequest, GradeResult
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import Sandbox
 from verify_cli.sandbox.registry import create_sandbox
