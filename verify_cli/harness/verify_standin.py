@@ -27,6 +27,8 @@ import time
 import types
 from typing import Any
 
+import pytest
+
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
 
 from verify_peer import ChannelClosed, Peer, RemoteError
@@ -492,12 +494,15 @@ class StandInFinder(importlib.abc.MetaPathFinder):
 
 
 def install() -> StandInFinder | None:
-    """Put the stand-in importer in place (once), when this run grades two-process."""
+    """Put this session's stand-in importer in place, when the run grades two-process.
+
+    Per session, not per import of this module: a warm worker imports the plugin once and
+    forks one run per candidate, each with its own channel and modules."""
+    global CHANNEL
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, StandInFinder)]
+    CHANNEL = _Channel()
     if not os.environ.get(CHANNEL_ENV):
         return None
-    for finder in sys.meta_path:
-        if isinstance(finder, StandInFinder):
-            return finder
     try:
         modules = [str(m) for m in json.loads(os.environ.get(MODULES_ENV, "[]"))]
     except ValueError:
@@ -509,7 +514,21 @@ def install() -> StandInFinder | None:
     finder = StandInFinder(modules, workdir, dirs)
     sys.meta_path.insert(0, finder)
     importlib.invalidate_caches()
+    _no_core_dumps()
     return finder
 
 
-install()
+def _no_core_dumps() -> None:
+    """Not dumpable: a process of the same user cannot read this one's memory (the seal key)
+    through /proc, should a test start one here."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except Exception:
+        pass
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> None:
+    install()
