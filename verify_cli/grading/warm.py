@@ -33,8 +33,8 @@ import select
 import shutil
 import socket
 import struct
-import sys
 import subprocess
+import sys
 import tempfile
 import threading
 import time
