@@ -118,3 +118,75 @@ def test_in_process_misses_what_two_process_catches(bwrap: Sandbox,
         print("\n| hack | in-process: tasks scoring > 0 | two-process: tasks scoring > 0 |")
         print("|------|------|------|")
         print("\n".join(rows))
+
+
+VIEW_CANDIDATE = '''
+import os
+
+
+def violations():
+    """What this process can see that it must not."""
+    seen = []
+    for path in ("tests", "hidden_tests", "/workspace/tests", "/workspace/hidden_tests"):
+        if os.path.isdir(path) and os.listdir(path):
+            seen.append(path)
+    for path in ("/results", "/opt/verify-harness", "/proc/1/environ", "/proc/self/environ", "/.verify-src"):
+        if os.path.exists(path):
+            seen.append(path)
+    for name in ("VERIFY_SEAL_KEY", "VERIFY_RESULTS_DIR", "VERIFY_HARNESS_DIR"):
+        if name in os.environ:
+            seen.append(name)
+    try:
+        os.unshare(os.CLONE_NEWUSER)
+        seen.append("a new user namespace")
+    except (OSError, AttributeError):
+        pass
+    return seen
+
+
+def write_output(path):
+    with open(path, "w") as fh:
+        fh.write("written by the candidate")
+    return os.getpid()
+'''
+
+VIEW_TESTS = '''
+import os
+import pytest
+from probe import violations, write_output
+
+
+def test_the_candidate_sees_nothing_it_must_not():
+    assert violations() == []
+
+
+def test_files_it_writes_reach_the_tests(tmp_path):
+    pid = write_output(str(tmp_path / "out.txt"))
+    assert (tmp_path / "out.txt").read_text() == "written by the candidate"
+    assert pid != os.getpid()
+
+
+def test_the_tests_cannot_read_the_candidates_code():
+    with pytest.raises(OSError):
+        open("probe.py").read()
+'''
+
+
+def test_each_side_sees_only_its_own(bwrap: Sandbox, tmp_path: Path) -> None:
+    src = SAMPLE_TASKS / "coding-interval-merge"
+    root = tmp_path / "view"
+    for folder in ("starter", "solution", "tests", "hidden_tests"):
+        (root / folder).mkdir(parents=True)
+    toml = (src / "task.toml").read_text().replace('editable = ["intervals.py"]', 'editable = ["probe.py"]')
+    (root / "task.toml").write_text(toml.replace("coding/interval-merge", "fixture/view")
+                                    .replace(" tests'", " tests hidden_tests'"))
+    (root / "prompt.md").write_text("Report what you see.\n")
+    (root / "starter" / "probe.py").write_text("def violations():\n    return ['starter']\n")
+    (root / "solution" / "probe.py").write_text(VIEW_CANDIDATE)
+    (root / "tests" / "test_view.py").write_text(VIEW_TESTS)
+    (root / "hidden_tests" / "test_hidden.py").write_text("def test_hidden_exists():\n    assert True\n")
+    task = load_task(root)
+    with Grader(bwrap) as grader:
+        result = grader.grade(GradeRequest(task, Phase.REFERENCE))
+    assert result.isolation == "two-process" and result.isolation_notes == ()
+    assert result.passed, (result.problems, result.run.stdout.text[-3000:])
