@@ -204,3 +204,24 @@ def test_semantics_and_refusals(tmp_path: Path) -> None:
         p.stop()
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "8 passed" in out.stdout
+
+
+@pytest.mark.slow
+def test_a_candidate_server_that_never_starts_is_an_infrastructure_fault(
+        make_task: object, process_sandbox: object) -> None:
+    from verify_cli.grading import two_process
+    from verify_cli.grading.grader import GradeRequest, Grader, GradeStatus
+    from verify_cli.grading.workspace import Phase
+    from verify_cli.tasks.loader import load_task
+
+    runtime = two_process.two_process_runtime("pytest")
+    assert runtime is not None
+    broken = two_process.TwoProcessRuntime("pytest", ("/bin/false",), runtime.trusted_env, runtime.code_suffixes)
+    two_process.register_two_process_runtime(broken)
+    try:
+        task = load_task(make_task())  # type: ignore[operator]
+        result = Grader(process_sandbox).grade(GradeRequest(task, Phase.REFERENCE))  # type: ignore[arg-type]
+    finally:
+        two_process.register_two_process_runtime(runtime)
+    assert result.status is GradeStatus.INFRA_ERROR and result.score is None, result.problems
+    assert "cannot reach the candidate process" in result.problems[0]

@@ -36,7 +36,10 @@ from verify_wire import WireError
 
 CHANNEL_ENV = "VERIFY_CHANNEL"
 MODULES_ENV = "VERIFY_CANDIDATE_MODULES"
-CONNECT_SECONDS = 60.0
+CONNECT_SECONDS = 20.0
+#: Written to the results folder when the candidate server never came up: no candidate code
+#: has run by then, so that is the infrastructure's fault (the grader reports infra_error).
+NO_CANDIDATE_FILE = "verify-no-candidate-process.txt"
 #: Dunders the candidate may call on objects the tests passed in (besides public names).
 SERVED_DUNDERS = {"__call__", "__len__", "__iter__", "__next__", "__getitem__", "__contains__",
                   "__str__", "__repr__"}
@@ -68,6 +71,7 @@ class _Channel:
             except OSError as e:
                 sock.close()
                 if time.monotonic() > deadline:
+                    _mark_infrastructure_fault(f"cannot reach the candidate process at {self.path}: {e}")
                     raise CandidateUnavailable(f"cannot reach the candidate process: {e}") from None
                 time.sleep(0.005)
         self.peer = Peer(sock, "trusted", describe=_describe_trusted, make_remote=self.remote,
@@ -98,6 +102,16 @@ class _Channel:
 
 
 CHANNEL = _Channel()
+
+
+def _mark_infrastructure_fault(message: str) -> None:
+    results = os.environ.get("VERIFY_RESULTS_DIR", "")
+    if results:
+        try:
+            with open(os.path.join(results, NO_CANDIDATE_FILE), "w", encoding="utf-8") as fh:
+                fh.write(message)
+        except OSError:
+            pass
 
 
 def _echo_output(msg: dict[str, Any]) -> None:
