@@ -210,7 +210,7 @@ def test_semantics_and_refusals(tmp_path: Path) -> None:
 def test_a_candidate_server_that_never_starts_is_an_infrastructure_fault(
         make_task: object, process_sandbox: object) -> None:
     from verify_cli.grading import two_process
-    from verify_cli.grading.grader import GradeRequest, Grader, GradeStatus
+    from verify_cli.grading.grader import Grader, GradeRequest, GradeStatus
     from verify_cli.grading.workspace import Phase
     from verify_cli.tasks.loader import load_task
 
