@@ -1,0 +1,143 @@
+'use strict';
+// Preloaded in every node process of a two-process run on the trusted side
+// (NODE_OPTIONS=--require verify_node_standin, found through NODE_PATH).
+//
+// The tests never load the candidate's code: require() of a file the candidate may edit (the
+// task's editable globs, $VERIFY_CANDIDATE_FILES) returns a stand-in whose every use crosses the
+// channel ($VERIFY_CHANNEL) to the candidate server (node/candidate_server.js), which runs the
+// candidate in a sandbox of its own. Values come back as plain data; the candidate's objects and
+// functions as handles; its errors as errors of the same built-in type (or a subclass named like
+// the candidate's class), so assert.throws(fn, TypeError) works. ESM imports of candidate files
+// are refused (node/esm_guard.mjs): such a task declares isolation = "in-process".
+const path = require('node:path');
+const Module = require('node:module');
+
+const channelPath = process.env.VERIFY_CHANNEL;
+const filesJson = process.env.VERIFY_CANDIDATE_FILES;
+
+/** Not an Error, so that assert.throws(fn, Error) is never satisfied by a broken channel. */
+class ChannelBroken {
+  constructor(cause) {
+    this.name = 'ChannelBroken';
+    this.message = `two-process grading: the channel to the candidate's process broke (${cause && cause.message}); `
+      + 'every later call fails and the run cannot pass';
+    this.stack = `${this.name}: ${this.message}`;
+  }
+
+  toString() {
+    return this.stack;
+  }
+}
+
+function globRegex(pattern) {
+  let out = '';
+  for (let i = 0; i < pattern.length;) {
+    if (pattern.startsWith('**/', i)) {
+      out += '(?:.*/)?';
+      i += 3;
+    } else if (pattern.startsWith('**', i)) {
+      out += '.*';
+      i += 2;
+    } else if (pattern[i] === '*') {
+      out += '[^/]*';
+      i += 1;
+    } else if (pattern[i] === '?') {
+      out += '[^/]';
+      i += 1;
+    } else {
+      out += pattern[i].replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      i += 1;
+    }
+  }
+  return new RegExp(`^${out}$`);
+}
+
+const DENIED = new Set(['constructor', '__proto__', 'prototype', 'caller', 'arguments', '__defineGetter__',
+  '__defineSetter__', '__lookupGetter__', '__lookupSetter__']);
+
+function isAssertion(v) {
+  return v instanceof Error && (v.code === 'ERR_ASSERTION' || v.name === 'AssertionError');
+}
+
+/** What the candidate may do with the objects the tests gave it: call them, read and set plain
+ * attributes; never reach a constructor, a prototype, a function's source or a failed assertion. */
+function guard(op, obj, name) {
+  if (name === null) return;
+  if (typeof name !== 'string' || DENIED.has(name) || name.startsWith('__')) {
+    throw new TypeError(`the tests' objects do not serve ${op} ${String(name)}`);
+  }
+  if (typeof obj === 'function' && !(op === 'getattr' && (name === 'name' || name === 'length'))
+      && !(op === 'method' && (name === 'call' || name === 'apply'))) {
+    throw new TypeError(`the tests' functions can only be called (not ${op} ${name})`);
+  }
+  if (isAssertion(obj) && name !== 'name' && name !== 'code') {
+    throw new TypeError('a failed assertion of the tests is not readable');
+  }
+}
+
+function install() {
+  const { SyncChannel } = require('./node/channel.js');
+  const { Peer } = require('./node/rpc.js');
+  const workdir = path.resolve(process.env.VERIFY_WORKDIR || process.cwd());
+  const patterns = JSON.parse(filesJson || '[]').map(globRegex);
+  const cache = new Map();
+  let peer = null;
+
+  const connect = () => {
+    if (!peer) {
+      let channel;
+      try {
+        channel = new SyncChannel({ mode: 'connect', path: channelPath, connectSeconds: 20 });
+      } catch (e) {
+        process.exitCode = 1;
+        throw new ChannelBroken(e);
+      }
+      channel.unref();
+      peer = new Peer('trusted', channel, {
+        guard,
+        brokenAs: (e) => new ChannelBroken(e),
+        onBroken: (e) => {
+          process.exitCode = 1;
+          process.stderr.write(`verify: ${new ChannelBroken(e).message}\n`);
+        },
+      });
+      peer.codec.secret = isAssertion;
+    }
+    return peer;
+  };
+
+  const candidateFile = (request, parent) => {
+    if (typeof request !== 'string') return null;
+    if (!(request.startsWith('./') || request.startsWith('../') || request.startsWith('/') || request === '.' || request === '..')) return null;
+    const base = parent && parent.filename ? path.dirname(parent.filename) : process.cwd();
+    const abs = path.resolve(base, request);
+    for (const c of [abs, `${abs}.js`, `${abs}.cjs`, `${abs}.json`, path.join(abs, 'index.js')]) {
+      const rel = path.relative(workdir, c);
+      if (!rel || rel.startsWith('..') || path.isAbsolute(rel)) continue;
+      const posix = rel.split(path.sep).join('/');
+      if (patterns.some((re) => re.test(posix))) return posix;
+    }
+    return null;
+  };
+
+  const load = Module._load;
+  Module._load = function verifyLoad(request, parent, isMain) {
+    const rel = candidateFile(request, parent);
+    if (rel === null) return load.apply(this, arguments);
+    if (!cache.has(rel)) cache.set(rel, connect().request('import', { module: rel }));
+    return cache.get(rel);
+  };
+
+  try {
+    if (typeof Module.register === 'function') {
+      Module.register('./node/esm_guard.mjs', require('node:url').pathToFileURL(__filename), {
+        data: { workdir, files: JSON.parse(filesJson || '[]') },
+      });
+    }
+  } catch (e) {
+    // No loader hooks on this runtime: an ESM import of a candidate file then fails to resolve
+    // only when the file is absent; the task should declare isolation = "in-process".
+  }
+}
+
+if (channelPath && filesJson) install();
