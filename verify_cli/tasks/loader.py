@@ -19,6 +19,7 @@ from verify_cli.tasks.model import (
     TASK_FILE,
     TESTS_DIR,
     Environment,
+    Isolation,
     Scoring,
     ScoringPolicy,
     Task,
@@ -145,6 +146,7 @@ def _build(root: Path, d: dict[str, Any]) -> Task:
                           processes=int(lim.get("processes", 128)),
                           output_bytes=int(lim.get("output_bytes", 1048576))),
         editable=tuple(d["editable"]),
+        isolation=Isolation(d.get("isolation", Isolation.TWO_PROCESS.value)),
     )
 
 
