@@ -4,11 +4,11 @@
 //
 // The tests never load the candidate's code: require() of a file the candidate may edit (the
 // task's editable globs, $VERIFY_CANDIDATE_FILES) returns a stand-in whose every use crosses the
-// channel ($VERIFY_CHANNEL) to the candidate server (node/candidate_server.js), which runs the
+// channel ($VERIFY_CHANNEL) to the candidate server (candidate/node/candidate_server.js), which runs the
 // candidate in a sandbox of its own. Values come back as plain data; the candidate's objects and
 // functions as handles; its errors as errors of the same built-in type (or a subclass named like
 // the candidate's class), so assert.throws(fn, TypeError) works. ESM imports of candidate files
-// are refused (node/esm_guard.mjs): such a task declares isolation = "in-process".
+// are refused (candidate/node/esm_guard.mjs): such a task declares isolation = "in-process".
 const path = require('node:path');
 const Module = require('node:module');
 
@@ -76,8 +76,8 @@ function guard(op, obj, name) {
 }
 
 function install() {
-  const { SyncChannel } = require('./node/channel.js');
-  const { Peer } = require('./node/rpc.js');
+  const { SyncChannel } = require('./candidate/node/channel.js');
+  const { Peer } = require('./candidate/node/rpc.js');
   const workdir = path.resolve(process.env.VERIFY_WORKDIR || process.cwd());
   const patterns = JSON.parse(filesJson || '[]').map(globRegex);
   const cache = new Map();
@@ -130,7 +130,7 @@ function install() {
 
   try {
     if (typeof Module.register === 'function') {
-      Module.register('./node/esm_guard.mjs', require('node:url').pathToFileURL(__filename), {
+      Module.register('./candidate/node/esm_guard.mjs', require('node:url').pathToFileURL(__filename), {
         data: { workdir, files: JSON.parse(filesJson || '[]') },
       });
     }
