@@ -102,6 +102,7 @@ function install() {
         },
       });
       peer.codec.secret = isAssertion;
+      peer.codec.onHold = (held) => (held ? channel.worker.ref() : channel.worker.unref());
     }
     return peer;
   };

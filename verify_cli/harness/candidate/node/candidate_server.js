@@ -29,26 +29,37 @@ function importModule(msg, peer) {
   return new Encoded(peer.codec.encodeModule(require(file)));
 }
 
-function execProgram(msg) {
-  if (!Array.isArray(msg.argv) || !msg.argv.length || !msg.argv.every((a) => typeof a === 'string')) {
+const EXEC_OUTPUT_BYTES = 16 * 1024 * 1024;
+
+/** `exec`: run a program in this sandbox (how a CLI task's tests start the candidate). */
+function execProgram(msg, peer) {
+  const c = peer.codec;
+  const argv = c.decode(msg.argv);
+  if (!Array.isArray(argv) || !argv.length || !argv.every((a) => typeof a === 'string')) {
     throw new TypeError('exec needs argv, a non-empty list of strings');
   }
   const env = {};
-  if (msg.env && typeof msg.env === 'object') {
-    for (const [k, v] of Object.entries(msg.env)) if (typeof v === 'string') env[k] = v;
+  const envIn = msg.env === undefined || msg.env === null ? new Map() : c.decode(msg.env);
+  for (const [k, v] of envIn instanceof Map ? envIn : Object.entries(envIn)) {
+    if (typeof k === 'string' && typeof v === 'string') env[k] = v;
   }
-  const stdin = msg.stdin && typeof msg.stdin === 'object' && typeof msg.stdin.$bytes === 'string'
-    ? Buffer.from(msg.stdin.$bytes, 'base64') : (typeof msg.stdin === 'string' ? msg.stdin : undefined);
-  const timeout = msg.timeout && typeof msg.timeout === 'object' ? Number(msg.timeout.$float) : Number(msg.timeout);
+  const stdin = msg.stdin === undefined || msg.stdin === null ? undefined : c.decode(msg.stdin);
+  const timeout = msg.timeout === undefined || msg.timeout === null ? null : Number(c.decode(msg.timeout));
   const cwd = typeof msg.cwd === 'string' ? path.resolve(workdir, msg.cwd) : workdir;
-  if (!inside(workdir, cwd)) throw new Error('exec: cwd is outside the work folder');
-  const r = spawnSync(msg.argv[0], msg.argv.slice(1), {
-    input: stdin, env: Object.assign({}, process.env, env), cwd,
-    timeout: Number.isFinite(timeout) && timeout > 0 ? Math.round(timeout * 1000) : undefined,
-    maxBuffer: 64 * 1024 * 1024,
+  const r = spawnSync(argv[0], argv.slice(1), {
+    input: stdin, env: msg.env ? env : process.env, cwd,
+    timeout: timeout !== null && Number.isFinite(timeout) && timeout > 0 ? Math.ceil(timeout * 1000) : undefined,
+    killSignal: 'SIGKILL',
+    maxBuffer: EXEC_OUTPUT_BYTES,
   });
-  if (r.error && r.error.code === 'ENOENT') throw Object.assign(new Error(`no such program: ${msg.argv[0]}`), { code: 'ENOENT' });
-  return { returncode: r.status === null ? -1 : r.status, stdout: r.stdout || Buffer.alloc(0), stderr: r.stderr || Buffer.alloc(0) };
+  if (r.error && r.error.code === 'ETIMEDOUT') {
+    throw Object.assign(new Error(`${argv[0]} timed out after ${timeout} s`), { name: 'TimeoutError' });
+  }
+  if (r.error && r.error.code === 'ENOENT') throw Object.assign(new Error(`no such program: ${argv[0]}`), { code: 'ENOENT' });
+  const out = (b) => (b || Buffer.alloc(0)).subarray(0, EXEC_OUTPUT_BYTES);
+  const returncode = r.status !== null ? r.status : -(require('node:os').constants.signals[r.signal] || 9);
+  return new Encoded({ $dict: [['returncode', returncode], ['stdout', c.encode(out(r.stdout))],
+    ['stderr', c.encode(out(r.stderr))]] });
 }
 
 function main() {
@@ -67,7 +78,7 @@ function main() {
   const peer = new Peer('candidate', channel, {
     ops: {
       import: (msg, p) => importModule(msg, p),
-      exec: (msg) => execProgram(msg),
+      exec: (msg, p) => execProgram(msg, p),
     },
     onBroken: () => {
       // The trusted side went away (or sent garbage): nothing left to serve on this connection.

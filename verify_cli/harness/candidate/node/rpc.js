@@ -136,7 +136,8 @@ class Peer {
   handle(msg) {
     const c = this.codec;
     const args = () => {
-      if (msg.kwargs && typeof msg.kwargs === 'object' && Object.keys(msg.kwargs).length) {
+      const kw = msg.kwargs;
+      if (kw && typeof kw === 'object' && (Array.isArray(kw.$dict) ? kw.$dict.length : Object.keys(kw).length)) {
         throw new TypeError('JavaScript functions take no keyword arguments');
       }
       if (!Array.isArray(msg.args)) throw new ProtocolError('args is not a list');

@@ -8,6 +8,7 @@
 const { ProtocolError } = require('./channel.js');
 
 const MAX_DEPTH = 100;
+const NO_KWARGS = Object.freeze({ $dict: [] });
 const BUILTIN_ERRORS = {
   Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError, URIError,
   AggregateError: typeof AggregateError === 'function' ? AggregateError : Error,
@@ -99,6 +100,8 @@ class Codec {
     this.classMethods = new Map(); // their class handle id -> Set of method names
     this.sentMethods = new Set(); // our class handle ids whose method names went out already
     this.secret = null; // (object) -> true when its content must not cross (set by the trusted side)
+    this.asyncHolds = 0; // then() calls on the other side's thenables whose callbacks are pending
+    this.onHold = null; // (held: boolean) -> keep this process alive while such a call is pending
   }
 
   // ---- our objects ----------------------------------------------------------------------
@@ -166,11 +169,18 @@ class Codec {
       out.fields = fields;
       return out;
     }
+    if (Array.isArray(v) || stack.includes(v)) {
+      out.fields = fields; // a container that holds itself: its items are read through getattr
+      return out;
+    }
     stack.push(v);
     try {
       for (const key of Object.keys(v)) {
         const desc = Object.getOwnPropertyDescriptor(v, key);
-        if (desc && 'value' in desc && typeof desc.value !== 'function') fields[key] = this.encode(desc.value, depth + 1, stack);
+        if (desc && 'value' in desc && typeof desc.value !== 'function'
+            && !(desc.value !== null && typeof desc.value === 'object' && stack.includes(desc.value))) {
+          fields[key] = this.encode(desc.value, depth + 1, stack);
+        }
       }
     } finally {
       stack.pop();
@@ -207,6 +217,10 @@ class Codec {
 
   encode(v, depth = 0, stack = []) {
     if (depth > MAX_DEPTH) throw new ProtocolError('a value nests deeper than the limit (100)');
+    if ((typeof v === 'function' || typeof v === 'object') && v !== null) {
+      const theirs = this.remoteInfo.get(v);
+      if (theirs) return { $handle: theirs.id, owner: this.other };
+    }
     switch (typeof v) {
       case 'undefined': return { $undefined: true };
       case 'boolean':
@@ -218,8 +232,6 @@ class Codec {
       default: break;
     }
     if (v === null) return null;
-    const theirs = this.remoteInfo.get(v);
-    if (theirs) return { $handle: theirs.id, owner: this.other };
     if (stack.includes(v)) return this.encodeHandle(v, depth, stack);
     stack.push(v);
     try {
@@ -368,12 +380,39 @@ class Codec {
       const codec = this;
       fn = function (...args) {
         const self = codec.remoteInfo.get(this);
-        return codec.cross('method', { target: self ? self.id : id, name, args: args.map((a) => codec.encode(a)), kwargs: {} });
+        return codec.cross('method', { target: self ? self.id : id, name, args: args.map((a) => codec.encode(a)), kwargs: NO_KWARGS });
       };
       Object.defineProperty(fn, 'name', { value: name });
       cache.set(name, fn);
     }
     return fn;
+  }
+
+  /** `then` of the other side's thenable (a candidate's Promise): while its callbacks are
+   * pending, onHold(true) keeps this process alive, as the promise would in-process. */
+  thenFunction(id) {
+    const codec = this;
+    return function then(onFulfilled, onRejected) {
+      let held = true;
+      codec.asyncHolds += 1;
+      if (codec.asyncHolds === 1 && codec.onHold) codec.onHold(true);
+      const release = () => {
+        if (!held) return;
+        held = false;
+        codec.asyncHolds -= 1;
+        if (codec.asyncHolds === 0 && codec.onHold) codec.onHold(false);
+      };
+      const wrap = (f) => (typeof f === 'function' ? (...a) => {
+        release();
+        return f(...a);
+      } : f);
+      try {
+        return codec.cross('method', { target: id, name: 'then', args: [wrap(onFulfilled), wrap(onRejected)].map((a) => codec.encode(a)), kwargs: NO_KWARGS });
+      } catch (e) {
+        release();
+        throw e;
+      }
+    };
   }
 
   makeStandIn(id, info) {
@@ -386,16 +425,25 @@ class Codec {
       target = function () {};
       Object.defineProperty(target, 'name', { value: info.type });
     } else {
-      target = Object.create(this.protoFor(info.cls, info));
+      target = Object.create(info.bases.length ? errorClassFor(info.type, info.bases).prototype : this.protoFor(info.cls, info));
       if (info.bases.length) {
         Object.defineProperty(target, 'message', { value: info.message, writable: true, configurable: true });
       }
     }
     const handler = {
       get(t, key) {
-        if (key === 'prototype' && callable) return codec.protoFor(id, info);
+        if (key === 'prototype' && callable) {
+          // An error class: the prototype of the errors built for it (decodeError), so that
+          // assert.throws(fn, mod.MyError) and instanceof see the candidate's errors as its.
+          return info.bases.length ? errorClassFor(info.type, info.bases).prototype : codec.protoFor(id, info);
+        }
         const name = nameOf(key);
         if (name === undefined) return Reflect.get(t, key);
+        if (name === 'then' && !callable && !Object.prototype.hasOwnProperty.call(t, key)) {
+          const known = codec.classMethods.get(info.cls);
+          const has = known ? known.has('then') : typeof codec.cross('getattr', { target: id, name }) === 'function';
+          return has ? codec.thenFunction(id) : undefined;
+        }
         if (!callable && !Object.prototype.hasOwnProperty.call(t, key)) {
           const known = codec.classMethods.get(info.cls);
           if (known && known.has(name)) return codec.methodFunction(methods, id, name);
@@ -410,13 +458,13 @@ class Codec {
         return true;
       },
       apply(t, thisArg, args) {
-        const fields = { target: id, args: args.map((a) => codec.encode(a)), kwargs: {} };
+        const fields = { target: id, args: args.map((a) => codec.encode(a)), kwargs: NO_KWARGS };
         const self = codec.remoteInfo.get(thisArg);
         if (self) fields.this = { $handle: self.id, owner: codec.other };
         return codec.cross('call', fields);
       },
       construct(t, args) {
-        const out = codec.cross('call', { target: id, args: args.map((a) => codec.encode(a)), kwargs: {}, new: true });
+        const out = codec.cross('call', { target: id, args: args.map((a) => codec.encode(a)), kwargs: NO_KWARGS, new: true });
         if (out === null || (typeof out !== 'object' && typeof out !== 'function')) {
           throw new TypeError(`${info.type || 'the constructor'} did not return an object`);
         }
@@ -442,10 +490,10 @@ class Codec {
     // comes back as the very same object if the code under test lets it through.
     const byValue = this.side === 'candidate';
     if (byValue && e !== null && typeof e === 'object' && !this.remoteInfo.has(e) && e instanceof Error) {
-      const type = typeof e.name === 'string' && e.name ? e.name : 'Error';
       const bases = errorChain(e);
-      if (!bases.includes(type)) bases.unshift(type);
+      const type = bases[0] || 'Error';
       const fields = {};
+      if (typeof e.name === 'string' && e.name !== type) fields.name = e.name;
       for (const key of ['code', 'errno', 'syscall', 'path']) {
         const v = Object.getOwnPropertyDescriptor(e, key);
         if (v && 'value' in v && (typeof v.value === 'string' || typeof v.value === 'number')) fields[key] = v.value;
@@ -456,12 +504,12 @@ class Codec {
       } catch (err) {
         message = '<unreadable message>';
       }
-      return { type, bases, message, args: [message], fields };
+      return { type, module: '', bases, message, args: [message], fields };
     }
     // Not an Error of ours (a primitive, a plain object, an object of the other side): it
     // crosses as a value and the receiver throws exactly that.
     const value = this.encode(e);
-    return { type: '', bases: [], message: '', args: [], value };
+    return { type: '', module: '', bases: [], message: '', args: [], value };
   }
 
   /** What to throw for an error document received in a response. */
@@ -475,10 +523,12 @@ class Codec {
     const e = cls === AggregateError ? new AggregateError([], message) : new cls(message);
     if (err.fields && typeof err.fields === 'object') {
       for (const [k, v] of Object.entries(err.fields)) {
-        if (typeof v === 'string' || typeof v === 'number') e[k] = v;
+        if (typeof v === 'string' || typeof v === 'number') {
+          Object.defineProperty(e, k, { value: v, writable: true, enumerable: k !== 'name', configurable: true });
+        }
       }
     }
-    e.stack = `${type}: ${message}\n    at <the other process>`;
+    e.stack = `${e.name}: ${message}\n    at <the other process>`;
     return e;
   }
 }
