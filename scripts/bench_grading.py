@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Graded runs per second, cold and warm, on every available sandbox backend, side by side.
+"""Graded runs per second, cold and warm, in-process and two-process, on every available
+sandbox backend, side by side (plus one stand-in call's round trip).
 
     python scripts/bench_grading.py [--task sample_tasks/coding-interval-merge] [--runs 40]
                                     [--jobs 1] [--backends bwrap,docker] [--json]
@@ -13,6 +14,7 @@ session forked from a warmed interpreter on the host with no sandbox at all.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -34,7 +36,7 @@ from verify_cli.grading.workspace import lay_out  # noqa: E402
 from verify_cli.sandbox.environment import HARNESS_DIR  # noqa: E402
 from verify_cli.sandbox.registry import create_sandbox, sandbox_class  # noqa: E402
 from verify_cli.tasks import load_task  # noqa: E402
-from verify_cli.tasks.model import Task  # noqa: E402
+from verify_cli.tasks.model import Isolation, Task  # noqa: E402
 
 SEED = 1
 POOL_SIZE = 2  # check-tasks' default --pool-size
@@ -42,6 +44,12 @@ POOL_SIZE = 2  # check-tasks' default --pool-size
 
 def _requests(task: Task, n: int) -> list[GradeRequest]:
     return [GradeRequest(task, Phase.REFERENCE, seed=SEED, label=str(i)) for i in range(n)]
+
+
+def _in_process(task: Task) -> Task:
+    """The task graded in-process (the candidate imported into the test process): the
+    baseline rows ("cold", "warm") measure this, as before two-process grading."""
+    return dataclasses.replace(task, isolation=Isolation.IN_PROCESS)
 
 
 def _timed(grader: Grader, task: Task, runs: int, jobs: int) -> tuple[float, list[GradeResult]]:
@@ -73,10 +81,76 @@ def _row(backend: str, mode: str, seconds: float, results: list[GradeResult],
             **extra}
 
 
+def bench_two_process(name: str, task: Task, runs: int, jobs: int) -> list[dict[str, Any]]:
+    """Cold and warm rows of two-process grading on backend ``name`` (where it has it)."""
+    rows: list[dict[str, Any]] = []
+    with create_sandbox(name, pool_size=POOL_SIZE) as box:
+        if not box.two_process:
+            return [{"backend": name, "mode": "two-process", "unavailable":
+                     f"{name} grades in-process (no two-process support)"}]
+        cold = Grader(box)
+        list(cold.grade_many(_requests(task, jobs), jobs=jobs))
+        seconds, results = _timed(cold, task, runs, jobs)
+        rows.append(_row(name, "cold two-process", seconds, results))
+        with Grader(box, warm=True) as warm:
+            list(warm.grade_many(_requests(task, jobs), jobs=jobs))  # starts the workers
+            stats = warm.warm_stats
+            before = stats.warm_runs if stats else 0
+            seconds, results = _timed(warm, task, runs, jobs)
+            stats = warm.warm_stats
+            rows.append(_row(name, "warm two-process", seconds, results,
+                             runs_warm=(stats.warm_runs - before) if stats else 0))
+    return rows
+
+
+_ROUND_TRIP = r"""
+import json, os, subprocess, sys, tempfile, time
+harness, n = sys.argv[1], int(sys.argv[2])
+work = tempfile.mkdtemp(prefix="verify-rtt-")
+with open(os.path.join(work, "rtt_mod.py"), "w") as fh:
+    fh.write("def echo(x):\n    return x\n")
+channel = os.path.join(work, "channel.sock")
+env = {**os.environ, "VERIFY_CHANNEL": channel, "PYTHONPATH": os.path.join(harness, "candidate")}
+server = subprocess.Popen([sys.executable, os.path.join(harness, "candidate", "verify_candidate_server.py")],
+                          cwd=work, env=env)
+try:
+    os.environ.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_MODULES=json.dumps(["rtt_mod"]),
+                      VERIFY_WORKDIR=work)
+    sys.path.insert(0, harness)
+    import verify_standin
+    verify_standin.install()
+    import rtt_mod
+    echo = rtt_mod.echo
+    for _ in range(200):
+        echo(1)
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        echo([1, "two", 3.0])
+        samples.append(time.perf_counter() - t)
+    samples.sort()
+    print(json.dumps({"median_us": samples[n // 2] * 1e6, "p90_us": samples[int(n * 0.9)] * 1e6}))
+finally:
+    server.kill()
+"""
+
+
+def bench_round_trip(n: int = 2000) -> dict[str, Any] | None:
+    """One stand-in call's round trip (a list of three values each way), no sandbox."""
+    out = subprocess.run([sys.executable, "-c", _ROUND_TRIP, str(HARNESS_DIR), str(n)],
+                         capture_output=True, text=True, timeout=300, check=False)
+    try:
+        return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        return None
+
+
 def bench_backend(name: str, task: Task, runs: int, jobs: int,
                   bodies: list[float]) -> list[dict[str, Any]]:
     """Cold and warm rows for backend ``name``; appends each run's test-body time to ``bodies``."""
     rows: list[dict[str, Any]] = []
+    two_process_task = task
+    task = _in_process(task)
     # Pools as check-tasks keeps them (--pool-size 2): docker's warm runs need pooled containers.
     with create_sandbox(name, pool_size=POOL_SIZE) as box:
         cold = Grader(box)
@@ -113,6 +187,7 @@ def bench_backend(name: str, task: Task, runs: int, jobs: int,
                 seconds, results = _timed_ready(warm, box, task, runs)
                 rows.append(_row(name, "warm, container ready", seconds, results,
                                  runs_warm=stats.warm_runs - before))
+    rows.extend(bench_two_process(name, two_process_task, runs, jobs))
     return rows
 
 
@@ -223,8 +298,16 @@ def main(argv: list[str] | None = None) -> int:
                 "warm_time_over_inprocess_pytest": (
                     round(w["seconds_per_run"] / inproc["seconds_per_run"], 2) if inproc else None),
             }
+    for name in {r["backend"] for r in rows if r["backend"] != "floor"}:
+        by_mode = {r["mode"]: r for r in rows if r["backend"] == name}
+        for mode in ("cold", "warm"):
+            one, two = by_mode.get(mode), by_mode.get(f"{mode} two-process")
+            if one and two and "seconds_per_run" in one and "seconds_per_run" in two:
+                ratios.setdefault(name, {})[f"two_process_over_in_process_{mode}"] = round(
+                    two["seconds_per_run"] / one["seconds_per_run"], 2)
+    rtt = bench_round_trip()
     report = {"task": task.id, "runs": opts.runs, "jobs": opts.jobs, "rows": rows, "ratios": ratios,
-              "skipped_backends": skipped, "cpus": os.cpu_count()}
+              "skipped_backends": skipped, "cpus": os.cpu_count(), "call_round_trip": rtt}
     if opts.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -250,9 +333,16 @@ def main(argv: list[str] | None = None) -> int:
     for name, why in skipped.items():
         print(f"{name:8} {'(skipped)':40} {'':>5} {'':>8} {'':>8}  {why}")
     for name, rt in sorted(ratios.items()):
-        print(f"{name}: warm/cold speed-up {rt['warm_speedup_over_cold']}x (target >= 10x); "
-              f"warm time / test-body floor {rt['warm_time_over_test_bodies']}x (target <= 3x); "
-              f"warm time / in-process pytest {rt['warm_time_over_inprocess_pytest']}x")
+        if "warm_speedup_over_cold" in rt:
+            print(f"{name}: warm/cold speed-up {rt['warm_speedup_over_cold']}x (target >= 10x); "
+                  f"warm time / test-body floor {rt['warm_time_over_test_bodies']}x (target <= 3x); "
+                  f"warm time / in-process pytest {rt['warm_time_over_inprocess_pytest']}x")
+        if "two_process_over_in_process_warm" in rt:
+            print(f"{name}: two-process / in-process, warm {rt['two_process_over_in_process_warm']}x "
+                  f"(target <= 1.5x), cold {rt.get('two_process_over_in_process_cold')}x")
+    if rtt:
+        print(f"one stand-in call round trip: median {rtt['median_us']:.0f} us, p90 {rtt['p90_us']:.0f} us "
+              "(target < 200 us; no sandbox)")
     return 0
 
 

@@ -24,7 +24,13 @@ from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, pars
 from verify_cli.grading.node_seal import check_node_seal, node_seal_command
 from verify_cli.grading.scoring import score as policy_score
 from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV, new_seal_key, read_seals
-from verify_cli.grading.two_process import IN_PROCESS, IsolationPlan, candidate_process, plan_isolation
+from verify_cli.grading.two_process import (
+    IN_PROCESS,
+    NO_CANDIDATE_FILE,
+    IsolationPlan,
+    candidate_process,
+    plan_isolation,
+)
 from verify_cli.grading.warm import WarmRunner, WarmStats
 from verify_cli.grading.workspace import Phase, lay_out
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Sandbox, Verdict
@@ -222,6 +228,11 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
     common = dict(task_id=task.id, phase=req.phase, run=run, ignored_files=ignored, seed=req.seed,
                   label=req.label, isolation=isolation.mode if isolation else IN_PROCESS,
                   isolation_notes=isolation.notes if isolation else ())
+    if NO_CANDIDATE_FILE in run.results and isolation is not None and isolation.two_process:
+        # The candidate server never answered: nothing of the candidate had run yet.
+        reason = run.results[NO_CANDIDATE_FILE].decode("utf-8", "replace")[:500]
+        run = replace(run, verdict=Verdict.INFRA_ERROR, message=f"two-process grading: {reason}")
+        common["run"] = run
     if run.verdict.is_infrastructure:
         return GradeResult(status=GradeStatus.INFRA_ERROR, score=None, passed=False, tests=(),
                            problems=(f"sandbox {run.verdict.value}: {run.message}",),

@@ -34,6 +34,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -46,15 +47,17 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.grading.workspace import Phase
-from verify_cli.harness.warm_worker import WARMUP_TEST
+from verify_cli.harness.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, WARMUP_TEST
 from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
-from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES
+from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, candidate_argv
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import (
+    CHANNEL_SOCKET,
     SANDBOX_HARNESS,
     SANDBOX_RESULTS,
     SANDBOX_TMP,
     SANDBOX_WORKDIR,
+    candidate_exec_prefix,
     pinned_environment,
 )
 from verify_cli.sandbox.local import RESULTS_MAX_FILES, LocalSandbox, Prepared, read_results_dir
@@ -494,6 +497,11 @@ class _Worker:
             "results_bytes": min(limits.file_bytes, RESULTS_FOLDER_BYTES),
             "results_files": RESULTS_MAX_FILES * 2, "report_imports": report_imports,
         }
+        if spec.candidate is not None:
+            request["candidate"] = {
+                "argv": candidate_argv(spec.candidate, work_source=CANDIDATE_WORK,
+                                       channel_source=CANDIDATE_CHANNEL),
+                "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private)}
         results_fd: int | None = None
         drains: list[threading.Thread] = []
         start = time.monotonic()
@@ -748,9 +756,14 @@ class WarmPool:
     @staticmethod
     def _job_env(spec: RunSpec) -> dict[str, str]:
         """The environment a cold run of ``spec`` gets in the sandbox (bwrap's)."""
+        extra = dict(spec.env)
+        if spec.candidate is not None:
+            channel = f"{CANDIDATE_CHANNEL}/{CHANNEL_SOCKET}"
+            extra.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=candidate_exec_prefix(
+                sys.executable, SANDBOX_HARNESS, channel))
         return pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                   harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
-                                  path=runtime_path(), extra=spec.env)
+                                  path=runtime_path(), extra=extra)
 
     def _acquire(self, key: WorkerKey) -> _Worker | None:
         with self._cond:
@@ -892,8 +905,8 @@ class WarmRunner:
         return result
 
     def run(self, task: Task, phase: Phase, spec: RunSpec) -> RunResult:
-        if spec.candidate is not None:
-            # Two-process runs are not forked from warm workers yet: cold, same verdicts.
+        if spec.candidate is not None and (self.direct or self.pool is None):
+            # Two-process runs fork from the bwrap warm workers only; elsewhere cold.
             return self.sandbox.run(spec)
         if self.direct:
             return self._run_direct(task, spec)

@@ -27,6 +27,8 @@ import time
 import types
 from typing import Any
 
+import pytest
+
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
 
 from verify_peer import ChannelClosed, Peer, RemoteError
@@ -34,7 +36,10 @@ from verify_wire import WireError
 
 CHANNEL_ENV = "VERIFY_CHANNEL"
 MODULES_ENV = "VERIFY_CANDIDATE_MODULES"
-CONNECT_SECONDS = 60.0
+CONNECT_SECONDS = 20.0
+#: Written to the results folder when the candidate server never came up: no candidate code
+#: has run by then, so that is the infrastructure's fault (the grader reports infra_error).
+NO_CANDIDATE_FILE = "verify-no-candidate-process.txt"
 #: Dunders the candidate may call on objects the tests passed in (besides public names).
 SERVED_DUNDERS = {"__call__", "__len__", "__iter__", "__next__", "__getitem__", "__contains__",
                   "__str__", "__repr__"}
@@ -66,10 +71,11 @@ class _Channel:
             except OSError as e:
                 sock.close()
                 if time.monotonic() > deadline:
+                    _mark_infrastructure_fault(f"cannot reach the candidate process at {self.path}: {e}")
                     raise CandidateUnavailable(f"cannot reach the candidate process: {e}") from None
                 time.sleep(0.005)
         self.peer = Peer(sock, "trusted", describe=_describe_trusted, make_remote=self.remote,
-                         dispatch=_serve_candidate, on_answer=_echo_output)
+                         dispatch=_serve_candidate, on_answer=_echo_output, remote_ref=_candidate_ref)
         return self.peer
 
     def remote(self, desc: dict[str, Any]) -> Any:
@@ -98,6 +104,16 @@ class _Channel:
 CHANNEL = _Channel()
 
 
+def _mark_infrastructure_fault(message: str) -> None:
+    results = os.environ.get("VERIFY_RESULTS_DIR", "")
+    if results:
+        try:
+            with open(os.path.join(results, NO_CANDIDATE_FILE), "w", encoding="utf-8") as fh:
+                fh.write(message)
+        except OSError:
+            pass
+
+
 def _echo_output(msg: dict[str, Any]) -> None:
     """What candidate code printed during a call, into this process's (captured) streams."""
     out, err = msg.get("stdout"), msg.get("stderr")
@@ -105,6 +121,17 @@ def _echo_output(msg: dict[str, Any]) -> None:
         sys.stdout.write(out)
     if type(err) is str and err:
         sys.stderr.write(err)
+
+
+def _candidate_ref(obj: Any) -> dict[str, Any] | None:
+    """A stand-in of a candidate object goes back as that object."""
+    if isinstance(obj, CandidateObject):
+        return _ref(object.__getattribute__(obj, "_desc"))
+    if isinstance(obj, (CandidateNamedTuple, _CandidateClassMeta)):
+        return _ref(obj._desc)
+    if isinstance(obj, CandidateModule) and isinstance(obj.__dict__.get("_verify_desc"), dict):
+        return _ref(obj.__dict__["_verify_desc"])
+    return None
 
 
 def _describe_trusted(obj: Any) -> dict[str, Any]:
@@ -197,12 +224,19 @@ def rebuild_exception(payload: dict[str, Any]) -> BaseException:
     if module == "builtins" and isinstance(builtin, type) and issubclass(builtin, BaseException) \
             and name not in _SUBSTITUTES:
         try:
-            return builtin(*args)
+            return _with_trace(builtin(*args), payload)
         except Exception:
-            return builtin(message)
+            return _with_trace(builtin(message), payload)
     cls = standin_exception(module, name, bases)
     exc = cls(*args)
     exc._verify_message = message  # type: ignore[attr-defined]
+    return _with_trace(exc, payload)
+
+
+def _with_trace(exc: BaseException, payload: dict[str, Any]) -> BaseException:
+    trace = payload.get("traceback")
+    if type(trace) is str and trace:
+        exc.add_note("in the candidate process:\n" + trace.rstrip())
     return exc
 
 
@@ -356,10 +390,14 @@ class CandidateNamedTuple(tuple):
         self._desc = desc
         return self
 
+    def __getattribute__(self, name: str) -> Any:
+        if not name.startswith("_"):  # fields first, as a named tuple's own properties are
+            fields = tuple.__getattribute__(self, "_desc").get("fields") or {}
+            if name in fields:
+                return fields[name]
+        return tuple.__getattribute__(self, name)
+
     def __getattr__(self, name: str) -> Any:
-        fields = self._desc.get("fields") or {}
-        if name in fields:
-            return fields[name]
         return _cross("getattr", target=_ref(self._desc), name=name)
 
     def __repr__(self) -> str:
@@ -470,12 +508,15 @@ class StandInFinder(importlib.abc.MetaPathFinder):
 
 
 def install() -> StandInFinder | None:
-    """Put the stand-in importer in place (once), when this run grades two-process."""
+    """Put this session's stand-in importer in place, when the run grades two-process.
+
+    Per session, not per import of this module: a warm worker imports the plugin once and
+    forks one run per candidate, each with its own channel and modules."""
+    global CHANNEL
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, StandInFinder)]
+    CHANNEL = _Channel()
     if not os.environ.get(CHANNEL_ENV):
         return None
-    for finder in sys.meta_path:
-        if isinstance(finder, StandInFinder):
-            return finder
     try:
         modules = [str(m) for m in json.loads(os.environ.get(MODULES_ENV, "[]"))]
     except ValueError:
@@ -487,7 +528,21 @@ def install() -> StandInFinder | None:
     finder = StandInFinder(modules, workdir, dirs)
     sys.meta_path.insert(0, finder)
     importlib.invalidate_caches()
+    _no_core_dumps()
     return finder
 
 
-install()
+def _no_core_dumps() -> None:
+    """Not dumpable: a process of the same user cannot read this one's memory (the seal key)
+    through /proc, should a test start one here."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except Exception:
+        pass
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> None:
+    install()

@@ -167,13 +167,70 @@ def isolate(job: dict[str, Any]) -> int:
     _mount("tmpfs", "/dev/shm", "tmpfs", flags, "mode=0755")
     _mount("tmpfs", RESULTS, "tmpfs", flags,
            f"size={int(job['results_bytes'])},nr_inodes={int(job['results_files'])},mode=0755")
-    _copy_tree(f"{JOBS_MOUNT}/{job['id']}", WORKDIR)
+    candidate = job.get("candidate")
+    if candidate:
+        _lay_out_two_process(f"{JOBS_MOUNT}/{job['id']}", candidate, flags)
+    else:
+        _copy_tree(f"{JOBS_MOUNT}/{job['id']}", WORKDIR)
     # Hide every job folder (this run's and any other) behind an empty read-only file system.
     _mount("tmpfs", JOBS_MOUNT, "tmpfs", flags | _MS_RDONLY, "size=4k,mode=0555")
     _loopback_up()
     _drop_capabilities()
     # The host reads the results through this handle once every process of the run is dead.
     return os.open(RESULTS, os.O_RDONLY | os.O_DIRECTORY)
+
+
+#: Two-process runs: the work folder as the candidate sees it (no mounts over it) and the
+#: channel folder, both inside the run's fresh /dev/shm.
+CANDIDATE_WORK = "/dev/shm/verify-work"
+CANDIDATE_CHANNEL = "/dev/shm/verify-channel"
+
+
+def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int) -> None:
+    """The work folder without the test folders, a second view of it for the candidate, then
+    (in this run's view only) the test folders bound read-only and the candidate's code files
+    covered: the tests reach that code only through the channel."""
+    hidden = {str(h) for h in candidate.get("hidden", [])}
+    with os.scandir(src) as it:
+        for entry in it:
+            if entry.name in hidden:
+                continue
+            target = os.path.join(WORKDIR, entry.name)
+            if entry.is_symlink():
+                os.symlink(os.readlink(entry.path), target)
+            elif entry.is_dir():
+                os.mkdir(target, entry.stat().st_mode & 0o777)
+                _copy_tree(entry.path, target)
+            elif entry.is_file():
+                with open(entry.path, "rb") as fin, open(target, "xb") as fout:
+                    fout.write(fin.read())
+                os.chmod(target, entry.stat().st_mode & 0o777)
+    os.makedirs(CANDIDATE_WORK)
+    _mount(WORKDIR, CANDIDATE_WORK, None, _MS_BIND)  # not recursive: none of the mounts below
+    os.makedirs(CANDIDATE_CHANNEL, mode=0o755)
+    for rel in sorted(hidden):
+        folder = os.path.join(src, rel)
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            target = os.path.join(WORKDIR, rel)
+            os.makedirs(target, exist_ok=True)
+            _mount(folder, target, None, _MS_BIND | _MS_REC)
+            _mount("none", target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags)
+    for rel in candidate.get("private", []):
+        target = os.path.join(WORKDIR, str(rel))
+        if os.path.isfile(target) and not os.path.islink(target):
+            _mount("/dev/null", target, None, _MS_BIND)
+
+
+def start_candidate(job: dict[str, Any]) -> None:
+    """Start the run's candidate process (its own sandbox: a bwrap command line built by the
+    host) with nothing of this process's environment."""
+    candidate = job.get("candidate")
+    if not candidate:
+        return
+    import subprocess
+
+    subprocess.Popen([str(a) for a in candidate["argv"]], env={"PATH": "/usr/bin:/bin"},
+                     stdin=subprocess.DEVNULL, close_fds=True, cwd="/")
 
 
 def _exit_code_of(exc: SystemExit) -> int:
@@ -286,6 +343,7 @@ def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.so
         os.environ.update(job["env"])
         time.tzset()
         _reseed_copied_generators()
+        start_candidate(job)
     except BaseException as e:
         try:
             job_sock.sendall(json.dumps({"op": "setup_error",

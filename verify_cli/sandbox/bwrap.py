@@ -124,7 +124,15 @@ def _trusted_argv(source: Path, candidate: CandidateProcess) -> list[str]:
     return [*argv, "--chdir", SANDBOX_WORKDIR, "--"]
 
 
-def _candidate_argv(spec: RunSpec, candidate: CandidateProcess) -> list[str]:
+def candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_WORKDIR,
+                   channel_source: str = SANDBOX_CHANNEL_DIR) -> list[str]:
+    """:func:`_candidate_argv` for a process whose work folder and channel folder are at
+    ``work_source`` and ``channel_source`` (the warm worker's run children)."""
+    return _candidate_argv(candidate, work_source=work_source, channel_source=channel_source)
+
+
+def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_WORKDIR,
+                    channel_source: str = SANDBOX_CHANNEL_DIR) -> list[str]:
     """The inner bwrap that starts the candidate process from inside the run's sandbox.
 
     Its own user, pid, IPC, network and UTS namespaces (no further user namespaces), no /proc,
@@ -143,8 +151,8 @@ def _candidate_argv(spec: RunSpec, candidate: CandidateProcess) -> list[str]:
             argv += ["--ro-bind", d, d]
     for f in (*_ETC_FILES, "/etc/passwd", "/etc/group"):
         argv += ["--ro-bind-try", f, f]
-    argv += ["--dev", "/dev", "--bind", SANDBOX_TMP, SANDBOX_TMP, "--bind", SANDBOX_WORKDIR, SANDBOX_WORKDIR]
-    argv += ["--bind", SANDBOX_CHANNEL_DIR, SANDBOX_CHANNEL_DIR,
+    argv += ["--dev", "/dev", "--bind", SANDBOX_TMP, SANDBOX_TMP, "--bind", work_source, SANDBOX_WORKDIR]
+    argv += ["--bind", channel_source, SANDBOX_CHANNEL_DIR,
              "--ro-bind", f"{SANDBOX_HARNESS}/candidate", SANDBOX_CANDIDATE_HARNESS,
              *runtime_binds(), "--chdir", SANDBOX_WORKDIR]
     env = candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
@@ -197,7 +205,7 @@ class BwrapSandbox(LocalSandbox):
                     f'  if [ -e "$f" ] || [ -L "$f" ]; then cp -R "$f" {SANDBOX_WORKDIR}/ || exit; fi\n'
                     'done\n'
                     f'cd {SANDBOX_WORKDIR} || exit\n'
-                    + shlex.join(_candidate_argv(spec, spec.candidate)) + " &\n")
+                    + shlex.join(_candidate_argv(spec.candidate)) + " &\n")
             command = [*_trusted_argv(source, spec.candidate), *command]
         argv += [*runtime_binds(), "--chdir", SANDBOX_WORKDIR, "--"]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,

@@ -73,7 +73,8 @@ class CandidateSide:
 
     def __init__(self, sock: socket.socket) -> None:
         self.peer = Peer(sock, "candidate", describe=self.describe, make_remote=self.remote,
-                         dispatch=self.dispatch, reply_extras=self.reply_extras)
+                         dispatch=self.dispatch, reply_extras=self.reply_extras,
+                         remote_ref=_trusted_ref)
         self._describing: set[int] = set()
         self.output = ("", "")
 
@@ -200,6 +201,12 @@ class CandidateSide:
         if op == "exec":
             return run_program(msg, self.peer)
         raise WireError(f"unknown op {op!r}")
+
+
+def _trusted_ref(obj: Any) -> dict[str, Any] | None:
+    if isinstance(obj, TrustedHandle):
+        return obj._ref()
+    return None
 
 
 class TrustedHandle:

@@ -38,7 +38,8 @@ class Peer:
     def __init__(self, sock: socket.socket, owner: str, *, describe: Callable[[Any], dict[str, Any]],
                  make_remote: Callable[[dict[str, Any]], Any], dispatch: Dispatch,
                  reply_extras: Callable[[], dict[str, Any]] | None = None,
-                 on_answer: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_answer: Callable[[dict[str, Any]], None] | None = None,
+                 remote_ref: Callable[[Any], dict[str, Any] | None] | None = None) -> None:
         self.sock = sock
         self.owner = owner
         self._describe = describe
@@ -48,6 +49,9 @@ class Peer:
         #: what to do with those of each answer it receives.
         self._reply_extras = reply_extras
         self._on_answer = on_answer
+        #: The reference of a stand-in for one of the other side's objects (sent back as that
+        #: object, never as a new handle of this side), or None for this side's own objects.
+        self._remote_ref = remote_ref
         self._owned: dict[int, Any] = {}
         self._ids: dict[int, int] = {}
         self._next_handle = itertools.count(1)
@@ -58,6 +62,10 @@ class Peer:
     # -- handles ----------------------------------------------------------------------------
     def handle_for(self, obj: Any) -> dict[str, Any]:
         """A descriptor for ``obj`` (kept alive here until released)."""
+        if self._remote_ref is not None:
+            ref = self._remote_ref(obj)
+            if ref is not None:
+                return ref
         hid = self._ids.get(id(obj))
         if hid is None or self._owned.get(hid) is not obj:
             hid = next(self._next_handle)

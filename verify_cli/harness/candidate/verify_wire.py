@@ -339,8 +339,14 @@ def error_payload(exc: BaseException, encode_arg: Callable[[Any], Any] | None = 
         message = str(exc)
     except Exception:
         message = f"<{type(exc).__name__} whose str() failed>"
+    try:
+        import traceback
+
+        trace = "".join(traceback.format_exception(exc)[-20:])[-20_000:]
+    except Exception:
+        trace = ""
     return {"type": type(exc).__name__, "module": getattr(type(exc), "__module__", ""),
-            "bases": bases, "message": message[:100_000], "args": args}
+            "bases": bases, "message": message[:100_000], "args": args, "traceback": trace}
 
 
 def _safe_str(value: Any) -> str:
