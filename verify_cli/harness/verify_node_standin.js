@@ -130,7 +130,9 @@ function install() {
   };
 
   try {
-    if (typeof Module.register === 'function') {
+    // Not in the `node --test` parent, which only starts the test processes (a loader thread
+    // costs each process start-up time).
+    if (typeof Module.register === 'function' && !process.execArgv.includes('--test')) {
       Module.register('./candidate/node/esm_guard.mjs', require('node:url').pathToFileURL(__filename), {
         data: { workdir, files: JSON.parse(filesJson || '[]') },
       });

@@ -80,6 +80,7 @@ function main() {
       import: (msg, p) => importModule(msg, p),
       exec: (msg, p) => execProgram(msg, p),
     },
+    lingerMs: 2,
     onBroken: () => {
       // The trusted side went away (or sent garbage): nothing left to serve on this connection.
       if (fdArg !== -1) process.exit(0);

@@ -81,6 +81,13 @@ class SyncChannel {
     return Atomics.load(this.ctl, L.SLOT) !== L.SLOT_EMPTY;
   }
 
+  /** Block up to `ms` for a frame (or the end of the stream); true when one is waiting. */
+  waitReady(ms) {
+    if (this.ready()) return true;
+    Atomics.wait(this.ctl, L.SLOT, L.SLOT_EMPTY, ms);
+    return this.ready();
+  }
+
   send(message) {
     const body = Buffer.from(JSON.stringify(message), 'utf8');
     if (body.length > L.MAX_FRAME) throw new ProtocolError(`frame of ${body.length} bytes is over the limit`);

@@ -19,13 +19,16 @@ class Peer {
    * side: 'trusted' | 'candidate'; ops: extra request handlers by op name (fields, peer) ->
    * value; guard(op, target, name): throws when a request for our objects is refused.
    */
-  constructor(side, channel, { ops = {}, guard = null, onBroken = null, brokenAs = (e) => e } = {}) {
+  constructor(side, channel, { ops = {}, guard = null, onBroken = null, brokenAs = (e) => e, lingerMs = 0 } = {}) {
     this.side = side;
     this.channel = channel;
     this.ops = ops;
     this.guard = guard;
     this.onBroken = onBroken;
     this.brokenAs = brokenAs;
+    // After serving, wait this long for the next request before going back to the event loop:
+    // a test's back-to-back calls then skip the I/O thread's wake-up message (a thread hop).
+    this.lingerMs = lingerMs;
     this.broken = null;
     this.nextId = 1;
     this.depth = 0;
@@ -97,7 +100,7 @@ class Peer {
     this.channel.setIdle(false);
     this.depth += 1;
     try {
-      while (this.channel.ready()) {
+      while (this.channel.ready() || (this.lingerMs > 0 && this.channel.waitReady(this.lingerMs))) {
         const msg = this.channel.recv();
         if (typeof msg.op !== 'string') throw new ProtocolError('a response arrived with no request open');
         this.serve(msg);
