@@ -124,7 +124,8 @@ def main() -> None:
     node = node_round_trip(args.calls)
     print(f"socket ping-pong (floor)        {floor:9.1f} us")
     print(f"node call round trip            {node['roundTrip']:9.1f} us  ({node['roundTrip'] / floor:.1f}x floor)")
-    print(f"node call + callback crossing   {node['withCallback']:9.1f} us  ({node['withCallback'] / floor:.1f}x floor)")
+    back = node["withCallback"]
+    print(f"node call + callback crossing   {back:9.1f} us  ({back / floor:.1f}x floor)")
     print(f"same call in-process            {node['inProcess']:9.3f} us")
     grading = grading_seconds(args.sandbox, args.runs)
     ratio = grading["two-process"] / grading["in-process"]
