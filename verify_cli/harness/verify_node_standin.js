@@ -75,9 +75,18 @@ function guard(op, obj, name) {
   }
 }
 
+/** Whether the test file `file` is ESM or has an import statement or import() at all. */
+function mayImport(file) {
+  if (typeof file !== 'string' || !file) return false;
+  if (/\.m[jt]s$/.test(file)) return true;
+  try {
+    return /(^|[^.\w$])import\s*[({'"`*\w]/m.test(require('node:fs').readFileSync(file, 'utf8'));
+  } catch (e) {
+    return true;
+  }
+}
+
 function install() {
-  const { SyncChannel } = require('./candidate/node/channel.js');
-  const { Peer } = require('./candidate/node/rpc.js');
   const workdir = path.resolve(process.env.VERIFY_WORKDIR || process.cwd());
   const patterns = JSON.parse(filesJson || '[]').map(globRegex);
   const cache = new Map();
@@ -85,6 +94,8 @@ function install() {
 
   const connect = () => {
     if (!peer) {
+      const { SyncChannel } = require('./candidate/node/channel.js');
+      const { Peer } = require('./candidate/node/rpc.js');
       let channel;
       try {
         channel = new SyncChannel({ mode: 'connect', path: channelPath, connectSeconds: 20 });
@@ -130,9 +141,9 @@ function install() {
   };
 
   try {
-    // Not in the `node --test` parent, which only starts the test processes (a loader thread
-    // costs each process start-up time).
-    if (typeof Module.register === 'function' && !process.execArgv.includes('--test')) {
+    // A loader thread costs every process a good part of its start-up: only where the test
+    // file can import at all (never in the `node --test` parent, which only starts processes).
+    if (typeof Module.register === 'function' && !process.execArgv.includes('--test') && mayImport(process.argv[1])) {
       Module.register('./candidate/node/esm_guard.mjs', require('node:url').pathToFileURL(__filename), {
         data: { workdir, files: JSON.parse(filesJson || '[]') },
       });
