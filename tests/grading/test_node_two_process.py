@@ -122,3 +122,9 @@ def test_protocol_errors_fail_the_run(tmp_path: Path, reply: bytes) -> None:
     thread.join(timeout=5)
     assert rc != 0
     assert not tests or not all(t.outcome.ok for t in tests)
+
+
+def test_esm_import_of_a_candidate_file_is_refused(pair: tuple[Path, Path]) -> None:
+    trusted, sock = pair
+    rc, tests = _run_tests(trusted, sock, "tests/esm.test.js")
+    assert rc == 0 and [t.outcome for t in tests] == [Outcome.PASSED], [t.message for t in tests]
