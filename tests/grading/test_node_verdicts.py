@@ -32,3 +32,19 @@ def test_two_process_and_in_process_agree(folder: Path) -> None:
         assert two.passed is should_pass, two.to_dict(with_run=False)
         assert (two.score, two.passed) == (one.score, one.passed)
         assert [(t.id, t.outcome) for t in two.tests] == [(t.id, t.outcome) for t in one.tests]
+
+
+def test_a_node_candidate_server_that_never_starts_is_an_infrastructure_fault() -> None:
+    from verify_cli.grading import two_process
+    from verify_cli.grading.grader import GradeStatus
+
+    runtime = two_process.two_process_runtime("node")
+    assert runtime is not None
+    two_process.register_two_process_runtime(two_process.TwoProcessRuntime(
+        "node", ("/bin/false",), runtime.trusted_env, runtime.code_suffixes))
+    try:
+        task = load_task(JS_TASKS[0])
+        result = Grader(create_sandbox("process")).grade(GradeRequest(task, Phase.REFERENCE))
+    finally:
+        two_process.register_two_process_runtime(runtime)
+    assert result.status is GradeStatus.INFRA_ERROR and result.score is None, result.problems

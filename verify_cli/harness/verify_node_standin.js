@@ -75,6 +75,38 @@ function guard(op, obj, name) {
   }
 }
 
+// The same name as grading/two_process.py's NO_CANDIDATE_FILE: the candidate server never came
+// up, an infrastructure fault (the grader reports infra_error, never a score). Only when no test
+// process of this run has reached it before: after that, candidate code has run, and a server
+// that went away is the candidate's doing (the run fails).
+const NO_CANDIDATE_FILE = 'verify-no-candidate-process.txt';
+const REACHED_FILE = 'verify-candidate-reached.txt';
+
+function resultsFile(name) {
+  const dir = process.env.VERIFY_RESULTS_DIR;
+  return dir ? path.join(dir, name) : null;
+}
+
+function noteReached() {
+  const file = resultsFile(REACHED_FILE);
+  try {
+    if (file) require('node:fs').writeFileSync(file, 'reached\n');
+  } catch (e) {
+    // a read-only results folder: nothing to note
+  }
+}
+
+function noteUnreachable(message) {
+  const fs = require('node:fs');
+  const reached = resultsFile(REACHED_FILE);
+  const file = resultsFile(NO_CANDIDATE_FILE);
+  try {
+    if (file && !fs.existsSync(reached)) fs.writeFileSync(file, message);
+  } catch (e) {
+    // nothing to note
+  }
+}
+
 /** Whether the test file `file` is ESM or has an import statement or import() at all. */
 function mayImport(file) {
   if (typeof file !== 'string' || !file) return false;
@@ -101,8 +133,10 @@ function install() {
         channel = new SyncChannel({ mode: 'connect', path: channelPath, connectSeconds: 20 });
       } catch (e) {
         process.exitCode = 1;
+        noteUnreachable(`cannot reach the candidate process at ${channelPath}: ${e.message}`);
         throw new ChannelBroken(e);
       }
+      noteReached();
       channel.unref();
       peer = new Peer('trusted', channel, {
         guard,
