@@ -128,3 +128,26 @@ def test_esm_import_of_a_candidate_file_is_refused(pair: tuple[Path, Path]) -> N
     trusted, sock = pair
     rc, tests = _run_tests(trusted, sock, "tests/esm.test.js")
     assert rc == 0 and [t.outcome for t in tests] == [Outcome.PASSED], [t.message for t in tests]
+
+
+def test_each_test_file_gets_a_fresh_candidate_process(pair: tuple[Path, Path]) -> None:
+    trusted, sock = pair
+    for name in ("a", "b"):
+        (trusted / "tests" / f"fresh_{name}.test.js").write_text(
+            "const test = require('node:test');\nconst assert = require('node:assert');\n"
+            "const mod = require('../shapes.js');\n"
+            "test('module state starts afresh', () => {\n"
+            "  assert.strictEqual(mod.counter, 0);\n  mod.bump();\n  assert.strictEqual(mod.counter, 1);\n});\n")
+    # The server's first connection is served by the server itself (its counter is then 1)...
+    rc, tests = _run_tests(trusted, sock, "tests/fresh_a.test.js")
+    assert rc == 0
+    # ...and every later one by a fresh process: both files see the counter at 0.
+    junit = trusted / "junit.xml"
+    proc = subprocess.run(
+        ["node", "--test", "--test-reporter=junit", f"--test-reporter-destination={junit}",
+         "tests/fresh_a.test.js", "tests/fresh_b.test.js"],
+        cwd=trusted, capture_output=True, timeout=60,
+        env=_env(VERIFY_CHANNEL=str(sock), VERIFY_CANDIDATE_FILES='["*.js"]', VERIFY_WORKDIR=str(trusted),
+                 NODE_PATH=str(HARNESS_DIR), NODE_OPTIONS="--require verify_node_guard --require verify_node_standin"))
+    tests = parse_junit(junit.read_bytes())
+    assert proc.returncode == 0 and len(tests) == 2 and all(t.outcome.ok for t in tests), [t.message for t in tests]
