@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -151,3 +152,18 @@ def test_each_test_file_gets_a_fresh_candidate_process(pair: tuple[Path, Path]) 
                  NODE_PATH=str(HARNESS_DIR), NODE_OPTIONS="--require verify_node_guard --require verify_node_standin"))
     tests = parse_junit(junit.read_bytes())
     assert proc.returncode == 0 and len(tests) == 2 and all(t.outcome.ok for t in tests), [t.message for t in tests]
+
+
+def test_programs_run_through_the_candidate_exec_runner(pair: tuple[Path, Path]) -> None:
+    import sys
+
+    trusted, sock = pair
+    for _ in range(200):  # the runner does not wait for the server (the tests' process does)
+        if sock.exists():
+            break
+        time.sleep(0.05)
+    proc = subprocess.run(
+        [sys.executable, str(HARNESS_DIR / "verify_candidate_exec.py"), "--channel", str(sock), "--",
+         "sh", "-c", "cat; echo oops >&2; exit 3"],
+        input=b"to stdin\n", capture_output=True, timeout=60, cwd=trusted)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (3, b"to stdin\n", b"oops\n")
