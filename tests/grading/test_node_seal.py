@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from verify_cli.grading.node_seal import check_node_seal, node_seal_command
+from verify_cli.grading.node_seal import check_node_seal, node_seal_command, runner_writes_junit
 from verify_cli.grading.seal import new_seal_key
 from verify_cli.sandbox.environment import HARNESS_DIR
 
@@ -71,3 +71,12 @@ def test_the_runner_seals_exactly_the_junit_it_writes(tmp_path: Path) -> None:
     files["junit.xml"] = files["junit.xml"].replace(b"<failure", b"<!-- ")  # any edit at all
     files["junit.xml"] += b"\n"
     assert check_node_seal(files, key, ["junit.xml"])
+
+
+@pytest.mark.parametrize("command, sealed", [
+    ('node --test --test-reporter=junit --test-reporter-destination="$VERIFY_RESULTS_DIR/junit.xml" tests/a.js', True),
+    ("node --test --test-reporter junit --test-reporter-destination=out.xml", True),
+    ("node --test --test-reporter=tap tests | tap-junit > $VERIFY_RESULTS_DIR/junit.xml", False),
+])
+def test_the_seal_is_required_where_nodes_own_reporter_writes_the_junit(command: str, sealed: bool) -> None:
+    assert runner_writes_junit(command) is sealed

@@ -21,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
-from verify_cli.grading.node_seal import check_node_seal, node_seal_command
+from verify_cli.grading.node_seal import check_node_seal, node_seal_command, runner_writes_junit
 from verify_cli.grading.scoring import score as policy_score
 from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV, new_seal_key, read_seals
 from verify_cli.grading.two_process import (
@@ -242,7 +242,7 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
     sealed = True
     if seal_key and task.test.framework == "pytest":
         sealed = _check_seal(run, seal_key, tests, problems)
-    elif seal_key and task.test.framework == "node" and tests:
+    elif seal_key and task.test.framework == "node" and tests and runner_writes_junit(task.test.command):
         seal_problems = check_node_seal(run.results, seal_key, [
             n for n in run.results if glob_matches(task.test.results, n)])
         problems.extend(seal_problems)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Iterable, Mapping
 
 from verify_cli.grading.seal import SEAL_PREFIX
@@ -29,6 +30,13 @@ def node_seal_command(command: str) -> str:
     every ``node --test`` it starts (through NODE_OPTIONS, so the task's own reporters stay)."""
     return ('NODE_OPTIONS="$NODE_OPTIONS --test-reporter=$VERIFY_HARNESS_DIR/verify_node_seal.js '
             '--test-reporter-destination=/dev/null"; export NODE_OPTIONS\n' + command)
+
+
+def runner_writes_junit(command: str) -> bool:
+    """Whether a node task's command has node's own junit reporter write its results (the
+    sample tasks' way): only then can the seal name the results file's bytes. A task that builds
+    its JUnit otherwise (a converter) is graded without the seal."""
+    return bool(re.search(r"--test-reporter[= ]+['\"]?junit\b", command))
 
 
 def sealed_digests(results: Mapping[str, bytes], key: str) -> tuple[set[str], list[str]]:
