@@ -21,6 +21,13 @@ class Point {
   }
 }
 
+class Point3 extends Point {
+  constructor(x, y, z) {
+    super(x, y);
+    this.z = z;
+  }
+}
+
 class ShapeError extends RangeError {
   constructor(message) {
     super(message);
@@ -41,6 +48,7 @@ let counter = 0;
 
 module.exports = {
   Point,
+  Point3,
   ShapeError,
   values,
   echo: (x) => x,

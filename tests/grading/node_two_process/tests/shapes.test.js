@@ -32,6 +32,11 @@ test('objects of the candidate stay there: methods, getters, identity, iteration
   assert.notDeepStrictEqual(new mod.Point(1, 2), new mod.Point(1, 3));
   assert.notDeepStrictEqual(new mod.Point(1, 2), { x: 1, y: 2 });
   assert.deepStrictEqual(Object.keys(new mod.Point(5, 6)), ['x', 'y']);
+  const q = new mod.Point3(1, 2, 3);
+  assert.ok(q instanceof mod.Point3 && q instanceof mod.Point);
+  assert.ok(!(p instanceof mod.Point3));
+  assert.strictEqual(q.move(1).x, 2);
+  assert.strictEqual(q.z, 3);
 });
 
 test('errors arrive as the same built-in type, or a stand-in of the candidate class', () => {

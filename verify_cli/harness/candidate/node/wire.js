@@ -99,6 +99,8 @@ class Codec {
     this.protos = new Map(); // their class handle id -> stand-in prototype
     this.classMethods = new Map(); // their class handle id -> Set of method names
     this.sentMethods = new Set(); // our class handle ids whose method names went out already
+    this.baseOf = new Map(); // their class handle id -> their base class's handle id
+    this.classNames = new Map(); // their class handle id -> its name
     this.secret = null; // (object) -> true when its content must not cross (set by the trusted side)
     this.asyncHolds = 0; // then() calls on the other side's thenables whose callbacks are pending
     this.onHold = null; // (held: boolean) -> keep this process alive while such a call is pending
@@ -140,6 +142,7 @@ class Codec {
       out.type = typeof v.name === 'string' ? v.name : '';
       if (cls || (v.prototype && Object.getOwnPropertyNames(v.prototype).length > 1)) {
         out.methods = this.methodNames(v.prototype);
+        out.chain = this.classChain(v);
         if (v.prototype instanceof Error || v === Error) out.bases = errorChain(v.prototype).length ? [v.name, ...errorChain(v.prototype)] : [v.name];
       }
       return out;
@@ -155,6 +158,7 @@ class Codec {
       if (!this.sentMethods.has(out.class)) {
         this.sentMethods.add(out.class);
         out.methods = this.methodNames(Object.getPrototypeOf(v));
+        out.chain = this.classChain(ctor);
       }
     }
     if (v instanceof Error) {
@@ -201,6 +205,16 @@ class Codec {
       fields[key] = desc && 'value' in desc ? this.encode(desc.value) : { $undefined: true };
     }
     return { $handle: id, owner: this.side, kind: 'module', type: 'module', fields };
+  }
+
+  /** [[handle id, name], ...] of a class and its user-defined base classes, nearest first. */
+  classChain(cls) {
+    const chain = [];
+    for (let c = cls; typeof c === 'function' && c !== Function.prototype && chain.length < 20; c = Object.getPrototypeOf(c)) {
+      if (/\[native code\]\s*}$/.test(Function.prototype.toString.call(c))) break;
+      chain.push([this.handleId(c), typeof c.name === 'string' ? c.name : '']);
+    }
+    return chain;
   }
 
   methodNames(proto) {
@@ -340,6 +354,13 @@ class Codec {
       cls: Number.isInteger(w.class) ? w.class : null,
       message: typeof w.message === 'string' ? w.message : '',
     };
+    if (Array.isArray(w.chain)) {
+      const chain = w.chain.filter((c) => Array.isArray(c) && Number.isInteger(c[0]) && typeof c[1] === 'string');
+      chain.forEach(([cid, name], i) => {
+        this.classNames.set(cid, name);
+        if (i + 1 < chain.length && !this.baseOf.has(cid)) this.baseOf.set(cid, chain[i + 1][0]);
+      });
+    }
     if (Array.isArray(w.methods)) {
       const owner = info.kind === 'class' || info.kind === 'callable' ? id : info.cls;
       if (owner !== null) this.classMethods.set(owner, new Set(w.methods.filter((m) => typeof m === 'string')));
@@ -366,7 +387,12 @@ class Codec {
     let proto = this.protos.get(key);
     if (!proto) {
       const errorBase = info.bases.map((b) => BUILTIN_ERRORS[b]).find(Boolean);
-      proto = Object.create(errorBase ? errorBase.prototype : Object.prototype);
+      // A subclass's stand-in prototype inherits its base class's, so instanceof Base holds.
+      const base = classId !== null && this.baseOf.has(classId) ? this.baseOf.get(classId) : null;
+      const parent = base !== null
+        ? this.protoFor(base, { type: this.classNames.get(base) || '', bases: [], cls: null })
+        : (errorBase ? errorBase.prototype : Object.prototype);
+      proto = Object.create(parent);
       const ctor = classId === null ? function () {} : this.remote.get(classId) || this.makeStandIn(classId, { kind: 'class', type: info.type, bases: info.bases, cls: null });
       if (classId !== null && !this.remote.has(classId)) this.remote.set(classId, ctor);
       Object.defineProperty(proto, 'constructor', { value: ctor, writable: true, configurable: true });
