@@ -21,6 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
+from verify_cli.grading.node_seal import check_node_seal, node_seal_command, runner_writes_junit
 from verify_cli.grading.scoring import score as policy_score
 from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV, new_seal_key, read_seals
 from verify_cli.grading.two_process import (
@@ -133,6 +134,8 @@ def run_environment(task: Task, seed: int | None) -> dict[str, str]:
 def request_environment(req: GradeRequest, seal_key: str | None = None) -> dict[str, str]:
     """The variables a run of ``req`` gets: run_environment plus the harness options and seal key."""
     env = run_environment(req.task, req.seed)
+    if req.task.test.framework == "node" and seal_key:
+        env[SEAL_KEY_ENV] = seal_key  # verify_node_guard.js takes it out for the seal reporter
     if req.task.test.framework == "pytest":
         if seal_key:
             env[SEAL_KEY_ENV] = seal_key
@@ -239,6 +242,11 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
     sealed = True
     if seal_key and task.test.framework == "pytest":
         sealed = _check_seal(run, seal_key, tests, problems)
+    elif seal_key and task.test.framework == "node" and tests and runner_writes_junit(task.test.command):
+        seal_problems = check_node_seal(run.results, seal_key, [
+            n for n in run.results if glob_matches(task.test.results, n)])
+        problems.extend(seal_problems)
+        sealed = not seal_problems
     if req.expected_tests:
         have = {t.id for t in tests}
         for tid in sorted(req.expected_tests - have):
@@ -310,7 +318,7 @@ class Grader:
         started = time.monotonic()
         task = req.task
         root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-", dir=self.work_root))
-        seal_key = new_seal_key() if task.test.framework == "pytest" else None
+        seal_key = new_seal_key() if task.test.framework in ("pytest", "node") else None
         try:
             laid = lay_out(task, req.phase, root, req.candidate)
             plan = plan_isolation(task, self.sandbox, coverage=bool(req.coverage_files))
@@ -319,7 +327,10 @@ class Grader:
             if plan.two_process and plan.runtime is not None:
                 env.update(plan.runtime.trusted_env(task, root, env))
                 candidate = candidate_process(task, plan, env, root)
-            spec = RunSpec(command=["/bin/sh", "-c", task.test.command], workdir=root,
+            command = task.test.command
+            if task.test.framework == "node":
+                command = node_seal_command(command)  # the runner seals its JUnit (node_seal.py)
+            spec = RunSpec(command=["/bin/sh", "-c", command], workdir=root,
                            limits=request_limits(req), env=env,
                            image=task.environment.image, runtime=task.environment.runtime,
                            labels={"verify-cli.task": task.id, "verify-cli.phase": req.phase.value},

@@ -132,3 +132,6 @@ register_two_process_runtime(TwoProcessRuntime(
     trusted_env=_pytest_trusted_env,
     code_suffixes=(".py",),
 ))
+
+# The node runtime registers itself beside pytest's (kept in a module of its own).
+from verify_cli.grading import two_process_node  # noqa: E402,F401

@@ -12,3 +12,10 @@ for (const name of ['assert', 'assert/strict']) {
     // An older runtime without the module: nothing to guard.
   }
 }
+
+// The seal key of the run (verify_node_seal.js): kept by the seal reporter's module in this
+// process, and gone from the environment before node --test starts a test process.
+if (process.env.VERIFY_SEAL_KEY !== undefined) {
+  require('./verify_node_seal.js').setKey(process.env.VERIFY_SEAL_KEY);
+  delete process.env.VERIFY_SEAL_KEY;
+}

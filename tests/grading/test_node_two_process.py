@@ -1,0 +1,169 @@
+"""Node's side of two-process grading, without a sandbox: the candidate server and the tests'
+stand-in as two local node processes over a Unix socket in a temporary folder.
+
+The tests' folder holds a poisoned copy of the candidate's file (it writes a marker when
+loaded): the stand-in must never load it, only cross to the server's copy.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from verify_cli.grading.junit import Outcome, parse_junit
+from verify_cli.sandbox.environment import HARNESS_DIR
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+HERE = Path(__file__).parent / "node_two_process"
+SERVER = HARNESS_DIR / "candidate" / "node" / "candidate_server.js"
+POISON = "require('fs').writeFileSync(__dirname + '/LOADED', 'x'); module.exports = {};\n"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), **extra}
+
+
+def _run_tests(trusted: Path, channel: Path, test_file: str, timeout: float = 60) -> tuple[int, list]:
+    junit = trusted / "junit.xml"
+    proc = subprocess.run(
+        ["node", "--test", "--test-reporter=junit", f"--test-reporter-destination={junit}", test_file],
+        cwd=trusted, capture_output=True, timeout=timeout,
+        env=_env(VERIFY_CHANNEL=str(channel), VERIFY_CANDIDATE_FILES='["*.js"]',
+                 VERIFY_WORKDIR=str(trusted), NODE_PATH=str(HARNESS_DIR),
+                 NODE_OPTIONS="--require verify_node_guard --require verify_node_standin"))
+    tests = parse_junit(junit.read_bytes()) if junit.exists() else []
+    return proc.returncode, tests
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """(trusted work folder, channel socket) with a candidate server serving candidate/."""
+    cand, trusted, chan = tmp_path / "cand", tmp_path / "trusted", tmp_path / "chan"
+    shutil.copytree(HERE / "candidate", cand)
+    shutil.copytree(HERE / "tests", trusted / "tests")
+    chan.mkdir()
+    (trusted / "shapes.js").write_text(POISON)
+    sock = chan / "channel.sock"
+    server = subprocess.Popen(["node", str(SERVER)], cwd=cand, env=_env(VERIFY_CHANNEL=str(sock)),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield trusted, sock
+    finally:
+        server.kill()
+        server.wait()
+    assert not (trusted / "LOADED").exists(), "the tests' process loaded the candidate's file"
+
+
+def test_every_shape_crosses(pair: tuple[Path, Path]) -> None:
+    trusted, sock = pair
+    rc, tests = _run_tests(trusted, sock, "tests/shapes.test.js")
+    failed = [(t.id, t.message[:300]) for t in tests if not t.outcome.ok]
+    assert not failed
+    assert len(tests) == 7 and rc == 0
+
+
+def test_a_candidate_that_dies_fails_the_run(pair: tuple[Path, Path]) -> None:
+    trusted, sock = pair
+    rc, tests = _run_tests(trusted, sock, "tests/broken.test.js")
+    assert rc != 0
+    assert any(t.outcome is Outcome.FAILED for t in tests)
+
+
+def test_codec_unit_tests() -> None:
+    proc = subprocess.run(["node", "--test", str(HERE / "tests" / "wire.test.js")], capture_output=True,
+                          timeout=60, env=_env(VERIFY_NODE_HARNESS=str(HARNESS_DIR)))
+    assert proc.returncode == 0, proc.stdout.decode()[-3000:]
+
+
+def _garbage_server(sock_path: Path, reply: bytes) -> threading.Thread:
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(sock_path))
+    srv.listen(4)
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            (n,) = struct.unpack(">I", conn.recv(4))
+            conn.recv(n)
+            conn.sendall(reply)
+            conn.recv(1)
+        srv.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("reply", [
+    struct.pack(">I", 5) + b"{oops",  # not JSON
+    struct.pack(">I", 13) + b'{"id":1,"ok":',  # truncated, then the connection closes
+    struct.pack(">I", 20) + b'{"id": 1, "ok": 1.5}',  # a bare float
+    struct.pack(">I", 0x7FFFFFFF),  # over the size limit
+    struct.pack(">I", 31) + b'{"id":1,"ok":{"$eval":"1 + 1"}}',  # a kind no decoder builds
+])
+def test_protocol_errors_fail_the_run(tmp_path: Path, reply: bytes) -> None:
+    shutil.copytree(HERE / "tests", tmp_path / "tests")
+    (tmp_path / "tests" / "swallow.test.js").write_text(
+        "const test = require('node:test');\n"
+        "let mod = null; try { mod = require('../shapes.js'); } catch (e) {}\n"
+        "test('passes unless the run is failed', () => {});\n")
+    sock = tmp_path / "channel.sock"
+    thread = _garbage_server(sock, reply)
+    rc, tests = _run_tests(tmp_path, sock, "tests/swallow.test.js")
+    thread.join(timeout=5)
+    assert rc != 0
+    assert not tests or not all(t.outcome.ok for t in tests)
+
+
+def test_esm_import_of_a_candidate_file_is_refused(pair: tuple[Path, Path]) -> None:
+    trusted, sock = pair
+    rc, tests = _run_tests(trusted, sock, "tests/esm.test.js")
+    assert rc == 0 and [t.outcome for t in tests] == [Outcome.PASSED], [t.message for t in tests]
+
+
+def test_each_test_file_gets_a_fresh_candidate_process(pair: tuple[Path, Path]) -> None:
+    trusted, sock = pair
+    for name in ("a", "b"):
+        (trusted / "tests" / f"fresh_{name}.test.js").write_text(
+            "const test = require('node:test');\nconst assert = require('node:assert');\n"
+            "const mod = require('../shapes.js');\n"
+            "test('module state starts afresh', () => {\n"
+            "  assert.strictEqual(mod.counter, 0);\n  mod.bump();\n  assert.strictEqual(mod.counter, 1);\n});\n")
+    # The server's first connection is served by the server itself (its counter is then 1)...
+    rc, tests = _run_tests(trusted, sock, "tests/fresh_a.test.js")
+    assert rc == 0
+    # ...and every later one by a fresh process: both files see the counter at 0.
+    junit = trusted / "junit.xml"
+    proc = subprocess.run(
+        ["node", "--test", "--test-reporter=junit", f"--test-reporter-destination={junit}",
+         "tests/fresh_a.test.js", "tests/fresh_b.test.js"],
+        cwd=trusted, capture_output=True, timeout=60,
+        env=_env(VERIFY_CHANNEL=str(sock), VERIFY_CANDIDATE_FILES='["*.js"]', VERIFY_WORKDIR=str(trusted),
+                 NODE_PATH=str(HARNESS_DIR), NODE_OPTIONS="--require verify_node_guard --require verify_node_standin"))
+    tests = parse_junit(junit.read_bytes())
+    assert proc.returncode == 0 and len(tests) == 2 and all(t.outcome.ok for t in tests), [t.message for t in tests]
+
+
+def test_programs_run_through_the_candidate_exec_runner(pair: tuple[Path, Path]) -> None:
+    import sys
+
+    trusted, sock = pair
+    for _ in range(200):  # the runner does not wait for the server (the tests' process does)
+        if sock.exists():
+            break
+        time.sleep(0.05)
+    proc = subprocess.run(
+        [sys.executable, str(HARNESS_DIR / "verify_candidate_exec.py"), "--channel", str(sock), "--",
+         "sh", "-c", "cat; echo oops >&2; exit 3"],
+        input=b"to stdin\n", capture_output=True, timeout=60, cwd=trusted)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (3, b"to stdin\n", b"oops\n")

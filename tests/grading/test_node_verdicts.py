@@ -1,0 +1,50 @@
+"""Honest node candidates get identical verdicts two-process and in-process: the JS sample
+tasks and the JS defective fixture, reference (passes) and starter (fails), test by test."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from verify_cli.grading import Grader, GradeRequest, Phase
+from verify_cli.sandbox.registry import create_sandbox
+from verify_cli.tasks.loader import load_task
+from verify_cli.tasks.model import Isolation
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+JS_TASKS = [ROOT / "sample_tasks" / "coding-word-wrap-js",
+            ROOT / "sample_tasks" / "interface-spec-event-emitter-js",
+            ROOT / "tests" / "fixtures" / "defective" / "memorisable-tests-js"]
+
+
+@pytest.mark.parametrize("folder", JS_TASKS, ids=lambda p: p.name)
+def test_two_process_and_in_process_agree(folder: Path) -> None:
+    grader = Grader(create_sandbox("bwrap"))
+    task = load_task(folder)
+    for phase, should_pass in ((Phase.REFERENCE, True), (Phase.STARTER, False)):
+        two = grader.grade(GradeRequest(task, phase))
+        one = grader.grade(GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), phase))
+        assert (two.isolation, one.isolation) == ("two-process", "in-process")
+        assert two.passed is should_pass, two.to_dict(with_run=False)
+        assert (two.score, two.passed) == (one.score, one.passed)
+        assert [(t.id, t.outcome) for t in two.tests] == [(t.id, t.outcome) for t in one.tests]
+
+
+def test_a_node_candidate_server_that_never_starts_is_an_infrastructure_fault() -> None:
+    from verify_cli.grading import two_process
+    from verify_cli.grading.grader import GradeStatus
+
+    runtime = two_process.two_process_runtime("node")
+    assert runtime is not None
+    two_process.register_two_process_runtime(two_process.TwoProcessRuntime(
+        "node", ("/bin/false",), runtime.trusted_env, runtime.code_suffixes))
+    try:
+        task = load_task(JS_TASKS[0])
+        result = Grader(create_sandbox("process")).grade(GradeRequest(task, Phase.REFERENCE))
+    finally:
+        two_process.register_two_process_runtime(runtime)
+    assert result.status is GradeStatus.INFRA_ERROR and result.score is None, result.problems

@@ -1,0 +1,95 @@
+'use strict';
+// The candidate server of two-process grading for node (docs/wire-protocol.md), run in the
+// candidate's sandbox with the work folder as its working directory:
+//
+//   node candidate_server.js            listen on $VERIFY_CHANNEL (the first connection is served
+//                                       here, each later one by a fresh process: --fd 3)
+//   node candidate_server.js --fd 3     serve the connection inherited as file descriptor 3
+//
+// It requires the candidate's files when the trusted side asks (`import`), keeps every object
+// and function of the candidate here and hands out handles, serves getattr / setattr / call /
+// method / release on them and `exec` (a program run in this sandbox), and calls the trusted
+// side's callbacks synchronously when the candidate's code calls them.
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { SyncChannel } = require('./channel.js');
+const { Peer, Encoded } = require('./rpc.js');
+
+const workdir = path.resolve(process.env.VERIFY_WORKDIR || process.cwd());
+
+function inside(root, p) {
+  const rel = path.relative(root, p);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+}
+
+function importModule(msg, peer) {
+  if (typeof msg.module !== 'string' || !msg.module) throw new TypeError('import needs a module path');
+  const file = path.resolve(workdir, msg.module);
+  if (!inside(workdir, file)) throw new Error(`${msg.module} is outside the work folder`);
+  return new Encoded(peer.codec.encodeModule(require(file)));
+}
+
+const EXEC_OUTPUT_BYTES = 16 * 1024 * 1024;
+
+/** `exec`: run a program in this sandbox (how a CLI task's tests start the candidate). */
+function execProgram(msg, peer) {
+  const c = peer.codec;
+  const argv = c.decode(msg.argv);
+  if (!Array.isArray(argv) || !argv.length || !argv.every((a) => typeof a === 'string')) {
+    throw new TypeError('exec needs argv, a non-empty list of strings');
+  }
+  const env = {};
+  const envIn = msg.env === undefined || msg.env === null ? new Map() : c.decode(msg.env);
+  for (const [k, v] of envIn instanceof Map ? envIn : Object.entries(envIn)) {
+    if (typeof k === 'string' && typeof v === 'string') env[k] = v;
+  }
+  const stdin = msg.stdin === undefined || msg.stdin === null ? undefined : c.decode(msg.stdin);
+  const timeout = msg.timeout === undefined || msg.timeout === null ? null : Number(c.decode(msg.timeout));
+  const cwd = typeof msg.cwd === 'string' ? path.resolve(workdir, msg.cwd) : workdir;
+  const r = spawnSync(argv[0], argv.slice(1), {
+    input: stdin, env: msg.env ? env : process.env, cwd,
+    timeout: timeout !== null && Number.isFinite(timeout) && timeout > 0 ? Math.ceil(timeout * 1000) : undefined,
+    killSignal: 'SIGKILL',
+    maxBuffer: EXEC_OUTPUT_BYTES,
+  });
+  if (r.error && r.error.code === 'ETIMEDOUT') {
+    throw Object.assign(new Error(`${argv[0]} timed out after ${timeout} s`), { name: 'TimeoutError' });
+  }
+  if (r.error && r.error.code === 'ENOENT') throw Object.assign(new Error(`no such program: ${argv[0]}`), { code: 'ENOENT' });
+  const out = (b) => (b || Buffer.alloc(0)).subarray(0, EXEC_OUTPUT_BYTES);
+  const returncode = r.status !== null ? r.status : -(require('node:os').constants.signals[r.signal] || 9);
+  return new Encoded({ $dict: [['returncode', returncode], ['stdout', c.encode(out(r.stdout))],
+    ['stderr', c.encode(out(r.stderr))]] });
+}
+
+function main() {
+  const fdArg = process.argv.indexOf('--fd');
+  const channelPath = process.env.VERIFY_CHANNEL;
+  let channel;
+  if (fdArg !== -1) {
+    channel = new SyncChannel({ mode: 'fd', fd: Number(process.argv[fdArg + 1]) });
+  } else {
+    if (!channelPath) {
+      process.stderr.write('verify candidate server: VERIFY_CHANNEL is not set\n');
+      process.exit(2);
+    }
+    channel = new SyncChannel({ mode: 'listen', path: channelPath, serverArgv: [__filename, '--fd', '3'] });
+  }
+  const peer = new Peer('candidate', channel, {
+    ops: {
+      import: (msg, p) => importModule(msg, p),
+      exec: (msg, p) => execProgram(msg, p),
+    },
+    lingerMs: 2,
+    onBroken: () => {
+      // The trusted side went away (or sent garbage): nothing left to serve on this connection.
+      if (fdArg !== -1) process.exit(0);
+    },
+  });
+  if (process.env.VERIFY_CANDIDATE_READY) {
+    // For a launcher that waits for the listening socket (tests, the grader's plumbing).
+    process.stdout.write('ready\n');
+  }
+}
+
+main();
