@@ -73,6 +73,7 @@ class Task:
     editable: tuple[str, ...]
     title: str = ""
     tags: tuple[str, ...] = ()
+    isolation: str = "two-process"  # or "in-process": the task trusts its candidate
 
     @property
     def task_file(self) -> Path:
