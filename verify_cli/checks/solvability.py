@@ -3,10 +3,18 @@
 For every task: the reference passes every test in each of ``repeats`` fresh sandboxes with
 shuffled test order and varied hash seeds; the starter fails at least one test; no test changes
 outcome between repeats; the reference leaves headroom under the wall limit.
+
+Repeats are what catch a flaky test: one that fails a run with probability ``p`` shows in ``n``
+runs with probability ``1 - (1 - p)**n`` (:func:`detection_power`). The default repeat count is
+the smallest that catches a one-in-four flaky test with 95% probability (11 runs: 95.8%). They
+run in two waves: the first ``first_wave`` repeats with the starter, then the rest only for the
+tasks whose reference passed every first-wave run; once the reference has failed, the task is
+defective and more runs would only add detail.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -22,11 +30,74 @@ from verify_cli.tasks.model import Task
 
 HEADROOM_FACTOR = 3.0
 
+#: check-tasks' promise: a test that fails one run in four (``FLAKE_RATE``) is caught with at
+#: least ``TARGET_POWER`` probability at the default repeat count.
+FLAKE_RATE = 0.25
+TARGET_POWER = 0.95
+
+
+def detection_power(repeats: int, flake_rate: float = FLAKE_RATE) -> float:
+    """Probability that ``repeats`` independent runs see at least one failure of a test that fails
+    a run with probability ``flake_rate``."""
+    if repeats <= 0:
+        return 0.0
+    return 1.0 - (1.0 - flake_rate) ** repeats
+
+
+def repeats_for_power(power: float = TARGET_POWER, flake_rate: float = FLAKE_RATE) -> int:
+    """The fewest runs whose :func:`detection_power` reaches ``power``."""
+    if not 0 < flake_rate < 1 or not 0 < power < 1:
+        raise ValueError("flake_rate and power must lie strictly between 0 and 1")
+    n = math.ceil(math.log1p(-power) / math.log1p(-flake_rate))
+    while detection_power(n, flake_rate) < power:  # guard against rounding at the boundary
+        n += 1
+    return max(1, n)
+
+
+DEFAULT_REPEATS = repeats_for_power()
+#: Repeats run before deciding whether a task needs the rest.
+FIRST_WAVE = 3
+
+
+@dataclass(frozen=True)
+class FlakinessPower:
+    """What ``repeats`` reference runs can promise about a flaky test."""
+
+    repeats: int
+    flake_rate: float = FLAKE_RATE
+    target: float = TARGET_POWER
+
+    @property
+    def probability(self) -> float:
+        return detection_power(self.repeats, self.flake_rate)
+
+    @property
+    def meets_target(self) -> bool:
+        return self.probability >= self.target
+
+    def describe(self) -> str:
+        one_in = round(1 / self.flake_rate)
+        return (f"{self.repeats} run(s) detect a 1-in-{one_in} flaky test with "
+                f"{self.probability:.0%} probability")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"repeats": self.repeats, "flake_rate": self.flake_rate,
+                "detection_probability": round(self.probability, 4), "target": self.target,
+                "meets_target": self.meets_target}
+
 
 @dataclass(frozen=True)
 class CheckOptions:
-    repeats: int = 3
+    """``repeats`` reference runs per task; the first ``first_wave`` of them decide whether the
+    rest are needed (they are not once the reference has failed)."""
+
+    repeats: int = DEFAULT_REPEATS
     jobs: int = 2
+    first_wave: int = FIRST_WAVE
+
+    @property
+    def power(self) -> FlakinessPower:
+        return FlakinessPower(self.repeats)
 
 
 @dataclass(frozen=True)
@@ -127,6 +198,15 @@ def _report(task: Task, references: list[GradeResult], starter: GradeResult) -> 
                       checks=evaluate(task, references, starter), reference_seconds=ref_time, runs=runs)
 
 
+def _needs_more_runs(runs: Sequence[GradeResult]) -> bool:
+    """Whether the remaining repeats can still change the verdict: every first-wave reference
+    run was graded and passed (with the same tests), so a rarer failure may still be hiding."""
+    refs = [r for r in runs if r.phase is Phase.REFERENCE]
+    if not refs or any(r.status is not GradeStatus.GRADED or not r.passed for r in refs):
+        return False
+    return len({frozenset(t.id for t in r.tests) for r in refs}) == 1
+
+
 def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options: CheckOptions,
                 *, cache: ResultCache | None = None, backend_id: str = "",
                 on_progress: ProgressCallback | None = None) -> list[TaskReport]:
@@ -138,7 +218,8 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options
         if isinstance(item, TaskLoadFailure):
             reports[i] = _load_failure_report(item)
             continue
-        key = cache_key("check-tasks", item.content_hash(), backend_id, f"repeats={options.repeats}")
+        key = cache_key("check-tasks", item.content_hash(), backend_id,
+                        f"repeats={options.repeats}", f"first_wave={options.first_wave}")
         hit = cache.get(key) if cache else None
         if hit is not None:
             report = TaskReport.from_dict(hit)
@@ -147,17 +228,35 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options
         else:
             todo.append((i, item, key))
 
-    requests: list[GradeRequest] = []
-    for i, task, _ in todo:
-        for seed in range(1, options.repeats + 1):
-            requests.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)))
-        requests.append(GradeRequest(task, Phase.STARTER, seed=None, label=str(i)))
     results: dict[int, list[GradeResult]] = {i: [] for i, _, _ in todo}
-    total = len(requests)
-    for done, r in enumerate(grader.grade_many(requests, jobs=options.jobs), start=1):
-        results[int(r.label)].append(r)
-        if on_progress:
-            on_progress(Progress(done, total, r.task_id, r.phase.value))
+    first = min(options.repeats, max(1, options.first_wave))
+    wave1: list[GradeRequest] = []
+    for i, task, _ in todo:
+        for seed in range(1, first + 1):
+            wave1.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)))
+        wave1.append(GradeRequest(task, Phase.STARTER, seed=None, label=str(i)))
+    total = len(todo) * (options.repeats + 1)
+    done = 0
+
+    def run(requests: list[GradeRequest]) -> None:
+        nonlocal done
+        for r in grader.grade_many(requests, jobs=options.jobs):
+            done += 1
+            results[int(r.label)].append(r)
+            if on_progress:
+                on_progress(Progress(done, total, r.task_id, r.phase.value))
+
+    run(wave1)
+    wave2: list[GradeRequest] = []
+    for i, task, _ in todo:
+        if _needs_more_runs(results[i]):
+            for seed in range(first + 1, options.repeats + 1):
+                wave2.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)))
+        elif options.repeats > first:
+            total -= options.repeats - first
+            if on_progress:
+                on_progress(Progress(done, total, task.id, "no more repeats needed"))
+    run(wave2)
     for i, task, key in todo:
         runs = results[i]
         refs = sorted((r for r in runs if r.phase is Phase.REFERENCE), key=lambda r: r.seed or 0)

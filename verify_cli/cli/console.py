@@ -61,7 +61,9 @@ def progress_bar(description: str, total: int) -> Iterator[Any]:
     with progress:
         tid = progress.add_task(description, total=total, current="")
 
-        def advance(text: str = "", completed: int | None = None) -> None:
+        def advance(text: str = "", completed: int | None = None, total: int | None = None) -> None:
+            if total is not None:
+                progress.update(tid, total=total)
             if completed is None:
                 progress.advance(tid)
             else:
@@ -71,7 +73,8 @@ def progress_bar(description: str, total: int) -> Iterator[Any]:
         yield advance
 
 
-def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation: str, repeats: int) -> None:
+def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation: str, repeats: int,
+                      power: Any = None) -> None:
     table = Table(title=f"check-tasks: {len(reports)} task(s), sandbox [bold]{backend}[/], "
                         f"{repeats} repeat(s)", title_justify="left")
     table.add_column("task")
@@ -94,6 +97,10 @@ def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation:
               f"[{'bold red' if counts[TaskVerdict.DEFECTIVE] else 'dim'}]{counts[TaskVerdict.DEFECTIVE]} "
               f"defective[/], [{'bold yellow' if counts[TaskVerdict.ERROR] else 'dim'}]"
               f"{counts[TaskVerdict.ERROR]} error[/]  (sandbox: {backend} — {isolation})")
+    if power is not None:
+        style = "dim" if power.meets_target else "yellow"
+        below = "" if power.meets_target else f" (below the {power.target:.0%} target: raise --repeats)"
+        out.print(f"[{style}]flakiness: {escape(power.describe())}{below}[/]")
 
 
 def sandbox_table(rows: Sequence[dict[str, str]]) -> None:
