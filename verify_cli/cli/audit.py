@@ -9,6 +9,7 @@ import typer
 
 from verify_cli import __version__
 from verify_cli.checks.audit import AuditOptions, AuditProgress, AuditVerdict, audit_tasks
+from verify_cli.checks.audit.model import DEFAULT_FAIL_UNDER
 from verify_cli.checks.probes import probe_names
 from verify_cli.cli import console
 from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt, default_jobs
@@ -42,17 +43,18 @@ def audit_command(
         "--no-fail-fast", help="Run every selected test of a mutant (exact per-test kill counts).")] = False,
     no_coverage: Annotated[bool, typer.Option(
         "--no-coverage", help="Run every test for every mutant (no coverage-based selection).")] = False,
-    fail_under: Annotated[float | None, typer.Option(
+    fail_under: Annotated[float, typer.Option(
         "--fail-under", min=0, max=100,
-        help="Exit 1 when a task's mutation score (0-100) is below this.")] = None,
+        help="A task whose mutation score (0-100) is below this is unreliable (exit 1); 0 turns it off.")
+    ] = DEFAULT_FAIL_UNDER,
     json_out: Annotated[str | None, typer.Option(
         "--json", help="Write the full report as JSON (- for stdout).")] = None,
     cold: Annotated[bool, typer.Option("--cold", help="Start every run from scratch: no warm pytest workers.")] = False,
 ) -> None:
     """Measure how far each task's tests can be trusted: mutants, flaky tests, reward hacks.
 
-    Exit 1 when a probe earns a score on a task, a test is flaky, a labelled solution is judged
-    wrongly, or (with --fail-under) a mutation score is below the threshold.
+    Exit 1 when a probe earns a score on a task, a test is flaky or fails on the reference in
+    every rerun, a labelled solution is judged wrongly, or a mutation score is below --fail-under.
     """
     if list_probes:
         console.probe_list()
