@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verify_cli.checks.cache import ResultCache, cache_key
+from verify_cli.checks.editable import editable_reach
 from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
@@ -176,6 +177,12 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     else:
         checks.append(CheckResult("starter-fails", CheckStatus.PASS,
                                   f"starter fails {len(starter.failed_tests)} of {len(starter.tests)} tests"))
+
+    reach = editable_reach(task)
+    if reach:
+        checks.append(CheckResult("editable", CheckStatus.WARN, "; ".join(r.describe() for r in reach)))
+    else:
+        checks.append(CheckResult("editable", CheckStatus.PASS))
 
     if graded:
         worst = max(r.run.wall_seconds for r in graded)
