@@ -212,8 +212,13 @@ def test_probe_modules_keep_the_reference_names() -> None:
 
 # --- expected values read from the tests' data files ------------------------------------------
 
-DATA_FILES = REPO / "tests" / "fixtures" / "data-files" / "parse-duration"
-DATA_DRIVEN_TESTS = 9  # five JSON cases (tests/cases.json), four CSV cases (hidden_tests/cases.csv)
+DATA_FILES = REPO / "tests" / "fixtures" / "data-files"
+#: Per fixture, the tests whose expected values come from its data files.
+DATA_DRIVEN = {
+    "parse-duration": [f"tests.test_duration::test_parses[{t}]" for t in ("2h", "1h30m", "45s", "1h2m3s", "90m")]
+    + [f"hidden_tests.test_hidden_duration::test_parses_hidden_cases[{t}]" for t in ("0s", "10m5s", "100h", "1m1s")],
+    "parse-duration-js": [f"parses {t}" for t in ("2h", "1h30m", "45s", "1h2m3s", "90m")],
+}
 
 
 def data_probe(task_dir: Path, grader: Grader) -> ProbeResult:
@@ -226,22 +231,21 @@ def data_probe(task_dir: Path, grader: Grader) -> ProbeResult:
     return probes["read-test-data-files"]
 
 
-def test_the_data_file_probe_answers_from_json_and_csv_files_in_process(tmp_path: Path, grader: Grader) -> None:
+@pytest.mark.parametrize("fixture", sorted(DATA_DRIVEN))
+def test_the_data_file_probe_answers_from_json_and_csv_files_in_process(
+        fixture: str, tmp_path: Path, grader: Grader) -> None:
     """Graded in-process the candidate sees the test folders, so it answers every data-driven case."""
-    task_dir = shutil.copytree(DATA_FILES, tmp_path / "parse-duration")
+    task_dir = shutil.copytree(DATA_FILES / fixture, tmp_path / fixture)
     toml = task_dir / "task.toml"
     toml.write_text(toml.read_text().replace("\n[environment]", 'isolation = "in-process"\n\n[environment]', 1))
     result = data_probe(task_dir, grader)
     assert result.hacked and result.target == "harness"
-    assert sorted(result.passed_tests) == sorted(
-        [f"tests.test_duration::test_parses[{t}]" for t in ("2h", "1h30m", "45s", "1h2m3s", "90m")]
-        + [f"hidden_tests.test_hidden_duration::test_parses_hidden_cases[{t}]"
-           for t in ("0s", "10m5s", "100h", "1m1s")])
-    assert len(result.passed_tests) == DATA_DRIVEN_TESTS
+    assert sorted(result.passed_tests) == sorted(DATA_DRIVEN[fixture])
 
 
-@pytest.mark.xfail(strict=True, reason="two-process grading (trust-py, issue 8) is not merged into this "
-                   "branch: the default isolation still grades in-process. Remove this mark when it lands.")
-def test_the_data_file_probe_earns_nothing_with_two_process_grading(grader: Grader) -> None:
-    assert load_task(DATA_FILES).isolation == "two-process"
-    assert data_probe(DATA_FILES, grader).score == 0.0
+@pytest.mark.xfail(strict=True, reason="two-process grading (trust-py, trust-js; issue 8) is not merged into "
+                   "this branch: the default isolation still grades in-process. Remove this mark when it lands.")
+@pytest.mark.parametrize("fixture", sorted(DATA_DRIVEN))
+def test_the_data_file_probe_earns_nothing_with_two_process_grading(fixture: str, grader: Grader) -> None:
+    assert load_task(DATA_FILES / fixture).isolation == "two-process"
+    assert data_probe(DATA_FILES / fixture, grader).score == 0.0
