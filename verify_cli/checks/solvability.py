@@ -14,7 +14,6 @@ defective and more runs would only add detail.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,14 @@ from typing import Any
 
 from verify_cli.checks.cache import ResultCache, cache_key
 from verify_cli.checks.editable import editable_reach
+from verify_cli.checks.flaky_power import (
+    DEFAULT_REPEATS,
+    FLAKE_RATE,
+    TARGET_POWER,
+    FlakinessPower,
+    detection_power,
+    repeats_for_power,
+)
 from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
@@ -31,60 +38,22 @@ from verify_cli.tasks.model import Task
 
 HEADROOM_FACTOR = 3.0
 
-#: check-tasks' promise: a test that fails one run in four (``FLAKE_RATE``) is caught with at
-#: least ``TARGET_POWER`` probability at the default repeat count.
-FLAKE_RATE = 0.25
-TARGET_POWER = 0.95
+__all__ = [
+    "DEFAULT_REPEATS",
+    "FIRST_WAVE",
+    "FLAKE_RATE",
+    "TARGET_POWER",
+    "CheckOptions",
+    "FlakinessPower",
+    "Progress",
+    "check_tasks",
+    "detection_power",
+    "evaluate",
+    "repeats_for_power",
+]
 
-
-def detection_power(repeats: int, flake_rate: float = FLAKE_RATE) -> float:
-    """Probability that ``repeats`` independent runs see at least one failure of a test that fails
-    a run with probability ``flake_rate``."""
-    if repeats <= 0:
-        return 0.0
-    return 1.0 - (1.0 - flake_rate) ** repeats
-
-
-def repeats_for_power(power: float = TARGET_POWER, flake_rate: float = FLAKE_RATE) -> int:
-    """The fewest runs whose :func:`detection_power` reaches ``power``."""
-    if not 0 < flake_rate < 1 or not 0 < power < 1:
-        raise ValueError("flake_rate and power must lie strictly between 0 and 1")
-    n = math.ceil(math.log1p(-power) / math.log1p(-flake_rate))
-    while detection_power(n, flake_rate) < power:  # guard against rounding at the boundary
-        n += 1
-    return max(1, n)
-
-
-DEFAULT_REPEATS = repeats_for_power()
 #: Repeats run before deciding whether a task needs the rest.
 FIRST_WAVE = 3
-
-
-@dataclass(frozen=True)
-class FlakinessPower:
-    """What ``repeats`` reference runs can promise about a flaky test."""
-
-    repeats: int
-    flake_rate: float = FLAKE_RATE
-    target: float = TARGET_POWER
-
-    @property
-    def probability(self) -> float:
-        return detection_power(self.repeats, self.flake_rate)
-
-    @property
-    def meets_target(self) -> bool:
-        return self.probability >= self.target
-
-    def describe(self) -> str:
-        one_in = round(1 / self.flake_rate)
-        return (f"{self.repeats} run(s) detect a 1-in-{one_in} flaky test with "
-                f"{self.probability:.0%} probability")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"repeats": self.repeats, "flake_rate": self.flake_rate,
-                "detection_probability": round(self.probability, 4), "target": self.target,
-                "meets_target": self.meets_target}
 
 
 @dataclass(frozen=True)

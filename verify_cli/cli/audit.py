@@ -10,6 +10,7 @@ import typer
 from verify_cli import __version__
 from verify_cli.checks.audit import AuditOptions, AuditProgress, AuditVerdict, audit_tasks
 from verify_cli.checks.audit.model import DEFAULT_FAIL_UNDER
+from verify_cli.checks.flaky_power import DEFAULT_REPEATS, FlakinessPower
 from verify_cli.checks.probes import probe_names
 from verify_cli.cli import console
 from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt, default_jobs
@@ -26,7 +27,10 @@ def audit_command(
     sandbox: SandboxOpt = "auto",
     pool_size: PoolOpt = 2,
     jobs: JobsOpt = None,
-    reruns: Annotated[int, typer.Option("--reruns", min=0, help="Reference reruns for flakiness.")] = 10,
+    reruns: Annotated[int, typer.Option(
+        "--reruns", min=0,
+        help="Reference reruns for flakiness (the default catches a 1-in-4 flaky test with 95% probability).")
+    ] = DEFAULT_REPEATS,
     max_mutants: Annotated[int, typer.Option("--max-mutants", min=0,
                                              help="Mutants per task, shared evenly between operators.")] = 50,
     max_per_operator: Annotated[int | None, typer.Option("--max-per-operator", min=0,
@@ -87,6 +91,7 @@ def audit_command(
         write_json(json_out, {
             "tool": "verify-cli", "version": __version__, "command": "audit",
             "sandbox": {"backend": backend, "isolation": box.isolation},
+            "flakiness_power": FlakinessPower(reruns).to_dict() if reruns and not no_flaky else None,
             "options": {"reruns": reruns, "max_mutants": max_mutants, "max_per_operator": max_per_operator,
                         "seed": seed, "mutants": not no_mutants, "flaky": not no_flaky,
                         "probes": not no_probes, "labelled": not no_labelled,

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from verify_cli.checks.flaky_power import DEFAULT_REPEATS
+
 #: Below this mutation score (0-100) a task's tests are too weak to trust: a finding. The CLI's
 #: ``--fail-under`` overrides it (0 turns it off).
 DEFAULT_FAIL_UNDER = 80.0
@@ -25,7 +27,7 @@ class AuditOptions:
     flaky: bool = True
     probes: bool = True
     labelled: bool = True
-    reruns: int = 10
+    reruns: int = DEFAULT_REPEATS
     max_mutants: int | None = 50
     max_per_operator: int | None = None
     seed: int = 0
