@@ -606,3 +606,13 @@ def test_equivalence_keeps_types_signs_and_names() -> None:
     assert not python_equivalent("m.py", "def f(a):\n    return a\n", "def f(b):\n    return b\n")
     assert not python_equivalent("m.py", "x = a < b\n", "x = not (a >= b)\n")
     assert not python_equivalent("m.py", "x = 1\n", "x = (\n")  # does not compile
+
+
+def test_js_statement_deletion_leaves_declarations_and_method_definitions() -> None:
+    source = (
+        "class A {\n  constructor() { this.n = 0; }\n  add(x) { this.n += x; return this; }\n}\n"
+        "const o = { f(a) { return a; } };\nlet y = 1;\nfunction g() { h(); }\n"
+    )
+    result = generate_mutants({"a.js": source}, language="javascript", operators=["stmt_delete"])
+    assert [m.description for m in result.mutants] == [
+        "deleted statement 'this.n = 0;'", "deleted statement 'this.n += x;'", "deleted statement 'h();'"]

@@ -105,6 +105,9 @@ def stmt_delete(src: JsSource) -> Iterator[Edit]:
         last = _statement_end(src, index)
         if last < index:
             continue
+        close = src.pairs.get(index + 1) if src.is_punct(index + 1, "(") else None
+        if close is not None and src.is_punct(close + 1, "{"):
+            continue  # a method definition in a class or object literal, not a call
         keyword = token.kind is Kind.NAME and token.text in ("break", "continue", "throw")
         if not keyword and (token.text in _NOT_EXPRESSION_START or not _has_effect(src, index, last)):
             continue
