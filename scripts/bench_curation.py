@@ -4,7 +4,8 @@
 Exports the baseline revision (``git archive``) to a temporary folder, then runs, alternating
 between the two code bases so that both see the same machine load, ``check-tasks PATH --no-cache``
 and ``audit PATH`` (both at their defaults, on the same sandbox backend), ``--rounds`` times each,
-and prints the median wall times, the ratio new/baseline and the sandboxed runs each made.
+and prints the median wall times, the ratio new/baseline and the work each did (check-tasks: its
+sandboxed runs; audit: mutants judged, reruns and probes).
 
     python scripts/bench_curation.py --baseline fa3a913 [--path sample_tasks] [--rounds 1]
 
@@ -32,7 +33,7 @@ def export(revision: str, dest: Path) -> None:
 
 
 def timed(code: Path, args: list[str], json_out: Path) -> tuple[float, int, int]:
-    """(seconds, exit code, sandboxed runs) of one ``python -m verify_cli`` command."""
+    """(seconds, exit code, work items) of one ``python -m verify_cli`` command."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "verify_cli", *args, "--json", str(json_out)],
@@ -63,7 +64,7 @@ def main() -> int:
         export(args.baseline, base)
         commands = {"check-tasks": ["check-tasks", args.path, "--no-cache", "--sandbox", args.sandbox],
                     "audit": ["audit", args.path, "--sandbox", args.sandbox]}
-        print(f"{'command':<12} {'baseline':>10} {'this':>10} {'ratio':>6}  {'runs (baseline / this)':>22}  exit codes")
+        print(f"{'command':<12} {'baseline':>10} {'this':>10} {'ratio':>6}  {'work (baseline / this)':>22}  exit codes")
         for name, cmd in commands.items():
             times: dict[str, list[float]] = {"baseline": [], "this": []}
             runs: dict[str, int] = {}
