@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from verify_cli.checks.flaky_power import FlakinessPower
 from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
 
 
@@ -213,7 +214,9 @@ def _flaky_lines(audit: Any) -> list[Any]:
         return []
     if not f.flaky:
         extra = f", [red]{len(f.always_failing)} always failing[/]" if f.always_failing else ""
-        lines = [Text.from_markup(f"[bold]flakiness[/] {f.reruns} reruns: [green]no flaky test[/]{extra}")]
+        power = FlakinessPower(f.reruns - f.errors)
+        lines = [Text.from_markup(f"[bold]flakiness[/] {f.reruns} reruns: [green]no flaky test[/]{extra} "
+                                  f"[dim]({escape(power.describe())})[/]")]
         lines += [Text.from_markup(f"  [red]fails on the reference in every rerun[/] {escape(t)}")
                   for t in f.always_failing]
         return lines
