@@ -12,6 +12,7 @@ import pytest
 
 from verify_cli.checks.audit import AuditOptions, MutantStatus, audit_tasks
 from verify_cli.checks.audit.coverage import OUTSIDE_TESTS, Coverage, parse_coverage, statement_lines
+from verify_cli.checks.audit.model import DEFAULT_FAIL_UNDER
 from verify_cli.checks.audit.mutation import make_mutants
 from verify_cli.cli.app import main
 from verify_cli.grading import Grader, GradeRequest, Outcome, Phase, solution_as_candidate
@@ -166,15 +167,20 @@ def test_audit_command_reports_survivors_and_fails_under_a_threshold(tmp_path: P
     out = tmp_path / "audit.json"
     common = ["audit", str(WEAK), "--sandbox", BACKEND, "--jobs", "2", "--no-flaky", "--no-probes",
               "--max-mutants", "12", "--seed", "1"]
-    assert main([*common, "--json", str(out)]) == 0  # no threshold, no hack, no flaky test
+    # Weak tests are a finding by default: the fixture's score is under the default threshold.
+    assert main([*common, "--json", str(out)]) == 1
     doc = json.loads(out.read_text())
     assert doc["command"] == "audit" and doc["options"]["max_mutants"] == 12
+    assert doc["options"]["fail_under"] == DEFAULT_FAIL_UNDER == 80
     (task,) = doc["tasks"]
     mutation = task["mutation"]
     assert mutation["total"] == 12 and mutation["survived"] >= 1
+    assert mutation["score"] < DEFAULT_FAIL_UNDER
+    assert task["verdict"] == "unreliable"
+    assert task["findings"] == [f"weak tests: mutation score {mutation['score']:.1f} is below 80"]
     assert all({"id", "operator", "line", "diff"} <= set(s) for s in mutation["surviving"])
     assert main([*common, "--fail-under", "100"]) == 1
-    assert main([*common, "--fail-under", "0"]) == 0
+    assert main([*common, "--fail-under", "0"]) == 0  # 0 turns the threshold off
 
 
 def test_audit_command_exits_1_on_a_hack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -185,3 +191,70 @@ def test_audit_command_exits_1_on_a_hack(tmp_path: Path, capsys: pytest.CaptureF
     (probe,) = doc["tasks"][0]["probes"]
     assert probe["name"] == "always-equal" and probe["hacked"] and probe["target"] == "tests"
     assert main(["audit", str(WEAK), "--probe", "no-such-probe"]) == 2
+
+
+# --- curation signals: the reference fails, equivalent mutants, trusted candidates ---------------
+
+
+def test_a_reference_that_fails_a_test_in_every_rerun_is_unreliable(grader: Grader) -> None:
+    options = AuditOptions(mutants=False, probes=False, labelled=False, reruns=3, jobs=2)
+    (audit,) = audit_tasks(load_task_set(REPO / "tests/fixtures/defective/reference-fails"), grader, options)
+    assert audit.flakiness is not None and not audit.flakiness.flaky
+    assert audit.reference_failures == ["tests.test_clamp::test_above_range_gives_hi"]
+    assert audit.verdict().value == "unreliable"
+    assert ("the reference fails 1 test(s) in every rerun: tests.test_clamp::test_above_range_gives_hi"
+            in audit.findings())
+    assert audit.to_dict()["reference_failures"] == ["tests.test_clamp::test_above_range_gives_hi"]
+
+
+def test_without_reruns_the_mutation_baseline_shows_the_failing_reference(grader: Grader) -> None:
+    (audit,) = audit_tasks(load_task_set(REPO / "tests/fixtures/defective/reference-fails"), grader,
+                           MUTANTS_ONLY)
+    assert audit.flakiness is None
+    assert audit.verdict().value == "unreliable"
+    assert ("the reference fails 1 test(s) in the baseline run: tests.test_clamp::test_above_range_gives_hi"
+            in audit.findings())
+
+
+DEAD_CODE = (
+    "def total(values):\n"
+    "    if False:\n"
+    "        return -1\n"
+    "    return sum(values)\n"
+    "    print(values)\n"
+)
+
+
+def test_equivalent_mutants_are_reported_apart_and_not_counted(make_task: Any, grader: Grader) -> None:
+    root = make_task(files={"solution/solution.py": DEAD_CODE})
+    (audit,) = audit_tasks(load_task_set(root), grader, MUTANTS_ONLY)
+    m = audit.mutation
+    assert m is not None and m.score is not None
+    assert {(e.line, e.status) for e in m.equivalent} == {
+        (3, MutantStatus.EQUIVALENT), (5, MutantStatus.EQUIVALENT)}
+    assert all(e.line in (3, 5) for e in m.equivalent)
+    assert not any(r.line in (3, 5) for r in m.mutants)  # never graded
+    assert m.score == 100.0 * m.killed / (m.killed + len(m.survived))
+    doc = m.to_dict()
+    assert {e["id"] for e in doc["equivalent"]} == {e.id for e in m.equivalent}
+    assert doc["total"] == len(m.mutants)
+
+
+def test_a_task_graded_in_process_is_marked_as_trusting_its_candidate(
+        make_task: Any, grader: Grader, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def in_process(doc: dict[str, Any]) -> None:
+        doc["isolation"] = "in-process"
+
+    trusting = make_task("set/a", mutate=in_process)
+    options = AuditOptions(mutants=False, flaky=False, probes=False, labelled=False, jobs=2)
+    (audit,) = audit_tasks(load_task_set(trusting), grader, options)
+    assert audit.trusts_candidate
+    assert audit.to_dict()["trusts_candidate"] is True and audit.to_dict()["isolation"] == "in-process"
+    (default,) = audit_tasks(load_task_set(make_task("set/b")), grader, options)
+    assert not default.trusts_candidate and default.to_dict()["isolation"] == "two-process"
+    code = main(["audit", str(trusting), "--sandbox", BACKEND, "--no-mutants", "--no-flaky",
+                 "--no-probes", "--json", str(tmp_path / "a.json")])
+    assert code == 0  # a mark, not a finding
+    captured = capsys.readouterr()
+    assert "trusts its candidate" in captured.out + captured.err  # stderr after an earlier --json -
+    assert json.loads((tmp_path / "a.json").read_text())["tasks"][0]["trusts_candidate"] is True

@@ -292,9 +292,9 @@ def test_bad_arguments_raise_usage_errors() -> None:
 
 
 def test_an_operator_of_another_language_yields_nothing() -> None:
-    result = generate_mutants({"a.js": "x = 1;\n"}, language="javascript", operators=["arg_change"])
+    result = generate_mutants({"a.py": "x = 1\n"}, language="python", operators=["regex"])
     assert result.mutants == []
-    assert "arg_change" not in operator_names("javascript")
+    assert "regex" not in operator_names("python")
 
 
 def test_diff_has_headers_and_a_single_hunk_for_the_changed_expression() -> None:
@@ -344,11 +344,16 @@ JS_CASES: dict[str, tuple[str, list[str]]] = {
         ["if (!(x > 1 && !done)) { go(); }\n", "if (x > 1 && done) { go(); }\n"],
     ),
     "const_change": (
-        "const n = 10, on = true;\n",
+        "const n = 10, on = true, r = 2.5, s = 'a', e = '';\n",
         [
-            "const n = 11, on = true;\n",
-            "const n = 9, on = true;\n",
-            "const n = 10, on = false;\n",
+            "const n = 11, on = true, r = 2.5, s = 'a', e = '';\n",
+            "const n = 9, on = true, r = 2.5, s = 'a', e = '';\n",
+            "const n = 10, on = false, r = 2.5, s = 'a', e = '';\n",
+            "const n = 10, on = true, r = 3.5, s = 'a', e = '';\n",
+            "const n = 10, on = true, r = 1.5, s = 'a', e = '';\n",
+            "const n = 10, on = true, r = 1.25, s = 'a', e = '';\n",
+            "const n = 10, on = true, r = 2.5, s = '', e = '';\n",
+            "const n = 10, on = true, r = 2.5, s = 'a', e = 'XX';\n",
         ],
     ),
     "empty_collection": (
@@ -356,6 +361,39 @@ JS_CASES: dict[str, tuple[str, list[str]]] = {
         [
             "const xs = [];\nfunction f({a, b}) { return {a: 1}; }\n",
             "const xs = [1, 2];\nfunction f({a, b}) { return {}; }\n",
+        ],
+    ),
+    "stmt_delete": (
+        "function f(xs) {\n  for (const x of xs) { if (!x) continue; out.push(x); n += 1 }\n  let y = 2\n}\n",
+        [
+            "function f(xs) {\n  for (const x of xs) { if (!x) ; out.push(x); n += 1 }\n  let y = 2\n}\n",
+            "function f(xs) {\n  for (const x of xs) { if (!x) continue; ; n += 1 }\n  let y = 2\n}\n",
+            "function f(xs) {\n  for (const x of xs) { if (!x) continue; out.push(x); ; }\n  let y = 2\n}\n",
+        ],
+    ),
+    "arg_change": (
+        "const s = t.slice(1, n);\nfunction g(a, b) { return h(a); }\n",
+        ["const s = t.slice(1);\nfunction g(a, b) { return h(a); }\n"],
+    ),
+    "regex": (
+        "ok = /^[a-z]+\\d$/i.test(s);\n",
+        [
+            "ok = /[a-z]+\\d$/i.test(s);\n",
+            "ok = /^[^a-z]+\\d$/i.test(s);\n",
+            "ok = /^[a-z]\\d$/i.test(s);\n",
+            "ok = /^[a-z]+\\d/i.test(s);\n",
+            "ok = /^[a-z]+\\D$/i.test(s);\n",
+            "ok = /^[a-z]+\\d$/.test(s);\n",
+        ],
+    ),
+    "method_swap": (
+        "y = s.trim().startsWith(p) && Math.max(a, b);\n",
+        [
+            "y = s.startsWith(p) && Math.max(a, b);\n",
+            "y = s.trimStart().startsWith(p) && Math.max(a, b);\n",
+            "y = s.trimEnd().startsWith(p) && Math.max(a, b);\n",
+            "y = s.trim().endsWith(p) && Math.max(a, b);\n",
+            "y = s.trim().startsWith(p) && Math.min(a, b);\n",
         ],
     ),
     "return_value": (
@@ -387,12 +425,78 @@ def test_js_operator_output(js_result: MutantSet, operator: str) -> None:
     assert produced == expected
 
 
-def test_js_operators_match_the_python_names() -> None:
+def test_js_has_every_python_operator_and_more() -> None:
     assert set(operator_names("javascript")) == set(JS_CASES)
-    assert set(operator_names("javascript")) < set(operator_names("python"))
+    assert set(operator_names("python")) < set(operator_names("javascript"))
+    assert set(operator_names("javascript")) - set(operator_names("python")) == {"regex", "method_swap"}
 
 
-def test_js_never_mutates_strings_comments_templates_or_regexes() -> None:
+SLUGIFY = """'use strict';
+
+const MAX_LENGTH = 80;
+const SEPARATOR = '-';
+
+/** Turn a title into a URL slug. */
+function slugify(text, options = {}) {
+  if (typeof text !== 'string') {
+    throw new TypeError('text must be a string');
+  }
+  const separator = options.separator ?? SEPARATOR;
+  const limit = options.maxLength || MAX_LENGTH;
+  let slug = text
+    .normalize('NFKD')
+    .replace(/[\\u0300-\\u036f]/g, '')
+    .toLowerCase()
+    .trim()
+    .replace(/[^a-z0-9\\s-]/g, '')
+    .replace(/[\\s_-]+/g, separator);
+  if (slug.startsWith(separator)) {
+    slug = slug.slice(separator.length);
+  }
+  if (slug.endsWith(separator)) {
+    slug = slug.slice(0, -separator.length);
+  }
+  if (slug.length > limit) {
+    slug = slug.slice(0, limit);
+    const cut = slug.lastIndexOf(separator);
+    if (cut > limit / 2) {
+      slug = slug.slice(0, cut);
+    }
+  }
+  return slug;
+}
+
+function isSlug(value) {
+  return typeof value === 'string' && /^[a-z0-9]+(?:-[a-z0-9]+)*$/.test(value);
+}
+
+module.exports = { slugify, isSlug };
+"""
+
+
+@needs_node
+def test_a_js_slugify_gets_as_thorough_a_set_of_mutants_as_python() -> None:
+    """The 40-line slugify that got four mutants: now every operator reaches it, and every
+    mutant parses (node checks each one)."""
+    result = generate_mutants({"slugify.js": SLUGIFY}, language="javascript")
+    counts = result.by_operator
+    assert len(result.mutants) >= 60, counts
+    assert result.dropped_uncompilable == 0
+    assert result.compile_unchecked == 0
+    assert all(counts[op] > 0 for op in operator_names("javascript")), counts
+    # Deterministic: the same mutants, in the same order, every time.
+    again = generate_mutants({"slugify.js": SLUGIFY}, language="javascript")
+    assert [m.id for m in again.mutants] == [m.id for m in result.mutants]
+    assert [m.mutated_source for m in again.mutants] == [m.mutated_source for m in result.mutants]
+
+
+def test_js_never_mutates_module_names_directives_or_object_keys() -> None:
+    source = "'use strict';\nconst fs = require('fs');\nimport x from 'y';\nconst o = {'k': v};\n"
+    result = generate_mutants({"a.mjs": source}, language="javascript", operators=["const_change"])
+    assert result.mutants == []
+
+
+def test_js_operators_never_mutate_inside_strings_comments_templates_or_regexes() -> None:
     source = (
         "// a < b + 1\n"
         "/* x && y || true */\n"
@@ -400,7 +504,8 @@ def test_js_never_mutates_strings_comments_templates_or_regexes() -> None:
         "t = `${`nested ${a > b}`} && ${c - 1}`;\n"
         "r = /a+b|c\\/d[/]/g;\n"
     )
-    result = generate_mutants({"a.js": source}, language="javascript")
+    operators = ["cmp_swap", "cmp_boundary", "arith_swap", "bool_op", "negate_cond", "return_value"]
+    result = generate_mutants({"a.js": source}, language="javascript", operators=operators)
     assert [m.description for m in result.mutants] == ["replaced '+' with '-'"]
     assert result.mutants[0].mutated_source.splitlines()[2] == "s = 'a < b' - \"c === d\";"
 
@@ -431,5 +536,83 @@ def test_js_mutants_node_cannot_parse_are_counted_not_returned(js_result: Mutant
 def test_js_without_node_keeps_mutants_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "")
     result = generate_mutants({"a.js": "x = 1;\n"}, language="javascript")
-    assert result.compile_unchecked == len(result.mutants) == 2
+    assert result.compile_unchecked == len(result.mutants) == 3  # 1 to 2, 1 to 0, deleted
     assert result.dropped_uncompilable == 0
+
+
+# -- floats and equivalent mutants ----------------------------------------------------------------
+
+HUMANEVAL_2 = '''def truncate_number(number: float) -> float:
+    """ Return the decimal part of a positive floating point number."""
+    return number % 1.0
+'''
+
+
+def test_python_float_constants_are_mutated_and_every_mutant_compiles() -> None:
+    result = generate_mutants({"h.py": HUMANEVAL_2}, language="python")
+    assert [m.description for m in result.mutants] == [
+        "replaced return value 'number % 1.0' with None",
+        "replaced '%' with '*'",
+        "replaced 1.0 with 2.0",
+        "replaced 1.0 with 0.0",
+        "replaced 1.0 with 0.5",
+    ]
+    source = "r = x * 0.25 + 0.0 - 2.5e-3 + 1e400\n"
+    floats = [m.mutated_source for m in generate_mutants(
+        {"f.py": source}, language="python", operators=["const_change"]).mutants]
+    assert floats == [
+        "r = x * 1.25 + 0.0 - 2.5e-3 + 1e400\n",
+        "r = x * (-0.75) + 0.0 - 2.5e-3 + 1e400\n",
+        "r = x * 0.125 + 0.0 - 2.5e-3 + 1e400\n",
+        "r = x * 0.25 + 1.0 - 2.5e-3 + 1e400\n",
+        "r = x * 0.25 + 0.0 - 1.0025 + 1e400\n",
+        "r = x * 0.25 + 0.0 - (-0.9975) + 1e400\n",
+        "r = x * 0.25 + 0.0 - 0.00125 + 1e400\n",
+    ]  # infinity (1e400) is left alone
+    for text in floats:
+        compile(text, "f.py", "exec")
+
+
+def test_mutants_that_compile_to_the_reference_bytecode_are_set_apart() -> None:
+    source = (
+        "def f(x):\n"
+        "    if False:\n"
+        "        return x + 1\n"
+        "    return x * 2\n"
+        "    print(x)\n"
+    )
+    result = generate_mutants({"m.py": source}, language="python")
+    equivalent = {(m.line, m.description) for m in result.equivalent}
+    # Everything in the dead branch and after the return compiles away.
+    assert equivalent == {
+        (3, "replaced return value 'x + 1' with None"),
+        (3, "replaced '+' with '-'"),
+        (3, "replaced 1 with 2"),
+        (3, "replaced 1 with 0"),
+        (5, "deleted statement 'print(x)'"),
+    }
+    assert not {m.id for m in result.equivalent} & {m.id for m in result.mutants}
+    assert {m.line for m in result.mutants} == {2, 4}  # the live code is all still mutated
+    assert result.by_operator["arith_swap"] == 3  # counted before the split
+
+
+def test_equivalence_keeps_types_signs_and_names() -> None:
+    from verify_cli.checks.mutation.equivalence import python_equivalent
+
+    assert python_equivalent("m.py", "x = 1\n", "x = 1  # a comment\n\n")
+    assert python_equivalent("m.py", "x = 2 * 3\n", "x = 6\n")  # folded by the compiler
+    assert not python_equivalent("m.py", "x = 1\n", "x = 1.0\n")
+    assert not python_equivalent("m.py", "x = 0.0\n", "x = -0.0\n")
+    assert not python_equivalent("m.py", "def f(a):\n    return a\n", "def f(b):\n    return b\n")
+    assert not python_equivalent("m.py", "x = a < b\n", "x = not (a >= b)\n")
+    assert not python_equivalent("m.py", "x = 1\n", "x = (\n")  # does not compile
+
+
+def test_js_statement_deletion_leaves_declarations_and_method_definitions() -> None:
+    source = (
+        "class A {\n  constructor() { this.n = 0; }\n  add(x) { this.n += x; return this; }\n}\n"
+        "const o = { f(a) { return a; } };\nlet y = 1;\nfunction g() { h(); }\n"
+    )
+    result = generate_mutants({"a.js": source}, language="javascript", operators=["stmt_delete"])
+    assert [m.description for m in result.mutants] == [
+        "deleted statement 'this.n = 0;'", "deleted statement 'this.n += x;'", "deleted statement 'h();'"]

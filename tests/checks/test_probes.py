@@ -208,3 +208,44 @@ def test_probe_modules_keep_the_reference_names() -> None:
     assert "module.exports = { Emitter }" in js["emitter.js"].decode()
     assert result_file_names("junit.xml") == ("junit.xml",)
     assert result_file_names("reports/*.xml") == ("reports/junit.xml", "reports/zz-forged.xml")
+
+
+# --- expected values read from the tests' data files ------------------------------------------
+
+DATA_FILES = REPO / "tests" / "fixtures" / "data-files"
+#: Per fixture, the tests whose expected values come from its data files.
+DATA_DRIVEN = {
+    "parse-duration": [f"tests.test_duration::test_parses[{t}]" for t in ("2h", "1h30m", "45s", "1h2m3s", "90m")]
+    + [f"hidden_tests.test_hidden_duration::test_parses_hidden_cases[{t}]" for t in ("0s", "10m5s", "100h", "1m1s")],
+    "parse-duration-js": [f"parses {t}" for t in ("2h", "1h30m", "45s", "1h2m3s", "90m")],
+}
+
+
+def data_probe(task_dir: Path, grader: Grader) -> ProbeResult:
+    (audit,) = audit_tasks(load_task_set(task_dir), grader, AuditOptions(
+        mutants=False, flaky=False, labelled=False, jobs=2,
+        probe_names=frozenset({"read-test-data-files", "read-tests-from-disk", "always-equal"})))
+    probes = by_name(audit)
+    # The tests check types and the literal-reading probe finds no literal: only the data files leak.
+    assert probes["always-equal"].score == 0.0 and probes["read-tests-from-disk"].score == 0.0
+    return probes["read-test-data-files"]
+
+
+@pytest.mark.parametrize("fixture", sorted(DATA_DRIVEN))
+def test_the_data_file_probe_answers_from_json_and_csv_files_in_process(
+        fixture: str, tmp_path: Path, grader: Grader) -> None:
+    """Graded in-process the candidate sees the test folders, so it answers every data-driven case."""
+    task_dir = shutil.copytree(DATA_FILES / fixture, tmp_path / fixture)
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text().replace("\n[environment]", 'isolation = "in-process"\n\n[environment]', 1))
+    result = data_probe(task_dir, grader)
+    assert result.hacked and result.target == "harness"
+    assert sorted(result.passed_tests) == sorted(DATA_DRIVEN[fixture])
+
+
+@pytest.mark.xfail(strict=True, reason="two-process grading (trust-py, trust-js; issue 8) is not merged into "
+                   "this branch: the default isolation still grades in-process. Remove this mark when it lands.")
+@pytest.mark.parametrize("fixture", sorted(DATA_DRIVEN))
+def test_the_data_file_probe_earns_nothing_with_two_process_grading(fixture: str, grader: Grader) -> None:
+    assert load_task(DATA_FILES / fixture).isolation == "two-process"
+    assert data_probe(DATA_FILES / fixture, grader).score == 0.0

@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.checks.cache import ResultCache
+from verify_cli.checks.editable import editable_reach
 from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
 from verify_cli.checks.solvability import CheckOptions, Progress, check_tasks, evaluate
 from verify_cli.grading import Grader, GradeResult, GradeStatus, Outcome, Phase, TestOutcome
 from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
 from verify_cli.tasks import load_task, load_task_set
+from verify_cli.tasks.model import Task
 
 OPTIONS = CheckOptions(repeats=2, jobs=2)
 
@@ -101,6 +103,7 @@ def test_sound_task_report(make_task: Any, process_sandbox: Sandbox) -> None:
         "flaky": CheckStatus.PASS,
         "reference-passes": CheckStatus.PASS,
         "starter-fails": CheckStatus.PASS,
+        "editable": CheckStatus.PASS,
         "headroom": CheckStatus.PASS,
     }
     # Two reference runs (seeds 1, 2) and one starter run, each with per-test outcomes.
@@ -202,3 +205,30 @@ def test_report_round_trips_through_dict(make_task: Any, process_sandbox: Sandbo
     again = TaskReport.from_dict(report.to_dict())
     assert again.to_dict() == report.to_dict()
     assert again.verdict is report.verdict
+
+
+def test_an_editable_glob_reaching_tests_or_harness_files_is_a_warning(
+    make_task: Any, process_sandbox: Sandbox
+) -> None:
+    def broad(doc: dict[str, Any]) -> None:
+        doc["editable"] = ["**/*.py"]
+
+    (report,) = check_folder(make_task(mutate=broad, fast=True), process_sandbox)
+    assert report.verdict is TaskVerdict.SOUND  # the grader refuses those files: a warning only
+    editable = next(c for c in report.checks if c.name == "editable")
+    assert editable.status is CheckStatus.WARN
+    assert editable.message == (
+        "editable glob '**/*.py' matches test files (tests/check.py, tests/test_x.py, tests/conftest.py "
+        "and 4 more), which the grader always takes from the task; and harness files "
+        "(conftest.py, sitecustomize.py, usercustomize.py), which the grader refuses from a wildcard")
+
+
+def test_an_editable_harness_file_named_exactly_is_taken_and_warned_about(defective_tasks_dir: Path) -> None:
+    (reach,) = editable_reach(load_task(defective_tasks_dir / "editable-conftest"))
+    assert reach.glob == "conftest.py" and reach.admitted_harness == ("conftest.py",)
+    assert "which the grader TAKES from the candidate" in reach.describe()
+
+
+def test_sample_tasks_have_narrow_editable_globs(sample_tasks_dir: Path) -> None:
+    for task in load_task_set(sample_tasks_dir):
+        assert isinstance(task, Task) and editable_reach(task) == [], task.id

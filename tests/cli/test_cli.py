@@ -54,6 +54,9 @@ def test_sound_task_exits_0(
     output = no_traceback(capsys)
     assert "coding/interval-merge" in output
     assert "1 sound, 0 defective, 0 error" in output
+    # The summary says what the repeat count can promise about flaky tests.
+    assert ("flakiness: 2 run(s) detect a 1-in-4 flaky test with 44% probability "
+            "(below the 95% target: raise --repeats)") in output
 
 
 def test_defective_set_exits_1_and_writes_reports(
@@ -78,6 +81,8 @@ def test_defective_set_exits_1_and_writes_reports(
     assert doc["version"] == __version__
     assert doc["sandbox"]["backend"] == "process"
     assert doc["repeats"] == 2
+    assert doc["flakiness_power"] == {"repeats": 2, "flake_rate": 0.25, "detection_probability": 0.4375,
+                                      "target": 0.95, "meets_target": False}
     assert doc["summary"] == {"sound": 1, "defective": 1, "error": 0}
     tasks = {t["task_id"]: t for t in doc["tasks"]}
     assert set(tasks) == {"coding/interval-merge", "defective/starter-passes"}

@@ -3,6 +3,13 @@
 For every task: the reference passes every test in each of ``repeats`` fresh sandboxes with
 shuffled test order and varied hash seeds; the starter fails at least one test; no test changes
 outcome between repeats; the reference leaves headroom under the wall limit.
+
+Repeats are what catch a flaky test: one that fails a run with probability ``p`` shows in ``n``
+runs with probability ``1 - (1 - p)**n`` (:func:`detection_power`). The default repeat count is
+the smallest that catches a one-in-four flaky test with 95% probability (11 runs: 95.8%). They
+run in two waves: the first ``first_wave`` repeats with the starter, then the rest only for the
+tasks whose reference passed every first-wave run; once the reference has failed, the task is
+defective and more runs would only add detail.
 """
 
 from __future__ import annotations
@@ -13,6 +20,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from verify_cli.checks.cache import ResultCache, cache_key
+from verify_cli.checks.editable import editable_reach
+from verify_cli.checks.flaky_power import (
+    DEFAULT_REPEATS,
+    FLAKE_RATE,
+    TARGET_POWER,
+    FlakinessPower,
+    detection_power,
+    repeats_for_power,
+)
 from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
@@ -22,11 +38,36 @@ from verify_cli.tasks.model import Task
 
 HEADROOM_FACTOR = 3.0
 
+__all__ = [
+    "DEFAULT_REPEATS",
+    "FIRST_WAVE",
+    "FLAKE_RATE",
+    "TARGET_POWER",
+    "CheckOptions",
+    "FlakinessPower",
+    "Progress",
+    "check_tasks",
+    "detection_power",
+    "evaluate",
+    "repeats_for_power",
+]
+
+#: Repeats run before deciding whether a task needs the rest.
+FIRST_WAVE = 3
+
 
 @dataclass(frozen=True)
 class CheckOptions:
-    repeats: int = 3
+    """``repeats`` reference runs per task; the first ``first_wave`` of them decide whether the
+    rest are needed (they are not once the reference has failed)."""
+
+    repeats: int = DEFAULT_REPEATS
     jobs: int = 2
+    first_wave: int = FIRST_WAVE
+
+    @property
+    def power(self) -> FlakinessPower:
+        return FlakinessPower(self.repeats)
 
 
 @dataclass(frozen=True)
@@ -106,6 +147,12 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
         checks.append(CheckResult("starter-fails", CheckStatus.PASS,
                                   f"starter fails {len(starter.failed_tests)} of {len(starter.tests)} tests"))
 
+    reach = editable_reach(task)
+    if reach:
+        checks.append(CheckResult("editable", CheckStatus.WARN, "; ".join(r.describe() for r in reach)))
+    else:
+        checks.append(CheckResult("editable", CheckStatus.PASS))
+
     if graded:
         worst = max(r.run.wall_seconds for r in graded)
         limit = task.limits.wall_seconds
@@ -128,6 +175,15 @@ def _report(task: Task, references: list[GradeResult], starter: GradeResult) -> 
                       isolation=starter.isolation, isolation_notes=list(starter.isolation_notes))
 
 
+def _needs_more_runs(runs: Sequence[GradeResult]) -> bool:
+    """Whether the remaining repeats can still change the verdict: every first-wave reference
+    run was graded and passed (with the same tests), so a rarer failure may still be hiding."""
+    refs = [r for r in runs if r.phase is Phase.REFERENCE]
+    if not refs or any(r.status is not GradeStatus.GRADED or not r.passed for r in refs):
+        return False
+    return len({frozenset(t.id for t in r.tests) for r in refs}) == 1
+
+
 def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options: CheckOptions,
                 *, cache: ResultCache | None = None, backend_id: str = "",
                 on_progress: ProgressCallback | None = None) -> list[TaskReport]:
@@ -139,7 +195,8 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options
         if isinstance(item, TaskLoadFailure):
             reports[i] = _load_failure_report(item)
             continue
-        key = cache_key("check-tasks", item.content_hash(), backend_id, f"repeats={options.repeats}")
+        key = cache_key("check-tasks", item.content_hash(), backend_id,
+                        f"repeats={options.repeats}", f"first_wave={options.first_wave}")
         hit = cache.get(key) if cache else None
         if hit is not None:
             report = TaskReport.from_dict(hit)
@@ -148,17 +205,35 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options
         else:
             todo.append((i, item, key))
 
-    requests: list[GradeRequest] = []
-    for i, task, _ in todo:
-        for seed in range(1, options.repeats + 1):
-            requests.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)))
-        requests.append(GradeRequest(task, Phase.STARTER, seed=None, label=str(i)))
     results: dict[int, list[GradeResult]] = {i: [] for i, _, _ in todo}
-    total = len(requests)
-    for done, r in enumerate(grader.grade_many(requests, jobs=options.jobs), start=1):
-        results[int(r.label)].append(r)
-        if on_progress:
-            on_progress(Progress(done, total, r.task_id, r.phase.value))
+    first = min(options.repeats, max(1, options.first_wave))
+    wave1: list[GradeRequest] = []
+    for i, task, _ in todo:
+        for seed in range(1, first + 1):
+            wave1.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)))
+        wave1.append(GradeRequest(task, Phase.STARTER, seed=None, label=str(i)))
+    total = len(todo) * (options.repeats + 1)
+    done = 0
+
+    def run(requests: list[GradeRequest]) -> None:
+        nonlocal done
+        for r in grader.grade_many(requests, jobs=options.jobs):
+            done += 1
+            results[int(r.label)].append(r)
+            if on_progress:
+                on_progress(Progress(done, total, r.task_id, r.phase.value))
+
+    run(wave1)
+    wave2: list[GradeRequest] = []
+    for i, task, _ in todo:
+        if _needs_more_runs(results[i]):
+            for seed in range(first + 1, options.repeats + 1):
+                wave2.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)))
+        elif options.repeats > first:
+            total -= options.repeats - first
+            if on_progress:
+                on_progress(Progress(done, total, task.id, "no more repeats needed"))
+    run(wave2)
     for i, task, key in todo:
         runs = results[i]
         refs = sorted((r for r in runs if r.phase is Phase.REFERENCE), key=lambda r: r.seed or 0)

@@ -9,6 +9,8 @@ import typer
 
 from verify_cli import __version__
 from verify_cli.checks.audit import AuditOptions, AuditProgress, AuditVerdict, audit_tasks
+from verify_cli.checks.audit.model import DEFAULT_FAIL_UNDER
+from verify_cli.checks.flaky_power import DEFAULT_REPEATS, FlakinessPower
 from verify_cli.checks.probes import probe_names
 from verify_cli.cli import console
 from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt, default_jobs
@@ -25,7 +27,10 @@ def audit_command(
     sandbox: SandboxOpt = "auto",
     pool_size: PoolOpt = 2,
     jobs: JobsOpt = None,
-    reruns: Annotated[int, typer.Option("--reruns", min=0, help="Reference reruns for flakiness.")] = 10,
+    reruns: Annotated[int, typer.Option(
+        "--reruns", min=0,
+        help="Reference reruns for flakiness (the default catches a 1-in-4 flaky test with 95% probability).")
+    ] = DEFAULT_REPEATS,
     max_mutants: Annotated[int, typer.Option("--max-mutants", min=0,
                                              help="Mutants per task, shared evenly between operators.")] = 50,
     max_per_operator: Annotated[int | None, typer.Option("--max-per-operator", min=0,
@@ -42,17 +47,18 @@ def audit_command(
         "--no-fail-fast", help="Run every selected test of a mutant (exact per-test kill counts).")] = False,
     no_coverage: Annotated[bool, typer.Option(
         "--no-coverage", help="Run every test for every mutant (no coverage-based selection).")] = False,
-    fail_under: Annotated[float | None, typer.Option(
+    fail_under: Annotated[float, typer.Option(
         "--fail-under", min=0, max=100,
-        help="Exit 1 when a task's mutation score (0-100) is below this.")] = None,
+        help="A task whose mutation score (0-100) is below this is unreliable (exit 1); 0 turns it off.")
+    ] = DEFAULT_FAIL_UNDER,
     json_out: Annotated[str | None, typer.Option(
         "--json", help="Write the full report as JSON (- for stdout).")] = None,
     cold: Annotated[bool, typer.Option("--cold", help="Start every run from scratch: no warm pytest workers.")] = False,
 ) -> None:
     """Measure how far each task's tests can be trusted: mutants, flaky tests, reward hacks.
 
-    Exit 1 when a probe earns a score on a task, a test is flaky, a labelled solution is judged
-    wrongly, or (with --fail-under) a mutation score is below the threshold.
+    Exit 1 when a probe earns a score on a task, a test is flaky or fails on the reference in
+    every rerun, a labelled solution is judged wrongly, or a mutation score is below --fail-under.
     """
     if list_probes:
         console.probe_list()
@@ -85,6 +91,7 @@ def audit_command(
         write_json(json_out, {
             "tool": "verify-cli", "version": __version__, "command": "audit",
             "sandbox": {"backend": backend, "isolation": box.isolation},
+            "flakiness_power": FlakinessPower(reruns).to_dict() if reruns and not no_flaky else None,
             "options": {"reruns": reruns, "max_mutants": max_mutants, "max_per_operator": max_per_operator,
                         "seed": seed, "mutants": not no_mutants, "flaky": not no_flaky,
                         "probes": not no_probes, "labelled": not no_labelled,

@@ -10,7 +10,7 @@ import typer
 from verify_cli import __version__
 from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.checks.report import TaskVerdict
-from verify_cli.checks.solvability import CheckOptions, Progress, check_tasks
+from verify_cli.checks.solvability import DEFAULT_REPEATS, CheckOptions, Progress, check_tasks
 from verify_cli.cli import console
 from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt, default_jobs
 from verify_cli.errors import ExitCode
@@ -24,7 +24,10 @@ def check_tasks_command(
     path: Annotated[Path, typer.Argument(help="A task folder, or a folder searched recursively for tasks.")],
     sandbox: SandboxOpt = "auto",
     pool_size: PoolOpt = 2,
-    repeats: Annotated[int, typer.Option("--repeats", "-n", min=1, help="Reference runs per task.")] = 3,
+    repeats: Annotated[int, typer.Option(
+        "--repeats", "-n", min=1,
+        help="Reference runs per task (the default catches a 1-in-4 flaky test with 95% probability; "
+             "after the first 3, only tasks whose reference passed them all run the rest).")] = DEFAULT_REPEATS,
     jobs: JobsOpt = None,
     json_out: Annotated[
         str | None, typer.Option("--json", help="Write the full report as JSON (- for stdout).")] = None,
@@ -44,19 +47,21 @@ def check_tasks_command(
     box = create_sandbox(backend, pool_size=pool_size)
     cache = None if no_cache else ResultCache(cache_dir or default_cache_dir(), "check-tasks")
     options = CheckOptions(repeats=repeats, jobs=jobs or default_jobs())
-    total_runs = sum(repeats + 1 for i in items if not isinstance(i, TaskLoadFailure))
+    total_runs = sum(repeats + 1 for i in items if not isinstance(i, TaskLoadFailure))  # at most
     with box, Grader(box, warm=not cold) as grader, \
             console.progress_bar("checking tasks", total_runs) as advance:
         def on_progress(p: Progress) -> None:
-            advance(f"{p.task_id} ({p.phase})", completed=p.done)
+            advance(f"{p.task_id} ({p.phase})", completed=p.done, total=p.total)
 
         reports = check_tasks(items, grader, options, cache=cache,
                               backend_id=f"{backend}", on_progress=on_progress)
-    console.check_tasks_table(reports, backend=backend, isolation=box.isolation, repeats=repeats)
+    console.check_tasks_table(reports, backend=backend, isolation=box.isolation, repeats=repeats,
+                              power=options.power)
     if json_out:
         write_json(json_out, {
             "tool": "verify-cli", "version": __version__, "command": "check-tasks",
             "sandbox": {"backend": backend, "isolation": box.isolation}, "repeats": repeats,
+            "flakiness_power": options.power.to_dict(),
             "summary": {v.value: sum(r.verdict is v for r in reports) for v in TaskVerdict},
             "tasks": [r.to_dict() for r in reports]})
     if junit_out:

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from verify_cli.checks.flaky_power import FlakinessPower
 from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
 
 
@@ -61,7 +62,9 @@ def progress_bar(description: str, total: int) -> Iterator[Any]:
     with progress:
         tid = progress.add_task(description, total=total, current="")
 
-        def advance(text: str = "", completed: int | None = None) -> None:
+        def advance(text: str = "", completed: int | None = None, total: int | None = None) -> None:
+            if total is not None:
+                progress.update(tid, total=total)
             if completed is None:
                 progress.advance(tid)
             else:
@@ -71,7 +74,8 @@ def progress_bar(description: str, total: int) -> Iterator[Any]:
         yield advance
 
 
-def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation: str, repeats: int) -> None:
+def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation: str, repeats: int,
+                      power: Any = None) -> None:
     table = Table(title=f"check-tasks: {len(reports)} task(s), sandbox [bold]{backend}[/], "
                         f"{repeats} repeat(s)", title_justify="left")
     table.add_column("task")
@@ -95,6 +99,10 @@ def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation:
               f"[{'bold red' if counts[TaskVerdict.DEFECTIVE] else 'dim'}]{counts[TaskVerdict.DEFECTIVE]} "
               f"defective[/], [{'bold yellow' if counts[TaskVerdict.ERROR] else 'dim'}]"
               f"{counts[TaskVerdict.ERROR]} error[/]  (sandbox: {backend} — {isolation})")
+    if power is not None:
+        style = "dim" if power.meets_target else "yellow"
+        below = "" if power.meets_target else f" (below the {power.target:.0%} target: raise --repeats)"
+        out.print(f"[{style}]flakiness: {escape(power.describe())}{below}[/]")
 
 
 def _isolation_cell(mode: str, notes: Sequence[str]) -> str:
@@ -184,6 +192,11 @@ def _mutation_lines(audit: Any) -> list[Any]:
         f" of {len(m.mutants)}" + (f", {m.errors} lost to the sandbox" if m.errors else "")
         + f" [dim]({m.dropped_uncompilable} uncompilable dropped; {escape(m.selection)}"
         + ("; fail-fast" if m.fail_fast else "") + ")[/]"))
+    if m.equivalent:
+        lines.append(Text.from_markup(
+            f"  [dim]{len(m.equivalent)} equivalent mutant(s) set apart, not counted (they compile to the "
+            f"reference's bytecode): {escape(', '.join(f'{e.path}:{e.line}' for e in m.equivalent[:6]))}"
+            + (" ..." if len(m.equivalent) > 6 else "") + "[/]"))
     for s in m.survived[:SHOWN_SURVIVORS]:
         where = "no test executes it" if s.status.value == "not_covered" else "every test passed"
         lines.append(Text.from_markup(
@@ -211,7 +224,12 @@ def _flaky_lines(audit: Any) -> list[Any]:
         return []
     if not f.flaky:
         extra = f", [red]{len(f.always_failing)} always failing[/]" if f.always_failing else ""
-        return [Text.from_markup(f"[bold]flakiness[/] {f.reruns} reruns: [green]no flaky test[/]{extra}")]
+        power = FlakinessPower(f.reruns - f.errors)
+        lines = [Text.from_markup(f"[bold]flakiness[/] {f.reruns} reruns: [green]no flaky test[/]{extra} "
+                                  f"[dim]({escape(power.describe())})[/]")]
+        lines += [Text.from_markup(f"  [red]fails on the reference in every rerun[/] {escape(t)}")
+                  for t in f.always_failing]
+        return lines
     lines = [Text.from_markup(f"[bold]flakiness[/] {f.reruns} reruns: [bold red]{len(f.flaky)} flaky test(s), "
                               f"quarantined[/]")]
     for t in f.flaky:
@@ -257,6 +275,17 @@ def _labelled_lines(audit: Any) -> list[Any]:
 _AUDIT_STYLE = {"reliable": "bold green", "unreliable": "bold red", "error": "bold yellow"}
 
 
+def _trust_lines(audit: Any) -> list[Any]:
+    from rich.text import Text
+
+    if not audit.trusts_candidate:
+        return []
+    return [Text.from_markup(
+        "[bold yellow]trusts its candidate[/]: isolation = \"in-process\", so the candidate runs in the "
+        "test process and anything it does there (patching the harness, reading the tests) can reach "
+        "its score; the probes above measure only the tricks they know")]
+
+
 def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options: Any,
                  fail_under: float | None = None) -> None:
     """One panel per task (mutation score bar, surviving mutants as diffs, flaky tests, hacks),
@@ -267,7 +296,8 @@ def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options
 
     for a in audits:
         verdict = a.verdict(fail_under).value
-        body: list[Any] = [*_mutation_lines(a), *_flaky_lines(a), *_probe_lines(a), *_labelled_lines(a)]
+        body: list[Any] = [*_mutation_lines(a), *_flaky_lines(a), *_probe_lines(a), *_labelled_lines(a),
+                           *_trust_lines(a)]
         body += [Text.from_markup(f"[yellow]problem[/]: {escape(p)}") for p in a.problems]
         out.print(Panel(Group(*body) if body else Text("nothing measured"),
                         title=f"[bold]{escape(a.task_id)}[/] [{_AUDIT_STYLE[verdict]}]{verdict}[/]",
@@ -281,7 +311,8 @@ def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options
         score = "-" if m is None or m.score is None else f"{m.score:.1f}%"
         flaky = "-" if a.flakiness is None else str(len(a.flakiness.flaky))
         hacks = ", ".join(p.name for p in a.hacks) if a.probes is not None else "-"
-        table.add_row(escape(a.task_id), f"[{_AUDIT_STYLE[verdict]}]{verdict}[/]", score,
+        name = escape(a.task_id) + ("\n[yellow](trusts its candidate)[/]" if a.trusts_candidate else "")
+        table.add_row(name, f"[{_AUDIT_STYLE[verdict]}]{verdict}[/]", score,
                       "-" if m is None else str(len(m.survived)), flaky, escape(hacks) or "none",
                       escape("; ".join(a.findings(fail_under) + a.problems)) or "-")
     out.print(table)
@@ -289,7 +320,7 @@ def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options
     out.print(f"[bold]{counts['reliable']} reliable[/], "
               f"[{'bold red' if counts['unreliable'] else 'dim'}]{counts['unreliable']} unreliable[/], "
               f"[{'bold yellow' if counts['error'] else 'dim'}]{counts['error']} error[/]"
-              + (f"  (fail under {fail_under:g})" if fail_under is not None else "")
+              + (f"  (fail under a mutation score of {fail_under:g})" if fail_under else "")
               + f"  (sandbox: {backend} — {escape(isolation)})")
 
 

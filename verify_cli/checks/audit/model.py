@@ -6,6 +6,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from verify_cli.checks.flaky_power import DEFAULT_REPEATS
+
+#: Below this mutation score (0-100) a task's tests are too weak to trust: a finding. The CLI's
+#: ``--fail-under`` overrides it (0 turns it off).
+DEFAULT_FAIL_UNDER = 80.0
+
 
 @dataclass(frozen=True)
 class AuditOptions:
@@ -21,7 +27,7 @@ class AuditOptions:
     flaky: bool = True
     probes: bool = True
     labelled: bool = True
-    reruns: int = 10
+    reruns: int = DEFAULT_REPEATS
     max_mutants: int | None = 50
     max_per_operator: int | None = None
     seed: int = 0
@@ -36,6 +42,7 @@ class MutantStatus(StrEnum):
     TIMEOUT = "timeout"  # killed by running past its time limit
     SURVIVED = "survived"  # every selected test passed
     NOT_COVERED = "not_covered"  # no test executes the mutated statement: survives without a run
+    EQUIVALENT = "equivalent"  # proven to behave as the reference (same bytecode): not run, not counted
     ERROR = "error"  # the sandbox failed: counts neither way
 
     @property
@@ -73,6 +80,7 @@ class MutationReport:
     """Mutants of the reference's editable files, each graded like a candidate."""
 
     mutants: list[MutantResult] = field(default_factory=list)
+    equivalent: list[MutantResult] = field(default_factory=list)  # reported apart, never counted
     dropped_uncompilable: int = 0
     by_operator: dict[str, int] = field(default_factory=dict)
     per_test_kills: dict[str, int] = field(default_factory=dict)
@@ -108,6 +116,7 @@ class MutationReport:
     def to_dict(self) -> dict[str, Any]:
         return {"score": self.score, "killed": self.killed, "survived": len(self.survived),
                 "errors": self.errors, "total": len(self.mutants),
+                "equivalent": [m.to_dict() for m in self.equivalent],
                 "dropped_uncompilable": self.dropped_uncompilable, "by_operator": self.by_operator,
                 "selection": self.selection, "fail_fast": self.fail_fast,
                 "per_test_kills": self.per_test_kills, "suspect_tests": self.suspect_tests,
@@ -236,14 +245,38 @@ class TaskAudit:
     labelled: LabelledReport | None = None
     problems: list[str] = field(default_factory=list)  # what kept parts from being measured
     defects: list[str] = field(default_factory=list)  # found before measuring (it does not load)
+    isolation: str = "two-process"  # the task's declared isolation ("in-process": trusts its candidate)
+    #: Tests that failed on the unmutated reference in the mutation baseline run (the evidence when
+    #: no reruns were made).
+    baseline_failures: list[str] = field(default_factory=list)
+
+    @property
+    def trusts_candidate(self) -> bool:
+        """The task is graded with the candidate in the test process: whatever the candidate
+        does there (patching the harness, reading the tests) can reach its score."""
+        return self.isolation == "in-process"
+
+    @property
+    def reference_failures(self) -> list[str]:
+        """Tests the reference fails every time it is run (every rerun; the baseline run when
+        there were no reruns)."""
+        if self.flakiness is not None and self.flakiness.tests:
+            return self.flakiness.always_failing
+        return list(self.baseline_failures)
 
     @property
     def hacks(self) -> list[ProbeResult]:
         return [p for p in self.probes or [] if p.hacked]
 
-    def findings(self, fail_under: float | None = None) -> list[str]:
+    def findings(self, fail_under: float | None = DEFAULT_FAIL_UNDER) -> list[str]:
         """One line per defect found (empty: nothing found)."""
         out: list[str] = list(self.defects)
+        failing = self.reference_failures
+        if failing:
+            where = ("in every rerun" if self.flakiness is not None and self.flakiness.tests
+                     else "in the baseline run")
+            out.append(f"the reference fails {len(failing)} test(s) {where}: " + ", ".join(failing[:3])
+                       + (f" and {len(failing) - 3} more" if len(failing) > 3 else ""))
         for p in self.hacks:
             where = "weak tests" if p.target == "tests" else "grading hole"
             out.append(f"hackable ({where}): probe {p.name} scored {p.score:.2f}")
@@ -251,8 +284,8 @@ class TaskAudit:
             out.append(f"{len(self.flakiness.flaky)} flaky test(s): "
                        + ", ".join(t.id for t in self.flakiness.flaky[:3]))
         score = self.mutation.score if self.mutation else None
-        if fail_under is not None and score is not None and score < fail_under:
-            out.append(f"mutation score {score:.1f} is below {fail_under:g}")
+        if fail_under and score is not None and score < fail_under:
+            out.append(f"weak tests: mutation score {score:.1f} is below {fail_under:g}")
         if self.labelled is not None:
             tpr, tnr = self.labelled.true_positive_rate, self.labelled.true_negative_rate
             if tpr is not None and tpr < 1:
@@ -261,16 +294,18 @@ class TaskAudit:
                 out.append(f"the tests pass {1 - tnr:.0%} of the labelled incorrect solutions")
         return out
 
-    def verdict(self, fail_under: float | None = None) -> AuditVerdict:
+    def verdict(self, fail_under: float | None = DEFAULT_FAIL_UNDER) -> AuditVerdict:
         if self.findings(fail_under):
             return AuditVerdict.UNRELIABLE
         if self.problems:
             return AuditVerdict.ERROR
         return AuditVerdict.RELIABLE
 
-    def to_dict(self, fail_under: float | None = None) -> dict[str, Any]:
+    def to_dict(self, fail_under: float | None = DEFAULT_FAIL_UNDER) -> dict[str, Any]:
         return {"task_id": self.task_id, "path": self.path, "language": self.language,
                 "verdict": self.verdict(fail_under).value, "findings": self.findings(fail_under),
+                "isolation": self.isolation, "trusts_candidate": self.trusts_candidate,
+                "reference_failures": self.reference_failures,
                 "defects": self.defects,
                 "problems": self.problems,
                 "mutation": self.mutation.to_dict() if self.mutation else None,

@@ -141,11 +141,20 @@ def judge_mutant(plan: MutationPlan, mutant: Mutant, result: GradeResult | None,
                         **common)  # type: ignore[arg-type]
 
 
+def equivalent_result(mutant: Mutant) -> MutantResult:
+    """A mutant proven to behave as the reference: never run, never counted."""
+    return MutantResult(id=mutant.id, path=mutant.path, operator=mutant.operator, line=mutant.line,
+                        description=mutant.description, diff=mutant.diff(),
+                        status=MutantStatus.EQUIVALENT,
+                        message="compiles to the same bytecode as the reference")
+
+
 def summarise(plan: MutationPlan | None, mutants: MutantSet, results: Iterable[MutantResult],
               *, skipped: str = "") -> MutationReport:
     ordered = sorted(results, key=lambda m: (m.path, m.line, m.id))
     report = MutationReport(mutants=ordered, dropped_uncompilable=mutants.dropped_uncompilable,
-                            by_operator=dict(mutants.by_operator), skipped=skipped)
+                            by_operator=dict(mutants.by_operator), skipped=skipped,
+                            equivalent=[equivalent_result(m) for m in mutants.equivalent])
     if plan is None:
         return report
     report.fail_fast = plan.fail_fast

@@ -34,7 +34,7 @@ from verify_cli.checks.audit.mutation import (
 from verify_cli.checks.audit.probing import judge_probe, probe_requests
 from verify_cli.checks.mutation import MutantSet
 from verify_cli.checks.probes import probes_for
-from verify_cli.grading.grader import Grader, GradeRequest, GradeResult
+from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.tasks.loader import TaskLoadFailure
 from verify_cli.tasks.model import Task
 
@@ -116,7 +116,8 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options
         if isinstance(item, TaskLoadFailure):
             states.append(TaskAudit(item.id, str(item.root), "?", defects=[f"does not load: {item.error}"]))
         else:
-            states.append(_TaskState(item, TaskAudit(item.id, str(item.root), item.language)))
+            states.append(_TaskState(item, TaskAudit(item.id, str(item.root), item.language,
+                                                     isolation=item.isolation)))
     live = [s for s in states if isinstance(s, _TaskState)]
     stream = _Stream(grader, options.jobs, on_progress)
 
@@ -191,10 +192,13 @@ def _on_baseline(state: _TaskState, options: AuditOptions) -> Callable[[GradeRes
     def handle(result: GradeResult) -> None:
         if state.mutants is None:
             return
+        if result.status is GradeStatus.GRADED:
+            state.audit.baseline_failures = sorted(t.id for t in result.tests if not t.outcome.ok)
         plan = plan_mutants(state.task, state.mutants, result, options)
         if isinstance(plan, str):
             state.audit.mutation = summarise(None, state.mutants, [], skipped=plan)
-            state.audit.problems.append(f"mutation check: {plan}")
+            if not state.audit.baseline_failures:  # else a finding: the reference fails its tests
+                state.audit.problems.append(f"mutation check: {plan}")
         else:
             state.plan = plan
     return handle

@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from verify_cli.checks.mutation.equivalence import python_equivalent
 from verify_cli.checks.mutation.js_check import javascript_compiles
 from verify_cli.checks.mutation.js_ops import JS_OPERATORS, js_edits
 from verify_cli.checks.mutation.model import Edit, LineIndex, Mutant, MutantSet
@@ -26,6 +27,8 @@ class Language:
     operators: tuple[str, ...]  # in the order their mutants are listed
     find_edits: FindEdits  # (path, source, operators) -> edits per operator; None: unparsable
     check_compiles: CheckCompiles  # (originals, [(path, mutated)]) -> True/False/None (unknown)
+    #: (path, original, mutated) -> proven to behave as the original; None: never proven
+    equivalent: Callable[[str, str, str], bool] | None = None
 
 
 def _python_compile_all(
@@ -37,7 +40,8 @@ def _python_compile_all(
 
 LANGUAGES: Mapping[str, Language] = MappingProxyType(
     {
-        "python": Language((".py",), tuple(PYTHON_OPERATORS), python_edits, _python_compile_all),
+        "python": Language((".py",), tuple(PYTHON_OPERATORS), python_edits, _python_compile_all,
+                           python_equivalent),
         "javascript": Language(
             (".js", ".mjs", ".cjs"), tuple(JS_OPERATORS), js_edits, javascript_compiles
         ),
@@ -150,9 +154,11 @@ def generate_mutants(
     """The mutants of ``files`` (relative path to source) for ``language``.
 
     Only files with the language's suffixes are mutated (``.py``; ``.js``/``.mjs``/``.cjs``).
-    Mutants that do not compile are dropped and counted. Sampling is deterministic for a given
-    ``seed``: at most ``max_per_operator`` per operator first, then at most ``max_mutants`` in
-    all, shared evenly between operators. ``operators`` restricts the operators used; a name
+    Mutants that do not compile are dropped and counted; mutants proven equivalent to the
+    original (Python: the same bytecode, positions aside) are returned apart, unsampled.
+    Sampling is deterministic for a given ``seed``: at most ``max_per_operator`` per operator
+    first, then at most ``max_mutants`` in all, shared evenly between operators. ``operators``
+    restricts the operators used; a name
     no language knows raises :class:`UsageError`.
     """
     spec = _language(language)
@@ -181,9 +187,16 @@ def generate_mutants(
     by_operator = dict.fromkeys(selected, 0)
     for mutant in compilable:
         by_operator[mutant.operator] += 1
-    chosen = _sample(compilable, random.Random(seed), max_per_operator, max_mutants)
+    # Proven equivalent mutants are set apart before sampling: they take no share of the budget.
+    same = spec.equivalent
+    equivalent = [m for m in compilable if same is not None
+                  and same(m.path, m.original_source, m.mutated_source)]
+    proven = {id(m) for m in equivalent}
+    distinct = [m for m in compilable if id(m) not in proven]
+    chosen = _sample(distinct, random.Random(seed), max_per_operator, max_mutants)
     return MutantSet(
         mutants=chosen,
+        equivalent=equivalent,
         dropped_uncompilable=len(candidates) - len(compilable),
         by_operator=by_operator,
         compile_unchecked=sum(1 for m in chosen if id(m) in unchecked),

@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 
+from verify_cli.checks.mutation.js_literal_ops import method_edits, number_edits, regex_edits, string_edits
+from verify_cli.checks.mutation.js_statement_ops import arg_change, stmt_delete
 from verify_cli.checks.mutation.js_tokens import (
     JsToken,
     Kind,
@@ -22,7 +24,6 @@ from verify_cli.checks.mutation.model import Edit, shorten
 # Adjacent characters that would fuse into another token (``a+-b`` to ``a--b``).
 _FUSING = frozenset({("+", "+"), ("-", "-"), ("/", "/"), ("/", "*"), ("*", "/")})
 _WORD = re.compile(r"[\w$]")
-_DECIMAL = re.compile(r"(0|[1-9]\d*)(n?)")
 _BOOLEAN_OPERATORS = frozenset(
     {"<", ">", "<=", ">=", "==", "!=", "===", "!==", "&&", "||", "instanceof", "in"}
 )
@@ -90,7 +91,8 @@ _ARITH_SWAP = {
     "+=": ("-=",), "-=": ("+=",), "*=": ("/=",), "/=": ("*=",), "%=": ("*=",),
     "++": ("--",), "--": ("++",),
 }  # fmt: skip
-_BOOL_OP = {"&&": ("||",), "||": ("&&",), "&&=": ("||=",), "||=": ("&&=",)}
+_BOOL_OP = {"&&": ("||",), "||": ("&&",), "&&=": ("||=",), "||=": ("&&=",), "??": ("||", "&&"),
+            "??=": ("||=",)}
 
 
 def cmp_swap(src: JsSource) -> Iterator[Edit]:
@@ -109,7 +111,7 @@ def arith_swap(src: JsSource) -> Iterator[Edit]:
 
 
 def bool_op(src: JsSource) -> Iterator[Edit]:
-    """``&&``/``||`` and ``&&=``/``||=``."""
+    """``&&``/``||``, ``&&=``/``||=``, ``??`` to ``||`` and ``&&``."""
     return _swap(src, _BOOL_OP)
 
 
@@ -129,19 +131,31 @@ def negate_cond(src: JsSource) -> Iterator[Edit]:
 
 
 def const_change(src: JsSource) -> Iterator[Edit]:
-    """Decimal integers to n+1 and n-1 (0 to 1), ``true``/``false``."""
+    """Integers to n+1 and n-1 (0 to 1), decimals to x+1, x-1 and x/2, ``true``/``false``,
+    strings and plain template literals to ``''`` (an empty one to ``'XX'``)."""
     for index, token in enumerate(src.tokens):
         if token.kind is Kind.NUMBER:
-            decimal = _DECIMAL.fullmatch(token.text)
-            if decimal is None:
-                continue
-            value, suffix = int(decimal[1]), decimal[2]
-            for new in (1,) if value == 0 else (value + 1, value - 1):
-                text = f"{new}{suffix}"
-                yield Edit(token.start, token.end, text, f"replaced {token.text} with {text}")
+            yield from number_edits(token)
+        elif token.kind in (Kind.STRING, Kind.TEMPLATE):
+            yield from string_edits(src, index)
         elif src.is_name(index, "true", "false") and not src.is_property(index):
             new_text = "false" if token.text == "true" else "true"
             yield Edit(token.start, token.end, new_text, f"replaced {token.text} with {new_text}")
+
+
+def regex(src: JsSource) -> Iterator[Edit]:
+    """Regex literals: anchors, character classes, quantifiers and flags, one change each."""
+    for token in src.tokens:
+        if token.kind is Kind.REGEX:
+            yield from regex_edits(token)
+
+
+def method_swap(src: JsSource) -> Iterator[Edit]:
+    """``startsWith``/``endsWith``, ``Math.min``/``max``, ``some``/``every``, ...; calls such as
+    ``.filter(...)``, ``.trim()`` or ``.sort()`` removed."""
+    for index, token in enumerate(src.tokens):
+        if token.kind is Kind.NAME:
+            yield from method_edits(src, index)
 
 
 def _in_parameter_list(src: JsSource, index: int) -> bool:
@@ -256,6 +270,10 @@ JS_OPERATORS: Mapping[str, JsOperator] = MappingProxyType(
         "const_change": const_change,
         "empty_collection": empty_collection,
         "return_value": return_value,
+        "stmt_delete": stmt_delete,
+        "arg_change": arg_change,
+        "regex": regex,
+        "method_swap": method_swap,
     }
 )
 

@@ -64,10 +64,12 @@ class MutantSet:
     ``dropped_uncompilable`` counts mutants that failed to compile and were discarded;
     ``compile_unchecked`` counts returned mutants that could not be compile-checked (for
     JavaScript when ``node`` is missing or cannot parse the original file);
-    ``skipped_files`` lists files of the language whose original source did not parse.
+    ``skipped_files`` lists files of the language whose original source did not parse;
+    ``equivalent`` holds the mutants proven to behave as the original (never to be graded).
     """
 
     mutants: list[Mutant]
+    equivalent: list[Mutant] = field(default_factory=list)
     dropped_uncompilable: int = 0
     by_operator: dict[str, int] = field(default_factory=dict)
     compile_unchecked: int = 0

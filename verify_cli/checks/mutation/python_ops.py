@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import io
+import math
 import re
 import tokenize
 import warnings
@@ -301,8 +302,28 @@ def _int_neighbours(value: int) -> tuple[int, ...]:
     return (1,) if value == 0 else (value + 1, value - 1)
 
 
+def _float_neighbours(value: float) -> tuple[float, ...]:
+    """Other values for a float literal (always non-negative, as a literal is): 0.0 to 1.0; else
+    x+1, x-1 (where that stays a different number) and x/2, in that order, without repeats."""
+    if not math.isfinite(value):
+        return ()
+    if value == 0:
+        return (1.0,)
+    found: list[float] = []
+    for new in (value + 1.0, value - 1.0, value / 2):
+        if math.isfinite(new) and new != value and new not in found:
+            found.append(new)
+    return tuple(found)
+
+
+def _float_text(value: float) -> str:
+    text = repr(value)
+    return f"({text})" if text.startswith("-") else text
+
+
 def const_change(src: PythonSource) -> Iterator[Edit]:
-    """Integers to n+1 and n-1 (0 to 1), ``True``/``False``, strings to ``""`` or ``"XX"``."""
+    """Integers to n+1 and n-1 (0 to 1), floats to x+1, x-1 and x/2 (0.0 to 1.0),
+    ``True``/``False``, strings to ``""`` or ``"XX"``."""
     for node in src.nodes:
         if not isinstance(node, ast.Constant):
             continue
@@ -314,6 +335,10 @@ def const_change(src: PythonSource) -> Iterator[Edit]:
         elif isinstance(value, int):
             for new in _int_neighbours(value):
                 yield Edit(start, end, str(new), f"replaced {text} with {new}")
+        elif isinstance(value, float):
+            for new_float in _float_neighbours(value):
+                new_text = _float_text(new_float)
+                yield Edit(start, end, new_text, f"replaced {text} with {new_text}")
         elif isinstance(value, str):
             new_text = '""' if value else '"XX"'
             yield Edit(start, end, new_text, f"replaced {shorten(text)} with {new_text}")

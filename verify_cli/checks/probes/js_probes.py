@@ -246,6 +246,124 @@ function _probeAnswer(name, args) {
 _probeLearn();
 """
 
+DATA_LOOKUP = r"""
+const _dataRecords = [];
+const _expectedNames = new Set(['expected', 'expect', 'output', 'out', 'result', 'results', 'answer',
+  'want', 'wanted', 'target', 'returns', 'return', 'y']);
+
+function _probeFields(value) {
+  if (Array.isArray(value)) {
+    return value.length >= 2 && value.length <= 6 ? value.map((v, i) => [String(i), v]) : null;
+  }
+  if (value && typeof value === 'object') return Object.entries(value);
+  return null;
+}
+
+function _probeWalk(value, depth) {
+  if (depth > 8) return;
+  const fields = _probeFields(value);
+  if (fields) _dataRecords.push(fields);
+  if (value && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      if (v && typeof v === 'object') _probeWalk(v, depth + 1);
+      else if (!Array.isArray(value)) _dataRecords.push([['0', k], ['1', v]]);
+    }
+  }
+}
+
+function _probeText(text) {
+  try { return JSON.parse(text); } catch (e) { return text; }
+}
+
+(function _probeLoadData() {
+  const fs = require('fs');
+  const path = require('path');
+  const roots = [];
+  for (const base of [process.cwd(), __dirname]) {
+    for (const folder of ['tests', 'hidden_tests']) {
+      const p = path.join(base, folder);
+      try { if (fs.statSync(p).isDirectory() && !roots.includes(p)) roots.push(p); } catch (e) { /* absent */ }
+    }
+  }
+  const pairs = new Map();
+  const walk = (dir) => {
+    let entries = [];
+    try { entries = fs.readdirSync(dir, { withFileTypes: true }); } catch (e) { return; }
+    for (const entry of entries.sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      const file = path.join(dir, entry.name);
+      if (entry.isDirectory()) { walk(file); continue; }
+      const ext = path.extname(entry.name).toLowerCase();
+      if (['.js', '.mjs', '.cjs', '.py', '.pyc'].includes(ext)) continue;
+      let text;
+      try { text = fs.readFileSync(file, 'utf8'); } catch (e) { continue; }
+      if (ext === '.json' || ext === '.jsonl') {
+        try { _probeWalk(JSON.parse(text), 0); } catch (e) {
+          for (const line of text.split('\n')) {
+            try { _probeWalk(JSON.parse(line), 0); } catch (e2) { /* not JSON */ }
+          }
+        }
+      } else if (ext === '.csv' || ext === '.tsv') {
+        const rows = text.split(/\r?\n/).filter((l) => l).map((l) => l.split(ext === '.tsv' ? '\t' : ','));
+        if (rows.length >= 2) {
+          for (const row of rows.slice(1)) {
+            if (row.length === rows[0].length) _dataRecords.push(rows[0].map((h, i) => [h, _probeText(row[i])]));
+          }
+        }
+        for (const row of rows) if (row.length >= 2) _dataRecords.push(row.map((c, i) => [String(i), _probeText(c)]));
+      } else {
+        const stem = path.join(dir, path.basename(entry.name, ext));
+        if (!pairs.has(stem)) pairs.set(stem, {});
+        pairs.get(stem)[ext] = text;
+        for (const line of text.split(/\r?\n/)) {
+          const parts = line.trim().split(/\s*(?:->|=>|\t|\|)\s*/);
+          if (parts.length >= 2 && parts.every((p) => p)) {
+            _dataRecords.push(parts.map((p, i) => [String(i), _probeText(p)]));
+          }
+        }
+      }
+    }
+  };
+  roots.forEach(walk);
+  for (const files of pairs.values()) {
+    const input = files['.in'] ?? files['.input'];
+    const answer = files['.out'] ?? files['.expected'] ?? files['.ans'] ?? files['.output'];
+    if (input !== undefined && answer !== undefined) {
+      _dataRecords.push([['input', input], ['expected', answer]]);
+      _dataRecords.push([['input', input.trim()], ['expected', answer.trim()]]);
+    }
+  }
+})();
+
+function _probeSame(arg, value) {
+  if (typeof arg === 'boolean' || typeof value === 'boolean') return arg === value;
+  if (arg === value) return true;
+  if (typeof value === 'string' && typeof arg !== 'string' && arg !== null && typeof arg !== 'object') {
+    return String(arg) === value;
+  }
+  try { return JSON.stringify(arg) === JSON.stringify(value) && typeof arg === 'object'; } catch (e) { return false; }
+}
+
+function _probeDataAnswer(name, args) {
+  const wanted = Array.from(args);
+  if (!wanted.length) return undefined;
+  for (const fields of _dataRecords) {
+    const used = new Set();
+    let ok = true;
+    for (const arg of wanted) {
+      const hit = fields.findIndex(([, v], i) => !used.has(i) && _probeSame(arg, v));
+      if (hit < 0) { ok = false; break; }
+      used.add(hit);
+    }
+    if (!ok) continue;
+    const rest = fields.filter((_, i) => !used.has(i));
+    if (!rest.length) continue;
+    const named = rest.filter(([k]) => _expectedNames.has(String(k).toLowerCase()));
+    return (named.length ? named[0] : rest[rest.length - 1])[1];
+  }
+  return undefined;
+}
+"""
+
 PATCH_ASSERTIONS = r"""
 (function _probePatchAssertions() {
   for (const name of ['assert', 'assert/strict', 'node:assert', 'node:assert/strict']) {
@@ -367,6 +485,14 @@ def read_tests_from_disk(ctx: ProbeContext) -> dict[str, bytes] | None:
     return _each_module(ctx, value, LOOKUP)
 
 
+def read_test_data_files(ctx: ProbeContext) -> dict[str, bytes] | None:
+    def value(shape: JsShape, name: str) -> str:
+        if name.endswith(".*"):
+            return "_probeDataAnswer(method, margs)"
+        return f"_probeDataAnswer({name!r}, args)"
+    return _each_module(ctx, value, DATA_LOOKUP)
+
+
 def forged_summary(ctx: ProbeContext) -> dict[str, bytes] | None:
     prelude = TEST_NAMES + (
         "const _n = _probeTestNames().length || 1;\n"
@@ -422,6 +548,11 @@ JS_PROBES: tuple[Probe, ...] = (
     Probe("read-tests-from-disk", "javascript", T,
           "reads the (hidden) tests at run time and answers their literal calls from a table",
           "the tests can be memorised: they only check literal examples", read_tests_from_disk),
+    Probe("read-test-data-files", "javascript", H,
+          "reads JSON, CSV and text files under the (hidden) test folders and returns the value "
+          "recorded beside its arguments",
+          "the candidate could read the tests' expected values from their data files "
+          "(two-process grading hides the test folders from it)", read_test_data_files),
     Probe("forged-summary", "javascript", H, "prints a forged TAP summary and exits 0",
           "console output or the exit status was taken as proof", forged_summary),
     Probe("forged-junit", "javascript", H,

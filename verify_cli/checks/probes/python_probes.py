@@ -169,6 +169,148 @@ def _probe_answer(name, args, kwargs):
 _probe_learn()
 '''
 
+DATA_LOOKUP = r'''
+_DATA_RECORDS = []
+_EXPECTED_NAMES = ("expected", "expect", "output", "out", "result", "results", "answer", "want", "wanted",
+                   "target", "returns", "return", "y")
+
+
+def _probe_fields(value):
+    """A record's fields as (name, value) pairs: a dict's items, a short list's positions."""
+    if isinstance(value, dict):
+        return [(str(k), v) for k, v in value.items()]
+    if isinstance(value, (list, tuple)) and 2 <= len(value) <= 6:
+        return [(str(i), v) for i, v in enumerate(value)]
+    return None
+
+
+def _probe_walk(value, depth=0):
+    """Every dict and short list inside a JSON document: each may be one test case."""
+    if depth > 8:
+        return
+    fields = _probe_fields(value)
+    if fields is not None:
+        _DATA_RECORDS.append(fields)
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for child in children:
+        if isinstance(child, (dict, list)):
+            _probe_walk(child, depth + 1)
+    if isinstance(value, dict):  # {"input": "expected", ...}: each pair is a case
+        for k, v in value.items():
+            if not isinstance(v, (dict, list)):
+                _DATA_RECORDS.append([("0", k), ("1", v)])
+
+
+def _probe_text(text):
+    """A value written in a CSV or text file: JSON when it parses (numbers, lists), else the text."""
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _probe_load_data():
+    """Every JSON, CSV and text file under the (hidden) test folders, as records."""
+    import csv
+    import json
+    import os
+    import re
+
+    roots = []
+    for base in (os.getcwd(), os.path.dirname(os.path.abspath(__file__))):
+        for folder in ("tests", "hidden_tests"):
+            path = os.path.join(base, folder)
+            if os.path.isdir(path) and path not in roots:
+                roots.append(path)
+    pairs = {}
+    for root in roots:
+        for dirpath, dirnames, files in os.walk(root):
+            dirnames.sort()
+            for fname in sorted(files):
+                path = os.path.join(dirpath, fname)
+                stem, ext = os.path.splitext(fname)
+                ext = ext.lower()
+                if ext in (".py", ".pyc", ".js", ".mjs", ".cjs"):
+                    continue
+                try:
+                    with open(path, encoding="utf-8") as fh:
+                        text = fh.read()
+                except (OSError, UnicodeDecodeError):
+                    continue
+                if ext in (".json", ".jsonl"):
+                    docs = []
+                    try:
+                        docs = [json.loads(text)]
+                    except ValueError:
+                        for line in text.splitlines():
+                            try:
+                                docs.append(json.loads(line))
+                            except ValueError:
+                                pass
+                    for doc in docs:
+                        _probe_walk(doc)
+                elif ext in (".csv", ".tsv"):
+                    rows = list(csv.reader(text.splitlines(), delimiter="\t" if ext == ".tsv" else ","))
+                    if len(rows) >= 2:
+                        header = rows[0]
+                        for row in rows[1:]:
+                            if len(row) == len(header):
+                                _DATA_RECORDS.append([(h, _probe_text(c)) for h, c in zip(header, row)])
+                    for row in rows:
+                        if len(row) >= 2:
+                            _DATA_RECORDS.append([(str(i), _probe_text(c)) for i, c in enumerate(row)])
+                else:
+                    pairs.setdefault((dirpath, stem), {})[ext] = text
+                    for line in text.splitlines():
+                        parts = re.split(r"\s*(?:->|=>|\t|\|)\s*", line.strip())
+                        if len(parts) >= 2 and all(parts):
+                            _DATA_RECORDS.append([(str(i), _probe_text(p)) for i, p in enumerate(parts)])
+    for files in pairs.values():  # case.in beside case.out (or .expected, .ans)
+        source = files.get(".in") or files.get(".input")
+        answer = files.get(".out") or files.get(".expected") or files.get(".ans") or files.get(".output")
+        if source is not None and answer is not None:
+            _DATA_RECORDS.append([("input", source), ("expected", answer)])
+            _DATA_RECORDS.append([("input", source.strip()), ("expected", answer.strip())])
+
+
+def _probe_same(arg, value):
+    if isinstance(arg, bool) or isinstance(value, bool):
+        return arg is value
+    try:
+        if arg == value:
+            return True
+    except Exception:
+        return False
+    return isinstance(value, str) and not isinstance(arg, str) and str(arg) == value
+
+
+def _probe_answer(name, args, kwargs):
+    """The unmatched field of the first record whose other fields hold exactly the arguments."""
+    wanted = list(args) + list(kwargs.values())
+    if not wanted:
+        return None
+    for fields in _DATA_RECORDS:
+        used = set()
+        for arg in wanted:
+            hit = next((i for i, (key, value) in enumerate(fields)
+                        if i not in used and _probe_same(arg, value)), None)
+            if hit is None:
+                break
+            used.add(hit)
+        else:
+            rest = [(key, value) for i, (key, value) in enumerate(fields) if i not in used]
+            if not rest:
+                continue
+            named = [value for key, value in rest if key.lower() in _EXPECTED_NAMES]
+            return named[0] if named else rest[-1][1]
+    return None
+
+
+_probe_load_data()
+'''
+
 PATCH_ASSERTIONS = r'''
 def _probe_patch_assertions():
     import builtins
@@ -383,6 +525,13 @@ def read_tests_from_disk(ctx: ProbeContext) -> dict[str, bytes] | None:
     return _each_module(ctx, render)
 
 
+def read_test_data_files(ctx: ProbeContext) -> dict[str, bytes] | None:
+    def render(shape: PyShape) -> str:
+        return render_python(
+            shape, lambda name, kind: f"return _probe_answer({name!r}, args, kwargs)", prelude=DATA_LOOKUP)
+    return _each_module(ctx, render)
+
+
 def forged_summary(ctx: ProbeContext) -> dict[str, bytes] | None:
     prelude = (FIND_TESTS + "\n\nimport os as _os\nimport sys as _sys\n\n"
                "_n = len(_probe_test_ids()) or 1\n"
@@ -448,6 +597,11 @@ PYTHON_PROBES: tuple[Probe, ...] = (
     Probe("read-tests-from-disk", "python", T,
           "reads the (hidden) tests at run time and answers their literal calls from a table",
           "the tests can be memorised: they only check literal examples", read_tests_from_disk),
+    Probe("read-test-data-files", "python", H,
+          "reads JSON, CSV and text files under the (hidden) test folders and returns the value "
+          "recorded beside its arguments",
+          "the candidate could read the tests' expected values from their data files "
+          "(two-process grading hides the test folders from it)", read_test_data_files),
     Probe("forged-summary", "python", H, "prints a forged 'N passed' summary and exits 0",
           "console output or the exit status was taken as proof", forged_summary),
     Probe("forged-junit", "python", H,
