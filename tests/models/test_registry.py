@@ -11,7 +11,7 @@ from verify_cli.models.registry import missing_requirements
 
 
 def test_every_builtin_backend_is_listed() -> None:
-    assert {"hf"} <= set(model_backend_names())
+    assert {"hf", "openai", "replay", "vllm"} <= set(model_backend_names())
     for name in model_backend_names():
         assert model_backend_class(name).name == name
 
@@ -19,7 +19,7 @@ def test_every_builtin_backend_is_listed() -> None:
 def test_unknown_backend_lists_the_choices() -> None:
     with pytest.raises(UsageError) as e:
         create_model_backend("gpt9")
-    assert "hf" in (e.value.hint or "")
+    assert "vllm" in (e.value.hint or "")
 
 
 def test_missing_optional_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -37,3 +37,11 @@ def test_sampling_params_fingerprint_ignores_n_but_not_the_distribution() -> Non
     assert a.fingerprint() != SamplingParams(n=4, temperature=0.8, seed=1).fingerprint()
     with pytest.raises(Exception, match="top_p"):
         SamplingParams(top_p=0)
+
+
+def test_vllm_without_vllm_says_to_install_the_gpu_extra() -> None:
+    if not missing_requirements(model_backend_class("vllm")):
+        pytest.skip("vllm is installed here")
+    with pytest.raises(ModelBackendUnavailableError) as e:
+        create_model_backend("vllm", model="/nowhere")
+    assert "verify-cli[gpu]" in (e.value.hint or "")

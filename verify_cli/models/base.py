@@ -65,12 +65,27 @@ class SamplingParams:
 class Prompt:
     """One prompt, in every form a backend may want: ``messages`` for chat endpoints, ``text`` for
     completion endpoints (already rendered through the model's chat template when it has one),
-    ``prompt_token_ids`` when the caller tokenized it already."""
+    ``prompt_token_ids`` when the caller tokenized it already.
+
+    ``seed`` overrides the batch seed for this prompt (seeded backends otherwise sample prompt
+    ``i`` of a batch under ``params.seed + i``); ``first_sample`` is the index of the first
+    sample asked for, so a backend that replays stored samples continues where a run stopped.
+    """
 
     task_id: str
     text: str
     messages: tuple[Mapping[str, str], ...] = ()
     prompt_token_ids: tuple[int, ...] | None = None
+    seed: int | None = None
+    first_sample: int = 0
+
+
+def prompt_seed(prompt: Prompt, params: SamplingParams, index: int) -> int | None:
+    """The seed prompt ``index`` of a batch samples under: its own, else ``params.seed + index``
+    (None when unseeded)."""
+    if prompt.seed is not None:
+        return prompt.seed
+    return None if params.seed is None else params.seed + index
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,10 @@ class ModelBackend(ABC):
     @abstractmethod
     def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Completion]]:
         """``params.n`` completions for each prompt, in prompt order."""
+
+    def samples_available(self, task_id: str) -> int | None:
+        """How many samples the backend can give for ``task_id`` (None: as many as asked)."""
+        return None
 
     def generate_stream(self, prompts: Sequence[Prompt], params: SamplingParams, *,
                         chunk_size: int = 8) -> Iterator[tuple[int, Completion]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from verify_cli.errors import UsageError
-from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams
+from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams, prompt_seed
 from verify_cli.models.registry import register_model_backend
 
 
@@ -119,20 +119,16 @@ class HFBackend(ModelBackend):
         return completions
 
     def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Completion]]:
-        """One ``generate`` call per prompt with ``num_return_sequences=n``; with a seed, prompt
-        ``i`` is sampled under seed ``seed + i``, so results do not depend on batching."""
-        out = []
-        for i, prompt in enumerate(prompts):
-            seed = None if params.seed is None else params.seed + i
-            out.append(self._generate_one(self._prompt_ids(prompt), params, seed))
-        return out
+        """One ``generate`` call per prompt with ``num_return_sequences=n``, under the prompt's
+        seed (:func:`~verify_cli.models.base.prompt_seed`)."""
+        return [self._generate_one(self._prompt_ids(p), params, prompt_seed(p, params, i))
+                for i, p in enumerate(prompts)]
 
     def generate_stream(self, prompts: Sequence[Prompt], params: SamplingParams, *,
                         chunk_size: int = 1) -> Iterator[tuple[int, Completion]]:
         """Completions of each prompt as soon as that prompt is done."""
         for i, prompt in enumerate(prompts):
-            seed = None if params.seed is None else params.seed + i
-            for completion in self._generate_one(self._prompt_ids(prompt), params, seed):
+            for completion in self._generate_one(self._prompt_ids(prompt), params, prompt_seed(prompt, params, i)):
                 yield i, completion
 
     def close(self) -> None:

@@ -18,6 +18,9 @@ _REGISTRY: dict[str, type[ModelBackend]] = {}
 #: packages lazily, so every backend is listed even where it cannot run.
 _BUILTIN = {
     "hf": "verify_cli.models.hf",
+    "openai": "verify_cli.models.openai_backend",
+    "replay": "verify_cli.models.replay",
+    "vllm": "verify_cli.models.vllm_backend",
 }
 
 M = TypeVar("M", bound=type[ModelBackend])
