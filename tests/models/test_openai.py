@@ -69,7 +69,8 @@ class ScriptedServer:
 
 def chat_answer(body: dict[str, Any]) -> dict[str, Any]:
     task = body["messages"][-1]["content"]
-    return {"choices": [{"index": i, "message": {"role": "assistant", "content": f"{task} #{i} seed={body.get('seed')}"},
+    seed = body.get("seed")
+    return {"choices": [{"index": i, "message": {"role": "assistant", "content": f"{task} #{i} seed={seed}"},
                          "finish_reason": "stop",
                          "logprobs": {"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -0.25}]}}
                         for i in reversed(range(body["n"]))]}
