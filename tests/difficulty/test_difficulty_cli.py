@@ -110,12 +110,15 @@ def test_defective_tasks_are_bucketed_defective_never_unsolved(task_set: TaskSet
     tasks, replay = task_set({"fine": [RIGHT, WRONG], "broken": [WRONG, WRONG]})
     # The reference solution of 'broken' fails its own tests: check-tasks finds it defective.
     (tasks / "broken" / "solution" / "solution.py").write_text("def total(values):\n    return 42\n")
+    (tasks / "unloadable").mkdir()
+    (tasks / "unloadable" / "task.toml").write_text("id = 'set/unloadable'\n")
     code, summary = run([str(tasks), "-b", "replay", "-m", str(replay), "-n", "2", "--out", str(tmp_path / "o"),
                          "--sandbox", "process", "--check", "--cache-dir", str(tmp_path / "c")], capsys)
     assert code == 0
     by_id = {t["task_id"]: t for t in summary["tasks"]}
     assert by_id["set/broken"]["bucket"] == "defective" and by_id["set/broken"]["n"] == 0
     assert by_id["set/fine"]["bucket"] == "medium"
+    assert by_id["unloadable"]["bucket"] == "defective"
     row = [r for r in pq.read_table(tmp_path / "o" / "difficulty.parquet").to_pylist() if r["task_id"] == "set/broken"]
     assert "reference" in row[0]["defect"]
 
@@ -139,3 +142,11 @@ def test_visible_pass_hidden_fail_is_a_curation_finding(tmp_path: Path, capsys: 
     row = pq.read_table(tmp_path / "o" / "difficulty.parquet").to_pylist()[0]
     assert (row["correct"], row["visible_pass_rate"], row["visible_pass_hidden_fail"]) == (1, 1.0, 1)
     assert "curation finding" in capsys.readouterr().err or summary["tasks"][0]["visible_pass_hidden_fail"] == 1
+
+
+def test_data_set_input_is_refused_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "tasks.parquet"
+    data.write_bytes(b"PAR1")
+    code = main(["difficulty", str(data), "-b", "replay", "-m", str(data), "--out", str(tmp_path / "o")])
+    assert code == 2
+    assert "not built yet" in " ".join(capsys.readouterr().err.split())

@@ -18,7 +18,8 @@ def test_tiny_hf_model_end_to_end_on_the_sample_tasks(tiny_model: Path, sample_t
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     code = main(["difficulty", str(sample_tasks_dir), "-b", "hf", "-m", str(tiny_model), "--device", "cpu",
-                 "-n", "2", "--max-tokens", "16", "--no-tests-in-prompt", "--out", str(out), "--sandbox", "process", "-j", "2",
+                 "-n", "2", "--max-tokens", "16", "--no-tests-in-prompt", "--out", str(out), "--sandbox", "process",
+                 "-j", "2",
                  "--cache-dir", str(tmp_path / "cache"), "--json", "-"])
     summary = json.loads(capsys.readouterr().out)
     assert code == 0

@@ -179,6 +179,7 @@ def difficulty_command(
     ks = _ints(k, "--k")
     buckets = select_buckets(_words(keep), drop_extremes)
     params = SamplingParams(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+    _refuse_data_set_input(path)
     items = list(load_task_set(path))
     tasks = [i for i in items if isinstance(i, Task)]
     defects = defects_of_load_failures([i for i in items if isinstance(i, TaskLoadFailure)])
@@ -230,6 +231,15 @@ def difficulty_command(
         console.warning(f"{summary['infra_errors']} sample(s) could not be graded (sandbox failures persisted "
                         "after retries); they are not counted. Rerun to retry them.")
         raise typer.Exit(ExitCode.INFRA)
+
+
+def _refuse_data_set_input(path: Path) -> None:
+    """A data set of tasks as input is planned, not built: say so rather than 'not a task folder'."""
+    data_file = path.is_file() and path.suffix in (".parquet", ".jsonl", ".json", ".arrow")
+    data_dir = path.is_dir() and any((path / f).is_file() for f in ("dataset_dict.json", "dataset_info.json"))
+    if data_file or data_dir:
+        raise UsageError(f"{path}: reading tasks from a data set (Parquet, JSONL, a datasets folder) is not built "
+                         "yet", hint="give a task folder, or a folder of task folders")
 
 
 def _words(text: str | None) -> list[str] | None:
