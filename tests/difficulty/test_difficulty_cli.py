@@ -144,9 +144,26 @@ def test_visible_pass_hidden_fail_is_a_curation_finding(tmp_path: Path, capsys: 
     assert "curation finding" in capsys.readouterr().err or summary["tasks"][0]["visible_pass_hidden_fail"] == 1
 
 
-def test_data_set_input_is_refused_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data = tmp_path / "tasks.parquet"
-    data.write_bytes(b"PAR1")
-    code = main(["difficulty", str(data), "-b", "replay", "-m", str(data), "--out", str(tmp_path / "o")])
-    assert code == 2
+def test_a_data_set_of_task_paths_is_measured_again(task_set: TaskSet, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    tasks, replay = task_set(PLAN)
+    common = ["-b", "replay", "-m", str(replay), "-n", "4", "--sandbox", "process", "--no-cache"]
+    code, _ = run([str(tasks), *common, "--out", str(tmp_path / "first"), "--drop-extremes"], capsys)
+    assert code == 0
+    code, again = run([str(tmp_path / "first" / "buckets" / "medium.parquet"), *common,
+                       "--out", str(tmp_path / "again")], capsys)
+    assert code == 0 and [t["task_id"] for t in again["tasks"]] == ["set/half"]
+    code, whole = run([str(tmp_path / "first" / "dataset"), *common, "--out", str(tmp_path / "whole")], capsys)
+    assert code == 0 and sorted(t["task_id"] for t in whole["tasks"]) == ["set/half", "set/often", "set/rarely"]
+
+
+def test_data_sets_without_paths_or_unreadable_are_usage_errors(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    rows = tmp_path / "tasks.jsonl"
+    rows.write_text(json.dumps({"id": "x", "prompt": "p", "files": {}}) + "\n")
+    assert main(["difficulty", str(rows), "-b", "replay", "-m", str(rows), "--out", str(tmp_path / "o")]) == 2
     assert "not built yet" in " ".join(capsys.readouterr().err.split())
+    broken = tmp_path / "tasks.parquet"
+    broken.write_bytes(b"PAR1")
+    assert main(["difficulty", str(broken), "-b", "replay", "-m", str(rows), "--out", str(tmp_path / "o")]) == 2
+    assert "cannot read the data set" in " ".join(capsys.readouterr().err.split())

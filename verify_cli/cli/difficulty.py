@@ -23,6 +23,7 @@ from verify_cli.cli import console
 from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt
 from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, BucketScheme
 from verify_cli.difficulty.defects import defects_from_check_tasks, defects_from_report, defects_of_load_failures
+from verify_cli.difficulty.inputs import is_data_set, task_dirs_from_data_set
 from verify_cli.difficulty.outputs import (
     HISTOGRAM_FILE,
     histogram_counts,
@@ -119,7 +120,8 @@ def _summary(report: DifficultyReport, out: Path, dataset_counts: dict[str, int]
 
 
 def difficulty_command(
-    path: Annotated[Path, typer.Argument(help="A task folder, or a folder searched recursively for tasks.")],
+    path: Annotated[Path, typer.Argument(help="A task folder, a folder searched recursively for tasks, or a data "
+                                              "set (Parquet, JSONL, datasets folder) with a 'path' column.")],
     backend: Annotated[str, typer.Option("--backend", "-b", help="Model backend: vllm, openai, hf, replay.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the results (created).")],
     model: Annotated[str, typer.Option(
@@ -179,8 +181,12 @@ def difficulty_command(
     ks = _ints(k, "--k")
     buckets = select_buckets(_words(keep), drop_extremes)
     params = SamplingParams(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
-    _refuse_data_set_input(path)
-    items = list(load_task_set(path))
+    if is_data_set(path):
+        items: list[Task | TaskLoadFailure] = []
+        for folder in task_dirs_from_data_set(path):
+            items += list(load_task_set(folder))
+    else:
+        items = list(load_task_set(path))
     tasks = [i for i in items if isinstance(i, Task)]
     defects = defects_of_load_failures([i for i in items if isinstance(i, TaskLoadFailure)])
     if check_report is not None:
@@ -231,15 +237,6 @@ def difficulty_command(
         console.warning(f"{summary['infra_errors']} sample(s) could not be graded (sandbox failures persisted "
                         "after retries); they are not counted. Rerun to retry them.")
         raise typer.Exit(ExitCode.INFRA)
-
-
-def _refuse_data_set_input(path: Path) -> None:
-    """A data set of tasks as input is planned, not built: say so rather than 'not a task folder'."""
-    data_file = path.is_file() and path.suffix in (".parquet", ".jsonl", ".json", ".arrow")
-    data_dir = path.is_dir() and any((path / f).is_file() for f in ("dataset_dict.json", "dataset_info.json"))
-    if data_file or data_dir:
-        raise UsageError(f"{path}: reading tasks from a data set (Parquet, JSONL, a datasets folder) is not built "
-                         "yet", hint="give a task folder, or a folder of task folders")
 
 
 def _words(text: str | None) -> list[str] | None:
