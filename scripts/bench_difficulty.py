@@ -14,6 +14,13 @@ In one run, on the same tasks, prompts and seeds:
 The ratio to watch is (3) / (1): the target is at most 1.2 whenever (2) is faster than (1).
 Without ``--model`` a tiny random model is built offline (its completions are random text that
 fails every test, which is all grading needs). Timings on a shared machine are noisy.
+
+Then adaptive sampling against a fixed budget, on the same tasks and the same samples: a replay
+file gives each task ``--adaptive-samples`` candidates, each the reference solution with a
+chosen probability (0, 0.1, 0.25, 0.5, 0.75, 0.9, 1, ...) and the starter otherwise, all graded
+for real; the fixed run grades every one, the adaptive run stops each task once its bucket is
+decided. Reported: samples graded by each and whether the buckets agree (``--skip-adaptive``
+leaves this part out).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import sys
 import tempfile
 import time
@@ -81,6 +89,42 @@ def grade_alone(grader: Grader, samples: list[tuple[Task, int, Completion]], job
     return time.monotonic() - started, graded
 
 
+#: True pass probabilities given to the tasks in turn in the adaptive comparison.
+RATES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+
+
+def adaptive_vs_fixed(tasks: list[Task], grader: Grader, samples: int, round_size: int, jobs: int,
+                      folder: Path) -> dict[str, Any]:
+    replay = folder / "replay.jsonl"
+    with replay.open("w", encoding="utf-8") as fh:
+        for i, task in enumerate(tasks):
+            rng = random.Random(i)
+            right = {rel: p.read_text("utf-8") for rel, p in task.solution_files().items()}
+            wrong = {rel: p.read_text("utf-8") for rel, p in task.starter_files().items() if rel in right}
+            for _ in range(samples):
+                files = right if rng.random() < RATES[i % len(RATES)] else wrong
+                fh.write(json.dumps({"task_id": task.id, "files": files}) + "\n")
+    backend = create_model_backend("replay", model=str(replay))
+    started = time.monotonic()
+    fixed = run_difficulty(tasks, backend, grader, DifficultyOptions(samples=samples, jobs=jobs))
+    fixed_s = time.monotonic() - started
+    started = time.monotonic()
+    adaptive = run_difficulty(tasks, backend, grader, DifficultyOptions(samples=samples, jobs=jobs, adaptive=True,
+                                                                        round_size=round_size))
+    adaptive_s = time.monotonic() - started
+    pairs = {t.task_id: [t.bucket, t.stats.n] for t in fixed.tasks}
+    for t in adaptive.tasks:
+        pairs[t.task_id] += [t.bucket, t.stats.n]
+    return {
+        "samples_per_task": samples, "round_size": round_size, "fixed_samples": fixed.sampled,
+        "adaptive_samples": adaptive.sampled, "saved": round(1 - adaptive.sampled / fixed.sampled, 3),
+        "fixed_s": round(fixed_s, 2), "adaptive_s": round(adaptive_s, 2),
+        "buckets_agree": sum(v[0] == v[2] for v in pairs.values()), "tasks": len(pairs),
+        "per_task": {k: {"fixed": v[0], "fixed_n": v[1], "adaptive": v[2], "adaptive_n": v[3]}
+                     for k, v in pairs.items()},
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=Path, default=REPO / "sample_tasks")
@@ -91,6 +135,9 @@ def main() -> int:
                     help="torch CPU threads for generation (cores left over run the sandboxes)")
     ap.add_argument("--model", type=Path, default=None, help="a local model folder (default: a tiny random one)")
     ap.add_argument("--sandbox", default="auto")
+    ap.add_argument("--adaptive-samples", type=int, default=24, help="fixed budget per task in the comparison")
+    ap.add_argument("--round-size", type=int, default=6)
+    ap.add_argument("--skip-adaptive", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
 
@@ -117,7 +164,9 @@ def main() -> int:
             started = time.monotonic()
             report = run_difficulty(tasks, backend, grader, opts)
             total_s = time.monotonic() - started
-        backend.close()
+            backend.close()
+            comparison = None if args.skip_adaptive else adaptive_vs_fixed(
+                tasks, grader, args.adaptive_samples, args.round_size, args.jobs, Path(tmp))
     figures = {
         "tasks": len(tasks), "samples": len(samples), "graded": graded, "sandbox": name, "jobs": args.jobs,
         "max_tokens": args.max_tokens, "torch_threads": args.torch_threads,
@@ -127,7 +176,7 @@ def main() -> int:
         "sequential_would_be_over_generation": round((gen_s + grade_s) / gen_s, 3),
         "target_applies": grade_s < gen_s, "target_met": (total_s / gen_s) <= 1.2,
         "cores": os.cpu_count(), "load_average_before": round(load_before, 1),
-        "load_average_after": round(os.getloadavg()[0], 1),
+        "load_average_after": round(os.getloadavg()[0], 1), "adaptive": comparison,
     }
     if args.json:
         print(json.dumps(figures, indent=2))
@@ -140,6 +189,15 @@ def main() -> int:
         print(f"  one after the other   {gen_s + grade_s:7.2f}s   {(gen_s + grade_s) / gen_s:.2f}x (not run: the sum)")
         print(f"  overlapped (the run)  {total_s:7.2f}s   {total_s / gen_s:.2f}x   target <= 1.20x "
               + ("(applies: grading alone is faster)" if grade_s < gen_s else "(does not apply: grading is slower)"))
+        if comparison:
+            c = comparison
+            print(f"adaptive vs fixed budget ({c['samples_per_task']} per task, rounds of {c['round_size']}): "
+                  f"{c['adaptive_samples']} samples instead of {c['fixed_samples']} ({100 * c['saved']:.0f}% saved), "
+                  f"{c['adaptive_s']:.1f}s instead of {c['fixed_s']:.1f}s; buckets agree on {c['buckets_agree']} "
+                  f"of {c['tasks']} tasks")
+            for task_id, v in c["per_task"].items():
+                print(f"  {task_id:34} fixed {v['fixed']:9} n={v['fixed_n']:3}   adaptive {v['adaptive']:9} "
+                      f"n={v['adaptive_n']:3}")
     return 0
 
 

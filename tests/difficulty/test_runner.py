@@ -19,7 +19,7 @@ from verify_cli.difficulty.cache import SampleCache
 from verify_cli.difficulty.runner import DifficultyOptions, DifficultyProgress, run_difficulty
 from verify_cli.grading.grader import Grader
 from verify_cli.models import create_model_backend
-from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams
+from verify_cli.models.base import Completion, ModelBackend, ModelBackendError, Prompt, SamplingParams
 from verify_cli.sandbox.base import Sandbox
 from verify_cli.tasks.loader import load_task_set
 from verify_cli.tasks.model import Task
@@ -134,3 +134,30 @@ def test_killed_run_resumes_without_resampling(task_set: TaskSet, tmp_path: Path
     assert sorted((r["task_id"], r["sample_index"]) for r in rows) == sorted(
         (t, i) for t in ("set/a", "set/b") for i in range(8))
     assert {t["task_id"]: t["correct"] for t in summary["tasks"]} == {"set/a": 4, "set/b": 4}
+
+
+class FailingBackend(PacedBackend):
+    """Serves ``good`` completions, then the server goes away."""
+
+    def __init__(self, good: int) -> None:
+        super().__init__(0)
+        self.good = good
+
+    def generate_stream(self, prompts: Sequence[Prompt], params: SamplingParams, *,
+                        chunk_size: int = 1) -> Iterator[tuple[int, Completion]]:
+        for n, item in enumerate(super().generate_stream(prompts, params)):
+            if n == self.good:
+                raise ModelBackendError("the server went away")
+            yield item
+
+
+def test_a_backend_failure_ends_the_run_but_keeps_what_was_graded(task_set: TaskSet, tmp_path: Path,
+                                                                  process_sandbox: Sandbox) -> None:
+    folder, _ = task_set({"a": []})
+    cache = SampleCache(tmp_path / "cache")
+    with pytest.raises(ModelBackendError, match="went away"):
+        run_difficulty(tasks_in(folder), FailingBackend(2), Grader(process_sandbox), DifficultyOptions(samples=4),
+                       cache=cache)
+    resumed = run_difficulty(tasks_in(folder), PacedBackend(0), Grader(process_sandbox),
+                             DifficultyOptions(samples=4), cache=cache)
+    assert (resumed.cached, resumed.generated) == (2, 2)

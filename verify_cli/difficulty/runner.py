@@ -187,8 +187,10 @@ class _Run:
             if not self.options.adaptive:
                 return
 
-    def _produce(self, todo: list[tuple[_TaskState, int]], hand_over: Callable[[_Arrival | None], object]) -> None:
-        """Generate ``need`` completions for each task; one backend call per distinct ``need``."""
+    def _produce(self, todo: list[tuple[_TaskState, int]], hand_over: Callable[[_Arrival | None], object],
+                 stop: threading.Event) -> None:
+        """Generate ``need`` completions for each task; one backend call per distinct ``need``.
+        Stops early once ``stop`` is set (grading failed or the run was interrupted)."""
         groups: dict[int, list[_TaskState]] = {}
         for state, need in todo:
             groups.setdefault(need, []).append(state)
@@ -200,6 +202,8 @@ class _Run:
             counters = [0] * len(states)
             last = time.monotonic()
             for i, completion in self.backend.generate_stream(prompts, replace(self.params, n=need)):
+                if stop.is_set():
+                    return
                 now = time.monotonic()
                 index = firsts[i] + counters[i]
                 counters[i] += 1
@@ -219,16 +223,22 @@ class _Run:
                 self._progress(item.state.task.id)
             queue.put_nowait(item)
 
+        stop = threading.Event()
+
+        def hand_over(item: _Arrival | None) -> None:
+            if not stop.is_set():
+                loop.call_soon_threadsafe(arrived, item)
+
         def producer() -> None:
             started = time.monotonic()
             try:
-                self._produce(todo, lambda item: loop.call_soon_threadsafe(arrived, item))
+                self._produce(todo, hand_over, stop)
             except BaseException as e:  # re-raised in the event loop's thread
                 failure.append(e)
             finally:
                 self.generation_seconds += time.monotonic() - started
                 for _ in range(jobs):
-                    loop.call_soon_threadsafe(arrived, None)
+                    hand_over(None)
 
         async def consumer() -> None:
             while (item := await queue.get()) is not None:
@@ -242,7 +252,10 @@ class _Run:
 
         thread = threading.Thread(target=producer, name="difficulty-generate", daemon=True)
         thread.start()
-        await asyncio.gather(*(consumer() for _ in range(jobs)))
+        try:
+            await asyncio.gather(*(consumer() for _ in range(jobs)))
+        finally:  # a grading failure or an interrupt: generation stops at its next completion
+            stop.set()
         thread.join()
         if failure:
             raise failure[0]
