@@ -144,7 +144,7 @@ def difficulty_command(
     drop_extremes: Annotated[bool, typer.Option(
         "--drop-extremes", help="Leave unsolved and solved tasks out of the data set.")] = False,
     write_back_: Annotated[bool, typer.Option(
-        "--write-back", help="Record the measured difficulty in each task.toml ([difficulty]).")] = False,
+        "--write-back", help="Record the measured difficulty in each task.toml (a difficulty table).")] = False,
     check: Annotated[bool, typer.Option(
         "--check", help="Run check-tasks first (cached); defective tasks are bucketed 'defective'.")] = False,
     check_report: Annotated[Path | None, typer.Option(
