@@ -11,6 +11,9 @@ In one run, on the same tasks, prompts and seeds:
    run per task, so warm workers are up, as they are in 3.);
 3. the difficulty run: generation with grading overlapped, as ``verify-cli difficulty`` runs.
 
+An untimed pass over every prompt comes first (each prompt shape's first call is slower); with
+``--repeat`` (1) and 3. alternate in order and their medians are reported.
+
 The ratio to watch is (3) / (1): the target is at most 1.2 whenever (2) is faster than (1).
 Without ``--model`` a tiny random model is built offline (its completions are random text that
 fails every test, which is all grading needs). Timings on a shared machine are noisy.
@@ -162,18 +165,22 @@ def main() -> int:
             list(grader.grade_many((GradeRequest(t, Phase.STARTER) for t in tasks), jobs=args.jobs))
             # Untimed warm-up of the model (first-call allocations), then the phases; with
             # --repeat, generation alone and the overlapped run alternate and medians are kept.
-            backend.generate([build_prompt(tasks[0], backend.tokenizer)], replace(params, n=1, max_tokens=4))
+            # Every prompt once, two tokens each: the first call of each prompt shape is slower.
+            generate_alone(backend, tasks, replace(params, max_tokens=2))
             opts = DifficultyOptions(samples=args.samples, params=replace(params, n=1), seed=SEED, jobs=args.jobs)
             gens, totals, gen_in_run = [], [], []
+            _, samples = generate_alone(backend, tasks, params)  # what grading alone grades
+            grade_s, graded = grade_alone(grader, samples, args.jobs)
             for rep in range(args.repeat):
-                gen_s, samples = generate_alone(backend, tasks, params)
-                gens.append(gen_s)
-                if rep == 0:
-                    grade_s, graded = grade_alone(grader, samples, args.jobs)
-                started = time.monotonic()
-                report = run_difficulty(tasks, backend, grader, opts)
-                totals.append(time.monotonic() - started)
-                gen_in_run.append(report.generation_seconds)
+                # Alternate the order, so that drift in the machine's load favours neither.
+                for phase in (("gen", "run") if rep % 2 == 0 else ("run", "gen")):
+                    if phase == "gen":
+                        gens.append(generate_alone(backend, tasks, params)[0])
+                    else:
+                        started = time.monotonic()
+                        report = run_difficulty(tasks, backend, grader, opts)
+                        totals.append(time.monotonic() - started)
+                        gen_in_run.append(report.generation_seconds)
             gen_s, total_s = statistics.median(gens), statistics.median(totals)
             backend.close()
             comparison = None if args.skip_adaptive else adaptive_vs_fixed(
