@@ -147,6 +147,7 @@ def _build(root: Path, d: dict[str, Any]) -> Task:
                           output_bytes=int(lim.get("output_bytes", 1048576))),
         editable=tuple(d["editable"]),
         isolation=Isolation(d.get("isolation", Isolation.TWO_PROCESS.value)),
+        difficulty=d.get("difficulty"),
     )
 
 

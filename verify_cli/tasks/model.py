@@ -81,6 +81,8 @@ class Task:
     title: str = ""
     tags: tuple[str, ...] = ()
     isolation: Isolation = Isolation.TWO_PROCESS
+    #: The ``[difficulty]`` table written by ``verify-cli difficulty --write-back``, if any.
+    difficulty: Mapping[str, object] | None = None
 
     @property
     def task_file(self) -> Path:
