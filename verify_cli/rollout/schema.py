@@ -25,7 +25,7 @@ SAMPLING_TYPE = pa.struct([
     _f("temperature", pa.float32(), "sampling temperature"),
     _f("top_p", pa.float32(), "nucleus sampling threshold"),
     _f("max_tokens", pa.int32(), "most new tokens per turn"),
-    _f("seed", pa.int64(), "the seed of this sample (derived from run seed, step, group, sample)"),
+    _f("seed", pa.int64(), "the seed the group was sampled under (derived from the run seed and the step)"),
 ])
 
 MESSAGE_TYPE = pa.struct([
@@ -62,7 +62,7 @@ TRAJECTORY_SCHEMA = pa.schema([
        "1 for a token the model generated (trained on), 0 for feedback tokens (not trained on)"),
     _f("response_logprobs", pa.list_(pa.float32()),
        "per-token log-probability under the sampling policy, aligned with response_token_ids "
-       "(0 where the mask is 0)"),
+       "(0 where the mask is 0); null when the backend gives none", nullable=True),
     # text
     _f("prompt", pa.string(), "the first prompt as text"),
     _f("response", pa.string(), "the model's final turn as text"),

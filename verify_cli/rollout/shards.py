@@ -49,18 +49,23 @@ class ShardEntry:
     groups: tuple[str, ...]
     sha256: str
     bytes: int
+    #: The step's report (rewards, statuses, timings), on the step's first part only.
+    stats: Mapping[str, Any] | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"shard": self.shard, "step": self.step, "part": self.part, "parts": self.parts,
-                           "rows": self.rows, "groups": list(self.groups), "sha256": self.sha256,
-                           "bytes": self.bytes}, sort_keys=True)
+        d: dict[str, Any] = {"shard": self.shard, "step": self.step, "part": self.part, "parts": self.parts,
+                             "rows": self.rows, "groups": list(self.groups), "sha256": self.sha256,
+                             "bytes": self.bytes}
+        if self.stats is not None:
+            d["stats"] = dict(self.stats)
+        return json.dumps(d, sort_keys=True)
 
     @classmethod
     def from_json(cls, line: str) -> ShardEntry:
         d = json.loads(line)
         return cls(shard=str(d["shard"]), step=int(d["step"]), part=int(d["part"]), parts=int(d["parts"]),
                    rows=int(d["rows"]), groups=tuple(d["groups"]), sha256=str(d["sha256"]),
-                   bytes=int(d["bytes"]))
+                   bytes=int(d["bytes"]), stats=d.get("stats"))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -119,8 +124,10 @@ class ShardWriter:
         self.max_rows_per_shard = max(1, max_rows_per_shard)
         self.row_group_rows = max(1, row_group_rows)
 
-    def write_step(self, step: int, rows: Sequence[Mapping[str, Any]]) -> list[ShardEntry]:
-        """Write one step's rows as shards and commit them in the manifest (all or nothing)."""
+    def write_step(self, step: int, rows: Sequence[Mapping[str, Any]],
+                   stats: Mapping[str, Any] | None = None) -> list[ShardEntry]:
+        """Write one step's rows as shards and commit them in the manifest (all or nothing);
+        ``stats`` (the step's report) rides on the first part's line."""
         parts = split_groups(rows, self.max_rows_per_shard) or [[]]
         entries: list[ShardEntry] = []
         for i, part in enumerate(parts):
@@ -134,7 +141,7 @@ class ShardWriter:
             os.replace(tmp, path)
             groups = tuple(dict.fromkeys(str(r["group_id"]) for r in part))
             entries.append(ShardEntry(rel, step, i, len(parts), len(part), groups, sha256_file(path),
-                                      path.stat().st_size))
+                                      path.stat().st_size, stats if i == 0 else None))
         _fsync_dir(self.shards_dir)
         with (self.run_dir / MANIFEST).open("a", encoding="utf-8") as f:
             f.write("".join(e.to_json() + "\n" for e in entries))
