@@ -1,0 +1,148 @@
+"""The model backend interface: n completions per prompt, with token ids and log-probabilities
+where the backend gives them.
+
+A backend is constructed with its own options (a model folder, a server URL, a file of
+completions) and then serves any number of :meth:`ModelBackend.generate` calls. Backends are
+registered by name in :mod:`verify_cli.models.registry`, like the sandboxes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+from verify_cli.errors import VerifyError
+
+
+class ModelBackendUnavailableError(VerifyError):
+    """A model backend was asked for but cannot run here (optional package missing, no GPU)."""
+
+
+class ModelBackendError(VerifyError):
+    """The model backend failed while generating (server down after every retry, bad reply)."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample. ``seed`` None means unseeded; ``logprobs`` asks for the log-probability of
+    each generated token (backends that cannot give them return None)."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int | None = None
+    logprobs: bool = False
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise VerifyError(f"sampling n must be at least 1, got {self.n}")
+        if self.temperature < 0:
+            raise VerifyError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise VerifyError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens < 1:
+            raise VerifyError(f"max_tokens must be at least 1, got {self.max_tokens}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stop"] = list(self.stop)
+        return d
+
+    def fingerprint(self, *, exclude: Sequence[str] = ("n",)) -> str:
+        """A stable hash of the parameters that change what is sampled (not ``n``: more samples
+        of the same distribution extend, never replace, the earlier ones)."""
+        d = {k: v for k, v in self.to_dict().items() if k not in exclude}
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt, in every form a backend may want: ``messages`` for chat endpoints, ``text`` for
+    completion endpoints (already rendered through the model's chat template when it has one),
+    ``prompt_token_ids`` when the caller tokenized it already.
+
+    ``seed`` overrides the batch seed for this prompt (seeded backends otherwise sample prompt
+    ``i`` of a batch under ``params.seed + i``); ``first_sample`` is the index of the first
+    sample asked for, so a backend that replays stored samples continues where a run stopped.
+    """
+
+    task_id: str
+    text: str
+    messages: tuple[Mapping[str, str], ...] = ()
+    prompt_token_ids: tuple[int, ...] | None = None
+    seed: int | None = None
+    first_sample: int = 0
+
+
+def prompt_seed(prompt: Prompt, params: SamplingParams, index: int) -> int | None:
+    """The seed prompt ``index`` of a batch samples under: its own, else ``params.seed + index``
+    (None when unseeded)."""
+    if prompt.seed is not None:
+        return prompt.seed
+    return None if params.seed is None else params.seed + index
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion. ``logprobs`` has one entry per generated token (None where the
+    backend gives none); ``finish_reason`` is ``stop`` (end of sequence or a stop string),
+    ``length`` (max_tokens reached) or what the backend reports."""
+
+    text: str
+    token_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] | None = None
+    finish_reason: str = "stop"
+    prompt_token_ids: tuple[int, ...] | None = None
+    #: Already-extracted files (the replay backend's ``files`` rows); None: extract from ``text``.
+    files: Mapping[str, str] | None = field(default=None, compare=False)
+
+
+class ModelBackend(ABC):
+    """Generates completions. Not required to be thread-safe: one caller drives a backend."""
+
+    name: ClassVar[str] = "?"
+    #: The optional extra that brings this backend's packages (for the "install" hint).
+    extra: ClassVar[str | None] = None
+    #: Python modules this backend needs beyond the core dependencies.
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def model_id(self) -> str:
+        """What identifies the model in caches and reports (a path, a served model name)."""
+        return self.name
+
+    #: Whether the backend renders prompts through a tokenizer's chat template itself.
+    tokenizer: Any = None
+
+    @abstractmethod
+    def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Completion]]:
+        """``params.n`` completions for each prompt, in prompt order."""
+
+    def samples_available(self, task_id: str) -> int | None:
+        """How many samples the backend can give for ``task_id`` (None: as many as asked)."""
+        return None
+
+    def generate_stream(self, prompts: Sequence[Prompt], params: SamplingParams, *,
+                        chunk_size: int = 8) -> Iterator[tuple[int, Completion]]:
+        """(prompt index, completion) pairs as they are ready. This default generates
+        ``chunk_size`` prompts at a time; backends that can do better override it."""
+        for start in range(0, len(prompts), max(1, chunk_size)):
+            chunk = prompts[start:start + max(1, chunk_size)]
+            for offset, completions in enumerate(self.generate(chunk, params)):
+                for completion in completions:
+                    yield start + offset, completion
+
+    def close(self) -> None:  # noqa: B027 - a lifecycle hook that does nothing by default
+        """Release what the backend holds (GPU memory, connections)."""
+
+    def __enter__(self) -> ModelBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,220 @@
+"""The ``openai`` backend: any OpenAI-compatible server (``vllm serve``, SGLang, others).
+
+``/v1/completions`` (prompt text) or ``/v1/chat/completions`` (messages), ``n`` completions per
+request, at most ``concurrency`` requests in flight, retries with exponential backoff (and the
+server's ``Retry-After``) on 429, 5xx, timeouts and dropped connections. Token ids are taken
+where the server returns them (vLLM's ``token_ids`` per choice); log-probabilities of the
+sampled tokens when asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, ClassVar
+
+from verify_cli.errors import ExitCode, UsageError
+from verify_cli.models.base import (
+    Completion,
+    ModelBackend,
+    ModelBackendError,
+    Prompt,
+    SamplingParams,
+    prompt_seed,
+)
+from verify_cli.models.registry import register_model_backend
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+class ServerError(ModelBackendError):
+    """The server kept failing (or refused the request): nothing could be sampled."""
+
+    exit_code = ExitCode.INFRA
+
+
+def request_body(prompt: Prompt, params: SamplingParams, *, model: str, chat: bool,
+                 seed: int | None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON body of one request for ``prompt``'s ``params.n`` completions."""
+    body: dict[str, Any] = {"model": model, "n": params.n, "temperature": params.temperature,
+                            "top_p": params.top_p, "max_tokens": params.max_tokens}
+    if seed is not None:
+        body["seed"] = seed
+    if params.stop:
+        body["stop"] = list(params.stop)
+    if chat:
+        if not prompt.messages:
+            raise UsageError(f"prompt of {prompt.task_id} has no chat messages for /v1/chat/completions")
+        body["messages"] = [dict(m) for m in prompt.messages]
+        if params.logprobs:
+            body["logprobs"] = True
+    else:
+        body["prompt"] = list(prompt.prompt_token_ids) if prompt.prompt_token_ids is not None else prompt.text
+        if params.logprobs:
+            body["logprobs"] = 1
+    body.update(extra or {})
+    return body
+
+
+def _choice_logprobs(choice: Mapping[str, Any], chat: bool) -> tuple[float, ...] | None:
+    lp = choice.get("logprobs")
+    if not isinstance(lp, Mapping):
+        return None
+    if chat:
+        content = lp.get("content")
+        if not isinstance(content, list):
+            return None
+        return tuple(float(t["logprob"]) for t in content)
+    values = lp.get("token_logprobs")
+    return tuple(float(v) for v in values) if isinstance(values, list) else None
+
+
+def completions_from_response(data: Mapping[str, Any], *, chat: bool) -> list[Completion]:
+    """The completions of one response body, in choice ``index`` order."""
+    choices = data.get("choices")
+    if not isinstance(choices, list):
+        raise ModelBackendError(f"the server's reply has no 'choices' list: {str(data)[:200]}")
+    prompt_ids = data.get("prompt_token_ids")
+    out = []
+    for choice in sorted(choices, key=lambda c: c.get("index", 0)):
+        message = choice.get("message") or {}
+        text = (message.get("content") if chat else choice.get("text")) or ""
+        ids = choice.get("token_ids")
+        out.append(Completion(
+            text=text, token_ids=tuple(int(t) for t in ids) if isinstance(ids, list) else (),
+            logprobs=_choice_logprobs(choice, chat), finish_reason=str(choice.get("finish_reason") or "stop"),
+            prompt_token_ids=tuple(int(t) for t in prompt_ids) if isinstance(prompt_ids, list) else None))
+    return out
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+@register_model_backend("openai")
+class OpenAIBackend(ModelBackend):
+    """``base_url`` is the server's API root (``http://127.0.0.1:8000/v1``); ``model`` the served
+    model name. The API key, if any, is read from the environment variable ``api_key_env``."""
+
+    requires: ClassVar[tuple[str, ...]] = ("httpx",)
+
+    def __init__(self, model: str, *, base_url: str = "http://127.0.0.1:8000/v1", chat: bool = True,
+                 concurrency: int = 8, max_retries: int = 5, backoff_seconds: float = 0.5,
+                 max_backoff_seconds: float = 30.0, timeout_seconds: float = 600.0,
+                 api_key_env: str = "OPENAI_API_KEY", extra_body: Mapping[str, Any] | None = None) -> None:
+        import httpx
+
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.chat = chat
+        self.concurrency = max(1, concurrency)
+        self.max_retries = max(0, max_retries)
+        self.backoff_seconds = backoff_seconds
+        self.max_backoff_seconds = max_backoff_seconds
+        self.extra_body = dict(extra_body or {})
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_seconds, connect=30.0),
+                                    limits=httpx.Limits(max_connections=self.concurrency))
+        self._lock = threading.Lock()
+        #: Counters for reports: requests sent, retried, failed for good.
+        self.stats = {"requests": 0, "retries": 0, "failures": 0}
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.base_url}#{self.model}"
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.base_url}/chat/completions" if self.chat else f"{self.base_url}/completions"
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self.stats[key] += 1
+
+    def _sleep_before_retry(self, attempt: int, server_says: float | None) -> None:
+        delay = self.backoff_seconds * (2 ** attempt)
+        if server_says is not None:
+            delay = max(delay, server_says)
+        time.sleep(min(delay, self.max_backoff_seconds))
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            self._count("requests")
+            wait_hint = None
+            try:
+                response = self._client.post(self.endpoint, json=body)
+            except (httpx.TimeoutException, httpx.TransportError) as e:
+                last = f"{type(e).__name__}: {e}"
+            else:
+                if response.status_code == 200:
+                    try:
+                        data = response.json()
+                    except ValueError:
+                        last = f"a reply that is not JSON: {response.text[:200]!r}"
+                    else:
+                        if isinstance(data, dict):
+                            return data
+                        last = "a reply that is not a JSON object"
+                elif response.status_code in RETRY_STATUSES:
+                    last = f"HTTP {response.status_code}: {response.text[:200]}"
+                    wait_hint = _retry_after(response.headers)
+                else:
+                    self._count("failures")
+                    raise ServerError(f"{self.endpoint} refused the request: HTTP {response.status_code}: "
+                                      f"{response.text[:300]}",
+                                      hint="check the model name and the sampling options the server takes")
+            if attempt < self.max_retries:
+                self._count("retries")
+                self._sleep_before_retry(attempt, wait_hint)
+        self._count("failures")
+        raise ServerError(f"{self.endpoint} failed {self.max_retries + 1} times; last: {last}",
+                          hint="is the server up and reachable? raise --max-retries for a busy server")
+
+    def _one(self, prompt: Prompt, params: SamplingParams, index: int) -> list[Completion]:
+        body = request_body(prompt, params, model=self.model, chat=self.chat,
+                            seed=prompt_seed(prompt, params, index), extra=self.extra_body)
+        return completions_from_response(self._post(body), chat=self.chat)
+
+    def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Completion]]:
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai") as pool:
+            futures = [pool.submit(self._one, p, params, i) for i, p in enumerate(prompts)]
+            return [f.result() for f in futures]
+
+    def generate_stream(self, prompts: Sequence[Prompt], params: SamplingParams, *,
+                        chunk_size: int = 0) -> Iterator[tuple[int, Completion]]:
+        """Completions of each request as soon as it returns, ``concurrency`` requests at a time."""
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai") as pool:
+            todo = iter(enumerate(prompts))
+            pending: dict[Future[list[Completion]], int] = {}
+            try:
+                while True:
+                    for i, p in todo:
+                        pending[pool.submit(self._one, p, params, i)] = i
+                        if len(pending) >= self.concurrency:
+                            break
+                    if not pending:
+                        return
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        i = pending.pop(fut)
+                        for completion in fut.result():
+                            yield i, completion
+            finally:
+                for fut in pending:
+                    fut.cancel()
+
+    def close(self) -> None:
+        self._client.close()
