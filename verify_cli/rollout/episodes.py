@@ -21,7 +21,13 @@ from typing import Any
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams
-from verify_cli.models.prompts import build_prompt, extract_for_task, files_to_candidate, has_chat_template
+from verify_cli.models.prompts import (
+    Extraction,
+    build_prompt,
+    extract_for_task,
+    files_to_candidate,
+    has_chat_template,
+)
 from verify_cli.rollout.batches import derive_seed
 from verify_cli.rollout.rewards import Reward, RewardConfig, RewardStatus, reward_from_grade
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Task
@@ -55,6 +61,8 @@ class Episode:
     response_mask: list[int] = field(default_factory=list)
     logprobs: list[float] | None = field(default_factory=list)
     last_text: str = ""
+    #: Files a backend already extracted (replayed rows); None: extract from ``last_text``.
+    last_files: dict[str, str] | None = None
     finish_reason: str = "stop"
     turns: int = 0
     model_tokens: int = 0
@@ -158,7 +166,8 @@ class EpisodeRunner:
 
     def _grade(self, ep: Episode) -> Episode:
         started = time.monotonic()
-        extraction = extract_for_task(ep.task, ep.last_text)
+        extraction = (Extraction(dict(ep.last_files)) if ep.last_files is not None
+                      else extract_for_task(ep.task, ep.last_text))
         ep.grade, ep.parse_error, ep.grade_attempts = None, None, 0
         if not extraction.ok:
             ep.parse_error = extraction.error
@@ -231,6 +240,7 @@ class EpisodeRunner:
             ep.logprobs = None
         ep.messages.append({"role": "assistant", "content": completion.text})
         ep.last_text = completion.text
+        ep.last_files = dict(completion.files) if completion.files is not None else None
         ep.finish_reason = completion.finish_reason
         ep.turns += 1
         ep.model_tokens += len(ids)

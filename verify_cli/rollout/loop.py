@@ -19,6 +19,7 @@ from typing import Any
 from verify_cli.errors import UsageError
 from verify_cli.grading.grader import Grader
 from verify_cli.models.base import ModelBackend
+from verify_cli.models.prompts import DEFAULT_SYSTEM
 from verify_cli.rollout.advantages import GroupAdvantages, group_advantages
 from verify_cli.rollout.batches import BatchSchedule, derive_seed
 from verify_cli.rollout.episodes import Episode, EpisodeRunner, RoundTiming, SamplingOptions
@@ -54,7 +55,7 @@ class TrainConfig:
     update: str = "none"  # none | grpo
     grade_jobs: int = 2
     include_tests: bool = True
-    system: str | None = None
+    system: str | None = DEFAULT_SYSTEM
     max_rows_per_shard: int = 4096
 
     def budget(self) -> int:
