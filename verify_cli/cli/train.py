@@ -49,12 +49,14 @@ def train_command(
     top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0)] = 1.0,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="New tokens per turn.")] = 1024,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turns per episode (feedback between).")] = 1,
-    update: Annotated[str, typer.Option("--update", help="none: write rollouts only; grpo: update the policy.")] = "none",
+    update: Annotated[str, typer.Option(
+        "--update", help="none: write rollouts only; grpo: update the policy.")] = "none",
     lr: Annotated[float, typer.Option("--lr", min=0.0, help="GRPO learning rate.")] = 1e-5,
     clip_eps: Annotated[float, typer.Option("--clip-eps", min=0.0, help="GRPO ratio clip.")] = 0.2,
     kl_coef: Annotated[float, typer.Option("--kl-coef", min=0.0, help="KL penalty to the initial policy.")] = 0.0,
     update_epochs: Annotated[int, typer.Option("--update-epochs", min=1, help="Optimiser passes per batch.")] = 1,
-    no_std: Annotated[bool, typer.Option("--no-std-normalise", help="Advantages r - mean, not divided by std.")] = False,
+    no_std: Annotated[bool, typer.Option(
+        "--no-std-normalise", help="Advantages r - mean, not divided by std.")] = False,
     dynamic_sampling: Annotated[bool, typer.Option(
         "--dynamic-sampling", help="Replace groups whose rewards are all equal with new tasks.")] = False,
     dynamic_budget: Annotated[int | None, typer.Option(
@@ -64,12 +66,15 @@ def train_command(
     soft_length: Annotated[int | None, typer.Option("--soft-length", min=1)] = None,
     include_bucket: Annotated[list[str] | None, typer.Option(
         "--include-bucket", help="Train on tasks of this difficulty bucket too (solved, unsolved, defective).")] = None,
-    no_visible_tests: Annotated[bool, typer.Option("--no-visible-tests", help="Leave the tests out of prompts.")] = False,
-    no_system_prompt: Annotated[bool, typer.Option("--no-system-prompt", help="No system message in prompts.")] = False,
+    no_visible_tests: Annotated[bool, typer.Option(
+        "--no-visible-tests", help="Leave the tests out of prompts.")] = False,
+    no_system_prompt: Annotated[bool, typer.Option(
+        "--no-system-prompt", help="No system message in prompts.")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its manifest.")] = False,
     sandbox: SandboxOpt = "auto",
     grade_jobs: Annotated[int, typer.Option("--grade-jobs", "-j", min=1, help="Sandboxed gradings at once.")] = 4,
-    json_out: Annotated[str | None, typer.Option("--json", help="Write the run summary as JSON (- for stdout).")] = None,
+    json_out: Annotated[str | None, typer.Option(
+        "--json", help="Write the run summary as JSON (- for stdout).")] = None,
 ) -> None:
     """Sample groups per task, grade each completion in the sandbox, write trajectory shards; optionally GRPO."""
     from verify_cli.models.registry import create_model_backend

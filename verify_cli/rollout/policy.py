@@ -66,9 +66,8 @@ class PolicyUpdater:
         elif backend.name == "vllm":
             if model_path is None:
                 raise UsageError("--update grpo with vllm needs the model folder to train from")
-            from transformers import AutoModelForCausalLM
-
             import torch as _torch
+            from transformers import AutoModelForCausalLM
             device = "cuda" if _torch.cuda.is_available() else "cpu"
             self.model = AutoModelForCausalLM.from_pretrained(model_path).to(device)
         else:
