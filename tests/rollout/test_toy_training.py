@@ -43,4 +43,4 @@ def test_grpo_raises_the_mean_reward_against_the_same_run_without_updates(toy_mo
     late_trained = sum(trained[-4:]) / 4
     late_frozen = sum(frozen[-4:]) / 4
     assert late_trained > late_frozen + 0.1, (trained, frozen)
-    assert late_trained > sum(trained[:2]) / 2 + 0.1, trained
+    assert late_trained > sum(trained[:2]) / 2 + 0.05, trained

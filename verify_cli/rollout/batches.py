@@ -86,11 +86,13 @@ class BatchSchedule:
             out.append(self.tasks[self._epoch(pos // n)[pos % n]])
         return out
 
-    def replacements(self, step: int, round_: int, count: int, exclude: Iterable[str]) -> list[Task]:
-        """``count`` tasks for dynamic sampling round ``round_`` of ``step``, preferring tasks not
-        in ``exclude`` (repeats only when the set is too small)."""
+    def replacements(self, step: int, round_: int, count: int, exclude: Iterable[str],
+                     flat: Iterable[str] = ()) -> list[Task]:
+        """``count`` tasks for dynamic sampling round ``round_`` of ``step``: tasks not in
+        ``exclude`` (the step's batch) first, else tasks not ``flat`` (all-equal this step), else any."""
         rng = random.Random(derive_seed(self.seed, "replace", step, round_))
-        excluded = set(exclude)
-        fresh = [t for t in self.tasks if t.id not in excluded] or list(self.tasks)
+        excluded, no_signal = set(exclude), set(flat)
+        fresh = ([t for t in self.tasks if t.id not in excluded]
+                 or [t for t in self.tasks if t.id not in no_signal] or list(self.tasks))
         rng.shuffle(fresh)
         return [fresh[i % len(fresh)] for i in range(count)]

@@ -63,9 +63,9 @@ def response_logprobs(model: Any, samples: Sequence[TrainSample], temperature: f
     pad = 0
     ids = torch.full((len(seqs), width), pad, dtype=torch.long, device=device)
     attn = torch.zeros((len(seqs), width), dtype=torch.long, device=device)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        attn[i, : len(s)] = 1
+    for i, seq in enumerate(seqs):
+        ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        attn[i, : len(seq)] = 1
     logits = model(input_ids=ids, attention_mask=attn).logits.float()
     out: list[torch.Tensor] = []
     for i, s in enumerate(samples):
@@ -143,7 +143,7 @@ class GRPOTrainer:
                     loss = loss + (per_token * mask).sum() / total_tokens
                     clipped += float((((ratio.detach() - 1).abs() > cfg.clip_eps).float() * mask).sum())
                     ratio_sum += float((ratio.detach() * mask).sum())
-                loss.backward()  # type: ignore[no-untyped-call]
+                loss.backward()
                 loss_sum += float(loss.detach())
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm))
             self.optimizer.step()

@@ -188,29 +188,33 @@ class Trainer:
         return RunSummary(run_id, self.run_dir, committed_steps(self.run_dir), last, reports)
 
     def _sample(self, step: int) -> tuple[list[tuple[list[Episode], GroupAdvantages]], list[str], int, RoundTiming]:
+        """The step's groups (slot order) with advantages, the all-equal task ids, groups replaced."""
         cfg = self.config
-        tasks = self.schedule.batch(step)
-        groups, timing = self.runner.run_groups(tasks, cfg.group_size, derive_seed(cfg.seed, "step", step))
+        slot_tasks = self.schedule.batch(step)
+        groups, timing = self.runner.run_groups(slot_tasks, cfg.group_size, derive_seed(cfg.seed, "step", step))
+        for slot, g in enumerate(groups):
+            for e in g:
+                e.group_index = slot
         scored = [(g, group_advantages([e.reward.total if e.reward else None for e in g],
                                        normalize_std=cfg.normalize_std)) for g in groups]
-        all_equal = [f"{g[0].task.id}" for g, a in scored if a.all_equal]
+        all_equal = [t.id for t, (_, a) in zip(slot_tasks, scored, strict=True) if a.all_equal]
         replaced = 0
         round_ = 0
         while cfg.dynamic_sampling and replaced < cfg.budget():
-            flat = [i for i, (_, a) in enumerate(scored) if a.all_equal]
+            flat = [i for i, (_, a) in enumerate(scored) if a.all_equal][: cfg.budget() - replaced]
             if not flat:
                 break
-            flat = flat[: cfg.budget() - replaced]
             round_ += 1
-            used = {g[0].task.id for g, _ in scored}
-            new_tasks = self.schedule.replacements(step, round_, len(flat), used)
+            used = {t.id for t in slot_tasks}
+            no_signal = {slot_tasks[i].id for i in flat} | set(all_equal)
+            new_tasks = self.schedule.replacements(step, round_, len(flat), used, no_signal)
             new_groups, t = self.runner.run_groups(new_tasks, cfg.group_size,
-                                                   derive_seed(cfg.seed, "step", step, "replace", round_),
-                                                   first_group_index=1000 * round_)
+                                                   derive_seed(cfg.seed, "step", step, "replace", round_))
             timing.add(t)
-            for slot, g in zip(flat, new_groups, strict=True):
+            for slot, task, g in zip(flat, new_tasks, new_groups, strict=True):
                 for e in g:
-                    e.group_index = scored[slot][0][0].group_index
+                    e.group_index = slot
+                slot_tasks[slot] = task
                 scored[slot] = (g, group_advantages([e.reward.total if e.reward else None for e in g],
                                                     normalize_std=cfg.normalize_std))
             replaced += len(flat)
@@ -222,8 +226,7 @@ class Trainer:
         scored, all_equal, replaced, timing = self._sample(step)
         version = self.policy_version
         rows = []
-        for group, adv in scored:
-            gi = group[0].group_index
+        for gi, (group, adv) in enumerate(scored):
             for ep, a in zip(group, adv.advantages, strict=True):
                 rows.append(episode_row(ep, run_id=run_id, step=step, group_index=gi, adv=adv, advantage=a,
                                         policy_version=version, model=self.backend.model_id,
