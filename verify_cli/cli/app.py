@@ -10,6 +10,7 @@ from verify_cli import __version__
 from verify_cli.cli import console
 from verify_cli.cli.audit import audit_command
 from verify_cli.cli.check_tasks import check_tasks_command
+from verify_cli.cli.difficulty import difficulty_command
 from verify_cli.cli.misc import new_task_command, schema_command
 from verify_cli.cli.sandbox_cmd import sandbox_app
 from verify_cli.cli.train import train_command, trajectories_app
@@ -34,6 +35,7 @@ def root(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 app.command("check-tasks")(check_tasks_command)
 app.command("audit")(audit_command)
+app.command("difficulty")(difficulty_command)
 app.command("schema")(schema_command)
 app.command("new-task")(new_task_command)
 app.add_typer(sandbox_app, name="sandbox")

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from verify_cli.errors import VerifyError
+from verify_cli.errors import UsageError, VerifyError
 
 
 class ModelBackendUnavailableError(VerifyError):
@@ -41,13 +41,13 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if self.n < 1:
-            raise VerifyError(f"sampling n must be at least 1, got {self.n}")
+            raise UsageError(f"sampling n must be at least 1, got {self.n}")
         if self.temperature < 0:
-            raise VerifyError(f"temperature must be >= 0, got {self.temperature}")
+            raise UsageError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
-            raise VerifyError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise UsageError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_tokens < 1:
-            raise VerifyError(f"max_tokens must be at least 1, got {self.max_tokens}")
+            raise UsageError(f"max_tokens must be at least 1, got {self.max_tokens}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -18,7 +18,7 @@ from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingPar
 from verify_cli.models.registry import register_model_backend
 
 
-def _quiet_transformers() -> None:
+def quiet_transformers() -> None:
     """Library code does not print: no download/loading progress bars from transformers."""
     from transformers.utils import logging as hf_logging
 
@@ -37,7 +37,7 @@ class HFBackend(ModelBackend):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        _quiet_transformers()
+        quiet_transformers()
         path = Path(model)
         if not (path / "config.json").is_file():
             raise UsageError(f"{path}: not a model folder (no config.json)",

@@ -45,6 +45,9 @@ def build_tiny_model(folder: Path, *, hidden_size: int = 64, layers: int = 2, he
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+    from verify_cli.models.hf import quiet_transformers
+
+    quiet_transformers()
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=_byte_level_tokenizer(), pad_token=PAD,

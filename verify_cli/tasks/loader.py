@@ -145,6 +145,7 @@ def _build(root: Path, d: dict[str, Any]) -> Task:
                           processes=int(lim.get("processes", 128)),
                           output_bytes=int(lim.get("output_bytes", 1048576))),
         editable=tuple(d["editable"]),
+        difficulty=d.get("difficulty"),
     )
 
 

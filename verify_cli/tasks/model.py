@@ -73,6 +73,8 @@ class Task:
     editable: tuple[str, ...]
     title: str = ""
     tags: tuple[str, ...] = ()
+    #: The ``[difficulty]`` table written by ``verify-cli difficulty --write-back``, if any.
+    difficulty: Mapping[str, object] | None = None
 
     @property
     def task_file(self) -> Path:

@@ -1,0 +1,251 @@
+"""``verify-cli difficulty``: parse options, delegate to verify_cli.difficulty, show the results.
+
+This module prints (rich) the progress bar, the histogram and the table of hardest and easiest
+tasks; everything else is library code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from verify_cli import __version__
+from verify_cli.checks.cache import ResultCache, default_cache_dir
+from verify_cli.cli import console
+from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt
+from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, BucketScheme
+from verify_cli.difficulty.defects import defects_from_check_tasks, defects_from_report, defects_of_load_failures
+from verify_cli.difficulty.inputs import is_data_set, task_dirs_from_data_set
+from verify_cli.difficulty.outputs import (
+    HISTOGRAM_FILE,
+    histogram_counts,
+    select_buckets,
+    write_back,
+    write_dataset,
+    write_histogram_png,
+    write_tables,
+)
+from verify_cli.difficulty.runner import DifficultyOptions, DifficultyProgress, DifficultyReport, run_difficulty
+from verify_cli.difficulty.runner import default_sample_cache as sample_cache_in
+from verify_cli.errors import ExitCode, UsageError
+from verify_cli.grading.grader import Grader
+from verify_cli.models.base import SamplingParams
+from verify_cli.models.registry import create_model_backend
+from verify_cli.report.files import write_json
+from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
+from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
+from verify_cli.tasks.model import Task
+
+
+def _ints(text: str, what: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{what} {text!r}: give whole numbers separated by commas, e.g. 1,5,10") from None
+    if not values or min(values) < 1:
+        raise UsageError(f"{what} {text!r}: give whole numbers of at least 1")
+    return values
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Any]:
+    """A live line: samples generated, graded (of those planned) and graded per second."""
+    progress = Progress(TextColumn("[bold]difficulty"), BarColumn(), TextColumn("{task.fields[line]}"),
+                        TimeElapsedColumn(), console=console.err, transient=True,
+                        disable=not (enabled and console.err.is_terminal))
+    with progress:
+        tid = progress.add_task("difficulty", total=1, line="")
+
+        def update(p: DifficultyProgress) -> None:
+            rate = p.graded / p.elapsed if p.elapsed > 0 else 0.0
+            progress.update(tid, total=max(1, p.planned), completed=p.graded,
+                            line=escape(f"generated {p.generated}, graded {p.graded}/{p.planned}, "
+                                        f"{rate:.2f}/s {p.task_id}"))
+
+        yield update
+
+
+def _histogram(report: DifficultyReport) -> None:
+    counts = histogram_counts(report)
+    top = max(counts) if counts else 0
+    console.out.print("[bold]pass rates[/] (tasks per bin)")
+    for i, c in enumerate(counts):
+        bar = "█" * (round(30 * c / top) if top else 0)
+        console.out.print(f"  {i / 10:.1f}-{(i + 1) / 10:.1f} | {bar} {c}", highlight=False)
+
+
+def _table(report: DifficultyReport, show: int) -> None:
+    sampled = [t for t in report.tasks if t.stats.n > 0]
+    ordered = sorted(sampled, key=lambda t: (t.stats.pass_rate or 0.0, t.task_id))
+    picked = ordered if len(ordered) <= 2 * show else ordered[:show] + ordered[-show:]
+    table = Table(title=f"difficulty: {len(report.tasks)} task(s), model {escape(report.model_id)}"
+                        + ("" if len(picked) == len(ordered) else f" (the {show} hardest and {show} easiest)"),
+                  title_justify="left")
+    for col in ("task", "bucket", "n", "pass rate", "95% interval", "score", "visible", "statuses"):
+        table.add_column(col, justify="right" if col in ("n", "pass rate", "score", "visible") else "left")
+    for t in picked + [t for t in report.tasks if t.bucket == DEFECTIVE]:
+        s = t.stats
+        statuses = ", ".join(f"{k} {v}" for k, v in s.status_counts.items() if v)
+        table.add_row(escape(t.task_id), t.bucket, str(s.n),
+                      "-" if s.pass_rate is None else f"{s.pass_rate:.2f}",
+                      "-" if not s.n else f"[{s.wilson_low:.2f}, {s.wilson_high:.2f}]",
+                      "-" if s.mean_score is None else f"{s.mean_score:.2f}",
+                      "-" if s.visible_pass_rate is None else f"{s.visible_pass_rate:.2f}",
+                      escape(statuses or t.defect[:60]))
+    console.out.print(table)
+
+
+def _summary(report: DifficultyReport, out: Path, dataset_counts: dict[str, int]) -> dict[str, Any]:
+    buckets = {b: sum(t.bucket == b for t in report.tasks) for b in BUCKETS}
+    return {
+        "tool": "verify-cli", "version": __version__, "command": "difficulty", "model": report.model_id,
+        "params": report.params.to_dict(), "samples": report.options.samples, "adaptive": report.options.adaptive,
+        "buckets": {b: n for b, n in buckets.items() if n}, "sampled": report.sampled,
+        "fixed_budget": report.fixed_budget, "generated": report.generated, "cached": report.cached,
+        "seconds": round(report.seconds, 3), "generation_seconds": round(report.generation_seconds, 3),
+        "infra_errors": sum(t.stats.status_counts.get("infra_error", 0) for t in report.tasks),
+        "dataset": dataset_counts, "out": str(out),
+        "tasks": [{"task_id": t.task_id, "bucket": t.bucket, "n": t.stats.n, "correct": t.stats.correct,
+                   "pass_rate": t.stats.pass_rate, "cached": t.cached, "generated": t.generated,
+                   "visible_pass_hidden_fail": t.stats.visible_pass_hidden_fail} for t in report.tasks],
+    }
+
+
+def difficulty_command(
+    path: Annotated[Path, typer.Argument(help="A task folder, a folder searched recursively for tasks, or a data "
+                                              "set (Parquet, JSONL, datasets folder) with a 'path' column.")],
+    backend: Annotated[str, typer.Option("--backend", "-b", help="Model backend: vllm, openai, hf, replay.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the results (created).")],
+    model: Annotated[str, typer.Option(
+        "--model", "-m", help="hf/vllm: model folder; openai: served model name; replay: JSONL/Parquet file.")],
+    samples: Annotated[int, typer.Option(
+        "--samples", "-n", min=1, help="Samples per task (the most, with --adaptive).")] = 8,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 1.0,
+    top_p: Annotated[float, typer.Option("--top-p")] = 1.0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1)] = 1024,
+    seed: Annotated[int, typer.Option("--seed", help="Sampling seed (part of the cache key).")] = 0,
+    adaptive: Annotated[bool, typer.Option(
+        "--adaptive", help="Sample in rounds; stop a task once its bucket is decided.")] = False,
+    round_size: Annotated[int, typer.Option("--round-size", min=1, help="Samples per round with --adaptive.")] = 4,
+    confidence: Annotated[float, typer.Option("--confidence", help="Confidence of the intervals.")] = 0.95,
+    thresholds: Annotated[str, typer.Option(
+        "--thresholds", help="Pass-rate edges hard|medium and medium|easy.")] = "0.3,0.7",
+    k: Annotated[str, typer.Option("--k", help="pass@k for these k (comma-separated).")] = "1",
+    keep: Annotated[str | None, typer.Option(
+        "--keep", help="Buckets the data set keeps, e.g. medium,hard (default: all but defective).")] = None,
+    drop_extremes: Annotated[bool, typer.Option(
+        "--drop-extremes", help="Leave unsolved and solved tasks out of the data set.")] = False,
+    write_back_: Annotated[bool, typer.Option(
+        "--write-back", help="Record the measured difficulty in each task.toml (a difficulty table).")] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Run check-tasks first (cached); defective tasks are bucketed 'defective'.")] = False,
+    check_report: Annotated[Path | None, typer.Option(
+        "--check-report", help="A check-tasks --json report naming defective tasks.")] = None,
+    base_url: Annotated[str, typer.Option("--base-url", help="openai: the server's API root.")]
+    = "http://127.0.0.1:8000/v1",
+    chat: Annotated[bool, typer.Option("--chat/--no-chat", help="openai: chat or completions endpoint.")] = True,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="openai: requests in flight.")] = 8,
+    max_retries: Annotated[int, typer.Option("--max-retries", min=0, help="openai: retries per request.")] = 5,
+    request_timeout: Annotated[float, typer.Option("--request-timeout", help="openai: seconds per request.")]
+    = 600.0,
+    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", min=1, help="vllm: GPUs.")] = 1,
+    gpu_memory_utilization: Annotated[float, typer.Option(
+        "--gpu-memory-utilization", help="vllm: fraction of GPU memory.")] = 0.9,
+    device: Annotated[str, typer.Option("--device", help="hf: cpu, cuda or auto.")] = "auto",
+    sandbox: SandboxOpt = "auto",
+    pool_size: PoolOpt = 2,
+    jobs: JobsOpt = None,
+    cold: Annotated[bool, typer.Option("--cold", help="No warm pytest workers.")] = False,
+    no_tests_in_prompt: Annotated[bool, typer.Option(
+        "--no-tests-in-prompt", help="Show the model the task and starter files, not the visible tests.")] = False,
+    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Cache folder (samples, check-tasks).")]
+    = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write cached samples.")] = False,
+    json_out: Annotated[str | None, typer.Option("--json", help="Write a JSON summary (- for stdout).")] = None,
+    show: Annotated[int, typer.Option("--show", min=1, help="Hardest and easiest tasks shown.")] = 10,
+) -> None:
+    """Measure each task's pass rate under a model and re-bucket the data set by difficulty."""
+    if json_out == "-":
+        console.use_stderr()
+    if not 0 < confidence < 1:
+        raise UsageError(f"--confidence {confidence}: give a value between 0 and 1, e.g. 0.95")
+    scheme = BucketScheme.parse(thresholds)
+    ks = _ints(k, "--k")
+    buckets = select_buckets(_words(keep), drop_extremes)
+    params = SamplingParams(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+    if is_data_set(path):
+        items: list[Task | TaskLoadFailure] = []
+        for folder in task_dirs_from_data_set(path):
+            items += list(load_task_set(folder))
+    else:
+        items = list(load_task_set(path))
+    tasks = [i for i in items if isinstance(i, Task)]
+    defects = defects_of_load_failures([i for i in items if isinstance(i, TaskLoadFailure)])
+    if check_report is not None:
+        defects.update(defects_from_report(check_report))
+    sandbox_name, warning = resolve_backend_name(sandbox)
+    if warning:
+        console.warning(warning)
+    root = cache_dir or default_cache_dir()
+    options = DifficultyOptions(samples=samples, params=params, seed=seed, jobs=jobs or 2, adaptive=adaptive,
+                                round_size=round_size, confidence=confidence, scheme=scheme, ks=ks,
+                                include_tests=not no_tests_in_prompt)
+    box = create_sandbox(sandbox_name, pool_size=pool_size)
+    with box, Grader(box, warm=not cold) as grader:
+        if check:
+            check_cache = None if no_cache else ResultCache(root, "check-tasks")
+            with console.progress_bar("check-tasks", 4 * len(tasks)) as advance:
+                defects.update(defects_from_check_tasks(
+                    [t for t in tasks if t.id not in defects], grader, jobs=options.jobs, cache=check_cache,
+                    backend_id=sandbox_name, on_progress=lambda p: advance(p.task_id, completed=p.done)))
+        model_backend = create_model_backend(
+            backend, model=model, base_url=base_url, chat=chat, concurrency=concurrency, max_retries=max_retries,
+            timeout_seconds=request_timeout, tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization, device=device)
+        with model_backend, _progress(json_out != "-") as on_progress:
+            started = time.monotonic()
+            report = run_difficulty(tasks, model_backend, grader, options, defective=defects,
+                                    cache=None if no_cache else sample_cache_in(root), on_progress=on_progress)
+            report.seconds = time.monotonic() - started
+    write_tables(report, out)
+    dataset_counts = write_dataset(report, out, buckets)
+    write_histogram_png(report, out / HISTOGRAM_FILE)
+    if write_back_:
+        written = write_back(report)
+        console.info(f"wrote the measured difficulty into {len(written)} task.toml file(s)")
+    _table(report, show)
+    _histogram(report)
+    _findings(report)
+    summary = _summary(report, out, dataset_counts)
+    console.info(f"{report.sampled} samples ({report.cached} from the cache, {report.generated} generated) in "
+                 f"{report.seconds:.1f}s; results in {out}")
+    if adaptive and report.fixed_budget:
+        saved = report.fixed_budget - report.sampled
+        console.info(f"adaptive: {report.sampled} samples instead of {report.fixed_budget} for a fixed budget "
+                     f"({saved} saved, {100 * saved / report.fixed_budget:.0f}%)")
+    if json_out:
+        write_json(json_out, summary)
+    if summary["infra_errors"]:
+        console.warning(f"{summary['infra_errors']} sample(s) could not be graded (sandbox failures persisted "
+                        "after retries); they are not counted. Rerun to retry them.")
+        raise typer.Exit(ExitCode.INFRA)
+
+
+def _words(text: str | None) -> list[str] | None:
+    return [w.strip() for w in text.split(",") if w.strip()] if text else None
+
+
+def _findings(report: DifficultyReport) -> None:
+    """Curation findings: visible tests that wrong answers pass."""
+    weak = [t for t in report.tasks if t.stats.visible_pass_hidden_fail]
+    for t in weak:
+        console.warning(f"curation finding: {t.task_id}: {t.stats.visible_pass_hidden_fail} of {t.stats.n} samples "
+                        "passed every visible test and failed a hidden one: the visible tests are weak")

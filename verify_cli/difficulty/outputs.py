@@ -1,0 +1,169 @@
+"""What a difficulty run writes: difficulty.parquet, samples.parquet, the re-bucketed data set
+(``datasets``), the measured difficulty in each task.toml, and a histogram PNG."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, SOLVED, UNSAMPLED, UNSOLVED
+from verify_cli.difficulty.runner import DifficultyReport, TaskDifficulty
+from verify_cli.difficulty.schema import DIFFICULTY_SCHEMA, SAMPLES_SCHEMA
+from verify_cli.errors import UsageError
+
+DIFFICULTY_FILE = "difficulty.parquet"
+SAMPLES_FILE = "samples.parquet"
+DATASET_DIR = "dataset"
+BUCKET_PARQUET_DIR = "buckets"
+HISTOGRAM_FILE = "pass_rates.png"
+
+
+def difficulty_rows(report: DifficultyReport) -> list[dict[str, Any]]:
+    rows = []
+    for t in report.tasks:
+        s = t.stats
+        rows.append({
+            "task_id": t.task_id, "path": t.path, "bucket": t.bucket, "n": s.n, "correct": s.correct,
+            "pass_rate": s.pass_rate, "wilson_low": s.wilson_low, "wilson_high": s.wilson_high,
+            "confidence": report.options.confidence, "pass_at_k": list(s.pass_at.items()),
+            "mean_score": s.mean_score, "visible_pass_rate": s.visible_pass_rate,
+            "visible_pass_hidden_fail": s.visible_pass_hidden_fail,
+            **{k: s.status_counts.get(k, 0) for k in ("passed", "failed", "timeout", "parse_error", "infra_error")},
+            "stopped_early": t.stopped_early, "defect": t.defect, "model": report.model_id,
+        })
+    return rows
+
+
+def sample_rows(report: DifficultyReport) -> list[dict[str, Any]]:
+    rows = []
+    for t in report.tasks:
+        for r in t.records:
+            d = r.to_dict()
+            d["files"] = list(r.files.items())
+            d["model"] = report.model_id
+            rows.append({name: d.get(name) for name in SAMPLES_SCHEMA.names})
+    return rows
+
+
+def write_tables(report: DifficultyReport, out: Path) -> tuple[Path, Path]:
+    """difficulty.parquet and samples.parquet under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    diff = out / DIFFICULTY_FILE
+    pq.write_table(pa.Table.from_pylist(difficulty_rows(report), schema=DIFFICULTY_SCHEMA), diff)
+    samples = out / SAMPLES_FILE
+    pq.write_table(pa.Table.from_pylist(sample_rows(report), schema=SAMPLES_SCHEMA), samples)
+    return diff, samples
+
+
+def select_buckets(keep: Sequence[str] | None, drop_extremes: bool) -> tuple[str, ...]:
+    """The buckets the data set keeps: ``keep`` as given, else every bucket but ``defective``
+    and ``unsampled`` (less ``unsolved`` and ``solved`` with ``drop_extremes``)."""
+    if keep:
+        unknown = [b for b in keep if b not in BUCKETS]
+        if unknown:
+            raise UsageError(f"--keep: unknown bucket {unknown[0]!r}", hint=f"buckets: {', '.join(BUCKETS)}")
+        chosen = tuple(keep)
+    else:
+        chosen = tuple(b for b in BUCKETS if b not in (DEFECTIVE, UNSAMPLED))
+    if drop_extremes:
+        chosen = tuple(b for b in chosen if b not in (UNSOLVED, SOLVED))
+    return chosen
+
+
+def _dataset_row(t: TaskDifficulty, model: str) -> dict[str, Any]:
+    s = t.stats
+    return {"task_id": t.task_id, "path": t.path, "bucket": t.bucket, "domain": t.domain, "language": t.language,
+            "prompt": t.prompt, "n": s.n, "correct": s.correct, "pass_rate": s.pass_rate,
+            "wilson_low": s.wilson_low, "wilson_high": s.wilson_high, "model": model}
+
+
+def write_dataset(report: DifficultyReport, out: Path, buckets: Iterable[str]) -> dict[str, int]:
+    """The re-bucketed data set: a ``datasets.DatasetDict`` keyed by bucket (buckets with at least
+    one task) saved with ``save_to_disk`` under ``out/dataset``, and one Parquet file per bucket
+    under ``out/buckets``. Returns the task count per bucket written."""
+    import datasets
+
+    datasets.disable_progress_bars()  # library code does not print
+    wanted = list(buckets)
+    by_bucket: dict[str, list[dict[str, Any]]] = {}
+    for t in report.tasks:
+        if t.bucket in wanted:
+            by_bucket.setdefault(t.bucket, []).append(_dataset_row(t, report.model_id))
+    features = datasets.Features({
+        "task_id": datasets.Value("string"), "path": datasets.Value("string"), "bucket": datasets.Value("string"),
+        "domain": datasets.Value("string"), "language": datasets.Value("string"),
+        "prompt": datasets.Value("string"), "n": datasets.Value("int32"), "correct": datasets.Value("int32"),
+        "pass_rate": datasets.Value("float64"), "wilson_low": datasets.Value("float64"),
+        "wilson_high": datasets.Value("float64"), "model": datasets.Value("string")})
+    dd = datasets.DatasetDict({b: datasets.Dataset.from_list(by_bucket[b], features=features)
+                               for b in wanted if b in by_bucket})
+    dd.save_to_disk(str(out / DATASET_DIR))
+    parquet_dir = out / BUCKET_PARQUET_DIR
+    parquet_dir.mkdir(parents=True, exist_ok=True)
+    for name, ds in dd.items():
+        ds.to_parquet(str(parquet_dir / f"{name}.parquet"))
+    return {name: len(ds) for name, ds in dd.items()}
+
+
+def write_back(report: DifficultyReport, *, today: dt.date | None = None) -> list[Path]:
+    """Record the measured difficulty in each sampled task's task.toml (a ``[difficulty]``
+    table), leaving the rest of the file as it was (comments, order, formatting)."""
+    import tomlkit
+
+    written = []
+    date = (today or dt.datetime.now(dt.UTC).date()).isoformat()
+    for t in report.tasks:
+        if t.stats.n == 0 or t.bucket == DEFECTIVE:
+            continue
+        path = Path(t.path) / "task.toml"
+        doc = tomlkit.parse(path.read_text("utf-8"))
+        table = tomlkit.table()
+        table["pass_rate"] = round(t.stats.pass_rate or 0.0, 6)
+        table["bucket"] = t.bucket
+        table["n"] = t.stats.n
+        table["wilson_low"] = round(t.stats.wilson_low, 6)
+        table["wilson_high"] = round(t.stats.wilson_high, 6)
+        table["model"] = report.model_id
+        table["date"] = date
+        if "difficulty" in doc:
+            del doc["difficulty"]
+        doc["difficulty"] = table
+        path.write_text(tomlkit.dumps(doc), "utf-8")
+        written.append(path)
+    return written
+
+
+def histogram_counts(report: DifficultyReport, bins: int = 10) -> list[int]:
+    """Tasks per pass-rate bin [0, 0.1), ..., [0.9, 1.0] (sampled tasks only)."""
+    counts = [0] * bins
+    for t in report.tasks:
+        if t.stats.pass_rate is not None and t.bucket != DEFECTIVE:
+            counts[min(bins - 1, int(t.stats.pass_rate * bins))] += 1
+    return counts
+
+
+def write_histogram_png(report: DifficultyReport, path: Path, bins: int = 10) -> Path:
+    """A bar chart of tasks per pass-rate bin (matplotlib, no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    counts = histogram_counts(report, bins)
+    fig, ax = plt.subplots(figsize=(7, 3.5), dpi=100)
+    edges = [i / bins for i in range(bins)]
+    ax.bar(edges, counts, width=1 / bins, align="edge", edgecolor="black", color="#4c72b0")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("pass rate")
+    ax.set_ylabel("tasks")
+    ax.set_title(f"pass rates under {Path(report.model_id).name or report.model_id} "
+                 f"({report.sampled} samples, {len([t for t in report.tasks if t.stats.n])} tasks)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

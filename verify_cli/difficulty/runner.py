@@ -1,0 +1,303 @@
+"""Sample every task, grade the samples as they arrive, and gather the statistics.
+
+Generation runs in a thread of its own and hands each completion over as soon as the backend
+yields it; ``jobs`` graders take them from a queue, so the sandboxes work while the model keeps
+generating. Each graded sample is appended to the sample cache at once, so an interrupted run
+resumes where it stopped. With ``adaptive``, tasks are sampled in rounds and leave as soon as
+their bucket is decided (:meth:`BucketScheme.decided`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from verify_cli.difficulty.buckets import DEFECTIVE, BucketScheme
+from verify_cli.difficulty.cache import SampleCache, sample_cache_key
+from verify_cli.difficulty.samples import SampleRecord, grade_sample
+from verify_cli.difficulty.stats import TaskStats, task_stats
+from verify_cli.grading.grader import Grader
+from verify_cli.models.base import Completion, ModelBackend, SamplingParams
+from verify_cli.models.prompts import build_prompt
+from verify_cli.tasks.model import HIDDEN_TESTS_DIR, Task
+
+
+@dataclass(frozen=True)
+class DifficultyOptions:
+    samples: int = 8
+    params: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=1.0, max_tokens=1024))
+    seed: int = 0
+    jobs: int = 2
+    adaptive: bool = False
+    round_size: int = 4
+    confidence: float = 0.95
+    scheme: BucketScheme = field(default_factory=BucketScheme)
+    ks: tuple[int, ...] = (1,)
+    infra_retries: int = 2
+    include_tests: bool = True
+
+
+@dataclass(frozen=True)
+class DifficultyProgress:
+    generated: int
+    graded: int
+    planned: int
+    elapsed: float
+    task_id: str = ""
+
+
+@dataclass
+class TaskDifficulty:
+    task_id: str
+    path: str
+    bucket: str
+    stats: TaskStats
+    records: list[SampleRecord] = field(default_factory=list)
+    #: Why the task is ``defective`` (from check-tasks or loading), else "".
+    defect: str = ""
+    cached: int = 0
+    generated: int = 0
+    stopped_early: bool = False
+    domain: str = ""
+    language: str = ""
+    prompt: str = ""
+
+
+@dataclass
+class DifficultyReport:
+    tasks: list[TaskDifficulty]
+    model_id: str
+    params: SamplingParams
+    options: DifficultyOptions
+    seconds: float = 0.0
+    generation_seconds: float = 0.0
+    generated: int = 0
+    cached: int = 0
+
+    @property
+    def sampled(self) -> int:
+        """Samples behind the statistics (cached and new, infra errors excluded)."""
+        return sum(t.stats.n for t in self.tasks)
+
+    @property
+    def fixed_budget(self) -> int:
+        """Samples a fixed budget of ``options.samples`` per sampled task would take."""
+        return sum(self.options.samples for t in self.tasks if t.bucket != DEFECTIVE)
+
+
+ProgressCallback = Callable[[DifficultyProgress], None]
+
+
+def derive_seed(seed: int, task_hash: str, first_sample: int) -> int:
+    """A seed of its own for each (task, first sample index): samples added later are new draws."""
+    digest = hashlib.sha256(f"{seed}:{task_hash}:{first_sample}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+@dataclass
+class _TaskState:
+    task: Task
+    key: str
+    task_hash: str
+    target: int
+    records: list[SampleRecord]
+    cached: int
+    generated: int = 0
+    stopped_early: bool = False
+
+    @property
+    def counted(self) -> list[SampleRecord]:
+        return [r for r in self.records if r.outcome.status.counts]
+
+    def next_index(self) -> int:
+        return max((r.sample_index for r in self.records), default=-1) + 1
+
+
+@dataclass(frozen=True)
+class _Arrival:
+    state: _TaskState
+    index: int
+    completion: Completion
+    gen_seconds: float
+
+
+class _Run:
+    def __init__(self, tasks: Sequence[Task], backend: ModelBackend, grader: Grader, options: DifficultyOptions,
+                 cache: SampleCache | None, on_progress: ProgressCallback | None) -> None:
+        self.backend, self.grader, self.options, self.cache = backend, grader, options, cache
+        self.on_progress = on_progress
+        self.params = replace(options.params, seed=options.seed)
+        self.fingerprint = self.params.fingerprint()
+        self.states: list[_TaskState] = []
+        for task in tasks:
+            task_hash = task.content_hash()
+            key = sample_cache_key(task_hash, backend.model_id, self.fingerprint, options.seed)
+            records = cache.load(key) if cache else []
+            available = backend.samples_available(task.id)
+            target = options.samples if available is None else min(options.samples, available)
+            # More cached samples than asked for: use the first ``target`` of them.
+            records = records[:target]
+            self.states.append(_TaskState(task, key, task_hash, target, records, cached=len(records)))
+        self.generated = self.graded = 0
+        self.planned = sum(s.target for s in self.states)
+        self.started = time.monotonic()
+        self.generation_seconds = 0.0
+
+    def _progress(self, task_id: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(DifficultyProgress(self.generated, self.graded, self.planned,
+                                                time.monotonic() - self.started, task_id))
+
+    def _needs(self, state: _TaskState, looks: int) -> int:
+        counted = state.counted
+        left = state.target - len(counted)
+        if left <= 0:
+            return 0
+        if not self.options.adaptive:
+            return left
+        correct = sum(r.passed for r in counted)
+        if self.options.scheme.decided(correct, len(counted), confidence=self.options.confidence, looks=looks):
+            state.stopped_early = True
+            return 0
+        return min(self.options.round_size, left)
+
+    async def main(self) -> None:
+        # grade_many sizes the grader's warm pools for ``jobs`` parallel runs; called with no
+        # requests it does only that (this run grades through agrade, one sample at a time).
+        for _ in self.grader.grade_many((), jobs=self.options.jobs):
+            pass
+        looks = max(1, math.ceil(self.options.samples / max(1, self.options.round_size)))
+        # Everything cached counts as done and graded for the progress bar.
+        self.graded = self.generated = sum(len(s.records) for s in self.states)
+        self._progress("")
+        while True:
+            todo = [(s, need) for s in self.states if (need := self._needs(s, looks)) > 0]
+            if not todo:
+                return
+            if self.options.adaptive:  # an undecided task's remaining budget is still planned
+                self.planned = sum(len(s.counted) + (0 if s.stopped_early else max(0, s.target - len(s.counted)))
+                                   for s in self.states)
+            await self._round(todo)
+            if not self.options.adaptive:
+                return
+
+    def _produce(self, todo: list[tuple[_TaskState, int]], hand_over: Callable[[_Arrival | None], object],
+                 stop: threading.Event) -> None:
+        """Generate ``need`` completions for each task; one backend call per distinct ``need``.
+        Stops early once ``stop`` is set (grading failed or the run was interrupted)."""
+        groups: dict[int, list[_TaskState]] = {}
+        for state, need in todo:
+            groups.setdefault(need, []).append(state)
+        for need, states in groups.items():
+            firsts = [s.next_index() for s in states]
+            prompts = [replace(build_prompt(s.task, self.backend.tokenizer, include_tests=self.options.include_tests),
+                               seed=derive_seed(self.options.seed, s.task_hash, first), first_sample=first)
+                       for s, first in zip(states, firsts, strict=True)]
+            counters = [0] * len(states)
+            last = time.monotonic()
+            for i, completion in self.backend.generate_stream(prompts, replace(self.params, n=need)):
+                if stop.is_set():
+                    return
+                now = time.monotonic()
+                index = firsts[i] + counters[i]
+                counters[i] += 1
+                hand_over(_Arrival(states[i], index, completion, now - last))
+                last = now
+
+    async def _round(self, todo: list[tuple[_TaskState, int]]) -> None:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[_Arrival | None] = asyncio.Queue()
+        failure: list[BaseException] = []
+        jobs = max(1, self.options.jobs)
+
+        def arrived(item: _Arrival | None) -> None:
+            if item is not None:
+                self.generated += 1
+                item.state.generated += 1
+                self._progress(item.state.task.id)
+            queue.put_nowait(item)
+
+        stop = threading.Event()
+
+        def hand_over(item: _Arrival | None) -> None:
+            if not stop.is_set():
+                loop.call_soon_threadsafe(arrived, item)
+
+        def producer() -> None:
+            started = time.monotonic()
+            try:
+                self._produce(todo, hand_over, stop)
+            except BaseException as e:  # re-raised in the event loop's thread
+                failure.append(e)
+            finally:
+                self.generation_seconds += time.monotonic() - started
+                for _ in range(jobs):
+                    hand_over(None)
+
+        async def consumer() -> None:
+            while (item := await queue.get()) is not None:
+                state = item.state
+                record = await self._grade(state, item.index, item.completion, item.gen_seconds)
+                state.records.append(record)
+                if self.cache is not None:
+                    self.cache.append(state.key, record)
+                self.graded += 1
+                self._progress(state.task.id)
+
+        thread = threading.Thread(target=producer, name="difficulty-generate", daemon=True)
+        thread.start()
+        try:
+            await asyncio.gather(*(consumer() for _ in range(jobs)))
+        finally:  # a grading failure or an interrupt: generation stops at its next completion
+            stop.set()
+        thread.join()
+        if failure:
+            raise failure[0]
+
+    async def _grade(self, state: _TaskState, index: int, completion: Completion, gen_seconds: float) -> SampleRecord:
+        task = state.task
+        return await grade_sample(self.grader, task, index, completion, gen_seconds=gen_seconds,
+                                  infra_retries=self.options.infra_retries,
+                                  has_hidden=(task.root / HIDDEN_TESTS_DIR).is_dir())
+
+    def report(self, defective: Mapping[str, tuple[str, str]]) -> DifficultyReport:
+        tasks: list[TaskDifficulty] = []
+        opts = self.options
+        for s in self.states:
+            records = sorted(s.records, key=lambda r: r.sample_index)
+            stats = task_stats((r.outcome for r in records), ks=opts.ks, confidence=opts.confidence)
+            prompt = build_prompt(s.task, include_tests=opts.include_tests).messages[-1]["content"]
+            tasks.append(TaskDifficulty(
+                task_id=s.task.id, path=str(s.task.root), bucket=opts.scheme.bucket(stats.correct, stats.n),
+                stats=stats, records=records, cached=s.cached, generated=s.generated,
+                stopped_early=s.stopped_early, domain=s.task.domain, language=s.task.language, prompt=prompt))
+        empty = task_stats((), ks=opts.ks, confidence=opts.confidence)
+        for task_id, (path, why) in defective.items():
+            tasks.append(TaskDifficulty(task_id=task_id, path=path, bucket=DEFECTIVE, stats=empty, defect=why))
+        tasks.sort(key=lambda t: t.task_id)
+        return DifficultyReport(tasks=tasks, model_id=self.backend.model_id, params=self.params, options=opts,
+                                seconds=time.monotonic() - self.started,
+                                generation_seconds=self.generation_seconds, generated=self.generated
+                                - sum(s.cached for s in self.states), cached=sum(s.cached for s in self.states))
+
+
+def run_difficulty(tasks: Sequence[Task], backend: ModelBackend, grader: Grader, options: DifficultyOptions,
+                   *, defective: Mapping[str, tuple[str, str]] | None = None, cache: SampleCache | None = None,
+                   on_progress: ProgressCallback | None = None) -> DifficultyReport:
+    """Measure each task's pass rate under ``backend``. ``defective`` maps task ids (that are
+    not sampled) to (path, reason): they are bucketed ``defective``."""
+    defective = dict(defective or {})
+    sampled = [t for t in tasks if t.id not in defective]
+    run = _Run(sampled, backend, grader, options, cache, on_progress)
+    asyncio.run(run.main())
+    return run.report(defective)
+
+
+def default_sample_cache(cache_root: Path) -> SampleCache:
+    return SampleCache(Path(cache_root) / "difficulty-samples")
