@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -28,16 +27,12 @@ def derive_seed(seed: int, *parts: object) -> int:
 
 
 def difficulty_bucket(task: Task) -> str | None:
-    """The bucket ``verify-cli difficulty`` recorded in task.toml (``[difficulty] bucket``), if any."""
-    try:
-        data = tomllib.loads(task.task_file.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
+    """The bucket ``verify-cli difficulty --write-back`` recorded in task.toml (``[difficulty]``)."""
+    record = task.difficulty
+    if record is None:
         return None
-    record = data.get("difficulty")
-    if isinstance(record, dict):
-        bucket = record.get("bucket")
-        return str(bucket) if bucket is not None else None
-    return str(record) if isinstance(record, str) else None
+    bucket = record.get("bucket")
+    return str(bucket) if bucket is not None else None
 
 
 @dataclass(frozen=True)
