@@ -13,6 +13,7 @@ from verify_cli.cli.check_tasks import check_tasks_command
 from verify_cli.cli.difficulty import difficulty_command
 from verify_cli.cli.misc import new_task_command, schema_command
 from verify_cli.cli.sandbox_cmd import sandbox_app
+from verify_cli.cli.train import train_command, trajectories_app
 from verify_cli.errors import ExitCode, VerifyError
 
 app = typer.Typer(name="verify-cli", no_args_is_help=True, add_completion=False,
@@ -38,6 +39,8 @@ app.command("difficulty")(difficulty_command)
 app.command("schema")(schema_command)
 app.command("new-task")(new_task_command)
 app.add_typer(sandbox_app, name="sandbox")
+app.command("train")(train_command)
+app.add_typer(trajectories_app, name="trajectories")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,1 @@
+"""Rollouts for RL: groups of completions, sandboxed rewards, advantages, Parquet trajectory shards."""

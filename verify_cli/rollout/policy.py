@@ -1,0 +1,145 @@
+"""The policy side of ``--update grpo``: update, hand the new weights to the generation backend,
+checkpoint with the step and restore on ``--resume``.
+
+``hf``: the trainer updates the backend's own torch model, so generation uses the new weights at
+once (in process, nothing copied). ``vllm``: the trainer holds a transformers copy of the model and
+after each update sends its weights to the engine through vLLM's worker RPC
+(``LLM.collective_rpc``, running ``model_runner.model.load_weights`` in every worker). The vLLM
+path is written against vLLM's documented API and has not run here (no GPU on the build machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from verify_cli.errors import UsageError
+from verify_cli.models.base import ModelBackend
+
+CHECKPOINTS_DIR = "checkpoints"
+
+
+def _checkpoint_name(step: int) -> str:
+    return f"step-{step:06d}"
+
+
+def vllm_load_weights(llm: Any, named_tensors: Iterable[tuple[str, Any]]) -> None:
+    """Load new weights into a running ``vllm.LLM`` in place (every worker, tensor-parallel too).
+
+    Uses ``LLM.collective_rpc`` with a function run in each worker, which calls the model's own
+    ``load_weights`` (the loader that maps Hugging Face names onto vLLM's fused layers). Tensors
+    go as CPU tensors; the worker moves them to its device.
+    """
+    weights = [(name, t.detach().to("cpu")) for name, t in named_tensors]
+
+    def _load(worker: Any, batch: list[tuple[str, Any]]) -> None:
+        worker.model_runner.model.load_weights(weights=batch)
+
+    llm.collective_rpc(_load, args=(weights,))
+    reset = getattr(llm, "reset_prefix_cache", None)
+    if callable(reset):
+        reset()  # cached KV blocks were computed with the old weights
+
+
+class PolicyUpdater:
+    """GRPO updates of the policy behind a generation backend, with checkpoints in ``run_dir``."""
+
+    def __init__(self, backend: ModelBackend, run_dir: Path, config: Any, *, model_path: Path | None = None) -> None:
+        try:
+            import torch  # noqa: F401
+        except ImportError:  # pragma: no cover - the train extra is missing
+            raise UsageError("--update grpo needs torch and transformers",
+                             hint="pip install 'verify-cli[train]'") from None
+        from verify_cli.rollout.grpo import GRPOTrainer
+
+        self.backend = backend
+        self.run_dir = run_dir
+        self.config = config
+        self.in_process = backend.name == "hf"
+        if self.in_process:
+            self.model = backend.model  # type: ignore[attr-defined]
+        elif backend.name == "vllm":
+            if model_path is None:
+                raise UsageError("--update grpo with vllm needs the model folder to train from")
+            import torch as _torch
+            from transformers import AutoModelForCausalLM
+            device = "cuda" if _torch.cuda.is_available() else "cpu"
+            self.model = AutoModelForCausalLM.from_pretrained(model_path).to(device)
+        else:
+            raise UsageError(f"--update grpo cannot update the {backend.name!r} backend's model",
+                             hint="use --backend hf (in process) or vllm, or --update none and train elsewhere")
+        self.trainer = GRPOTrainer(self.model, config)
+
+    def _push(self) -> None:
+        """The backend generates with the current weights from now on."""
+        if self.in_process:
+            self.model.eval()  # the same module the backend generates with
+            return
+        llm = getattr(self.backend, "llm", None)
+        if llm is None:
+            raise UsageError("the vllm backend does not expose its engine (.llm) for weight updates")
+        vllm_load_weights(llm, self.model.named_parameters())
+
+    def update(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """One GRPO step on the unmasked rows with a non-zero advantage; returns its statistics."""
+        from verify_cli.rollout.grpo import TrainSample
+
+        samples = []
+        for r in rows:
+            if r["masked"] or r["advantage"] in (None, 0.0) or not r["response_token_ids"]:
+                continue
+            samples.append(TrainSample(r["prompt_token_ids"], r["response_token_ids"], r["response_mask"],
+                                       r["response_logprobs"], float(r["advantage"])))
+        stats = self.trainer.step(samples)
+        self._push()
+        return {k: float(v) for k, v in asdict(stats).items()}
+
+    def checkpoint(self, step: int, version: int) -> Path:
+        """Save the policy and optimiser after ``step`` (atomically: a folder renamed into place)."""
+        import torch
+
+        root = self.run_dir / CHECKPOINTS_DIR
+        root.mkdir(parents=True, exist_ok=True)
+        final = root / _checkpoint_name(step)
+        tmp = root / f".{final.name}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        torch.save(self.model.state_dict(), tmp / "model.pt")
+        torch.save(self.trainer.state_dict(), tmp / "trainer.pt")
+        (tmp / "meta.json").write_text(json.dumps({"step": step, "policy_version": version}))
+        for p in tmp.iterdir():
+            with p.open("rb") as f:
+                os.fsync(f.fileno())
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        return final
+
+    def restore(self, step: int | None) -> int:
+        """Load the checkpoint of committed ``step`` (None: the initial policy); returns the policy version."""
+        if step is None:
+            return 0
+        import torch
+
+        path = self.run_dir / CHECKPOINTS_DIR / _checkpoint_name(step)
+        if not (path / "meta.json").is_file():
+            raise UsageError(f"cannot resume: no policy checkpoint for committed step {step} in {path.parent}",
+                             hint="the run folder is incomplete; start a new run")
+        self.model.load_state_dict(torch.load(path / "model.pt", map_location="cpu"))
+        self.trainer.load_state_dict(torch.load(path / "trainer.pt", map_location="cpu", weights_only=False))
+        self._push()
+        return int(json.loads((path / "meta.json").read_text())["policy_version"])
+
+    def prune(self, step: int) -> None:
+        """Drop checkpoints older than committed ``step`` (and stale temporary folders)."""
+        root = self.run_dir / CHECKPOINTS_DIR
+        if not root.is_dir():
+            return
+        keep = _checkpoint_name(step)
+        for p in root.iterdir():
+            if p.name != keep and (p.name.startswith(".") or p.name < keep):
+                shutil.rmtree(p, ignore_errors=True)
