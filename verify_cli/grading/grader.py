@@ -21,6 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
+from verify_cli.grading.runners import runner_environment, uses_builtin_runner
 from verify_cli.grading.scoring import score as policy_score
 from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV, new_seal_key, read_seals
 from verify_cli.grading.warm import WarmRunner, WarmStats
@@ -113,12 +114,20 @@ def run_environment(task: Task, seed: int | None) -> dict[str, str]:
     elif task.test.framework == "node":
         # Freezes node:assert before any test or candidate code runs (verify_node_guard.js).
         env["NODE_OPTIONS"] = "--require verify_node_guard"
+    env.update(runner_environment(task))
     return env
+
+
+def is_sealed(task: Task) -> bool:
+    """Runs whose JUnit file the grader holds against a signed record of the harness."""
+    return task.test.framework == "pytest" or uses_builtin_runner(task)
 
 
 def request_environment(req: GradeRequest, seal_key: str | None = None) -> dict[str, str]:
     """The variables a run of ``req`` gets: run_environment plus the harness options and seal key."""
     env = run_environment(req.task, req.seed)
+    if seal_key and uses_builtin_runner(req.task):
+        env[SEAL_KEY_ENV] = seal_key
     if req.task.test.framework == "pytest":
         if seal_key:
             env[SEAL_KEY_ENV] = seal_key
@@ -217,7 +226,7 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
     tests, problems = collect_outcomes(task, run)
     tests = _file_stand_ins(task, tests)
     sealed = True
-    if seal_key and task.test.framework == "pytest":
+    if seal_key and is_sealed(task):
         sealed = _check_seal(run, seal_key, tests, problems)
     if req.expected_tests:
         have = {t.id for t in tests}
@@ -290,7 +299,7 @@ class Grader:
         started = time.monotonic()
         task = req.task
         root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-", dir=self.work_root))
-        seal_key = new_seal_key() if task.test.framework == "pytest" else None
+        seal_key = new_seal_key() if is_sealed(task) else None
         try:
             laid = lay_out(task, req.phase, root, req.candidate)
             spec = RunSpec(command=["/bin/sh", "-c", task.test.command], workdir=root,

@@ -1,0 +1,215 @@
+"""What the built-in runners (``verify_stdio``, ``verify_calls``) share: their configuration,
+the candidate's environment, running the candidate program under a time limit, and the results
+they write (JUnit XML and the signed record the grader holds the JUnit file against).
+
+Stdlib only: it runs under the task's interpreter inside the sandbox. The runner is the trusted
+side of the run; the candidate only ever runs as a separate process whose environment holds
+none of the runner's variables (no seal key, no results folder, no harness path).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+CONFIG_ENV = "VERIFY_RUNNER_CONFIG"
+SEAL_KEY_ENV = "VERIFY_SEAL_KEY"
+SEAL_PREFIX = "verify-seal-"
+RESULTS_FILE = "junit.xml"
+TEST_DIRS = ("tests", "hidden_tests")
+
+#: Variables the candidate keeps; everything else (VERIFY_*, PYTHONPATH of the harness, the
+#: seal key) stays on the runner's side.
+CANDIDATE_VARIABLES = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ", "PYTHONHASHSEED",
+                       "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "NO_COLOR", "CI")
+
+_dumps = json.dumps
+_hmac_new = hmac.new
+_sha256 = hashlib.sha256
+
+
+def take_seal_key() -> str:
+    """The grader's per-run secret, removed from the environment (and libc's copy blanked)."""
+    value = os.environ.get(SEAL_KEY_ENV, "")
+    if not value:
+        return ""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.getenv.restype = ctypes.c_void_p
+        addr = libc.getenv(SEAL_KEY_ENV.encode())
+        if addr:
+            ctypes.memset(addr, ord("x"), len(value.encode()))
+    except Exception:
+        pass
+    os.environ.pop(SEAL_KEY_ENV, None)
+    return value
+
+
+def read_config() -> dict[str, Any]:
+    raw = os.environ.pop(CONFIG_ENV, "")
+    try:
+        config = json.loads(raw) if raw else {}
+    except ValueError:
+        config = {}
+    return config if isinstance(config, dict) else {}
+
+
+def candidate_environment() -> dict[str, str]:
+    return {k: os.environ[k] for k in CANDIDATE_VARIABLES if k in os.environ}
+
+
+def workdir() -> str:
+    return os.environ.get("VERIFY_WORKDIR") or os.getcwd()
+
+
+def find_files(root: str, suffix: str) -> list[tuple[str, str]]:
+    """(work-folder relative path, absolute path) of files ending in ``suffix`` under the test
+    folders, sorted."""
+    out: list[tuple[str, str]] = []
+    for folder in TEST_DIRS:
+        base = os.path.join(root, folder)
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames.sort()
+            for name in sorted(filenames):
+                if name.endswith(suffix):
+                    path = os.path.join(dirpath, name)
+                    out.append((os.path.relpath(path, root).replace(os.sep, "/"), path))
+    return out
+
+
+def hash_test_files(root: str) -> dict[str, str]:
+    """SHA-256 of every file under the test folders: the candidate runs in the same work folder,
+    so the runner holds the folders against this snapshot before trusting a file from them."""
+    out: dict[str, str] = {}
+    for folder in TEST_DIRS:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, folder)):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                try:
+                    with open(path, "rb") as fh:
+                        digest = _sha256(fh.read()).hexdigest()
+                except OSError:
+                    digest = "unreadable"
+                out[os.path.relpath(path, root)] = digest
+    return out
+
+
+def changed_test_files(root: str, before: dict[str, str]) -> list[str]:
+    now = hash_test_files(root)
+    return [f"test file {rel} {'added' if rel not in before else 'deleted' if rel not in now else 'changed'}"
+            for rel in sorted(set(now) | set(before)) if now.get(rel) != before.get(rel)]
+
+
+def case_classname(rel: str) -> str:
+    """JUnit classname of a case file: its folder, dotted (``hidden_tests/cases`` ->
+    ``hidden_tests.cases``), so weight patterns like ``hidden_tests.*`` apply."""
+    folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    return folder.replace("/", ".")
+
+
+@dataclass
+class CaseResult:
+    classname: str
+    name: str
+    outcome: str = "passed"  # passed | failed | error | skipped
+    message: str = ""
+    seconds: float = 0.0
+
+    @property
+    def id(self) -> str:
+        return f"{self.classname}::{self.name}" if self.classname else self.name
+
+
+@dataclass
+class Program:
+    """The result of one run of the candidate program."""
+
+    stdout: bytes = b""
+    stderr: bytes = b""
+    returncode: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    truncated: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_program(command: str, *, cwd: str, stdin: bytes, seconds: float,
+                output_limit: int) -> Program:
+    """Run ``command`` (a shell command) as its own process group, feed ``stdin``, capture up
+    to ``output_limit`` bytes of stdout; kill the whole group at the time limit or at the end."""
+    started = time.monotonic()
+    proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=candidate_environment(), start_new_session=True, close_fds=True)
+    try:
+        out, err = proc.communicate(stdin, timeout=seconds)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        timed_out = True
+    finally:
+        kill_group(proc)
+    truncated = len(out) > output_limit
+    return Program(stdout=out[:output_limit], stderr=err[-4000:], returncode=proc.returncode,
+                   timed_out=timed_out, seconds=time.monotonic() - started, truncated=truncated)
+
+
+def write_results(results_dir: str, suite: str, cases: list[CaseResult], key: str,
+                  tampered: list[str] | None = None) -> None:
+    """The JUnit file and, with a key, the signed record of the same outcomes."""
+    failures = sum(c.outcome == "failed" for c in cases)
+    errors = sum(c.outcome == "error" for c in cases)
+    skipped = sum(c.outcome == "skipped" for c in cases)
+    lines = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>",
+             f'<testsuite name={quoteattr(suite)} tests="{len(cases)}" failures="{failures}" '
+             f'errors="{errors}" skipped="{skipped}">']
+    for c in cases:
+        head = (f'<testcase classname={quoteattr(c.classname)} name={quoteattr(c.name)} '
+                f'time="{c.seconds:.4f}"')
+        message = c.message[:2000]
+        if c.outcome == "passed":
+            lines.append(head + "/>")
+        elif c.outcome == "skipped":
+            lines.append(head + f"><skipped message={quoteattr(message)}/></testcase>")
+        else:
+            tag = "failure" if c.outcome == "failed" else "error"
+            lines.append(head + f"><{tag} message={quoteattr(message)}/></testcase>")
+    lines += ["</testsuite>", "</testsuites>", ""]
+    with open(os.path.join(results_dir, RESULTS_FILE), "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines))
+    if key:
+        outcomes = {c.id: c.outcome for c in cases}
+        payload = _dumps({"version": 1, "pid": os.getpid(), "exitstatus": 0 if not (failures or errors) else 1,
+                          "collected": [c.id for c in cases], "outcomes": outcomes, "tampered": list(tampered or [])[:50]},
+                         sort_keys=True)
+        mac = _hmac_new(key.encode(), payload.encode(), _sha256).hexdigest()
+        path = os.path.join(results_dir, f"{SEAL_PREFIX}{os.getpid()}.json")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(_dumps({"payload": payload, "mac": mac}))
+
+
+def finish(cases: list[CaseResult]) -> None:
+    """Exit as a test runner does: 0 when every case passed, 1 otherwise (none counts as not)."""
+    sys.stdout.flush()
+    ok = bool(cases) and all(c.outcome == "passed" for c in cases)
+    sys.exit(0 if ok else 1)
