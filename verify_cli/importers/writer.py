@@ -14,7 +14,7 @@ from verify_cli.tasks.loader import validate_document
 from verify_cli.tasks.model import PROMPT_FILE, RUNNER_COMMANDS, RUNNER_RESULTS, TASK_FILE, TaskKind
 from verify_cli.tasks.paths import unsafe_relative_path
 
-SOURCE_FILE = "source.json"
+from verify_cli.tasks.metadata import SOURCE_FILE
 PYTHON_IMAGE = "verify-cli/python:3.11"
 
 
