@@ -78,7 +78,8 @@ def _write_datasets(rows: list[dict[str, Any]], out: Path) -> Path:
         splits.setdefault(r["split"], []).append(r)
     features = datasets.Features.from_arrow_schema(ROW_SCHEMA)
     dd = datasets.DatasetDict({
-        name: datasets.Dataset(pa.Table.from_pylist(part, schema=ROW_SCHEMA), info=datasets.DatasetInfo(features=features))
+        name: datasets.Dataset(pa.Table.from_pylist(part, schema=ROW_SCHEMA),
+                               info=datasets.DatasetInfo(features=features))
         for name, part in splits.items()})
     dd.save_to_disk(str(out))
     return out

@@ -9,6 +9,7 @@ none of the runner's variables (no seal key, no results folder, no harness path)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -146,10 +147,8 @@ class Program:
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def run_program(command: str, *, cwd: str, stdin: bytes, seconds: float,
@@ -199,7 +198,8 @@ def write_results(results_dir: str, suite: str, cases: list[CaseResult], key: st
         fh.write("\n".join(lines))
     if key:
         outcomes = {c.id: c.outcome for c in cases}
-        payload = _dumps({"version": 1, "pid": os.getpid(), "exitstatus": 0 if not (failures or errors) else 1,
+        status = 0 if not (failures or errors) else 1
+        payload = _dumps({"version": 1, "pid": os.getpid(), "exitstatus": status,
                           "collected": [c.id for c in cases], "outcomes": outcomes, "tampered": list(tampered or [])[:50]},
                          sort_keys=True)
         mac = _hmac_new(key.encode(), payload.encode(), _sha256).hexdigest()

@@ -8,6 +8,7 @@ turn into a task, and never guesses a reference solution that the row does not h
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -30,6 +31,9 @@ SOLUTION_FILE = "solution.py"
 PROGRAM_FILE = "main.py"
 #: Field of an exported row (verl extra_info, JSONL) that carries the whole task folder.
 TASK_PAYLOAD = "verify_cli_task"
+
+_TOP_LEVEL_DEF = re.compile(r"^(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.M)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 Converter = Callable[[Row, Mapping[str, str], str], TaskDraft]
 
@@ -114,18 +118,18 @@ def convert_function(row: Row, columns: Mapping[str, str], prefix: str) -> TaskD
     body = _text(fields, "solution", columns)
     test = _text(fields, "test", columns)
     entry = _text(fields, "entry_point", columns).strip()
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", entry):
+    if not _NAME.fullmatch(entry):
         raise RowError(f"entry point {entry!r} is not a Python name")
     test_tree = parse(test, "the test")
     if not defines(test_tree, "check"):
         raise RowError("the test defines no check(candidate) function")
     # A canonical solution is either the body that completes the prompt or a whole function.
-    if re.search(rf"^def\s+{entry}\s*\(", body, re.M):
+    if entry in _TOP_LEVEL_DEF.findall(body):
         helpers = helpers_besides(prompt, entry)
         solution = (helpers + "\n\n\n" if helpers else "") + body
     else:
         solution = prompt + body
-    if re.search(rf"^def\s+{entry}\s*\(", solution, re.M) is None:
+    if entry not in _TOP_LEVEL_DEF.findall(solution):
         raise RowError(f"neither the prompt nor the solution defines {entry}() at top level")
     starter = prompt.rstrip("\n") + "\n    raise NotImplementedError(\"not written yet\")\n"
     try:
@@ -159,24 +163,24 @@ def convert_asserts(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDr
     asserts = [a for a in asserts if a]
     if not asserts:
         raise RowError("the list of asserts is empty")
-    for i, a in enumerate(asserts):
-        tree = parse(a, f"assert {i + 1}")
-        if not tree.body or not all(type(n).__name__ == "Assert" for n in tree.body):
-            raise RowError(f"test {i + 1} is not an assert statement: {a[:60]!r}")
+    tree = parse("\n".join(asserts), "the asserts")
+    if len(tree.body) != len(asserts) or not all(isinstance(n, ast.Assert) for n in tree.body):
+        bad = next((a for a in asserts if not a.startswith("assert")), asserts[0])
+        raise RowError(f"each test must be one assert statement; not: {bad[:60]!r}")
     setup = str(fields.get("setup") or "").replace("\r\n", "\n").strip()
     entry = str(fields.get("entry_point") or "").strip()
+    solution_tree = parse(solution, "the solution")
     if not entry:
-        defined = top_level_functions(solution)
+        defined = top_level_functions(solution_tree)
         entry = called_function(asserts[0], defined) or ""
         if not entry:
             raise RowError("cannot tell which function the asserts call (the solution defines "
                            f"{', '.join(sorted(defined)) or 'none'}); map one with --map entry_point=COLUMN")
-    parse(solution, "the solution")
     prompt = (f"{text.strip()}\n\nWrite it as the Python function `{entry}` in {SOLUTION_FILE}. "
               f"It must pass tests like:\n\n```python\n{asserts[0]}\n```\n")
     return TaskDraft(
         id=_row_id(fields, row, prefix), prompt=prompt, kind=TaskKind.CALLS,
-        files={f"starter/{SOLUTION_FILE}": signature_stub(solution, entry),
+        files={f"starter/{SOLUTION_FILE}": signature_stub(solution_tree, entry),
                f"solution/{SOLUTION_FILE}": solution.rstrip("\n") + "\n",
                "hidden_tests/asserts.py": (setup + "\n\n" if setup else "") + "\n".join(asserts) + "\n"},
         editable=[SOLUTION_FILE],
@@ -262,7 +266,8 @@ def convert_stdio(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraf
         raise RowError(f"no column {columns.get('tests', 'tests')!r} (tests); map one with --map tests=COLUMN")
     pairs = stdio_pairs(fields["tests"])
     if "solution" not in fields:
-        raise RowError(f"no reference solution (column {columns.get('solution')!r}); map one with --map solution=COLUMN")
+        raise RowError(f"no reference solution (column {columns.get('solution')!r}); "
+                       "map one with --map solution=COLUMN")
     return stdio_draft(row, fields, prefix, prompt, _first_solution(fields["solution"]), pairs)
 
 

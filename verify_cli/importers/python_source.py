@@ -49,9 +49,9 @@ def imports_of(code: str) -> str:
                      if isinstance(n, (ast.Import, ast.ImportFrom)))
 
 
-def signature_stub(code: str, entry_point: str) -> str:
+def signature_stub(code: str | ast.Module, entry_point: str) -> str:
     """``def entry_point(<its parameters>): raise NotImplementedError``, from ``code``'s def."""
-    tree = parse(code, "the solution")
+    tree = parse(code, "the solution") if isinstance(code, str) else code
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry_point:
             params = ast.unparse(node.args)
@@ -71,9 +71,9 @@ def called_function(assert_source: str, defined: set[str]) -> str | None:
     return None
 
 
-def top_level_functions(code: str) -> set[str]:
+def top_level_functions(code: str | ast.Module) -> set[str]:
     try:
-        tree = ast.parse(code)
+        tree = ast.parse(code) if isinstance(code, str) else code
     except SyntaxError:
         return set()
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}

@@ -11,7 +11,7 @@ from verify_cli.errors import TaskFormatError, UsageError, VerifyError
 from verify_cli.importers.model import RowError, RowFailure
 from verify_cli.importers.presets import PRESETS, Preset
 from verify_cli.importers.sources import Row, read_rows
-from verify_cli.importers.writer import write_task
+from verify_cli.importers.writer import DocumentCheck, write_task
 
 
 class ImportStopped(VerifyError):
@@ -62,7 +62,7 @@ def parse_mapping(items: Iterable[str]) -> dict[str, str]:
 def choose_preset(name: str | None, mapping: Mapping[str, str]) -> Preset:
     if name is None:
         # A mapping alone: the fields it names say which layout it is.
-        if "tests" in mapping and "setup" in mapping or "asserts" in mapping:
+        if ("tests" in mapping and "setup" in mapping) or "asserts" in mapping:
             name = "asserts"
         elif "entry_point" in mapping or "test" in mapping:
             name = "function"
@@ -103,6 +103,7 @@ def import_rows(source: str | None, out: Path, *, preset: str | None = None,
     report = ImportReport(source=source, preset=chosen.name, out=out)
     started = time.monotonic()
     seen: dict[str, int] = {}
+    check = DocumentCheck()
     rows: Iterable[Row] = read_rows(source)
     for row in rows:
         if limit is not None and row.index >= limit:
@@ -111,7 +112,7 @@ def import_rows(source: str | None, out: Path, *, preset: str | None = None,
             draft = chosen.convert(row, columns, prefix)
             if draft.id in seen:
                 raise RowError(f"id {draft.id!r} is already used by row {seen[draft.id]}")
-            write_task(draft, out)
+            write_task(draft, out, check)
             seen[draft.id] = row.index
             report.written.append(draft.id)
         except (RowError, TaskFormatError) as e:
@@ -120,7 +121,8 @@ def import_rows(source: str | None, out: Path, *, preset: str | None = None,
                 reason = f"{e.pointer}: {reason}"
             failure = RowFailure(row.index, reason)
             if strict:
-                raise ImportStopped(f"row {row.index}: {reason}", hint="leave out --strict to import the other rows") from None
+                raise ImportStopped(f"row {row.index}: {reason}",
+                                    hint="leave out --strict to import the other rows") from None
             report.failures.append(failure)
         if on_row is not None:
             on_row(row.index)

@@ -20,8 +20,8 @@ class Row:
 
 
 def _jsonl(path: Path) -> Iterator[Row]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz"
+          else open(path, encoding="utf-8")) as fh:
         index = 0
         for line in fh:
             if not line.strip():
@@ -38,7 +38,8 @@ def _json_array(path: Path) -> Iterator[Row]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:
-        raise UsageError(f"{path}: not valid JSON ({e})", hint="give JSONL, a JSON array, Parquet or a datasets folder") from None
+        raise UsageError(f"{path}: not valid JSON ({e})",
+                         hint="give JSONL, a JSON array, Parquet or a datasets folder") from None
     if not isinstance(doc, list):
         raise UsageError(f"{path}: a JSON file must hold an array of rows", hint="or use JSONL: one object a line")
     for i, value in enumerate(doc):
@@ -103,7 +104,8 @@ def read_rows(source: str) -> Iterator[Row]:
             return _json_array(path)
         if name.endswith((".parquet", ".pq")):
             return _parquet(path)
-        raise UsageError(f"{path}: unknown file type", hint="give .jsonl, .jsonl.gz, .json, .parquet, or a datasets folder")
+        raise UsageError(f"{path}: unknown file type",
+                         hint="give .jsonl, .jsonl.gz, .json, .parquet, or a datasets folder")
     if "/" in source and not source.startswith((".", "/")):
         return _hub(source)
     raise UsageError(f"{source}: no such file or folder",
