@@ -45,7 +45,8 @@ def import_command(
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first row that cannot be converted.")] = False,
     id_prefix: Annotated[str | None, typer.Option("--id-prefix", help="Namespace of task ids without one.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Import only the first N rows.")] = None,
-    json_out: Annotated[str | None, typer.Option("--json", help="Write the import report as JSON (- for stdout).")] = None,
+    json_out: Annotated[str | None, typer.Option(
+        "--json", help="Write the import report as JSON (- for stdout).")] = None,
 ) -> None:
     """Turn the rows of a data set into task folders; rows that cannot be converted are reported."""
     if json_out == "-":

@@ -200,7 +200,8 @@ def write_results(results_dir: str, suite: str, cases: list[CaseResult], key: st
         outcomes = {c.id: c.outcome for c in cases}
         status = 0 if not (failures or errors) else 1
         payload = _dumps({"version": 1, "pid": os.getpid(), "exitstatus": status,
-                          "collected": [c.id for c in cases], "outcomes": outcomes, "tampered": list(tampered or [])[:50]},
+                          "collected": [c.id for c in cases], "outcomes": outcomes,
+                          "tampered": list(tampered or [])[:50]},
                          sort_keys=True)
         mac = _hmac_new(key.encode(), payload.encode(), _sha256).hexdigest()
         path = os.path.join(results_dir, f"{SEAL_PREFIX}{os.getpid()}.json")
