@@ -178,10 +178,11 @@ def test_seed_reaches_the_run_environment(make_task: Any, process_sandbox: Sandb
     )
     root = make_task(mutate=with_command(f"python -c '{script}'"))
     seeded = grade_with(process_sandbox, root, seed=7)
-    assert seeded.run.stdout.text.split() == ["7", "7", "verify_shuffle,verify_harness"]
+    # Two-process (the default) puts the stand-in importer first.
+    assert seeded.run.stdout.text.split() == ["7", "7", "verify_standin,verify_shuffle,verify_harness"]
     assert seeded.seed == 7
     unseeded = grade_with(process_sandbox, root)
-    assert unseeded.run.stdout.text.split() == ["0", "None", "verify_shuffle,verify_harness"]
+    assert unseeded.run.stdout.text.split() == ["0", "None", "verify_standin,verify_shuffle,verify_harness"]
 
 
 def test_shuffled_order_still_passes(make_task: Any, process_sandbox: Sandbox) -> None:

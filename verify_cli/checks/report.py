@@ -44,6 +44,9 @@ class TaskReport:
     reference_seconds: float | None = None
     runs: list[dict[str, Any]] = field(default_factory=list)
     cached: bool = False
+    #: How the task's runs were isolated ("two-process" / "in-process") and what did not hold.
+    isolation: str = ""
+    isolation_notes: list[str] = field(default_factory=list)
 
     @property
     def verdict(self) -> TaskVerdict:
@@ -66,11 +69,13 @@ class TaskReport:
         return {"task_id": self.task_id, "path": self.path, "domain": self.domain,
                 "language": self.language, "verdict": self.verdict.value,
                 "checks": [c.to_dict() for c in self.checks],
-                "reference_seconds": self.reference_seconds, "cached": self.cached, "runs": self.runs}
+                "reference_seconds": self.reference_seconds, "cached": self.cached, "runs": self.runs,
+                "isolation": self.isolation, "isolation_notes": self.isolation_notes}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TaskReport:
         return cls(task_id=d["task_id"], path=d["path"], domain=d["domain"], language=d["language"],
                    checks=[CheckResult.from_dict(c) for c in d["checks"]],
                    reference_seconds=d.get("reference_seconds"), runs=list(d.get("runs", [])),
-                   cached=bool(d.get("cached", False)))
+                   cached=bool(d.get("cached", False)), isolation=str(d.get("isolation", "")),
+                   isolation_notes=[str(n) for n in d.get("isolation_notes", [])])

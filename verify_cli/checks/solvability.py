@@ -124,7 +124,8 @@ def _report(task: Task, references: list[GradeResult], starter: GradeResult) -> 
     ref_time = statistics.median(r.run.wall_seconds for r in graded) if graded else None
     runs: list[dict[str, Any]] = [r.to_dict() for r in [*references, starter]]
     return TaskReport(task_id=task.id, path=str(task.root), domain=task.domain, language=task.language,
-                      checks=evaluate(task, references, starter), reference_seconds=ref_time, runs=runs)
+                      checks=evaluate(task, references, starter), reference_seconds=ref_time, runs=runs,
+                      isolation=starter.isolation, isolation_notes=list(starter.isolation_notes))
 
 
 def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options: CheckOptions,

@@ -79,6 +79,7 @@ def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation:
     table.add_column("verdict")
     table.add_column("failed checks", overflow="fold")
     table.add_column("reference", justify="right")
+    table.add_column("isolation")
     for r in reports:
         problems = [f"[red]{c.name}[/]: {escape(c.message)}" for c in r.defects]
         problems += [f"[yellow]{c.name}[/]: {escape(c.message)}" for c in r.warnings]
@@ -87,13 +88,22 @@ def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation:
             t += " (cached)"
         table.add_row(escape(r.task_id), escape(r.domain),
                       f"[{_VERDICT_STYLE[r.verdict]}]{r.verdict.value}[/]",
-                      "\n".join(problems) or "-", t)
+                      "\n".join(problems) or "-", t, _isolation_cell(r.isolation, r.isolation_notes))
     out.print(table)
     counts = {v: sum(r.verdict is v for r in reports) for v in TaskVerdict}
     out.print(f"[bold]{counts[TaskVerdict.SOUND]} sound[/], "
               f"[{'bold red' if counts[TaskVerdict.DEFECTIVE] else 'dim'}]{counts[TaskVerdict.DEFECTIVE]} "
               f"defective[/], [{'bold yellow' if counts[TaskVerdict.ERROR] else 'dim'}]"
               f"{counts[TaskVerdict.ERROR]} error[/]  (sandbox: {backend} — {isolation})")
+
+
+def _isolation_cell(mode: str, notes: Sequence[str]) -> str:
+    """two-process in green; in-process (the task trusts its candidate) or gaps in yellow."""
+    if not mode:
+        return "-"
+    if mode == "two-process" and not notes:
+        return f"[green]{mode}[/]"
+    return f"[yellow]{escape(mode)}[/]" + "".join(f"\n[dim]{escape(n)}[/]" for n in notes)
 
 
 def sandbox_table(rows: Sequence[dict[str, str]]) -> None:

@@ -24,6 +24,7 @@ from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, pars
 from verify_cli.grading.runners import runner_environment, uses_builtin_runner
 from verify_cli.grading.scoring import score as policy_score
 from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV, new_seal_key, read_seals
+from verify_cli.grading.two_process import IN_PROCESS, IsolationPlan, candidate_process, plan_isolation
 from verify_cli.grading.warm import WarmRunner, WarmStats
 from verify_cli.grading.workspace import Phase, lay_out
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Sandbox, Verdict
@@ -72,6 +73,10 @@ class GradeResult:
     seed: int | None = None
     label: str = ""
     seconds: float = 0.0
+    #: "two-process" or "in-process", and the guarantees that did not hold for this run (or
+    #: why it ran in-process).
+    isolation: str = IN_PROCESS
+    isolation_notes: tuple[str, ...] = ()
 
     @property
     def failed_tests(self) -> list[TestOutcome]:
@@ -89,6 +94,7 @@ class GradeResult:
             "score": self.score, "passed": self.passed, "seed": self.seed, "label": self.label,
             "problems": list(self.problems), "ignored_files": list(self.ignored_files),
             "tests": [t.to_dict() for t in self.tests], "seconds": round(self.seconds, 4),
+            "isolation": self.isolation, "isolation_notes": list(self.isolation_notes),
         }
         if with_run:
             d["run"] = self.run.to_dict()
@@ -102,7 +108,9 @@ def task_limits(task: Task) -> Limits:
 
 
 def run_environment(task: Task, seed: int | None) -> dict[str, str]:
-    env = {"PYTHONHASHSEED": str(seed if seed is not None else 0)}
+    # Empty unless the backend runs the candidate in a sandbox of its own (two-process): then
+    # it names the runner that starts a program there (see docs/wire-protocol.md).
+    env = {"PYTHONHASHSEED": str(seed if seed is not None else 0), "VERIFY_CANDIDATE_EXEC": ""}
     if seed is not None:
         env["VERIFY_SHUFFLE_SEED"] = str(seed)
     if task.test.framework == "pytest":
@@ -211,14 +219,15 @@ def _check_seal(run: RunResult, key: str, tests: list[TestOutcome],
 
 
 def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored: tuple[str, ...],
-          *, seal_key: str | None = None) -> GradeResult:
+          *, seal_key: str | None = None, isolation: IsolationPlan | None = None) -> GradeResult:
     """Turn a run's evidence into a GradeResult under the trust rules of DESIGN.md.
 
     With ``seal_key`` (pytest tasks), the JUnit outcomes count only as far as the harness's
     signed record of the session agrees with them (:mod:`verify_cli.grading.seal`).
     """
     common = dict(task_id=task.id, phase=req.phase, run=run, ignored_files=ignored, seed=req.seed,
-                  label=req.label)
+                  label=req.label, isolation=isolation.mode if isolation else IN_PROCESS,
+                  isolation_notes=isolation.notes if isolation else ())
     if run.verdict.is_infrastructure:
         return GradeResult(status=GradeStatus.INFRA_ERROR, score=None, passed=False, tests=(),
                            problems=(f"sandbox {run.verdict.value}: {run.message}",),
@@ -302,16 +311,23 @@ class Grader:
         seal_key = new_seal_key() if is_sealed(task) else None
         try:
             laid = lay_out(task, req.phase, root, req.candidate)
+            plan = plan_isolation(task, self.sandbox, coverage=bool(req.coverage_files))
+            env = request_environment(req, seal_key)
+            candidate = None
+            if plan.two_process and plan.runtime is not None:
+                env.update(plan.runtime.trusted_env(task, root, env))
+                candidate = candidate_process(task, plan, env, root)
             spec = RunSpec(command=["/bin/sh", "-c", task.test.command], workdir=root,
-                           limits=request_limits(req), env=request_environment(req, seal_key),
+                           limits=request_limits(req), env=env,
                            image=task.environment.image, runtime=task.environment.runtime,
-                           labels={"verify-cli.task": task.id, "verify-cli.phase": req.phase.value})
+                           labels={"verify-cli.task": task.id, "verify-cli.phase": req.phase.value},
+                           candidate=candidate)
             try:
                 runner = self._warm_runner()
                 run = runner.run(task, req.phase, spec) if runner else self.sandbox.run(spec)
             except Exception as e:  # a backend bug must not become a score
                 run = RunResult(Verdict.INFRA_ERROR, self.sandbox.name, message=f"{type(e).__name__}: {e}")
-            return judge(task, req, run, started, laid.ignored, seal_key=seal_key)
+            return judge(task, req, run, started, laid.ignored, seal_key=seal_key, isolation=plan)
         finally:
             shutil.rmtree(root, ignore_errors=True)
 

@@ -892,6 +892,9 @@ class WarmRunner:
         return result
 
     def run(self, task: Task, phase: Phase, spec: RunSpec) -> RunResult:
+        if spec.candidate is not None:
+            # Two-process runs are not forked from warm workers yet: cold, same verdicts.
+            return self.sandbox.run(spec)
         if self.direct:
             return self._run_direct(task, spec)
         inv = self.eligible(task, spec)

@@ -49,6 +49,27 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class CandidateProcess:
+    """A second process of a run, in a sandbox of its own (two-process grading).
+
+    It starts before the run's command, in the work folder with ``hidden`` (work-folder paths:
+    the tests, the hidden tests) absent from its view, without the results folder, the harness
+    or any variable of the run's command: its environment is the pinned one plus ``env``. Both
+    processes get ``VERIFY_CHANNEL``, a socket path in a folder only they share; the run's
+    command also gets ``VERIFY_CANDIDATE_EXEC``, the command prefix that runs a program in the
+    candidate's sandbox. ``$VERIFY_CANDIDATE_HARNESS`` in the candidate's environment names the
+    folder of the candidate-side harness (the servers).
+    """
+
+    command: Sequence[str]
+    hidden: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: Work-folder files holding the candidate's code: where the backend can, the run's
+    #: command sees them empty (it reaches the code only through the channel).
+    private: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One command to run over ``workdir``'s files.
 
@@ -65,6 +86,9 @@ class RunSpec:
     runtime: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     stdin: bytes | None = None
+    #: Run a candidate process beside the command (two-process grading); only on backends
+    #: whose ``two_process`` is true.
+    candidate: CandidateProcess | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +151,10 @@ class Sandbox(ABC):
     name: ClassVar[str] = ""
     #: One line on what the backend isolates, shown in every report.
     isolation: ClassVar[str] = ""
+    #: Whether the backend runs a RunSpec's ``candidate`` process in a sandbox of its own, and
+    #: which guarantees of two-process grading do not hold on it (shown in every report).
+    two_process: ClassVar[bool] = False
+    two_process_gaps: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def availability(cls) -> Availability:

@@ -13,18 +13,25 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from verify_cli.sandbox.base import Availability, RunSpec
+from verify_cli.sandbox.base import Availability, CandidateProcess, RunSpec
 from verify_cli.sandbox.environment import (
+    CHANNEL_SOCKET,
     HARNESS_DIR,
+    SANDBOX_CANDIDATE_HARNESS,
+    SANDBOX_CHANNEL_DIR,
     SANDBOX_HARNESS,
     SANDBOX_RESULTS,
     SANDBOX_TMP,
     SANDBOX_WORKDIR,
+    candidate_environment,
+    candidate_exec_prefix,
     pinned_environment,
     python_runtime_prefixes,
 )
@@ -101,11 +108,61 @@ def runtime_binds() -> list[str]:
     return argv
 
 
+def _trusted_argv(source: Path, candidate: CandidateProcess) -> list[str]:
+    """The nested bwrap the run's command runs in on a two-process run: the run's own
+    namespaces and file systems, plus the test folders (bound read-only from the source; they
+    were never copied into the work folder the candidate shares) and the candidate's code files
+    covered, so the tests reach that code only through the channel."""
+    argv = ["bwrap", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--die-with-parent", "--dev-bind", "/", "/"]
+    for rel in candidate.hidden:
+        if (source / rel).is_dir() and not (source / rel).is_symlink():
+            argv += ["--ro-bind", f"{SOURCE_MOUNT}/{rel}", f"{SANDBOX_WORKDIR}/{rel}"]
+    for rel in candidate.private:
+        if (source / rel).is_file() and not (source / rel).is_symlink():
+            argv += ["--ro-bind", "/dev/null", f"{SANDBOX_WORKDIR}/{rel}"]
+    return [*argv, "--chdir", SANDBOX_WORKDIR, "--"]
+
+
+def _candidate_argv(spec: RunSpec, candidate: CandidateProcess) -> list[str]:
+    """The inner bwrap that starts the candidate process from inside the run's sandbox.
+
+    Its own user, pid, IPC, network and UTS namespaces (no further user namespaces), no /proc,
+    the read-only system and runtime, the work folder and /tmp shared with the tests (so the
+    tests see what it writes; the test folders were never copied into it), the channel folder,
+    the candidate-side harness, and a cleared environment: the seal key, the results folder and
+    the harness are absent from its mount namespace and its environment.
+    """
+    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--hostname", "candidate", "--clearenv"]
+    for d in _SYSTEM_DIRS:
+        if Path(d).is_symlink():
+            argv += ["--symlink", str(Path(d).readlink()), d]
+        elif Path(d).is_dir():
+            argv += ["--ro-bind", d, d]
+    for f in (*_ETC_FILES, "/etc/passwd", "/etc/group"):
+        argv += ["--ro-bind-try", f, f]
+    argv += ["--dev", "/dev", "--bind", SANDBOX_TMP, SANDBOX_TMP, "--bind", SANDBOX_WORKDIR, SANDBOX_WORKDIR]
+    argv += ["--bind", SANDBOX_CHANNEL_DIR, SANDBOX_CHANNEL_DIR,
+             "--ro-bind", f"{SANDBOX_HARNESS}/candidate", SANDBOX_CANDIDATE_HARNESS,
+             *runtime_binds(), "--chdir", SANDBOX_WORKDIR]
+    env = candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
+                                channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
+                                candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=runtime_path(),
+                                extra=candidate.env)
+    for name, value in sorted(env.items()):
+        argv += ["--setenv", name, value]
+    return [*argv, "--", *candidate.command]
+
+
 @register_sandbox("bwrap")
 class BwrapSandbox(LocalSandbox):
     isolation = ("bubblewrap: all namespaces unshared (no network), read-only system, private "
                  "tmpfs work and results folders, cgroup/rlimit limits, whole pid namespace "
                  "killed on timeout")
+    two_process = True
+    two_process_gaps = ()
 
     @classmethod
     def availability(cls) -> Availability:
@@ -114,31 +171,51 @@ class BwrapSandbox(LocalSandbox):
     def prepare(self, spec: RunSpec, scratch: Path) -> Prepared:
         results = scratch / "results"  # never created: results come back on a pipe
         disk = f"{spec.limits.file_bytes}"
+        source = Path(spec.workdir).resolve()
         argv = _system_argv(scratch)
         argv += ["--proc", "/proc", "--dev", "/dev",
                  "--size", disk, "--tmpfs", SANDBOX_TMP,
                  "--size", disk, "--perms", "0755", "--tmpfs", SANDBOX_WORKDIR,
-                 "--ro-bind", str(Path(spec.workdir).resolve()), SOURCE_MOUNT,
+                 "--ro-bind", str(source), SOURCE_MOUNT,
                  "--size", str(min(spec.limits.file_bytes, RESULTS_FOLDER_BYTES)),
                  "--perms", "0755", "--tmpfs", SANDBOX_RESULTS,
-                 "--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS,
-                 *runtime_binds(),
-                 "--chdir", SANDBOX_WORKDIR, "--"]
+                 "--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS]
+        extra = dict(spec.env)
+        copy = f'cp -R {SOURCE_MOUNT}/. {SANDBOX_WORKDIR}/ || exit\n'
+        command = list(spec.command)
+        if spec.candidate is not None:
+            # The candidate's work folder is the run's, without the test folders; it starts
+            # first, in a sandbox of its own; the command runs in a nested one (_trusted_argv).
+            argv += ["--perms", "0755", "--tmpfs", SANDBOX_CHANNEL_DIR]
+            channel = f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}"
+            extra.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=candidate_exec_prefix(
+                sys.executable, SANDBOX_HARNESS, channel))
+            skip = "|".join(shlex.quote(h) for h in spec.candidate.hidden) or "''"
+            copy = (f'cd {SOURCE_MOUNT} || exit\n'
+                    'for f in * .[!.]* ..?*; do\n'
+                    f'  case "$f" in {skip}) continue;; esac\n'
+                    f'  if [ -e "$f" ] || [ -L "$f" ]; then cp -R "$f" {SANDBOX_WORKDIR}/ || exit; fi\n'
+                    'done\n'
+                    f'cd {SANDBOX_WORKDIR} || exit\n'
+                    + shlex.join(_candidate_argv(spec, spec.candidate)) + " &\n")
+            command = [*_trusted_argv(source, spec.candidate), *command]
+        argv += [*runtime_binds(), "--chdir", SANDBOX_WORKDIR, "--"]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
-                                 path=runtime_path(), extra=spec.env)
+                                 path=runtime_path(), extra=extra)
         read_end, write_end = os.pipe()
-        # Copy the caller's files into the private tmpfs and run the command. Then kill whatever
-        # it left running (only inside the fresh pid namespace, where this shell is pid 2 and
-        # kill -1 spares it and init) and hand the results folder back on the pipe; the exit
-        # status stays the command's. (dash takes one-digit fds only, hence /proc/self/fd.)
-        script = (f'cp -R {SOURCE_MOUNT}/. {SANDBOX_WORKDIR}/ || exit\n'
+        # Copy the caller's files into the private tmpfs (and start the candidate process) and
+        # run the command. Then kill whatever it left running (only inside the fresh pid
+        # namespace, where this shell is pid 2 and kill -1 spares it and init) and hand the
+        # results folder back on the pipe; the exit status stays the command's. (dash takes
+        # one-digit fds only, hence /proc/self/fd.)
+        script = (copy +
                   '"$@"\n'
                   'status=$?\n'
                   'if [ "$$" -le 3 ]; then kill -KILL -1 2>/dev/null; fi\n'
                   f'cd {SANDBOX_RESULTS} && tar -cf - . 2>/dev/null >/proc/self/fd/{write_end}\n'
                   'exit $status\n')
-        argv += ["/bin/sh", "-c", script, "sh", *spec.command]
+        argv += ["/bin/sh", "-c", script, "sh", *command]
         return Prepared(argv=argv, env=env, cwd="/", results_dir=results, signal_from_status=True,
                         results_pipe=(read_end, write_end),
                         results_archive_limit=2 * RESULTS_FOLDER_BYTES + 1024 * 1024)

@@ -55,3 +55,31 @@ def python_runtime_prefixes() -> list[str]:
         if p and p not in out:
             out.append(p)
     return out
+
+
+#: Two-process grading: where the channel folder and the candidate-side harness appear in an
+#: isolating sandbox, and the harness folder they come from.
+SANDBOX_CHANNEL_DIR = "/.verify-channel"
+SANDBOX_CANDIDATE_HARNESS = "/opt/verify-candidate"
+CANDIDATE_HARNESS_DIR = HARNESS_DIR / "candidate"
+CHANNEL_SOCKET = "channel.sock"
+
+
+def candidate_exec_prefix(python: str, harness_dir: str, channel: str) -> str:
+    """``VERIFY_CANDIDATE_EXEC``: the command prefix (shell words) that runs a program in the
+    candidate's sandbox through the channel ``channel``."""
+    import shlex
+
+    return shlex.join([python, f"{harness_dir}/verify_candidate_exec.py", "--channel", channel, "--"])
+
+
+def candidate_environment(*, workdir: str, tmp_dir: str, channel: str, candidate_harness: str,
+                          path: str = DEFAULT_PATH, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of a candidate process: pinned, no results or harness folder."""
+    env = pinned_environment(workdir=workdir, results_dir="", harness_dir="", tmp_dir=tmp_dir,
+                             path=path, extra=extra)
+    for name in ("VERIFY_RESULTS_DIR", "VERIFY_HARNESS_DIR", "NODE_PATH"):
+        env.pop(name, None)
+    env.update({"PYTHONPATH": candidate_harness, "VERIFY_CANDIDATE_HARNESS": candidate_harness,
+                "VERIFY_CHANNEL": channel})
+    return env

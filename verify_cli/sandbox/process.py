@@ -7,11 +7,20 @@ can. Use it only when asked for, or as the announced fallback.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
 from verify_cli.sandbox.base import RunSpec
-from verify_cli.sandbox.environment import DEFAULT_PATH, HARNESS_DIR, pinned_environment
+from verify_cli.sandbox.environment import (
+    CANDIDATE_HARNESS_DIR,
+    CHANNEL_SOCKET,
+    DEFAULT_PATH,
+    HARNESS_DIR,
+    candidate_environment,
+    candidate_exec_prefix,
+    pinned_environment,
+)
 from verify_cli.sandbox.local import LocalSandbox, Prepared
 from verify_cli.sandbox.registry import register_sandbox
 
@@ -25,6 +34,14 @@ def runtime_path() -> str:
 class ProcessSandbox(LocalSandbox):
     isolation = ("none: plain subprocess with rlimits/cgroup limits and process-group kill; "
                  "no file system or network isolation")
+    two_process = True
+    two_process_gaps = (
+        "no file system isolation: the candidate process can read the tests, the hidden tests, "
+        "the results folder and the harness",
+        "same user, no pid namespace: the candidate process can see the test process "
+        "(/proc/<pid>/environ, signals)",
+        "no network isolation",
+    )
 
     def prepare(self, spec: RunSpec, scratch: Path) -> Prepared:
         results = scratch / "results"
@@ -35,4 +52,18 @@ class ProcessSandbox(LocalSandbox):
         env = pinned_environment(workdir=workdir, results_dir=str(results), harness_dir=str(HARNESS_DIR),
                                  tmp_dir=str(tmp), path=runtime_path(), extra=spec.env)
         os.chmod(workdir, 0o755)
-        return Prepared(argv=list(spec.command), env=env, cwd=workdir, results_dir=results)
+        argv = list(spec.command)
+        if spec.candidate is not None:
+            channel_dir = scratch / "channel"
+            channel_dir.mkdir(mode=0o700)
+            channel = str(channel_dir / CHANNEL_SOCKET)
+            env.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=candidate_exec_prefix(
+                sys.executable, str(HARNESS_DIR), channel))
+            cand_env = candidate_environment(workdir=workdir, tmp_dir=str(tmp), channel=channel,
+                                             candidate_harness=str(CANDIDATE_HARNESS_DIR),
+                                             path=runtime_path(), extra=spec.candidate.env)
+            start = shlex.join(["env", "-i", *(f"{k}={v}" for k, v in sorted(cand_env.items())),
+                                *spec.candidate.command])
+            script = f'{start} &\n"$@"\nstatus=$?\nkill $! 2>/dev/null\nexit $status\n'
+            argv = ["/bin/sh", "-c", script, "sh", *argv]
+        return Prepared(argv=argv, env=env, cwd=workdir, results_dir=results)

@@ -17,6 +17,13 @@ class ScoringPolicy(StrEnum):
     WEIGHTED = "weighted"
 
 
+class Isolation(StrEnum):
+    """How the tests meet the candidate's code (task.toml ``isolation``)."""
+
+    TWO_PROCESS = "two-process"  # tests in a trusted process; candidate in its own sandbox
+    IN_PROCESS = "in-process"  # candidate modules imported into the test process: trusts it
+
+
 @dataclass(frozen=True)
 class Environment:
     image: str
@@ -110,6 +117,7 @@ class Task:
     editable: tuple[str, ...]
     title: str = ""
     tags: tuple[str, ...] = ()
+    isolation: Isolation = Isolation.TWO_PROCESS
     kind: TaskKind = TaskKind.TESTS
     stdio: StdioSpec | None = None
     calls: CallsSpec | None = None

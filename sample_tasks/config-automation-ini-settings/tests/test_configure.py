@@ -1,7 +1,12 @@
+import os
+import shlex
 import subprocess
 import sys
 
 from configure import ensure_settings
+
+#: Runs a program where the candidate runs (empty outside a verify-cli sandbox).
+CANDIDATE_EXEC = shlex.split(os.environ.get("VERIFY_CANDIDATE_EXEC", ""))
 
 MANAGED = {"server": {"host": "127.0.0.1", "port": "8080"}, "logging": {"level": "info"}}
 
@@ -96,7 +101,7 @@ def test_missing_final_newline_is_added_once(tmp_path):
 def test_command_line_is_idempotent(tmp_path):
     path = tmp_path / "app.ini"
     path.write_text("[server]\nworkers = 4\n", encoding="utf-8")
-    outputs = [subprocess.run([sys.executable, "configure.py", str(path)], capture_output=True,
+    outputs = [subprocess.run([*CANDIDATE_EXEC, sys.executable, "configure.py", str(path)], capture_output=True,
                               text=True, timeout=20) for _ in range(2)]
     assert [p.returncode for p in outputs] == [0, 0]
     assert [p.stdout for p in outputs] == ["changed\n", "unchanged\n"]

@@ -72,12 +72,16 @@ def test_header_only_input_gives_header_only_output(tmp_path):
 
 
 def test_command_line(tmp_path):
+    import os
+    import shlex
     import subprocess
     import sys
+
+    candidate_exec = shlex.split(os.environ.get("VERIFY_CANDIDATE_EXEC", ""))
 
     src = tmp_path / "in.csv"
     src.write_text(HEADER + "1,2024-06-01,east,a,2,1.25\n", encoding="utf-8")
     out = tmp_path / "out.csv"
-    p = subprocess.run([sys.executable, "pipeline.py", str(src), str(out)], capture_output=True, timeout=20)
+    p = subprocess.run([*candidate_exec, sys.executable, "pipeline.py", str(src), str(out)], capture_output=True, timeout=20)
     assert p.returncode == 0
     assert out.read_text(encoding="utf-8") == OUT_HEADER + "\neast,2024-06,1,2,2.50\n"

@@ -59,12 +59,16 @@ def test_no_readings_gives_header_only(tmp_path):
 
 
 def test_command_line(tmp_path):
+    import os
+    import shlex
     import subprocess
     import sys
+
+    candidate_exec = shlex.split(os.environ.get("VERIFY_CANDIDATE_EXEC", ""))
 
     src = tmp_path / "in.csv"
     src.write_text("timestamp,sensor_id,value\n2024-01-01T00:00:00Z,s,1.005\n", encoding="utf-8")
     out = tmp_path / "out.csv"
-    p = subprocess.run([sys.executable, "sensors.py", str(src), str(out)], capture_output=True, timeout=20)
+    p = subprocess.run([*candidate_exec, sys.executable, "sensors.py", str(src), str(out)], capture_output=True, timeout=20)
     assert p.returncode == 0
     assert out.read_text(encoding="utf-8") == HEADER + "\ns,2024-01-01,1,1.00,1.00,1.00\n"

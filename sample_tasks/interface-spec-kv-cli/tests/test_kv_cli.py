@@ -1,10 +1,15 @@
 import json
+import os
+import shlex
 import subprocess
 import sys
 
 import pytest
 
 from kv import main
+
+#: Runs a program where the candidate runs (empty outside a verify-cli sandbox).
+CANDIDATE_EXEC = shlex.split(os.environ.get("VERIFY_CANDIDATE_EXEC", ""))
 
 
 @pytest.fixture
@@ -82,7 +87,7 @@ def test_usage_errors_exit_2(kv, tmp_path):
 def test_script_uses_kv_db_environment_variable(tmp_path):
     other = tmp_path / "env.json"
     env = {"PATH": "/usr/bin:/bin", "KV_DB": str(other)}
-    runs = [subprocess.run([sys.executable, "kv.py", *args], capture_output=True, text=True,
+    runs = [subprocess.run([*CANDIDATE_EXEC, sys.executable, "kv.py", *args], capture_output=True, text=True,
                            env=env, timeout=20) for args in (["set", "k", "v w"], ["get", "k"], ["get", "x"])]
     assert [(p.returncode, p.stdout) for p in runs] == [(0, ""), (0, "v w\n"), (1, "")]
     assert runs[2].stderr == "error: no such key: x\n"

@@ -1,0 +1,131 @@
+"""Two-process grading: which runs get it, and what each side of such a run is given.
+
+The tests run in the trusted process (the task's own test command plus a stand-in plugin of
+its framework); the candidate runs in a sandbox of its own, started by the backend from the
+RunSpec's :class:`~verify_cli.sandbox.base.CandidateProcess` (docs/wire-protocol.md). What is
+framework-specific (the candidate server's command, the trusted side's plugin) is a
+:class:`TwoProcessRuntime` registered here by framework name, so a node runtime plugs in
+beside pytest's without touching the grader or the backends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verify_cli.sandbox.base import CandidateProcess, Sandbox
+from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Isolation, Task
+from verify_cli.tasks.paths import matches_any
+
+IN_PROCESS = "in-process"
+TWO_PROCESS = "two-process"
+
+
+@dataclass(frozen=True)
+class TwoProcessRuntime:
+    """How one test framework grades two-process.
+
+    ``server_command`` starts the candidate server in the candidate's sandbox (it may use
+    ``$VERIFY_CANDIDATE_HARNESS``); ``trusted_env(task, work_folder, env)`` returns the
+    variables the test command needs on top of ``env`` (the run's) to load the stand-in plugin.
+    """
+
+    framework: str
+    server_command: tuple[str, ...]
+    trusted_env: Callable[[Task, Path, dict[str, str]], dict[str, str]]
+    #: Suffixes of the candidate's code files, which the tests' side sees empty.
+    code_suffixes: tuple[str, ...] = ()
+
+
+_RUNTIMES: dict[str, TwoProcessRuntime] = {}
+
+
+def register_two_process_runtime(runtime: TwoProcessRuntime) -> None:
+    _RUNTIMES[runtime.framework] = runtime
+
+
+def two_process_runtime(framework: str) -> TwoProcessRuntime | None:
+    return _RUNTIMES.get(framework)
+
+
+@dataclass(frozen=True)
+class IsolationPlan:
+    """How one run is isolated: the mode, and what does not hold (or why it fell back)."""
+
+    mode: str
+    notes: tuple[str, ...] = ()
+    runtime: TwoProcessRuntime | None = field(default=None, compare=False)
+
+    @property
+    def two_process(self) -> bool:
+        return self.mode == TWO_PROCESS
+
+
+def plan_isolation(task: Task, sandbox: Sandbox, *, coverage: bool = False) -> IsolationPlan:
+    """Two-process where the task, its framework and the backend allow it; in-process with the
+    reason otherwise. ``coverage`` (per-test line coverage of the candidate's files, traced in
+    the test process) needs in-process."""
+    if coverage:
+        return IsolationPlan(IN_PROCESS, ("line coverage is traced in the test process: in-process",))
+    if task.isolation is Isolation.IN_PROCESS:
+        return IsolationPlan(IN_PROCESS, ("the task declares isolation = \"in-process\": its tests "
+                                          "share a process with the candidate's code (trusts it)",))
+    runtime = two_process_runtime(task.test.framework)
+    if runtime is None:
+        return IsolationPlan(IN_PROCESS, (f"test framework {task.test.framework!r} has no two-process "
+                                          "runtime: the candidate's code runs in the test process",))
+    if not sandbox.two_process:
+        return IsolationPlan(IN_PROCESS, (f"the {sandbox.name} backend does not run two-process yet: "
+                                          "the candidate's code runs in the test process",))
+    return IsolationPlan(TWO_PROCESS, tuple(sandbox.two_process_gaps), runtime)
+
+
+def candidate_process(task: Task, plan: IsolationPlan, env: dict[str, str], root: Path) -> CandidateProcess:
+    """The candidate side of a two-process run laid out in ``root``; ``env`` is the run's (only
+    the hash seed is passed on, never a secret)."""
+    assert plan.runtime is not None
+    passed = {k: v for k, v in env.items() if k in ("PYTHONHASHSEED",)}
+    private = tuple(rel for rel in _editable_files(task, root)
+                    if rel.endswith(plan.runtime.code_suffixes)) if plan.runtime.code_suffixes else ()
+    return CandidateProcess(command=plan.runtime.server_command,
+                            hidden=(TESTS_DIR, HIDDEN_TESTS_DIR), env=passed, private=private)
+
+
+def _editable_files(task: Task, root: Path) -> list[str]:
+    out: list[str] = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and not path.is_symlink() and rel.split("/", 1)[0] not in (
+                TESTS_DIR, HIDDEN_TESTS_DIR) and matches_any(task.editable, rel):
+            out.append(rel)
+    return out
+
+
+def python_candidate_modules(task: Task, root: Path) -> list[str]:
+    """Dotted names of the editable Python modules laid out in ``root`` (packages included)."""
+    names: set[str] = set()
+    for rel in _editable_files(task, root):
+        if not rel.endswith(".py"):
+            continue
+        parts = rel[:-3].split("/")
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and all(p.isidentifier() for p in parts):
+            names.add(".".join(parts))
+    return sorted(names)
+
+
+def _pytest_trusted_env(task: Task, root: Path, env: dict[str, str]) -> dict[str, str]:
+    plugins = [p for p in env.get("PYTEST_PLUGINS", "").split(",") if p]
+    return {"PYTEST_PLUGINS": ",".join(["verify_standin", *plugins]),
+            "VERIFY_CANDIDATE_MODULES": json.dumps(python_candidate_modules(task, root))}
+
+
+register_two_process_runtime(TwoProcessRuntime(
+    framework="pytest",
+    server_command=("/bin/sh", "-c", 'exec python "$VERIFY_CANDIDATE_HARNESS/verify_candidate_server.py"'),
+    trusted_env=_pytest_trusted_env,
+    code_suffixes=(".py",),
+))

@@ -1,0 +1,347 @@
+"""The candidate server of two-process grading (docs/wire-protocol.md), stdlib only.
+
+Runs in the candidate's own sandbox, working folder = the work folder without the tests:
+``python verify_candidate_server.py`` with ``VERIFY_CHANNEL`` naming the socket to listen on.
+It imports candidate modules when asked, keeps every object of the candidate's classes, and
+answers ``import``/``getattr``/``setattr``/``call``/``method``/``release``/``exec``. Callables
+the tests pass in arrive as handles of the trusted side; calling one asks the trusted side to
+run it, on the same connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import importlib
+import io
+import operator
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+import types
+from typing import Any
+
+from verify_peer import ChannelClosed, Peer, RemoteError
+from verify_wire import WireError
+
+#: Dunders a stand-in forwards through ``method`` (the rest of a class's dunders never cross).
+FORWARDED: dict[str, Any] = {
+    "__len__": len, "__iter__": iter, "__next__": next, "__str__": str, "__repr__": repr,
+    "__getitem__": operator.getitem, "__setitem__": operator.setitem,
+    "__delitem__": operator.delitem, "__contains__": operator.contains,
+    "__enter__": None, "__exit__": None, "__call__": None, "__reversed__": reversed,
+    "__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul,
+    "__truediv__": operator.truediv, "__floordiv__": operator.floordiv, "__mod__": operator.mod,
+    "__neg__": operator.neg, "__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt,
+    "__ge__": operator.ge, "__int__": int, "__float__": float, "__index__": operator.index,
+    "__format__": format, "__bytes__": bytes, "__abs__": abs,
+}
+EXEC_OUTPUT_LIMIT = 16 * 1024 * 1024
+
+
+def _public_names(module: types.ModuleType) -> list[str]:
+    names = getattr(module, "__all__", None)
+    if isinstance(names, (list, tuple)) and all(type(n) is str for n in names):
+        return list(names)
+    return [n for n in vars(module) if not n.startswith("_")]
+
+
+def _methods(cls: type) -> list[str]:
+    out: list[str] = []
+    for klass in cls.__mro__[:-1]:
+        for name, value in vars(klass).items():
+            if isinstance(value, (types.FunctionType, classmethod, staticmethod)) and name not in out \
+                    and not (name.startswith("__") and name not in FORWARDED):
+                out.append(name)
+    return out
+
+
+def _defines_eq(cls: type) -> bool:
+    for klass in cls.__mro__:
+        if "__eq__" in vars(klass):
+            return klass.__module__ != "builtins"
+    return False
+
+
+class CandidateSide:
+    """The objects and the dispatch of one connection."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.peer = Peer(sock, "candidate", describe=self.describe, make_remote=self.remote,
+                         dispatch=self.dispatch, reply_extras=self.reply_extras)
+        self._describing: set[int] = set()
+        self.output = ("", "")
+
+    # -- what a candidate object looks like on the other side ---------------------------------
+    def describe(self, obj: Any) -> dict[str, Any]:
+        cls = type(obj)
+        desc: dict[str, Any] = {"type": getattr(cls, "__qualname__", cls.__name__),
+                                "module": str(getattr(cls, "__module__", "") or "")}
+        if isinstance(obj, types.ModuleType):
+            desc.update(kind="module", type=obj.__name__, module=obj.__name__,
+                        names=_public_names(obj))
+            return desc
+        if isinstance(obj, type):
+            desc.update(type=obj.__qualname__, module=obj.__module__)
+            if issubclass(obj, BaseException):
+                desc.update(kind="exception_class", bases=[
+                    c.__name__ for c in obj.__mro__ if c.__module__ == "builtins"])
+            else:
+                desc["kind"] = "class"
+            return desc
+        if isinstance(obj, tuple) and hasattr(cls, "_fields"):
+            desc.update(kind="namedtuple", eq="fields")
+            desc["fields"] = self._fields(obj, {f: getattr(obj, f) for f in cls._fields})
+            return desc
+        if isinstance(obj, (types.GeneratorType, types.CoroutineType)) or (
+                hasattr(cls, "__next__") and hasattr(cls, "__iter__") and not hasattr(obj, "__dict__")):
+            desc["kind"] = "iterator"
+            return desc
+        if isinstance(obj, (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
+                            types.BuiltinMethodType, types.MethodWrapperType, functools.partial)):
+            desc["kind"] = "callable"
+            return desc
+        desc["kind"] = "object"
+        desc["bases"] = [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__
+                         if c.__module__ != "builtins"]
+        desc["methods"] = _methods(cls)
+        if dataclasses.is_dataclass(obj):
+            params = getattr(cls, "__dataclass_params__", None)
+            desc["eq"] = "fields" if params is None or params.eq else "identity"
+            desc["fields"] = self._fields(obj, {f.name: getattr(obj, f.name, None)
+                                                for f in dataclasses.fields(obj) if f.compare})
+        else:
+            desc["eq"] = "fields" if _defines_eq(cls) else "identity"
+            state = getattr(obj, "__dict__", None)
+            if isinstance(state, dict):
+                desc["fields"] = self._fields(obj, dict(state))
+        return desc
+
+    def _fields(self, obj: Any, values: dict[str, Any]) -> dict[str, Any] | None:
+        if id(obj) in self._describing:
+            return None
+        self._describing.add(id(obj))
+        try:
+            return {str(k): self.peer.encode(v) for k, v in values.items()}
+        except WireError:
+            return None
+        finally:
+            self._describing.discard(id(obj))
+
+    def remote(self, desc: dict[str, Any]) -> Any:
+        return TrustedHandle(self.peer, desc)
+
+    # -- ops ----------------------------------------------------------------------------------
+    def _target(self, msg: dict[str, Any]) -> Any:
+        return self.peer.decode(msg.get("target"))
+
+    def _args(self, msg: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        args = self.peer.decode(msg.get("args", []))
+        kwargs = self.peer.decode(msg.get("kwargs", {"$dict": []}))
+        if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
+            raise WireError("args must be a list and kwargs a dict with str keys")
+        return args, kwargs
+
+    def dispatch(self, op: str, msg: dict[str, Any]) -> Any:
+        """Serve one request; what candidate code prints meanwhile goes back with the answer."""
+        if op in ("exec", "release"):
+            return self._dispatch(op, msg)
+        saved = sys.stdout, sys.stderr
+        out, err = io.StringIO(), io.StringIO()
+        sys.stdout, sys.stderr = out, err
+        try:
+            return self._dispatch(op, msg)
+        finally:
+            sys.stdout, sys.stderr = saved
+            self.output = (out.getvalue()[:EXEC_OUTPUT_LIMIT], err.getvalue()[:EXEC_OUTPUT_LIMIT])
+
+    def reply_extras(self) -> dict[str, Any]:
+        out, err = self.output
+        self.output = ("", "")
+        extras: dict[str, Any] = {}
+        if out:
+            extras["stdout"] = out
+        if err:
+            extras["stderr"] = err
+        return extras
+
+    def _dispatch(self, op: str, msg: dict[str, Any]) -> Any:
+        if op == "import":
+            name = msg.get("module")
+            if type(name) is not str:
+                raise WireError("import needs a module name")
+            return importlib.import_module(name)
+        if op == "getattr":
+            return getattr(self._target(msg), str(msg.get("name")))
+        if op == "setattr":
+            setattr(self._target(msg), str(msg.get("name")), self.peer.decode(msg.get("value")))
+            return None
+        if op == "call":
+            target = self._target(msg)
+            args, kwargs = self._args(msg)
+            return target(*args, **kwargs)
+        if op == "method":
+            target = self._target(msg)
+            name = str(msg.get("name"))
+            args, kwargs = self._args(msg)
+            builtin = FORWARDED.get(name)
+            if builtin is not None and not kwargs:
+                return builtin(target, *args)
+            return getattr(target, name)(*args, **kwargs)
+        if op == "release":
+            ids = msg.get("handles", [])
+            self.peer.release([i for i in ids if type(i) is int] if type(ids) is list else [])
+            return None
+        if op == "exec":
+            return run_program(msg, self.peer)
+        raise WireError(f"unknown op {op!r}")
+
+
+class TrustedHandle:
+    """A callable or object the tests passed in: using it asks the trusted side."""
+
+    def __init__(self, peer: Peer, desc: dict[str, Any]) -> None:
+        self._peer = peer
+        self._desc = desc
+
+    def _ref(self) -> dict[str, Any]:
+        return {"$handle": self._desc["$handle"], "owner": "trusted"}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _remote_call(self._peer, "call", {"target": self._ref(), "args": self._peer.encode(list(args)),
+                                                 "kwargs": self._peer.encode(kwargs)})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _BoundTrusted(self, name)
+
+    def __repr__(self) -> str:
+        return f"<trusted {self._desc.get('type', 'object')}>"
+
+
+class _BoundTrusted:
+    def __init__(self, handle: TrustedHandle, name: str) -> None:
+        self.handle = handle
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        peer = self.handle._peer
+        return _remote_call(peer, "method", {"target": self.handle._ref(), "name": self.name,
+                                             "args": peer.encode(list(args)), "kwargs": peer.encode(kwargs)})
+
+
+def _remote_call(peer: Peer, op: str, fields: dict[str, Any]) -> Any:
+    try:
+        return peer.request(op, **fields)
+    except RemoteError as e:
+        raise _rebuild(e.payload) from None
+
+
+def _rebuild(payload: dict[str, Any]) -> BaseException:
+    """An exception raised by a callback, as a built-in type (the candidate cannot see the tests'
+    classes)."""
+    import builtins
+
+    for name in [payload.get("type"), *payload.get("bases", [])]:
+        cls = getattr(builtins, str(name), None)
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            return cls(str(payload.get("message", "")))
+    return RuntimeError(str(payload.get("message", "")))
+
+
+def run_program(msg: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    """The ``exec`` op: run a program here, with its output bounded, killed when the requester
+    goes away or its timeout passes."""
+    argv = peer.decode(msg.get("argv"))
+    env = peer.decode(msg.get("env"))
+    stdin = peer.decode(msg.get("stdin"))
+    cwd = peer.decode(msg.get("cwd"))
+    timeout = peer.decode(msg.get("timeout"))
+    if type(argv) is not list or not argv or not all(type(a) is str for a in argv):
+        raise WireError("exec needs argv, a non-empty list of strings")
+    if env is not None and (type(env) is not dict or not all(
+            type(k) is str and type(v) is str for k, v in env.items())):
+        raise WireError("exec env must map strings to strings")
+    proc = subprocess.Popen(argv, cwd=cwd if type(cwd) is str else None, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    out: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+
+    def drain(stream: Any, sink: bytearray) -> None:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            if len(sink) < EXEC_OUTPUT_LIMIT:
+                sink += chunk[: EXEC_OUTPUT_LIMIT - len(sink)]
+
+    threads = [threading.Thread(target=drain, args=(proc.stdout, out["stdout"]), daemon=True),
+               threading.Thread(target=drain, args=(proc.stderr, out["stderr"]), daemon=True)]
+    for t in threads:
+        t.start()
+
+    def feed() -> None:
+        try:
+            if type(stdin) in (bytes, bytearray):
+                proc.stdin.write(stdin)  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    deadline = time.monotonic() + float(timeout) if type(timeout) in (int, float) else None
+    sock = peer.sock
+    try:
+        while proc.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                _kill(proc)
+                raise TimeoutError(f"{argv[0]} ran past its {timeout} s timeout")
+            ready, _, _ = select.select([sock], [], [], 0.02)
+            if ready and not sock.recv(1, socket.MSG_PEEK):  # the requester went away
+                _kill(proc)
+                raise ChannelClosed("the requester closed the channel")
+    finally:
+        for t in threads:
+            t.join(timeout=5)
+    return {"returncode": proc.returncode, "stdout": bytes(out["stdout"]),
+            "stderr": bytes(out["stderr"])}
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, 9)
+    proc.wait()
+
+
+def _serve_connection(conn: socket.socket) -> None:
+    side = CandidateSide(conn)
+    try:
+        side.peer.serve_forever()
+    finally:
+        conn.close()
+
+
+def main() -> int:
+    path = os.environ.get("VERIFY_CHANNEL", "")
+    if not path:
+        print("verify_candidate_server: VERIFY_CHANNEL is not set", file=sys.stderr)
+        return 2
+    workdir = os.getcwd()
+    # Candidate modules come from the work folder; this server's own folder stays last.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [workdir] + [p for p in sys.path if p not in ("", here, workdir)] + [here]
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    tmp = f"{path}.{os.getpid()}"
+    server.bind(tmp)
+    server.listen(64)
+    os.rename(tmp, path)  # the socket appears only once it is listening
+    while True:
+        conn, _ = server.accept()
+        threading.Thread(target=_serve_connection, args=(conn,), daemon=True).start()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

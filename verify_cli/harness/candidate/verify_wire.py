@@ -1,0 +1,350 @@
+"""The wire codec of two-process grading (docs/wire-protocol.md): frames and by-value values.
+
+Stdlib only: the trusted test process and the candidate server both import this file, each in
+its own sandbox. The decoder can build nothing but plain data (None, bool, int, float, str,
+bytes, bytearray, list, tuple, dict, set, frozenset), the documented standard-library value
+types, and whatever the caller's ``handle`` function makes of a handle descriptor; anything
+else in a frame is a :class:`WireError`, never "repaired".
+
+Encoding checks exact types (``type(v) is str``), so a subclass of a plain type (a ``str``
+whose ``__eq__`` is always true) never crosses as the plain type: it becomes a handle.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import decimal
+import fractions
+import json
+import pathlib
+import re
+import socket
+import struct
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+MAX_FRAME = 64 * 1024 * 1024
+MAX_DEPTH = 100
+#: Most values (nodes) in one frame.
+MAX_NODES = 2_000_000
+SAFE_INT = 2 ** 53
+
+_HEADER = struct.Struct(">I")
+_FLOAT = re.compile(r"\A(?:nan|inf|-inf|-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)\Z")
+_BIGINT = re.compile(r"\A-?\d{1,4300}\Z")
+
+HandleFor = Callable[[Any], dict[str, Any]]
+MakeHandle = Callable[[dict[str, Any]], Any]
+
+
+class WireError(Exception):
+    """A frame or value outside the protocol (too big, too deep, malformed, an unknown tag)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Frames
+
+
+def pack_frame(message: dict[str, Any]) -> bytes:
+    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    if len(body) > MAX_FRAME:
+        raise WireError(f"frame of {len(body)} bytes exceeds the {MAX_FRAME}-byte limit")
+    return _HEADER.pack(len(body)) + body
+
+
+def _refuse_constant(name: str) -> Any:
+    raise WireError(f"bare JSON constant {name} (floats travel as $float)")
+
+
+def _refuse_float(text: str) -> Any:
+    raise WireError(f"bare JSON number {text} (floats travel as $float)")
+
+
+def parse_frame_body(body: bytes) -> dict[str, Any]:
+    try:
+        msg = json.loads(body.decode("utf-8"), parse_float=_refuse_float,
+                         parse_constant=_refuse_constant)
+    except WireError:
+        raise
+    except (ValueError, RecursionError) as e:
+        raise WireError(f"malformed frame: {e}") from None
+    if type(msg) is not dict:
+        raise WireError("a frame must hold one JSON object")
+    return msg
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the channel")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(sock: socket.socket) -> dict[str, Any]:
+    """The next message on ``sock``; EOFError when the peer closed, WireError when it broke
+    the protocol."""
+    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+    if size > MAX_FRAME:
+        raise WireError(f"frame of {size} bytes exceeds the {MAX_FRAME}-byte limit")
+    return parse_frame_body(_recv_exact(sock, size))
+
+
+def write_frame(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.sendall(pack_frame(message))
+
+
+# --------------------------------------------------------------------------------------------
+# Values
+
+_STD_ENCODERS: dict[type, Callable[[Any], dict[str, Any] | None]] = {
+    _dt.datetime: lambda v: ({"$datetime": v.isoformat()}
+                             if v.tzinfo is None or type(v.tzinfo) is _dt.timezone else None),
+    _dt.date: lambda v: {"$date": v.isoformat()},
+    _dt.time: lambda v: {"$time": v.isoformat()} if v.tzinfo is None else None,
+    _dt.timedelta: lambda v: {"$timedelta": [v.days, v.seconds, v.microseconds]},
+    decimal.Decimal: lambda v: {"$decimal": str(v)},
+    fractions.Fraction: lambda v: {"$fraction": f"{v.numerator}/{v.denominator}"},
+    pathlib.PosixPath: lambda v: {"$path": str(v)},
+    pathlib.PurePosixPath: lambda v: {"$path": str(v)},
+    complex: lambda v: {"$complex": [_float(v.real), _float(v.imag)]},
+    uuid.UUID: lambda v: {"$uuid": str(v)},
+}
+
+
+def _float(v: float) -> dict[str, str]:
+    return {"$float": repr(v)}
+
+
+def _int(v: int) -> Any:
+    return v if -SAFE_INT < v < SAFE_INT else {"$int": str(v)}
+
+
+class Encoder:
+    """Turns a value into JSON-ready data. Values that are not plain go to ``handle_for`` (which
+    returns a handle descriptor), or raise WireError when there is none."""
+
+    def __init__(self, handle_for: HandleFor | None = None) -> None:
+        self.handle_for = handle_for
+        self._nodes = 0
+
+    def encode(self, value: Any) -> Any:
+        self._nodes = 0
+        return self._enc(value, 0, set())
+
+    def _other(self, value: Any, why: str) -> Any:
+        if self.handle_for is None:
+            raise WireError(f"{why}: {type(value).__name__} cannot cross by value")
+        return self.handle_for(value)
+
+    def _enc(self, v: Any, depth: int, path: set[int]) -> Any:
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise WireError(f"value has more than {MAX_NODES} parts")
+        if depth > MAX_DEPTH:
+            raise WireError(f"value nested deeper than {MAX_DEPTH}")
+        t = type(v)
+        if v is None or t is bool or t is str:
+            return v
+        if t is int:
+            return _int(v)
+        if t is float:
+            return _float(v)
+        if t is bytes:
+            return {"$bytes": base64.b64encode(v).decode("ascii")}
+        if t is bytearray:
+            return {"$bytearray": base64.b64encode(bytes(v)).decode("ascii")}
+        if t in (list, tuple, dict, set, frozenset):
+            if id(v) in path:
+                return self._other(v, "a container that holds itself")
+            path.add(id(v))
+            try:
+                d = depth + 1
+                if t is list:
+                    return [self._enc(x, d, path) for x in v]
+                if t is tuple:
+                    return {"$tuple": [self._enc(x, d, path) for x in v]}
+                if t is dict:
+                    return {"$dict": [[self._enc(k, d, path), self._enc(x, d, path)]
+                                      for k, x in v.items()]}
+                items = [self._enc(x, d, path) for x in v]
+                return {"$set": items} if t is set else {"$frozenset": items}
+            finally:
+                path.discard(id(v))
+        std = _STD_ENCODERS.get(t)
+        if std is not None:
+            out = std(v)
+            if out is not None:
+                return out
+        return self._other(v, "not plain data")
+
+
+def encode(value: Any, handle_for: HandleFor | None = None) -> Any:
+    return Encoder(handle_for).encode(value)
+
+
+def _need(cond: bool, what: str) -> None:
+    if not cond:
+        raise WireError(what)
+
+
+def _text(v: Any, tag: str) -> str:
+    _need(type(v) is str, f"{tag} needs a string")
+    return v
+
+
+def _tz_time(text: str) -> _dt.time:
+    return _dt.time.fromisoformat(text)
+
+
+_STD_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "$datetime": lambda v: _dt.datetime.fromisoformat(_text(v, "$datetime")),
+    "$date": lambda v: _dt.date.fromisoformat(_text(v, "$date")),
+    "$time": lambda v: _tz_time(_text(v, "$time")),
+    "$decimal": lambda v: decimal.Decimal(_text(v, "$decimal")),
+    "$path": lambda v: pathlib.Path(_text(v, "$path")),
+    "$uuid": lambda v: uuid.UUID(_text(v, "$uuid")),
+}
+
+
+class Decoder:
+    """Builds plain data back from JSON data; handle descriptors go to ``make_handle``."""
+
+    def __init__(self, make_handle: MakeHandle | None = None) -> None:
+        self.make_handle = make_handle
+        self._nodes = 0
+
+    def decode(self, data: Any) -> Any:
+        self._nodes = 0
+        try:
+            return self._dec(data, 0)
+        except WireError:
+            raise
+        except (ValueError, TypeError, ArithmeticError, OverflowError) as e:
+            raise WireError(f"malformed value: {e}") from None
+
+    def _dec(self, v: Any, depth: int) -> Any:
+        self._nodes += 1
+        _need(self._nodes <= MAX_NODES, f"value has more than {MAX_NODES} parts")
+        _need(depth <= MAX_DEPTH, f"value nested deeper than {MAX_DEPTH}")
+        t = type(v)
+        if v is None or t is bool or t is str:
+            return v
+        if t is int:
+            _need(-SAFE_INT < v < SAFE_INT, "an integer this large travels as $int")
+            return v
+        if t is list:
+            return [self._dec(x, depth + 1) for x in v]
+        _need(t is dict, f"unexpected JSON {t.__name__}")
+        if "$handle" in v:
+            _need(self.make_handle is not None, "a handle where only plain data may cross")
+            return self.make_handle(self._descriptor(v, depth))  # type: ignore[misc]
+        _need(len(v) == 1, f"unknown value object with keys {sorted(v)[:5]}")
+        (tag, body), = v.items()
+        d = depth + 1
+        if tag == "$float":
+            text = _text(body, tag)
+            _need(bool(_FLOAT.match(text)), f"bad $float {text[:40]!r}")
+            return float(text)
+        if tag == "$int":
+            text = _text(body, tag)
+            _need(bool(_BIGINT.match(text)), "bad $int")
+            return int(text)
+        if tag in ("$bytes", "$bytearray"):
+            raw = base64.b64decode(_text(body, tag).encode("ascii"), validate=True)
+            return raw if tag == "$bytes" else bytearray(raw)
+        if tag in ("$tuple", "$set", "$frozenset"):
+            _need(type(body) is list, f"{tag} needs a list")
+            items = [self._dec(x, d) for x in body]
+            return tuple(items) if tag == "$tuple" else set(items) if tag == "$set" else frozenset(items)
+        if tag == "$dict":
+            _need(type(body) is list, "$dict needs a list of pairs")
+            out: dict[Any, Any] = {}
+            for pair in body:
+                _need(type(pair) is list and len(pair) == 2, "$dict needs [key, value] pairs")
+                out[self._dec(pair[0], d)] = self._dec(pair[1], d)
+            return out
+        if tag == "$timedelta":
+            _need(type(body) is list and len(body) == 3 and all(type(x) is int for x in body),
+                  "$timedelta needs [days, seconds, microseconds]")
+            return _dt.timedelta(days=body[0], seconds=body[1], microseconds=body[2])
+        if tag == "$fraction":
+            num, _, den = _text(body, tag).partition("/")
+            _need(bool(_BIGINT.match(num)) and bool(_BIGINT.match(den)), "bad $fraction")
+            return fractions.Fraction(int(num), int(den))
+        if tag == "$complex":
+            _need(type(body) is list and len(body) == 2, "$complex needs [re, im]")
+            re_, im = (self._dec(x, d) for x in body)
+            _need(type(re_) is float and type(im) is float, "$complex parts are $float")
+            return complex(re_, im)
+        std = _STD_DECODERS.get(tag)
+        _need(std is not None, f"unknown tag {tag[:40]!r}")
+        return std(body)  # type: ignore[misc]
+
+    def _descriptor(self, v: dict[str, Any], depth: int) -> dict[str, Any]:
+        hid = v.get("$handle")
+        _need(type(hid) is int and 0 < hid < SAFE_INT, "bad $handle id")
+        out: dict[str, Any] = {"$handle": hid}
+        for key in ("owner", "kind", "type", "module"):
+            val = v.get(key, "")
+            _need(type(val) is str and len(val) <= 1000, f"bad handle {key}")
+            out[key] = val
+        _need(out["owner"] in ("candidate", "trusted"), "bad handle owner")
+        fields = v.get("fields")
+        if fields is not None:
+            _need(type(fields) is dict, "handle fields must be an object")
+            out["fields"] = {str(k): self._dec(x, depth + 1) for k, x in fields.items()}
+        for key in ("bases", "methods", "names"):
+            names = v.get(key)
+            if names is not None:
+                _need(type(names) is list and len(names) <= 100_000
+                      and all(type(b) is str and len(b) <= 1000 for b in names), f"bad handle {key}")
+                out[key] = list(names)
+        eq = v.get("eq", "identity")
+        _need(eq in ("identity", "fields"), "bad handle eq")
+        out["eq"] = eq
+        return out
+
+
+def decode(data: Any, make_handle: MakeHandle | None = None) -> Any:
+    return Decoder(make_handle).decode(data)
+
+
+# --------------------------------------------------------------------------------------------
+# Exceptions
+
+#: Built-in exception classes an error may arrive as (the nearest one in ``bases`` wins).
+BUILTIN_EXCEPTIONS: dict[str, type[BaseException]] = {
+    name: obj for name, obj in vars(__import__("builtins")).items()
+    if isinstance(obj, type) and issubclass(obj, BaseException)
+}
+
+
+def error_payload(exc: BaseException, encode_arg: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+    """The ``error`` object of a response for ``exc`` (raised on this side)."""
+    bases = [c.__name__ for c in type(exc).__mro__
+             if c.__module__ == "builtins" and issubclass(c, BaseException)]
+    args: list[Any] = []
+    for a in getattr(exc, "args", ()):
+        try:
+            args.append(encode_arg(a) if encode_arg else encode(a))
+        except Exception:
+            args.append(_safe_str(a))
+    try:
+        message = str(exc)
+    except Exception:
+        message = f"<{type(exc).__name__} whose str() failed>"
+    return {"type": type(exc).__name__, "module": getattr(type(exc), "__module__", ""),
+            "bases": bases, "message": message[:100_000], "args": args}
+
+
+def _safe_str(value: Any) -> str:
+    try:
+        return str(value)[:10_000]
+    except Exception:
+        return f"<{type(value).__name__}>"

@@ -1,0 +1,53 @@
+"""The candidate-exec runner: run a program in the candidate's sandbox, from a test.
+
+``python verify_candidate_exec.py --channel SOCKET -- PROGRAM ARGS...`` (the command prefix in
+``VERIFY_CANDIDATE_EXEC``) sends one ``exec`` request (docs/wire-protocol.md) with this
+process's environment, working folder and standard input, writes the program's output to its
+own streams and exits with the program's status (128 + N when a signal N ended it).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
+
+from verify_wire import decode, encode, read_frame, write_frame
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 4 or argv[0] != "--channel" or argv[2] != "--":
+        print("usage: verify_candidate_exec.py --channel SOCKET -- PROGRAM [ARGS...]", file=sys.stderr)
+        return 2
+    channel, program = argv[1], argv[3:]
+    stdin = b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(channel)
+    except OSError as e:
+        print(f"verify_candidate_exec: cannot reach the candidate sandbox: {e}", file=sys.stderr)
+        return 125
+    write_frame(sock, {"id": 1, "op": "exec", "argv": encode(program), "env": encode(dict(os.environ)),
+                       "cwd": encode(os.getcwd()), "stdin": encode(stdin), "timeout": None})
+    try:
+        reply = read_frame(sock)
+    except EOFError:
+        print("verify_candidate_exec: the candidate sandbox closed the channel", file=sys.stderr)
+        return 125
+    if "error" in reply:
+        err = reply["error"]
+        print(f"verify_candidate_exec: {err.get('type')}: {err.get('message')}", file=sys.stderr)
+        return 126 if err.get("type") in ("FileNotFoundError", "PermissionError") else 125
+    result = decode(reply.get("ok"))
+    sys.stdout.buffer.write(result["stdout"])
+    sys.stdout.flush()
+    sys.stderr.buffer.write(result["stderr"])
+    sys.stderr.flush()
+    code = int(result["returncode"])
+    return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
