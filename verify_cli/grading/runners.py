@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 
+from verify_cli.grading.two_process import TwoProcessRuntime, register_two_process_runtime
 from verify_cli.tasks.model import Task, TaskKind
 
 #: Mirrored in verify_cli/harness/verify_runner_common.py.
@@ -37,3 +39,25 @@ def runner_environment(task: Task) -> dict[str, str]:
     if not uses_builtin_runner(task):
         return {}
     return {CONFIG_ENV: json.dumps(runner_config(task), sort_keys=True)}
+
+
+#: The candidate server both runners talk to under two-process grading: the calls runner calls
+#: the entry point through it, the stdio runner starts the program through its ``exec`` op.
+SERVER_COMMAND = ("/bin/sh", "-c", 'exec python "$VERIFY_CANDIDATE_HARNESS/verify_candidate_server.py"')
+
+
+def _calls_trusted_env(task: Task, root: Path, env: dict[str, str]) -> dict[str, str]:
+    module = task.calls.module if task.calls is not None else ""
+    name = module[:-3].replace("/", ".") if module.endswith(".py") else module
+    return {"VERIFY_CANDIDATE_MODULES": json.dumps([name])}
+
+
+def _no_env(task: Task, root: Path, env: dict[str, str]) -> dict[str, str]:
+    return {}
+
+
+register_two_process_runtime(TwoProcessRuntime(
+    framework=TaskKind.CALLS.value, server_command=SERVER_COMMAND, trusted_env=_calls_trusted_env,
+    code_suffixes=(".py",)))
+register_two_process_runtime(TwoProcessRuntime(
+    framework=TaskKind.STDIO.value, server_command=SERVER_COMMAND, trusted_env=_no_env, code_suffixes=()))

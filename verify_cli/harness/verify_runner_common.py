@@ -154,7 +154,12 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 def run_program(command: str, *, cwd: str, stdin: bytes, seconds: float,
                 output_limit: int) -> Program:
     """Run ``command`` (a shell command) as its own process group, feed ``stdin``, capture up
-    to ``output_limit`` bytes of stdout; kill the whole group at the time limit or at the end."""
+    to ``output_limit`` bytes of stdout; kill the whole group at the time limit or at the end.
+
+    Under two-process grading (``VERIFY_CHANNEL`` set) the program runs in the candidate's own
+    sandbox, through the candidate server's ``exec`` op (docs/wire-protocol.md)."""
+    if os.environ.get("VERIFY_CHANNEL"):
+        return _run_remote(command, cwd=cwd, stdin=stdin, seconds=seconds, output_limit=output_limit)
     started = time.monotonic()
     proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -171,6 +176,45 @@ def run_program(command: str, *, cwd: str, stdin: bytes, seconds: float,
     truncated = len(out) > output_limit
     return Program(stdout=out[:output_limit], stderr=err[-4000:], returncode=proc.returncode,
                    timed_out=timed_out, seconds=time.monotonic() - started, truncated=truncated)
+
+
+def _run_remote(command: str, *, cwd: str, stdin: bytes, seconds: float, output_limit: int) -> Program:
+    import socket
+
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
+    from verify_wire import decode, encode, read_frame, write_frame
+
+    started = time.monotonic()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    deadline = started + min(seconds, 30.0) + 30.0
+    while True:  # the server may still be starting
+        try:
+            sock.connect(os.environ["VERIFY_CHANNEL"])
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+    try:
+        sock.settimeout(seconds + 10.0)
+        write_frame(sock, {"id": 1, "op": "exec", "argv": encode(["/bin/sh", "-c", command]),
+                           "env": encode(candidate_environment()), "cwd": encode(cwd),
+                           "stdin": encode(stdin), "timeout": encode(float(seconds))})
+        reply = read_frame(sock)
+    except (OSError, EOFError) as e:
+        return Program(stderr=f"the candidate sandbox did not answer: {e}".encode(), returncode=None,
+                       timed_out=isinstance(e, TimeoutError), seconds=time.monotonic() - started)
+    finally:
+        sock.close()
+    if "error" in reply:
+        err = reply["error"] if isinstance(reply["error"], dict) else {}
+        return Program(stderr=str(err.get("message", "")).encode(), returncode=None,
+                       timed_out=err.get("type") == "TimeoutError", seconds=time.monotonic() - started)
+    result = decode(reply.get("ok"))
+    out = bytes(result["stdout"])
+    return Program(stdout=out[:output_limit], stderr=bytes(result["stderr"])[-4000:],
+                   returncode=int(result["returncode"]), seconds=time.monotonic() - started,
+                   truncated=len(out) > output_limit)
 
 
 def write_results(results_dir: str, suite: str, cases: list[CaseResult], key: str,
