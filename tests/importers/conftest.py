@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from verify_cli.checks.solvability import CheckOptions, check_tasks
 from verify_cli.checks.report import TaskReport
+from verify_cli.checks.solvability import CheckOptions, check_tasks
 from verify_cli.grading.grader import Grader
 from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.tasks.loader import load_task_set

@@ -22,6 +22,7 @@ test folders against a snapshot and signs only its own results.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import json
 import os
@@ -186,10 +187,8 @@ def main() -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         if local is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(local[0].pid, signal.SIGKILL)
-            except OSError:
-                pass
             local[0].wait()
             shutil.rmtree(local[1], ignore_errors=True)
     cases = [case for case, _ in tests]
