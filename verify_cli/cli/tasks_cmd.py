@@ -30,23 +30,25 @@ ChecksOpt = Annotated[Path | None, typer.Option(
 JsonOpt = Annotated[str | None, typer.Option("--json", help="Write the result as JSON (- for stdout).")]
 SandboxOpt = Annotated[str, typer.Option("--sandbox", "-s", help="Backend whose cached check results count.")]
 RepeatsOpt = Annotated[int, typer.Option("--repeats", "-n", min=1, help="Repeats of the cached check-tasks runs.")]
+CacheOpt = Annotated[Path | None, typer.Option("--cache-dir", help="The check-tasks cache folder.")]
 
 
-def _statuses(entries: Sequence[TaskEntry], checks: Path | None, sandbox: str, repeats: int) -> dict[str, str]:
+def _statuses(entries: Sequence[TaskEntry], checks: Path | None, sandbox: str, repeats: int,
+              cache_dir: Path | None) -> dict[str, str]:
     if checks is not None:
         return statuses_from_report(checks)
     backend, _ = resolve_backend_name(sandbox)
-    return statuses_from_cache(entries, default_cache_dir(), backend, repeats)
+    return statuses_from_cache(entries, cache_dir or default_cache_dir(), backend, repeats)
 
 
 @tasks_app.command("list")
 def list_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = None,
-                 sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = 3) -> None:
+                 sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = 3, cache_dir: CacheOpt = None) -> None:
     """One line per task: id, domain, language, kind, difficulty, check status."""
     if json_out == "-":
         console.use_stderr()
     entries = catalog(path)
-    statuses = _statuses(entries, checks, sandbox, repeats)
+    statuses = _statuses(entries, checks, sandbox, repeats, cache_dir)
     table = Table(title=f"{len(entries)} task(s) under {path}", title_justify="left")
     for name in ("task", "domain", "language", "kind", "difficulty", "check", "source"):
         table.add_column(name)
@@ -61,12 +63,12 @@ def list_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = No
 
 @tasks_app.command("stats")
 def stats_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = None,
-                  sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = 3) -> None:
+                  sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = 3, cache_dir: CacheOpt = None) -> None:
     """Counts by domain, language, kind, difficulty bucket and check status."""
     if json_out == "-":
         console.use_stderr()
     entries = catalog(path)
-    stats: dict[str, Any] = task_set_stats(entries, _statuses(entries, checks, sandbox, repeats))
+    stats: dict[str, Any] = task_set_stats(entries, _statuses(entries, checks, sandbox, repeats, cache_dir))
     console.info(f"{stats['tasks']} task(s) under {path}"
                  + (f", {stats['failed_to_load']} do not load" if stats["failed_to_load"] else ""))
     for name in STAT_FIELDS:
