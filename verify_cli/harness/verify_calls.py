@@ -21,19 +21,13 @@ test folders against a snapshot and signs only its own results.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import importlib
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import time
-import traceback
-from collections.abc import Callable
 from typing import Any
 
 from verify_runner_common import (
@@ -65,7 +59,7 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise CallTimeout()
 
 
-Test = tuple[CaseResult, Callable[[Any], None]]
+Test = tuple[CaseResult, Any]  # the case, and a function that runs it given the candidate
 
 
 def _check_tests(rel: str, path: str, entry: str) -> list[Test]:
@@ -86,6 +80,8 @@ def _check_tests(rel: str, path: str, entry: str) -> list[Test]:
 
 
 def _assert_tests(rel: str, path: str, entry: str) -> list[Test]:
+    import ast
+
     with open(path, encoding="utf-8") as fh:
         source = fh.read()
     tree = ast.parse(source, path)
@@ -149,8 +145,11 @@ def load_tests(root: str, style: str, entry: str) -> list[Test]:
     return tests
 
 
-def start_local_server(root: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_local_server(root: str) -> tuple[Any, str]:
     """The candidate server as a process of its own in this sandbox (no second sandbox here)."""
+    import subprocess
+    import tempfile
+
     folder = tempfile.mkdtemp(prefix="verify-channel-")
     channel = os.path.join(folder, "channel.sock")
     env = candidate_environment()
@@ -173,13 +172,12 @@ def main() -> None:
     call_seconds = float(config.get("call_seconds", 5.0))
     total_seconds = float(config.get("total_seconds", 60.0))
     started = time.monotonic()
-    pristine = hash_test_files(root)
-    tests = load_tests(root, style, entry)
-
-    local: tuple[subprocess.Popen[bytes], str] | None = None
-    if not os.environ.get(CHANNEL_ENV):
+    local: tuple[Any, str] | None = None
+    if not os.environ.get(CHANNEL_ENV):  # first, so that its start overlaps the runner's
         local = start_local_server(root)
         os.environ[CHANNEL_ENV] = os.path.join(local[1], "channel.sock")
+    pristine = hash_test_files(root)
+    tests = load_tests(root, style, entry)
     os.environ[MODULES_ENV] = json.dumps([module_name])
     signal.signal(signal.SIGALRM, _on_alarm)
     try:
@@ -190,6 +188,8 @@ def main() -> None:
             with contextlib.suppress(OSError):
                 os.killpg(local[0].pid, signal.SIGKILL)
             local[0].wait()
+            import shutil
+
             shutil.rmtree(local[1], ignore_errors=True)
     cases = [case for case, _ in tests]
     if not cases:
@@ -249,6 +249,8 @@ def run_tests(tests: list[Test], module_name: str, entry: str, call_seconds: flo
 
 def _where_any(exc: BaseException) -> str:
     """The test-file line where ``exc`` surfaced (the innermost frame in a test folder)."""
+    import traceback
+
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if frame.filename and ("/tests/" in frame.filename or "/hidden_tests/" in frame.filename):
             return f" (line {frame.lineno}: {(frame.line or '').strip()[:200]})"

@@ -15,12 +15,12 @@ import hmac
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any
-from xml.sax.saxutils import quoteattr
+
+# Imports are kept to what every run needs: a run of the calls runner costs little more than an
+# interpreter start, so a heavy module (dataclasses pulls in inspect) would dominate it.
 
 CONFIG_ENV = "VERIFY_RUNNER_CONFIG"
 SEAL_KEY_ENV = "VERIFY_SEAL_KEY"
@@ -32,6 +32,25 @@ TEST_DIRS = ("tests", "hidden_tests")
 #: seal key) stays on the runner's side.
 CANDIDATE_VARIABLES = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ", "PYTHONHASHSEED",
                        "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "NO_COLOR", "CI")
+
+_XML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\n": "&#10;", "\r": "&#13;",
+                "\t": "&#9;"}
+
+
+def quoteattr(text: str) -> str:
+    """``text`` as a double-quoted XML attribute; characters XML 1.0 cannot hold become '?'.
+    (xml.sax.saxutils would do, but importing it costs more than a whole run of the calls.)"""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in _XML_ESCAPES:
+            out.append(_XML_ESCAPES[ch])
+        elif code < 0x20 or 0xD800 <= code <= 0xDFFF or code in (0xFFFE, 0xFFFF):
+            out.append("?")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
 
 _dumps = json.dumps
 _hmac_new = hmac.new
@@ -120,33 +139,40 @@ def case_classname(rel: str) -> str:
     return folder.replace("/", ".")
 
 
-@dataclass
 class CaseResult:
-    classname: str
-    name: str
-    outcome: str = "passed"  # passed | failed | error | skipped
-    message: str = ""
-    seconds: float = 0.0
+    """One test case of the run: ``outcome`` is passed, failed, error or skipped."""
+
+    __slots__ = ("classname", "message", "name", "outcome", "seconds")
+
+    def __init__(self, classname: str, name: str, outcome: str = "passed", message: str = "",
+                 seconds: float = 0.0) -> None:
+        self.classname = classname
+        self.name = name
+        self.outcome = outcome
+        self.message = message
+        self.seconds = seconds
 
     @property
     def id(self) -> str:
         return f"{self.classname}::{self.name}" if self.classname else self.name
 
 
-@dataclass
 class Program:
     """The result of one run of the candidate program."""
 
-    stdout: bytes = b""
-    stderr: bytes = b""
-    returncode: int | None = None
-    timed_out: bool = False
-    seconds: float = 0.0
-    truncated: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("returncode", "seconds", "stderr", "stdout", "timed_out", "truncated")
+
+    def __init__(self, stdout: bytes = b"", stderr: bytes = b"", returncode: int | None = None,
+                 timed_out: bool = False, seconds: float = 0.0, truncated: bool = False) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode = returncode
+        self.timed_out = timed_out
+        self.seconds = seconds
+        self.truncated = truncated
 
 
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: Any) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -160,6 +186,8 @@ def run_program(command: str, *, cwd: str, stdin: bytes, seconds: float,
     sandbox, through the candidate server's ``exec`` op (docs/wire-protocol.md)."""
     if os.environ.get("VERIFY_CHANNEL"):
         return _run_remote(command, cwd=cwd, stdin=stdin, seconds=seconds, output_limit=output_limit)
+    import subprocess
+
     started = time.monotonic()
     proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
