@@ -162,3 +162,28 @@ def test_humaneval_preset_reads_the_installed_package(tmp_path: Path, bwrap_grad
     task = load_task(tmp_path / "he" / "humaneval" / "32")
     assert bwrap_grader.grade(GradeRequest(task, Phase.REFERENCE)).passed
     assert not bwrap_grader.grade(GradeRequest(task, Phase.STARTER)).passed
+
+
+def test_verl_preset(tmp_path: Path, check_set: Any) -> None:
+    """verl rows carry no reference solution of their own: one is mapped from extra_info."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def row(i: int, solution: str | None, inputs: list[str], outputs: list[str]) -> dict[str, Any]:
+        return {"data_source": "codecontests", "ability": "code",
+                "prompt": [{"role": "system", "content": "You write Python."},
+                           {"role": "user", "content": f"Problem {i}: double the number."}],
+                "reward_model": {"style": "rule", "ground_truth": json.dumps({"inputs": inputs, "outputs": outputs})},
+                "extra_info": {"index": i, "split": "train", "task_id": f"cc-{i}", "solution": solution}}
+
+    rows = [row(0, "print(2 * int(input()))\n", ["2\n", "-3\n"], ["4\n", "-6\n"]),
+            row(1, None, ["1\n"], ["2\n"]),  # broken: no reference solution to map
+            row(2, "print(int(input()) * 2)\n", ["10\n"], ["20\n"])]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet")
+    report = import_rows(str(tmp_path / "train.parquet"), tmp_path / "out", preset="verl")
+    assert report.written == ["codecontests/cc-0", "codecontests/cc-2"]
+    assert [f.index for f in report.failures] == [1] and "no reference solution" in report.failures[0].reason
+    task = load_task(tmp_path / "out" / "codecontests" / "cc-0")
+    assert task.prompt == "Problem 0: double the number." and task.kind.value == "stdio"
+    reports = check_set(tmp_path / "out")
+    assert all(r.verdict is TaskVerdict.SOUND for r in reports.values())
