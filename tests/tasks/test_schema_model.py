@@ -11,7 +11,17 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from verify_cli.tasks import load_task
-from verify_cli.tasks.model import Environment, Scoring, ScoringPolicy, Task, TaskLimits, TestSpec
+from verify_cli.tasks.model import (
+    CallsSpec,
+    Environment,
+    Scoring,
+    ScoringPolicy,
+    StdioSpec,
+    Task,
+    TaskKind,
+    TaskLimits,
+    TestSpec,
+)
 from verify_cli.tasks.schema import task_schema
 
 REPO_SCHEMA = Path(__file__).resolve().parents[2] / "task_schemas" / "task.schema.json"
@@ -23,6 +33,8 @@ MODELS: list[tuple[type, list[str]]] = [
     (TestSpec, ["test"]),
     (Scoring, ["scoring"]),
     (TaskLimits, ["limits"]),
+    (StdioSpec, ["stdio"]),
+    (CallsSpec, ["calls"]),
 ]
 #: Fields that exist only in the model (not read from task.toml).
 MODEL_ONLY = {"root"}
@@ -87,6 +99,10 @@ def test_scoring_policy_enum_matches_schema() -> None:
     assert [p.value for p in ScoringPolicy] == schema_node(["scoring"])["properties"]["policy"][
         "enum"
     ]
+
+
+def test_task_kind_enum_matches_schema() -> None:
+    assert [k.value for k in TaskKind] == schema_node([])["properties"]["kind"]["enum"]
 
 
 def test_loader_fills_omitted_fields_with_model_defaults(make_task: Any) -> None:

@@ -11,8 +11,10 @@ from verify_cli.cli import console
 from verify_cli.cli.audit import audit_command
 from verify_cli.cli.check_tasks import check_tasks_command
 from verify_cli.cli.difficulty import difficulty_command
+from verify_cli.cli.import_export import export_command, import_command
 from verify_cli.cli.misc import new_task_command, schema_command
 from verify_cli.cli.sandbox_cmd import sandbox_app
+from verify_cli.cli.tasks_cmd import tasks_app
 from verify_cli.cli.train import train_command, trajectories_app
 from verify_cli.errors import ExitCode, VerifyError
 
@@ -41,6 +43,9 @@ app.command("new-task")(new_task_command)
 app.add_typer(sandbox_app, name="sandbox")
 app.command("train")(train_command)
 app.add_typer(trajectories_app, name="trajectories")
+app.command("import")(import_command)
+app.command("export")(export_command)
+app.add_typer(tasks_app, name="tasks")
 
 
 def main(argv: list[str] | None = None) -> int:

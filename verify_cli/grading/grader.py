@@ -22,6 +22,7 @@ from pathlib import Path
 
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
 from verify_cli.grading.node_seal import check_node_seal, node_seal_command, runner_writes_junit
+from verify_cli.grading.runners import runner_environment, uses_builtin_runner
 from verify_cli.grading.scoring import score as policy_score
 from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV, new_seal_key, read_seals
 from verify_cli.grading.two_process import (
@@ -128,7 +129,13 @@ def run_environment(task: Task, seed: int | None) -> dict[str, str]:
     elif task.test.framework == "node":
         # Freezes node:assert before any test or candidate code runs (verify_node_guard.js).
         env["NODE_OPTIONS"] = "--require verify_node_guard"
+    env.update(runner_environment(task))
     return env
+
+
+def is_sealed(task: Task) -> bool:
+    """Runs whose JUnit file the grader holds against a signed record of the harness."""
+    return task.test.framework == "pytest" or uses_builtin_runner(task)
 
 
 def request_environment(req: GradeRequest, seal_key: str | None = None) -> dict[str, str]:
@@ -136,6 +143,8 @@ def request_environment(req: GradeRequest, seal_key: str | None = None) -> dict[
     env = run_environment(req.task, req.seed)
     if req.task.test.framework == "node" and seal_key:
         env[SEAL_KEY_ENV] = seal_key  # verify_node_guard.js takes it out for the seal reporter
+    if seal_key and uses_builtin_runner(req.task):
+        env[SEAL_KEY_ENV] = seal_key
     if req.task.test.framework == "pytest":
         if seal_key:
             env[SEAL_KEY_ENV] = seal_key
@@ -240,7 +249,7 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
     tests, problems = collect_outcomes(task, run)
     tests = _file_stand_ins(task, tests)
     sealed = True
-    if seal_key and task.test.framework == "pytest":
+    if seal_key and is_sealed(task):
         sealed = _check_seal(run, seal_key, tests, problems)
     elif seal_key and task.test.framework == "node" and tests and runner_writes_junit(task.test.command):
         seal_problems = check_node_seal(run.results, seal_key, [
@@ -318,7 +327,7 @@ class Grader:
         started = time.monotonic()
         task = req.task
         root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-", dir=self.work_root))
-        seal_key = new_seal_key() if task.test.framework in ("pytest", "node") else None
+        seal_key = new_seal_key() if is_sealed(task) or task.test.framework == "node" else None
         try:
             laid = lay_out(task, req.phase, root, req.candidate)
             plan = plan_isolation(task, self.sandbox, coverage=bool(req.coverage_files))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verify_cli.sandbox.base import CandidateProcess, Sandbox
-from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Isolation, Task
+from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Isolation, Task, TaskKind
 from verify_cli.tasks.paths import matches_any
 
 IN_PROCESS = "in-process"
@@ -75,7 +75,8 @@ def plan_isolation(task: Task, sandbox: Sandbox, *, coverage: bool = False) -> I
     if task.isolation is Isolation.IN_PROCESS:
         return IsolationPlan(IN_PROCESS, ("the task declares isolation = \"in-process\": its tests "
                                           "share a process with the candidate's code (trusts it)",))
-    runtime = two_process_runtime(task.test.framework)
+    # Tasks graded by a built-in runner (kind stdio/calls) take that runner's runtime.
+    runtime = two_process_runtime(task.test.framework if task.kind is TaskKind.TESTS else task.kind.value)
     if runtime is None:
         return IsolationPlan(IN_PROCESS, (f"test framework {task.test.framework!r} has no two-process "
                                           "runtime: the candidate's code runs in the test process",))

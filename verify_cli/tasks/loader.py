@@ -15,14 +15,19 @@ from jsonschema import ValidationError
 from verify_cli.errors import TaskFormatError, UsageError
 from verify_cli.tasks.model import (
     HIDDEN_TESTS_DIR,
+    RUNNER_COMMANDS,
+    RUNNER_RESULTS,
     SOLUTION_DIR,
     TASK_FILE,
     TESTS_DIR,
+    CallsSpec,
     Environment,
     Isolation,
     Scoring,
     ScoringPolicy,
+    StdioSpec,
     Task,
+    TaskKind,
     TaskLimits,
     TestSpec,
 )
@@ -148,7 +153,41 @@ def _build(root: Path, d: dict[str, Any]) -> Task:
         editable=tuple(d["editable"]),
         isolation=Isolation(d.get("isolation", Isolation.TWO_PROCESS.value)),
         difficulty=d.get("difficulty"),
+        kind=TaskKind(d.get("kind", TaskKind.TESTS.value)),
+        stdio=StdioSpec(**d["stdio"]) if "stdio" in d else None,
+        calls=CallsSpec(**d["calls"]) if "calls" in d else None,
     )
+
+
+def _check_kind(task_file: Path, data: dict[str, Any], solution: dict[str, Path]) -> None:
+    """A task graded by a built-in runner names the runner's command and has its table."""
+    kind = TaskKind(data.get("kind", TaskKind.TESTS.value))
+    for table in (TaskKind.STDIO, TaskKind.CALLS):
+        if table.value in data and kind is not table:
+            raise TaskFormatError(str(task_file), f"[{table.value}] is read only for kind = '{table.value}'",
+                                  pointer=f"/{table.value}",
+                                  hint=f"set kind = \"{table.value}\", or remove the table")
+    if kind is TaskKind.TESTS:
+        return
+    if kind.value not in data:
+        raise TaskFormatError(str(task_file), f"kind '{kind.value}' needs a [{kind.value}] table",
+                              pointer=f"/{kind.value}",
+                              hint="see 'verify-cli schema' for its fields")
+    want = RUNNER_COMMANDS[kind]
+    if data["test"]["command"] != want or data["test"].get("results", RUNNER_RESULTS) != RUNNER_RESULTS:
+        raise TaskFormatError(str(task_file), f"a '{kind.value}' task is graded by the built-in runner",
+                              pointer="/test/command",
+                              hint=f"set command = '{want}' and results = '{RUNNER_RESULTS}' in [test]")
+    spec = data[kind.value]
+    if kind is TaskKind.STDIO and spec.get("compare") == "checker" and not spec.get("checker"):
+        raise TaskFormatError(str(task_file), "compare = 'checker' needs a checker command",
+                              pointer="/stdio/checker",
+                              hint="e.g. checker = 'python tests/checker.py' (run with input, expected "
+                                   "and actual output paths)")
+    if kind is TaskKind.CALLS and spec["module"] not in solution:
+        raise TaskFormatError(str(task_file), f"calls.module {spec['module']!r} is not a file of solution/",
+                              pointer="/calls/module",
+                              hint=f"solution/ has: {', '.join(sorted(solution)[:8])}")
 
 
 def load_task(folder: Path) -> Task:
@@ -198,6 +237,7 @@ def load_task(folder: Path) -> Task:
         raise TaskFormatError(str(folder / SOLUTION_DIR / outside[0]),
                               "solution file is not covered by any editable glob, so grading would ignore it",
                               hint="add a glob for it to 'editable' in task.toml, or move it to starter/")
+    _check_kind(task_file, data, solution)
     return _build(folder, data)
 
 

@@ -55,6 +55,43 @@ class TaskLimits:
     output_bytes: int = 1048576
 
 
+class TaskKind(StrEnum):
+    """How a task is graded: its own test command, or one of verify-cli's built-in runners."""
+
+    TESTS = "tests"
+    STDIO = "stdio"  # input/output pairs fed to a program
+    CALLS = "calls"  # calls of a named function, compared by value
+
+
+@dataclass(frozen=True)
+class StdioSpec:
+    """The ``[stdio]`` table: how the stdin/stdout runner runs and judges the program."""
+
+    program: str
+    compare: str = "lines"
+    tolerance: float = 1e-06
+    checker: str = ""
+    case_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class CallsSpec:
+    """The ``[calls]`` table: which function the call runner calls and how its tests are written."""
+
+    entry_point: str
+    module: str
+    style: str = "check"
+    call_seconds: float = 5.0
+
+
+#: The test command of a task graded by a built-in runner (a harness module on the sandbox's
+#: PYTHONPATH); task.toml names it so that every tool that reads test.command still works.
+RUNNER_COMMANDS: Mapping[TaskKind, str] = {
+    TaskKind.STDIO: 'python -m verify_stdio',
+    TaskKind.CALLS: 'python -m verify_calls',
+}
+RUNNER_RESULTS = "junit.xml"
+
 # Folder names inside a task folder.
 TASK_FILE = "task.toml"
 PROMPT_FILE = "prompt.md"
@@ -83,6 +120,9 @@ class Task:
     isolation: Isolation = Isolation.TWO_PROCESS
     #: The ``[difficulty]`` table written by ``verify-cli difficulty --write-back``, if any.
     difficulty: Mapping[str, object] | None = None
+    kind: TaskKind = TaskKind.TESTS
+    stdio: StdioSpec | None = None
+    calls: CallsSpec | None = None
 
     @property
     def task_file(self) -> Path:

@@ -1,0 +1,99 @@
+"""Export to verl Parquet, JSONL and datasets folders; read back with ``datasets``; import again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from verify_cli.exporters import export_tasks
+from verify_cli.exporters.schemas import VERL_SCHEMA
+from verify_cli.importers import import_rows
+from verify_cli.tasks.metadata import difficulty_bucket, difficulty_record
+from verify_cli.tasks.paths import list_files
+
+ROWS = [
+    {"problem_id": 7, "question": "Print the sum.", "solutions": json.dumps(["print(sum(map(int, input().split())))"]),
+     "input_output": json.dumps({"inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n", "7\n"]}),
+     "difficulty": "interview"},
+    {"problem_id": 8, "question": "Echo the line.", "solutions": json.dumps(["print(input())"]),
+     "input_output": json.dumps({"inputs": ["héllo\n"], "outputs": ["héllo\n"]})},
+]
+MBPP = [{"task_id": 3, "text": "Double a number.", "code": "def double(x):\n    return 2 * x\n",
+         "test_list": ["assert double(2) == 4"], "test_setup_code": ""}]
+
+
+@pytest.fixture
+def task_set(tmp_path: Path) -> Path:
+    src = tmp_path / "apps.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    out = tmp_path / "set"
+    assert not import_rows(str(src), out, preset="stdio").failures
+    mbpp = tmp_path / "mbpp.jsonl"
+    mbpp.write_text(json.dumps(MBPP[0]) + "\n", encoding="utf-8")
+    assert not import_rows(str(mbpp), out, preset="asserts").failures
+    # A measured difficulty carried in with the row (as `difficulty` writes its records).
+    source = out / "mbpp" / "3" / "source.json"
+    record = {"pass_rate": 0.25, "bucket": "hard", "n": 16, "model": "tiny", "date": "2026-11-30"}
+    doc = {**json.loads(source.read_text()), "difficulty": record}
+    source.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")  # as the importer writes it
+    return out
+
+
+def test_a_written_back_difficulty_record_is_read_from_task_toml(tmp_path: Path) -> None:
+    """`verify-cli difficulty --write-back` adds [difficulty] to task.toml; it wins over the row's."""
+    (tmp_path / "task.toml").write_text('id = "x"\n\n[difficulty]\npass_rate = 0.9\nbucket = "easy"\nn = 8\n')
+    (tmp_path / "source.json").write_text(json.dumps({"difficulty": {"pass_rate": 0.1}}))
+    assert difficulty_record(tmp_path) == {"pass_rate": 0.9, "bucket": "easy", "n": 8}
+    assert difficulty_bucket({"pass_rate": 0.5}) == "medium"
+    assert difficulty_bucket(None) == "unmeasured"
+
+
+def folder_bytes(root: Path) -> dict[str, bytes]:
+    return {rel: p.read_bytes() for rel, p in list_files(root).items()}
+
+
+def test_verl_export_reads_back_with_datasets(task_set: Path, tmp_path: Path) -> None:
+    import datasets
+
+    report = export_tasks(task_set, "verl", tmp_path / "verl")
+    assert sorted(report.exported) == ["apps/7", "apps/8", "mbpp/3"]
+    ds = datasets.load_dataset("parquet", data_files=str(report.out), split="train")
+    assert ds.features == datasets.Features.from_arrow_schema(VERL_SCHEMA)
+    assert set(ds.column_names) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
+    by_id = {row["extra_info"]["task_id"]: row for row in ds}
+    row = by_id["apps/7"]
+    assert row["data_source"] == "apps" and row["ability"] == "coding"
+    assert row["prompt"] == [{"role": "user", "content": "Print the sum."}]
+    assert row["reward_model"]["style"] == "rule"
+    truth = json.loads(row["reward_model"]["ground_truth"])
+    assert truth["inputs"] == ["1 2\n", "3 4\n"] and truth["outputs"] == ["3\n", "7\n"]
+    assert row["extra_info"]["split"] == "train" and row["extra_info"]["index"] in range(3)
+    assert json.loads(row["extra_info"]["difficulty"]) == {"value": "interview"}
+    measured = by_id["mbpp/3"]["extra_info"]
+    assert json.loads(measured["difficulty"])["pass_rate"] == 0.25
+    assert measured["difficulty_bucket"] == "hard"
+    assert by_id["mbpp/3"]["extra_info"]["entry_point"] == "double"
+    table = pa.parquet.read_table(report.out)
+    assert table.schema.equals(VERL_SCHEMA, check_metadata=False)
+
+
+@pytest.mark.parametrize(("fmt", "preset"), [("verl", "verl"), ("jsonl", "verify"), ("datasets", "verify")])
+def test_import_export_import_is_lossless(task_set: Path, tmp_path: Path, fmt: str, preset: str) -> None:
+    report = export_tasks(task_set, fmt, tmp_path / f"out-{fmt}")
+    back = tmp_path / f"back-{fmt}"
+    again = import_rows(str(report.out), back, preset=preset)
+    assert not again.failures and sorted(again.written) == ["apps/7", "apps/8", "mbpp/3"]
+    assert folder_bytes(back) == folder_bytes(task_set)
+    assert difficulty_bucket(difficulty_record(back / "mbpp" / "3")) == "hard"
+
+
+def test_jsonl_rows_hold_the_generic_fields(task_set: Path, tmp_path: Path) -> None:
+    report = export_tasks(task_set, "jsonl", tmp_path / "tasks.jsonl")
+    rows = [json.loads(line) for line in report.out.read_text(encoding="utf-8").splitlines()]
+    row = next(r for r in rows if r["id"] == "apps/8")
+    assert row["kind"] == "stdio" and row["solution"] == "print(input())"
+    assert json.loads(row["ground_truth"])["inputs"] == ["héllo\n"]
+    assert row["difficulty"] is None and row["difficulty_bucket"] == "unmeasured"

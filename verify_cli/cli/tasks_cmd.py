@@ -1,0 +1,82 @@
+"""``verify-cli tasks list`` / ``tasks stats``: a task set at a glance."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from verify_cli.checks.cache import default_cache_dir
+from verify_cli.cli import console
+from verify_cli.report.files import write_json
+from verify_cli.report.task_set import (
+    STAT_FIELDS,
+    UNCHECKED,
+    statuses_from_cache,
+    statuses_from_report,
+    task_set_stats,
+)
+from verify_cli.sandbox.registry import resolve_backend_name
+from verify_cli.tasks.catalog import TaskEntry, catalog
+
+tasks_app = typer.Typer(name="tasks", no_args_is_help=True, help="Look at a task set: list its tasks, count them.")
+
+PathArg = Annotated[Path, typer.Argument(help="A task folder, or a folder searched recursively for tasks.")]
+ChecksOpt = Annotated[Path | None, typer.Option(
+    "--checks", help="A check-tasks --json report to take check status from (default: the check-tasks cache).")]
+JsonOpt = Annotated[str | None, typer.Option("--json", help="Write the result as JSON (- for stdout).")]
+SandboxOpt = Annotated[str, typer.Option("--sandbox", "-s", help="Backend whose cached check results count.")]
+RepeatsOpt = Annotated[int, typer.Option("--repeats", "-n", min=1, help="Repeats of the cached check-tasks runs.")]
+CacheOpt = Annotated[Path | None, typer.Option("--cache-dir", help="The check-tasks cache folder.")]
+
+
+def _statuses(entries: Sequence[TaskEntry], checks: Path | None, sandbox: str, repeats: int,
+              cache_dir: Path | None) -> dict[str, str]:
+    if checks is not None:
+        return statuses_from_report(checks)
+    backend, _ = resolve_backend_name(sandbox)
+    return statuses_from_cache(entries, cache_dir or default_cache_dir(), backend, repeats)
+
+
+@tasks_app.command("list")
+def list_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = None,
+                 sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = 3, cache_dir: CacheOpt = None) -> None:
+    """One line per task: id, domain, language, kind, difficulty, check status."""
+    if json_out == "-":
+        console.use_stderr()
+    entries = catalog(path)
+    statuses = _statuses(entries, checks, sandbox, repeats, cache_dir)
+    table = Table(title=f"{len(entries)} task(s) under {path}", title_justify="left")
+    for name in ("task", "domain", "language", "kind", "difficulty", "check", "source"):
+        table.add_column(name)
+    for e in entries:
+        table.add_row(e.id, e.domain, e.language, e.kind, e.difficulty, statuses.get(e.id, UNCHECKED),
+                      e.data_source or "-")
+    console.out.print(table)
+    if json_out:
+        write_json(json_out, {"command": "tasks list", "tasks": [
+            {**e.to_dict(), "check": statuses.get(e.id, UNCHECKED)} for e in entries]})
+
+
+@tasks_app.command("stats")
+def stats_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = None,
+                  sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = 3, cache_dir: CacheOpt = None) -> None:
+    """Counts by domain, language, kind, difficulty bucket and check status."""
+    if json_out == "-":
+        console.use_stderr()
+    entries = catalog(path)
+    stats: dict[str, Any] = task_set_stats(entries, _statuses(entries, checks, sandbox, repeats, cache_dir))
+    console.info(f"{stats['tasks']} task(s) under {path}"
+                 + (f", {stats['failed_to_load']} do not load" if stats["failed_to_load"] else ""))
+    for name in STAT_FIELDS:
+        table = Table(title=f"by {name}", title_justify="left")
+        table.add_column(name)
+        table.add_column("tasks", justify="right")
+        for value, count in stats[name].items():
+            table.add_row(value, str(count))
+        console.out.print(table)
+    if json_out:
+        write_json(json_out, {"command": "tasks stats", **stats})

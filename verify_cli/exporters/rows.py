@@ -1,0 +1,73 @@
+"""One exported row per task: the fields every format holds, and the whole task folder."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from verify_cli.tasks.metadata import SOURCE_FILE, difficulty_bucket, difficulty_record, task_source
+from verify_cli.tasks.model import HIDDEN_TESTS_DIR, PROMPT_FILE, TASK_FILE, TESTS_DIR, Task, TaskKind
+from verify_cli.tasks.paths import list_files
+
+#: Field (verl: in extra_info) that carries the task folder, so an export imports back exactly.
+TASK_PAYLOAD = "verify_cli_task"
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def task_files(task: Task) -> dict[str, str]:
+    """Every file of the task folder but task.toml, prompt.md and source.json, as text."""
+    skip = {TASK_FILE, PROMPT_FILE, SOURCE_FILE}
+    return {rel: _text(p.read_bytes()) for rel, p in list_files(task.root).items() if rel not in skip}
+
+
+def ground_truth(task: Task, files: dict[str, str]) -> dict[str, Any]:
+    """What a reward function needs to judge an answer, in the shape RL data sets use:
+    stdio tasks as ``{"inputs": [...], "outputs": [...]}`` (APPS/TACO), call tasks as the entry
+    point and the test code, other tasks as their test files."""
+    tests = {rel: text for rel, text in files.items() if rel.split("/", 1)[0] in (TESTS_DIR, HIDDEN_TESTS_DIR)}
+    if task.kind is TaskKind.STDIO and task.stdio is not None:
+        stems = sorted(rel[:-3] for rel in tests if rel.endswith(".in"))
+        pairs = [(s, next((tests[s + x] for x in (".out", ".ans") if s + x in tests), None)) for s in stems]
+        return {"inputs": [tests[s + ".in"] for s, out in pairs if out is not None],
+                "outputs": [out for _, out in pairs if out is not None],
+                "compare": task.stdio.compare, "tolerance": task.stdio.tolerance}
+    if task.kind is TaskKind.CALLS and task.calls is not None:
+        return {"entry_point": task.calls.entry_point, "style": task.calls.style, "tests": tests}
+    return {"test_command": task.test.command, "tests": tests}
+
+
+def main_solution(task: Task, files: dict[str, str]) -> str:
+    """The reference solution's text (one file), or its files as JSON when there are several."""
+    solution = {rel.split("/", 1)[1]: text for rel, text in files.items() if rel.startswith("solution/")}
+    if len(solution) == 1:
+        return next(iter(solution.values()))
+    return json.dumps(solution, sort_keys=True)
+
+
+def export_row(task: Task, *, split: str) -> dict[str, Any]:
+    """The generic row of ``task`` (the JSONL and datasets formats write it as is)."""
+    files = task_files(task)
+    source = task_source(task)
+    record = difficulty_record(task)
+    payload = {"task_toml": task.task_file.read_text(encoding="utf-8"), "prompt": task.prompt,
+               "files": files, "source": source}
+    return {
+        "id": task.id,
+        "title": task.title,
+        "domain": task.domain,
+        "language": task.language,
+        "kind": task.kind.value,
+        "tags": list(task.tags),
+        "prompt": task.prompt,
+        "entry_point": task.calls.entry_point if task.calls is not None else "",
+        "solution": main_solution(task, files),
+        "ground_truth": json.dumps(ground_truth(task, files), sort_keys=True),
+        "difficulty": json.dumps(record, sort_keys=True, default=str) if record else None,
+        "difficulty_bucket": difficulty_bucket(record),
+        "data_source": str(source.get("data_source") or task.id.split("/", 1)[0]),
+        "split": str(source.get("split") or split),
+        TASK_PAYLOAD: json.dumps(payload, sort_keys=True),
+    }

@@ -1,0 +1,115 @@
+"""``verify-cli export``: a task set to verl Parquet, JSONL, or a ``datasets`` folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from verify_cli.errors import UsageError
+from verify_cli.exporters.rows import TASK_PAYLOAD, export_row
+from verify_cli.exporters.schemas import ROW_SCHEMA, VERL_SCHEMA
+from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
+from verify_cli.tasks.model import Task
+
+
+class ExportFormat(StrEnum):
+    VERL = "verl"
+    JSONL = "jsonl"
+    DATASETS = "datasets"
+
+
+@dataclass
+class ExportReport:
+    format: ExportFormat
+    out: Path
+    exported: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (folder, why)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"format": self.format.value, "out": str(self.out), "exported": len(self.exported),
+                "skipped": [{"path": p, "reason": r} for p, r in self.skipped]}
+
+
+def verl_row(row: dict[str, Any], index: int) -> dict[str, Any]:
+    """A generic row in verl's layout."""
+    return {
+        "data_source": row["data_source"],
+        "prompt": [{"role": "user", "content": row["prompt"]}],
+        "ability": row["domain"],
+        "reward_model": {"style": "rule", "ground_truth": row["ground_truth"]},
+        "extra_info": {"index": index, "split": row["split"], "task_id": row["id"], "kind": row["kind"],
+                       "entry_point": row["entry_point"], "solution": row["solution"],
+                       "difficulty": row["difficulty"], "difficulty_bucket": row["difficulty_bucket"],
+                       TASK_PAYLOAD: row[TASK_PAYLOAD]},
+    }
+
+
+def _write_verl(rows: list[dict[str, Any]], out: Path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dest = out if out.suffix == ".parquet" else out / "train.parquet"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist([verl_row(r, i) for i, r in enumerate(rows)], schema=VERL_SCHEMA)
+    pq.write_table(table, dest)
+    return dest
+
+
+def _write_jsonl(rows: list[dict[str, Any]], out: Path) -> Path:
+    dest = out if out.suffix in (".jsonl", ".ndjson") else out / "tasks.jsonl"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with dest.open("w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return dest
+
+
+def _write_datasets(rows: list[dict[str, Any]], out: Path) -> Path:
+    import datasets
+    import pyarrow as pa
+
+    datasets.disable_progress_bars()  # library code does not print
+    splits: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        splits.setdefault(r["split"], []).append(r)
+    features = datasets.Features.from_arrow_schema(ROW_SCHEMA)
+    dd = datasets.DatasetDict({
+        name: datasets.Dataset(pa.Table.from_pylist(part, schema=ROW_SCHEMA),
+                               info=datasets.DatasetInfo(features=features))
+        for name, part in splits.items()})
+    dd.save_to_disk(str(out))
+    return out
+
+
+_WRITERS: dict[ExportFormat, Callable[[list[dict[str, Any]], Path], Path]] = {
+    ExportFormat.VERL: _write_verl, ExportFormat.JSONL: _write_jsonl, ExportFormat.DATASETS: _write_datasets}
+
+
+def export_tasks(path: Path, fmt: str, out: Path, *, split: str = "train",
+                 on_task: Callable[[str], None] | None = None) -> ExportReport:
+    """Export every task under ``path``; folders that do not load are skipped and listed."""
+    try:
+        chosen = ExportFormat(fmt)
+    except ValueError:
+        raise UsageError(f"unknown export format {fmt!r}",
+                         hint=f"formats: {', '.join(f.value for f in ExportFormat)}") from None
+    report = ExportReport(chosen, Path(out))
+    rows: list[dict[str, Any]] = []
+    items: Iterable[Task | TaskLoadFailure] = load_task_set(path)
+    for item in items:
+        if isinstance(item, TaskLoadFailure):
+            report.skipped.append((str(item.root), item.error.message))
+            continue
+        rows.append(export_row(item, split=split))
+        report.exported.append(item.id)
+        if on_task is not None:
+            on_task(item.id)
+    if not rows:
+        raise UsageError(f"{path}: no task could be loaded to export",
+                         hint="run 'verify-cli check-tasks' on it to see why")
+    report.out = _WRITERS[chosen](rows, Path(out))
+    return report

@@ -1,0 +1,72 @@
+"""What an importer makes of one row: a draft task folder, or the reason it could not."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from verify_cli.tasks.model import TaskKind
+
+
+class RowError(Exception):
+    """A row that cannot become a task; the message says why (the row's index is added later)."""
+
+
+@dataclass
+class TaskDraft:
+    """A task folder before it is written: ``files`` maps paths in the folder to text."""
+
+    id: str
+    prompt: str
+    kind: TaskKind
+    files: dict[str, str]
+    editable: list[str]
+    table: dict[str, Any] = field(default_factory=dict)  # the [stdio] / [calls] table
+    title: str = ""
+    tags: list[str] = field(default_factory=list)
+    domain: str = "coding"
+    language: str = "python"
+    wall_seconds: float = 30.0
+    #: Where the row came from (data source, split, row index, original id) and what was
+    #: measured of it (difficulty): written to ``source.json`` beside task.toml.
+    source: dict[str, Any] = field(default_factory=dict)
+    #: A task.toml written verbatim (a task exported by verify-cli and imported back).
+    task_toml: str | None = None
+
+
+@dataclass(frozen=True)
+class RowFailure:
+    index: int
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"index": self.index, "reason": self.reason}
+
+
+_ID_BAD = re.compile(r"[^a-z0-9._/-]+")
+
+
+def task_id(raw: object, prefix: str) -> str:
+    """A valid task id from a row's own id (``HumanEval/32`` -> ``humaneval/32``), under
+    ``prefix`` when the row's id has no namespace of its own."""
+    text = _ID_BAD.sub("-", str(raw).strip().lower())
+    parts = [p.strip("-._") for p in text.split("/")]
+    parts = [p for p in parts if p]
+    if not parts:
+        raise RowError("the row's id is empty")
+    if len(parts) == 1 and prefix:
+        parts.insert(0, _ID_BAD.sub("-", prefix.lower()).strip("-._") or "task")
+    return "/".join(parts)[:200]
+
+
+def required_text(row: dict[str, Any], column: str, what: str) -> str:
+    """The text in ``column``, or a RowError naming the column."""
+    if column not in row:
+        raise RowError(f"no column {column!r} ({what}); map one with --map {what}=COLUMN")
+    value = row[column]
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise RowError(f"column {column!r} ({what}) is empty")
+    if not isinstance(value, str):
+        raise RowError(f"column {column!r} ({what}) is {type(value).__name__}, not text")
+    return value

