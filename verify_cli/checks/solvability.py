@@ -14,7 +14,8 @@ from typing import Any
 
 from verify_cli.checks.cache import ResultCache, cache_key
 from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
-from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.batch import BatchGrader
+from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
 from verify_cli.grading.workspace import Phase
 from verify_cli.tasks.loader import TaskLoadFailure
@@ -127,7 +128,7 @@ def _report(task: Task, references: list[GradeResult], starter: GradeResult) -> 
                       checks=evaluate(task, references, starter), reference_seconds=ref_time, runs=runs)
 
 
-def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options: CheckOptions,
+def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, options: CheckOptions,
                 *, cache: ResultCache | None = None, backend_id: str = "",
                 on_progress: ProgressCallback | None = None) -> list[TaskReport]:
     """Check every task; reports come back in the order of ``items``."""

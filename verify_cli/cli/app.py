@@ -10,6 +10,7 @@ from verify_cli import __version__
 from verify_cli.cli import console
 from verify_cli.cli.audit import audit_command
 from verify_cli.cli.check_tasks import check_tasks_command
+from verify_cli.cli.cluster_cmd import cluster_app
 from verify_cli.cli.misc import new_task_command, schema_command
 from verify_cli.cli.sandbox_cmd import sandbox_app
 from verify_cli.errors import ExitCode, VerifyError
@@ -36,6 +37,7 @@ app.command("audit")(audit_command)
 app.command("schema")(schema_command)
 app.command("new-task")(new_task_command)
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(cluster_app, name="cluster")
 
 
 def main(argv: list[str] | None = None) -> int:

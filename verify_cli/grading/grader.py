@@ -71,6 +71,9 @@ class GradeResult:
     seed: int | None = None
     label: str = ""
     seconds: float = 0.0
+    #: Where the run happened when an executor spread the work over several machines (the Ray
+    #: executor: ``ip/node-id``); empty for runs in this process.
+    node: str = ""
 
     @property
     def failed_tests(self) -> list[TestOutcome]:
@@ -89,6 +92,8 @@ class GradeResult:
             "problems": list(self.problems), "ignored_files": list(self.ignored_files),
             "tests": [t.to_dict() for t in self.tests], "seconds": round(self.seconds, 4),
         }
+        if self.node:
+            d["node"] = self.node
         if with_run:
             d["run"] = self.run.to_dict()
         return d
