@@ -41,6 +41,7 @@ class SandboxPool:
         self.running = 0
         self.waiting = 0
         self.done = 0
+        self.peak = 0  # the most sandboxes this actor ever ran at once
 
     def describe(self) -> dict[str, Any]:
         return {"node": self.node, "host": socket.gethostname(), "pid": os.getpid(), "version": __version__,
@@ -49,7 +50,7 @@ class SandboxPool:
 
     def stats(self) -> dict[str, Any]:
         return {"node": self.node, "backend": self.backend, "slots": self.slots, "running": self.running,
-                "waiting": self.waiting, "done": self.done}
+                "waiting": self.waiting, "done": self.done, "peak": self.peak}
 
     async def grade(self, request: GradeRequest, content_hash: str, bundle: list[Any]) -> GradeResult:
         """Grade ``request`` here. ``bundle`` is ``[ObjectRef of the TaskBundle]``, fetched only
@@ -64,6 +65,7 @@ class SandboxPool:
         async with self._slots:
             self.waiting -= 1
             self.running += 1
+            self.peak = max(self.peak, self.running)
             try:
                 result = await asyncio.get_running_loop().run_in_executor(self.threads, self.grader.grade, local)
             finally:

@@ -1,0 +1,136 @@
+"""The ray executor on a real two-node Ray cluster (head: 1 sandbox slot, worker: 2).
+
+check-tasks gives the same verdicts on ray as on local; work lands on both nodes and no node runs
+more sandboxes than its slots; killing a sandbox-pool actor mid-run loses no run and scores none
+wrongly; ``cluster status`` shows both nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import DEFECTIVE_TASKS, SAMPLE_TASKS
+from tests.executors.conftest import LocalRayCluster
+from verify_cli.cli.app import main
+from verify_cli.executors import ExecutorUnavailableError
+from verify_cli.grading import GradeRequest, GradeStatus, Phase
+from verify_cli.tasks import load_task
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def task_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample tasks plus two defective ones, so that the verdicts to compare are not all alike."""
+    root = tmp_path_factory.mktemp("tasks")
+    for src in sorted(p for p in SAMPLE_TASKS.iterdir() if p.is_dir()):
+        shutil.copytree(src, root / src.name)
+    for name in ("reference-fails", "starter-passes"):
+        shutil.copytree(DEFECTIVE_TASKS / name, root / name)
+    return root
+
+
+def _check_tasks(path: Path, out: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    code = main(["check-tasks", str(path), "--no-cache", "--repeats", "2", "--json", str(out), *extra])
+    return code, json.loads(out.read_text())
+
+
+def _verdicts(report: dict[str, Any]) -> dict[str, tuple[str, list[tuple[str, str]]]]:
+    return {t["task_id"]: (t["verdict"], sorted((c["name"], c["status"]) for c in t["checks"]))
+            for t in report["tasks"]}
+
+
+def test_check_tasks_gives_the_same_verdicts_on_ray_as_on_local(
+        ray_cluster: LocalRayCluster, task_set: Path, tmp_path: Path) -> None:
+    local_code, local = _check_tasks(task_set, tmp_path / "local.json", "--jobs", "2")
+    ray_code, on_ray = _check_tasks(task_set, tmp_path / "ray.json", "--executor", "ray",
+                                    "--ray-address", ray_cluster.address)
+    assert local_code == ray_code == 1  # the two defective tasks
+    assert _verdicts(on_ray) == _verdicts(local)
+    verdicts = Counter(v for v, _ in _verdicts(on_ray).values())
+    assert verdicts == {"sound": 9, "defective": 2}
+    assert on_ray["executor"] == "ray" and on_ray["sandbox"]["backend"] == local["sandbox"]["backend"]
+    # Every run names its node, and the work landed on both nodes.
+    nodes = Counter(run["node"] for t in on_ray["tasks"] for run in t["runs"])
+    assert "" not in nodes and len(nodes) == 2, nodes
+    assert {n.split("/")[1] for n in nodes} == {ray_cluster.head_node_id[:8], ray_cluster.worker_node_id[:8]}
+    assert all("node" not in run for t in local["tasks"] for run in t["runs"])
+
+
+def _requests(copies: int) -> list[GradeRequest]:
+    tasks = [load_task(p) for p in sorted(SAMPLE_TASKS.iterdir()) if (p / "task.toml").is_file()]
+    out = []
+    for i in range(copies):
+        for task in tasks:
+            out.append(GradeRequest(task, Phase.REFERENCE, seed=i + 1, label=f"ref:{task.id}:{i}"))
+            out.append(GradeRequest(task, Phase.STARTER, label=f"starter:{task.id}:{i}"))
+    return out
+
+
+def test_killing_a_pool_actor_mid_run_loses_no_run_and_scores_none_wrongly(ray_cluster: LocalRayCluster) -> None:
+    import ray
+
+    from verify_cli.executors.ray_executor import RayExecutor
+
+    requests = _requests(copies=2)
+    killed: list[str] = []
+    results = []
+    with RayExecutor(ray_cluster.address, sandbox="auto") as executor:
+        for result in executor.grade_many(requests):
+            results.append(result)
+            if not killed:
+                # Kill the actor with the most runs queued or running on it, mid-stream.
+                busy = executor.in_flight()
+                victim = max(busy, key=lambda node: busy[node])
+                assert busy[victim] > 0
+                ray.kill(executor.pool_actor(victim), no_restart=True)
+                killed.append(victim)
+        stats = executor.stats
+    labels = Counter(r.label for r in results)
+    assert set(labels) == {r.label for r in requests} and set(labels.values()) == {1}
+    assert stats.requeued >= 1 and stats.actor_restarts == 1 and stats.lost == 0
+    for r in results:
+        assert r.status is GradeStatus.GRADED, (r.label, r.problems)
+        if r.phase is Phase.REFERENCE:
+            assert r.passed and r.score == 1.0, (r.label, r.problems)
+        else:
+            assert not r.passed, r.label
+    # The node whose actor was killed got a new actor and kept working.
+    assert {r.node.split("/")[1] for r in results[len(results) // 2:]} >= {killed[0][:8]}
+
+
+def test_no_node_runs_more_sandboxes_than_its_slots(ray_cluster: LocalRayCluster) -> None:
+    import ray
+
+    from verify_cli.executors.ray_executor import RayExecutor
+
+    with RayExecutor(ray_cluster.address, sandbox="auto") as executor:
+        results = list(executor.grade_many(_requests(copies=1)))
+        peaks = {node.node_id: ray.get(executor.pool_actor(node.node_id).stats.remote())["peak"]
+                 for node in executor.nodes}
+    assert all(r.status is GradeStatus.GRADED for r in results)
+    assert peaks[ray_cluster.head_node_id] <= 1
+    assert peaks[ray_cluster.worker_node_id] <= 2
+    assert peaks[ray_cluster.worker_node_id] == 2  # and the slots are used
+
+
+def test_cluster_status_shows_both_nodes(ray_cluster: LocalRayCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cluster", "status", "--ray-address", ray_cluster.address, "--json", "-"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    nodes = {n["node_id"]: n for n in status["nodes"]}
+    assert {nid: n["slots"] for nid, n in nodes.items()} == ray_cluster.slots
+    for n in nodes.values():
+        assert n["alive"] and n["backends"]["process"] == "available" and not n["problem"]
+
+
+def test_a_backend_no_node_has_is_a_clear_error(ray_cluster: LocalRayCluster) -> None:
+    from verify_cli.executors.ray_executor import RayExecutor
+
+    with pytest.raises(ExecutorUnavailableError, match="no node of the Ray cluster could start a sandbox pool"):
+        RayExecutor(ray_cluster.address, sandbox="no-such-backend")
