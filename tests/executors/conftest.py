@@ -121,6 +121,8 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    # A loaded machine (CI, shared cores) registers a raylet slowly: wait longer than Ray's default.
+    env["RAY_raylet_start_wait_time_s"] = "120"
     port = _free_port()
     address = f"127.0.0.1:{port}"
     common = ["--num-cpus=1", "--object-store-memory=100000000"]
@@ -137,14 +139,29 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
                 return s.connect_ex(("127.0.0.1", port)) == 0
 
         _wait_for(head_up, "the head's GCS port", procs, logs[:1])
-        procs.append(_start([f"--address={address}", *common,
-                             "--resources", f'{{"sandbox_slots": {WORKER_SLOTS}}}'], logs[1], env))
-        ray.init(address=address, namespace="verify-cli", log_to_driver=False, configure_logging=False)
+
+        def connected() -> bool:  # the driver needs the head's raylet registered: retry until it is
+            try:
+                ray.init(address=address, namespace="verify-cli", log_to_driver=False, configure_logging=False)
+            except (ConnectionError, RuntimeError):
+                return False
+            return True
+
+        _wait_for(connected, "the driver to connect", procs, logs[:1])
 
         def both_up() -> bool:
             return sum(1 for n in ray.nodes() if n["Alive"] and n["Resources"].get("sandbox_slots")) == 2
 
-        _wait_for(both_up, "two live nodes with sandbox slots", procs, logs)
+        worker_args = [f"--address={address}", *common, "--resources", f'{{"sandbox_slots": {WORKER_SLOTS}}}']
+        procs.append(_start(worker_args, logs[1], env))
+        try:
+            _wait_for(both_up, "two live nodes with sandbox slots", procs, logs)
+        except RuntimeError:
+            if procs[1].poll() is None:
+                raise
+            # A raylet that could not register in time on a loaded machine: one more try.
+            procs.append(_start(worker_args, logs[1], env))
+            _wait_for(both_up, "two live nodes with sandbox slots", [procs[0], procs[2]], logs)
         nodes = [n for n in ray.nodes() if n["Alive"]]
         head = next(n["NodeID"] for n in nodes if "node:__internal_head__" in n["Resources"])
         worker = next(n["NodeID"] for n in nodes if n["NodeID"] != head)

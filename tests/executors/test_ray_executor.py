@@ -134,3 +134,49 @@ def test_a_backend_no_node_has_is_a_clear_error(ray_cluster: LocalRayCluster) ->
 
     with pytest.raises(ExecutorUnavailableError, match="no node of the Ray cluster could start a sandbox pool"):
         RayExecutor(ray_cluster.address, sandbox="no-such-backend")
+
+
+def test_a_node_that_keeps_failing_is_drained_and_its_work_finishes_elsewhere(ray_cluster: LocalRayCluster) -> None:
+    import ray
+
+    from verify_cli.executors.ray_executor import RayExecutor
+
+    requests = _requests(copies=1)
+    results = []
+    killed: list[Any] = []
+    with RayExecutor(ray_cluster.address, sandbox="auto", drain_after=2) as executor:
+        victim = ray_cluster.worker_node_id
+        for result in executor.grade_many(requests):
+            results.append(result)
+            actor = executor.pool_actor(victim)
+            if len(killed) < 2 and actor not in killed and executor.in_flight()[victim] > 0:
+                ray.kill(actor, no_restart=True)  # its actor dies, and then its replacement dies
+                killed.append(actor)
+        stats = executor.stats
+    assert len(killed) == 2
+    victim_name = next(n.name for n in executor.nodes if n.node_id == victim)
+    assert stats.drained == [victim_name] and stats.actor_restarts == 1 and stats.lost == 0
+    assert sorted(r.label for r in results) == sorted(r.label for r in requests)
+    for r in results:
+        assert r.status is GradeStatus.GRADED and r.passed is (r.phase is Phase.REFERENCE), (r.label, r.problems)
+    assert results[-1].node.split("/")[1] == ray_cluster.head_node_id[:8]
+
+
+def _audit(out: Path, *extra: str) -> dict[str, Any]:
+    main(["audit", str(DEFECTIVE_TASKS / "weak-tests"), "--reruns", "1", "--max-mutants", "4",
+          "--probe", "always-equal", "--probe", "planted-conftest", "--fail-under", "90", "--json", str(out), *extra])
+    return json.loads(out.read_text())
+
+
+def test_audit_finds_the_same_on_ray_as_on_local(ray_cluster: LocalRayCluster, tmp_path: Path) -> None:
+    local = _audit(tmp_path / "local.json")
+    on_ray = _audit(tmp_path / "ray.json", "--executor", "ray", "--ray-address", ray_cluster.address)
+
+    def findings(report: dict[str, Any]) -> list[Any]:
+        return [(t["verdict"], t["mutation"]["killed"], t["mutation"]["survived"], t["mutation"]["total"],
+                 sorted((p["name"], p["hacked"], p["score"], p["passed_tests"]) for p in t["probes"]),
+                 t["flakiness"]["flaky"])
+                for t in report["tasks"]]
+
+    assert findings(on_ray) == findings(local)
+    assert on_ray["summary"] == local["summary"] == {"reliable": 0, "unreliable": 1, "error": 0}

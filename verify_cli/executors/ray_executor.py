@@ -14,6 +14,7 @@ result names the node it ran on (:attr:`GradeResult.node`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -236,7 +237,8 @@ class RayExecutor(Executor):
         dead actor on a live node, drain a node that keeps failing."""
         ray = self._ray
         pool = attempt.pool
-        assert pool is not None
+        if pool is None:  # pragma: no cover - only submitted attempts fail
+            return
         actor_died = isinstance(error, ray.exceptions.RayActorError | ray.exceptions.NodeDiedError)
         with self._lock:
             if pool.drained or (actor_died and attempt.generation != pool.generation):
@@ -266,10 +268,21 @@ class RayExecutor(Executor):
 
     def grade_many(self, requests: Iterable[GradeRequest], *, jobs: int = 2,
                    on_result: ResultCallback | None = None) -> Iterator[GradeResult]:
-        ray = self._ray
-        source = iter(requests)
-        retry: deque[_Attempt] = deque()
         pending: dict[Any, _Attempt] = {}
+        try:
+            yield from self._stream(iter(requests), pending, on_result)
+        finally:
+            # A consumer that stops early: give the room back, and drop what has not started.
+            for ref, attempt in pending.items():
+                if attempt.pool is not None:
+                    self._release(attempt.pool)
+                with contextlib.suppress(Exception):
+                    self._ray.cancel(ref)
+
+    def _stream(self, source: Iterator[GradeRequest], pending: dict[Any, _Attempt],
+                on_result: ResultCallback | None) -> Iterator[GradeResult]:
+        ray = self._ray
+        retry: deque[_Attempt] = deque()
         exhausted = False
         while True:
             # Hand out work while some node has room: re-queued runs first, then new ones.
@@ -304,7 +317,8 @@ class RayExecutor(Executor):
                     ready = [*ready, *more]
             for ref in ready:
                 attempt = pending.pop(ref)
-                assert attempt.pool is not None
+                if attempt.pool is None:  # pragma: no cover - every pending attempt was submitted
+                    continue
                 self._release(attempt.pool)
                 try:
                     result: GradeResult = ray.get(ref)
