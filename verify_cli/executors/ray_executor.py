@@ -128,15 +128,14 @@ class RayExecutor(Executor):
         refs = {pool.actor.describe.remote(): pool for pool in self._pools}
         ready, not_ready = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
         for ref in not_ready:
-            pool = refs[ref]
-            self._drain(pool, f"its sandbox pool did not start within {timeout:g}s (are its "
-                              f"{SLOTS_RESOURCE} held by another run?)")
+            self._leave_out(refs[ref], f"its sandbox pool did not start within {timeout:g}s (are its "
+                                       f"{SLOTS_RESOURCE} held by another run?)")
         for ref in ready:
             pool = refs[ref]
             try:
                 pool.info = ray.get(ref)
             except ray.exceptions.RayError as e:
-                self._drain(pool, f"its sandbox pool failed to start: {_cause(e)}")
+                self._leave_out(pool, f"its sandbox pool failed to start: {_cause(e)}")
                 continue
             if pool.info.get("warning"):
                 self.warnings.append(f"{pool.node.name}: {pool.info['warning']}")
@@ -149,6 +148,12 @@ class RayExecutor(Executor):
         if len(kinds) > 1:
             self.warnings.append("nodes grade with different sandbox backends: "
                                  + ", ".join(f"{p.node.name}={p.info['backend']}" for p in live))
+
+    def _leave_out(self, pool: _Pool, reason: str) -> None:
+        self._drain(pool, reason)
+        self.warnings.append(f"node {pool.node.name} left out: {reason}")
+        with contextlib.suppress(Exception):
+            self._ray.kill(pool.actor, no_restart=True)
 
     def _drain(self, pool: _Pool, reason: str) -> None:
         with self._lock:
