@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import stat
 import sys
 from pathlib import Path
@@ -111,3 +112,13 @@ def test_ray_executor_without_ray_exits_3_with_a_hint(sample_tasks_dir: Path, mo
     code = main(["check-tasks", str(sample_tasks_dir / "coding-interval-merge"), "--executor", "ray", "--no-cache"])
     err = capsys.readouterr().err
     assert code == 3 and "install 'verify-cli[distributed]'" in err and "Traceback" not in err
+
+
+@pytest.mark.ray
+def test_an_address_where_no_cluster_answers_fails_fast_with_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    assert main(["cluster", "status", "--ray-address", f"127.0.0.1:{port}"]) == 3
+    err = capsys.readouterr().err
+    assert "no Ray cluster answers" in err and "ray start --head" in err and "Traceback" not in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -41,12 +42,26 @@ def connect(address: str) -> tuple[ModuleType, bool]:
     ray = import_ray()
     if ray.is_initialized():
         return ray, False
+    if address != "auto" and "://" not in address and not _answers(address):
+        # ray.init retries an address that does not answer for minutes: fail now instead.
+        raise ExecutorUnavailableError(f"no Ray cluster answers at {address!r} (nothing listens there)",
+                                       hint=START_HINT)
     try:
         ray.init(address=address, namespace=ACTOR_NAMESPACE, log_to_driver=False,
                  logging_level=logging.WARNING, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise ExecutorUnavailableError(f"no Ray cluster answers at {address!r}: {e}", hint=START_HINT) from None
     return ray, True
+
+
+def _answers(address: str, timeout: float = 5.0) -> bool:
+    """Whether something accepts a TCP connection at ``HOST:PORT``."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def cluster_nodes(ray: ModuleType) -> list[SandboxNode]:
