@@ -167,7 +167,8 @@ class RayExecutor(Executor):
     # --- properties -------------------------------------------------------------------------
 
     def _live_info(self, key: str) -> str:
-        values = sorted({str(p.info.get(key, "?")) for p in self._pools if p.info and not p.drained})
+        # Every pool that started (drained ones graded too); those left out at start have no info.
+        values = sorted({str(p.info.get(key, "?")) for p in self._pools if p.info})
         return "+".join(values) or "?"
 
     @property
