@@ -13,4 +13,5 @@ fi
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check verify_cli tests scripts
 mypy verify_cli
-exec python -m pytest -n 2 "$@"
+# loadgroup: tests sharing a costly module fixture (the local Ray cluster) stay on one worker.
+exec python -m pytest -n 2 --dist loadgroup "$@"

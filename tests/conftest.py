@@ -6,6 +6,7 @@ Markers (registered in pyproject.toml under ``--strict-markers``):
 - ``docker``: needs a running Docker engine and the docker backend; skipped with the reason
   otherwise.
 - ``gpu``: needs a CUDA GPU; skipped otherwise.
+- ``ray``: needs Ray (the ``distributed`` extra); skipped with the reason where it is not importable.
 - ``slow``: takes more than a few seconds; never skipped here (deselect with ``-m "not slow"``).
 
 CI installs bubblewrap and Docker, so in CI nothing that matters is skipped.
@@ -53,10 +54,19 @@ def _gpu_availability() -> Availability:
     return Availability(True)
 
 
+def _ray_availability() -> Availability:
+    try:
+        import ray  # noqa: F401
+    except ImportError as e:
+        return Availability(False, f"ray is not importable ({e}); pip install 'verify-cli[distributed]'")
+    return Availability(True)
+
+
 _PREREQUISITES: dict[str, Callable[[], Availability]] = {
     "bwrap": lambda: backend_availability("bwrap"),
     "docker": lambda: backend_availability("docker"),
     "gpu": _gpu_availability,
+    "ray": _ray_availability,
 }
 
 

@@ -30,7 +30,8 @@ from verify_cli.checks.flaky_power import (
     repeats_for_power,
 )
 from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
-from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.batch import BatchGrader
+from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
 from verify_cli.grading.workspace import Phase
 from verify_cli.tasks.loader import TaskLoadFailure
@@ -184,7 +185,7 @@ def _needs_more_runs(runs: Sequence[GradeResult]) -> bool:
     return len({frozenset(t.id for t in r.tests) for r in refs}) == 1
 
 
-def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options: CheckOptions,
+def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, options: CheckOptions,
                 *, cache: ResultCache | None = None, backend_id: str = "",
                 on_progress: ProgressCallback | None = None) -> list[TaskReport]:
     """Check every task; reports come back in the order of ``items``."""

@@ -10,6 +10,7 @@ from verify_cli import __version__
 from verify_cli.cli import console
 from verify_cli.cli.audit import audit_command
 from verify_cli.cli.check_tasks import check_tasks_command
+from verify_cli.cli.cluster_cmd import cluster_app
 from verify_cli.cli.difficulty import difficulty_command
 from verify_cli.cli.import_export import export_command, import_command
 from verify_cli.cli.misc import new_task_command, schema_command
@@ -46,6 +47,7 @@ app.add_typer(trajectories_app, name="trajectories")
 app.command("import")(import_command)
 app.command("export")(export_command)
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(cluster_app, name="cluster")
 
 
 def main(argv: list[str] | None = None) -> int:

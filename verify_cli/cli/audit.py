@@ -13,11 +13,10 @@ from verify_cli.checks.audit.model import DEFAULT_FAIL_UNDER
 from verify_cli.checks.flaky_power import DEFAULT_REPEATS, FlakinessPower
 from verify_cli.checks.probes import probe_names
 from verify_cli.cli import console
-from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt, default_jobs
+from verify_cli.cli.executor_setup import open_executor, report_cluster
+from verify_cli.cli.options import ExecutorOpt, JobsOpt, PoolOpt, RayAddressOpt, SandboxOpt, default_jobs
 from verify_cli.errors import ExitCode, UsageError
-from verify_cli.grading.grader import Grader
 from verify_cli.report.files import write_json
-from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
 from verify_cli.tasks.loader import load_task_set
 
 
@@ -54,6 +53,8 @@ def audit_command(
     json_out: Annotated[str | None, typer.Option(
         "--json", help="Write the full report as JSON (- for stdout).")] = None,
     cold: Annotated[bool, typer.Option("--cold", help="Start every run from scratch: no warm pytest workers.")] = False,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = "auto",
 ) -> None:
     """Measure how far each task's tests can be trusted: mutants, flaky tests, reward hacks.
 
@@ -71,26 +72,26 @@ def audit_command(
         raise UsageError(f"unknown probe(s): {', '.join(sorted(unknown))}",
                          hint=f"known probes: {', '.join(probe_names())}")
     items = list(load_task_set(path))
-    backend, warning = resolve_backend_name(sandbox)
-    if warning:
-        console.warning(warning)
-    box = create_sandbox(backend, pool_size=pool_size)
     options = AuditOptions(mutants=not no_mutants, flaky=not no_flaky, probes=not no_probes,
                            labelled=not no_labelled, reruns=reruns, max_mutants=max_mutants,
                            max_per_operator=max_per_operator, seed=seed, jobs=jobs or default_jobs(),
                            fail_fast=not no_fail_fast, select_by_coverage=not no_coverage,
                            probe_names=frozenset(probe) if probe else None)
-    with box, Grader(box, warm=not cold) as grader, console.audit_progress("auditing tasks") as update:
+    runner = open_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=not cold,
+                           ray_address=ray_address)
+    backend = runner.backend
+    with runner, console.audit_progress("auditing tasks") as update:
         def on_progress(p: AuditProgress) -> None:
             update(f"{p.task_id} ({p.what})", p.done, p.total)
 
-        audits = audit_tasks(items, grader, options, on_progress=on_progress)
-    console.audit_report(audits, backend=backend, isolation=box.isolation, options=options,
+        audits = audit_tasks(items, runner, options, on_progress=on_progress)
+    report_cluster(runner)
+    console.audit_report(audits, backend=backend, isolation=runner.isolation, options=options,
                          fail_under=fail_under)
     if json_out:
         write_json(json_out, {
             "tool": "verify-cli", "version": __version__, "command": "audit",
-            "sandbox": {"backend": backend, "isolation": box.isolation},
+            "sandbox": {"backend": backend, "isolation": runner.isolation}, "executor": executor,
             "flakiness_power": FlakinessPower(reruns).to_dict() if reruns and not no_flaky else None,
             "options": {"reruns": reruns, "max_mutants": max_mutants, "max_per_operator": max_per_operator,
                         "seed": seed, "mutants": not no_mutants, "flaky": not no_flaky,

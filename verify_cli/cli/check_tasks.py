@@ -12,11 +12,10 @@ from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.checks.report import TaskVerdict
 from verify_cli.checks.solvability import DEFAULT_REPEATS, CheckOptions, Progress, check_tasks
 from verify_cli.cli import console
-from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt, default_jobs
+from verify_cli.cli.executor_setup import open_executor, report_cluster
+from verify_cli.cli.options import ExecutorOpt, JobsOpt, PoolOpt, RayAddressOpt, SandboxOpt, default_jobs
 from verify_cli.errors import ExitCode
-from verify_cli.grading.grader import Grader
 from verify_cli.report.files import write_json, write_junit
-from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
 from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
 
 
@@ -36,31 +35,33 @@ def check_tasks_command(
     cold: Annotated[bool, typer.Option(
         "--cold", help="Start every run from scratch: no warm pytest workers.")] = False,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Cache folder.")] = None,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = "auto",
 ) -> None:
     """Prove every task sound: the reference passes in fresh sandboxes, the starter fails, no test is flaky."""
     if json_out == "-":
         console.use_stderr()
     items = list(load_task_set(path))
-    backend, warning = resolve_backend_name(sandbox)
-    if warning:
-        console.warning(warning)
-    box = create_sandbox(backend, pool_size=pool_size)
+    runner = open_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=not cold,
+                           ray_address=ray_address)
+    backend = runner.backend
     cache = None if no_cache else ResultCache(cache_dir or default_cache_dir(), "check-tasks")
     options = CheckOptions(repeats=repeats, jobs=jobs or default_jobs())
-    total_runs = sum(repeats + 1 for i in items if not isinstance(i, TaskLoadFailure))  # at most
-    with box, Grader(box, warm=not cold) as grader, \
-            console.progress_bar("checking tasks", total_runs) as advance:
+    total_runs = sum(repeats + 1 for i in items if not isinstance(i, TaskLoadFailure))
+    with runner, console.progress_bar("checking tasks", total_runs) as advance:
         def on_progress(p: Progress) -> None:
             advance(f"{p.task_id} ({p.phase})", completed=p.done, total=p.total)
 
-        reports = check_tasks(items, grader, options, cache=cache,
+        reports = check_tasks(items, runner, options, cache=cache,
                               backend_id=f"{backend}", on_progress=on_progress)
-    console.check_tasks_table(reports, backend=backend, isolation=box.isolation, repeats=repeats,
+    report_cluster(runner)
+    console.check_tasks_table(reports, backend=backend, isolation=runner.isolation, repeats=repeats,
                               power=options.power)
     if json_out:
         write_json(json_out, {
             "tool": "verify-cli", "version": __version__, "command": "check-tasks",
-            "sandbox": {"backend": backend, "isolation": box.isolation}, "repeats": repeats,
+            "sandbox": {"backend": backend, "isolation": runner.isolation}, "executor": executor,
+            "repeats": repeats,
             "flakiness_power": options.power.to_dict(),
             "summary": {v.value: sum(r.verdict is v for r in reports) for v in TaskVerdict},
             "tasks": [r.to_dict() for r in reports]})

@@ -15,3 +15,9 @@ JobsOpt = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Sandbo
 
 def default_jobs() -> int:
     return os.cpu_count() or 1
+
+ExecutorOpt = Annotated[str, typer.Option(
+    "--executor", help="Where sandboxed runs happen: local (this machine) or ray (a Ray cluster).")]
+RayAddressOpt = Annotated[str, typer.Option(
+    "--ray-address", help="With --executor ray: the cluster's address (HOST:PORT), or auto for the one "
+                          "started on this machine.")]

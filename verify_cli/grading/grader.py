@@ -84,6 +84,9 @@ class GradeResult:
     #: why it ran in-process).
     isolation: str = IN_PROCESS
     isolation_notes: tuple[str, ...] = ()
+    #: Where the run happened when an executor spread the work over several machines (the Ray
+    #: executor: ``ip/node-id``); empty for runs in this process.
+    node: str = ""
 
     @property
     def failed_tests(self) -> list[TestOutcome]:
@@ -103,6 +106,8 @@ class GradeResult:
             "tests": [t.to_dict() for t in self.tests], "seconds": round(self.seconds, 4),
             "isolation": self.isolation, "isolation_notes": list(self.isolation_notes),
         }
+        if self.node:
+            d["node"] = self.node
         if with_run:
             d["run"] = self.run.to_dict()
         return d

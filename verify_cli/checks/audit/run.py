@@ -34,7 +34,8 @@ from verify_cli.checks.audit.mutation import (
 from verify_cli.checks.audit.probing import judge_probe, probe_requests
 from verify_cli.checks.mutation import MutantSet
 from verify_cli.checks.probes import probes_for
-from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.batch import BatchGrader
+from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.tasks.loader import TaskLoadFailure
 from verify_cli.tasks.model import Task
 
@@ -68,7 +69,7 @@ class _TaskState:
 class _Stream:
     """Grades labelled requests, routes each result to its handler, reports progress."""
 
-    def __init__(self, grader: Grader, jobs: int, on_progress: AuditProgressCallback | None) -> None:
+    def __init__(self, grader: BatchGrader, jobs: int, on_progress: AuditProgressCallback | None) -> None:
         self.grader = grader
         self.jobs = jobs
         self.on_progress = on_progress
@@ -107,7 +108,7 @@ class _Stream:
         return thread
 
 
-def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: Grader, options: AuditOptions,
+def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, options: AuditOptions,
                 *, on_progress: AuditProgressCallback | None = None) -> list[TaskAudit]:
     """Audit every task; reports come back in the order of ``items``."""
     ordered = list(items)

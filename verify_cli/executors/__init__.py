@@ -1,0 +1,63 @@
+"""Executors: where grade requests run. The checks and commands do not change; only this does.
+
+An executor is a :class:`~verify_cli.grading.batch.BatchGrader`, a drop-in for the
+:class:`~verify_cli.grading.Grader` that checks were written against::
+
+    from verify_cli.executors import create_executor
+
+    with create_executor("ray", sandbox="auto", ray_address="auto") as executor:
+        for result in executor.grade_many(requests, on_result=progress):   # completion order
+            ...                                                           # result.node: where it ran
+        result = executor.grade(request)                    # one request, blocking
+        result = await executor.agrade(request)             # asyncio
+        async for result in executor.agrade_many(requests): # asyncio, streaming
+            ...
+    check_tasks(items, executor, options)                   # any check takes an executor
+    audit_tasks(items, executor, options)
+
+- ``local`` (:class:`LocalExecutor`): threads over one sandbox backend on this machine, exactly
+  :meth:`Grader.grade_many` (``jobs`` threads, at most ``2 * jobs`` requests in flight).
+- ``ray`` (:class:`~verify_cli.executors.ray_executor.RayExecutor`, needs the ``distributed``
+  extra): one sandbox-pool actor per node of a Ray cluster offering the ``sandbox_slots``
+  resource; tasks travel by content; a run lost with its node is re-queued, never scored.
+
+Results are the same :class:`~verify_cli.grading.GradeResult` whichever executor grades them; the
+ray executor also fills in :attr:`GradeResult.node`. ``grade_many`` is safe to call from
+several threads at once (audit grades two streams side by side).
+"""
+
+from __future__ import annotations
+
+from verify_cli.errors import UsageError
+from verify_cli.executors.base import (
+    ClusterError,
+    Executor,
+    ExecutorUnavailableError,
+    ResultCallback,
+    import_ray,
+)
+from verify_cli.executors.local import LocalExecutor
+from verify_cli.sandbox.registry import resolve_backend_name
+
+EXECUTOR_NAMES = ("local", "ray")
+
+
+def create_executor(name: str, *, sandbox: str = "auto", pool_size: int = 2, warm: bool = True,
+                    ray_address: str = "auto") -> Executor:
+    """The executor ``name`` (``local`` or ``ray``) grading in backend ``sandbox``.
+
+    ``auto`` is resolved here for ``local`` (resolve it first to show the fallback warning) and
+    on each node for ``ray``. Ray is imported only for ``ray``.
+    """
+    if name == "local":
+        backend, _ = resolve_backend_name(sandbox)
+        return LocalExecutor(backend, pool_size=pool_size, warm=warm)
+    if name == "ray":
+        from verify_cli.executors.ray_executor import RayExecutor
+
+        return RayExecutor(ray_address, sandbox=sandbox, pool_size=pool_size, warm=warm)
+    raise UsageError(f"unknown executor {name!r}", hint=f"choose one of: {', '.join(EXECUTOR_NAMES)}")
+
+
+__all__ = ["EXECUTOR_NAMES", "ClusterError", "Executor", "ExecutorUnavailableError", "LocalExecutor",
+           "ResultCallback", "create_executor", "import_ray"]
