@@ -56,13 +56,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.skipif(_SKIP is not None, reason=_
 if _SKIP is None:
     from docker.client import DockerClient
 
-    from verify_cli.sandbox.docker_backend import (
-        LABEL,
-        OWNER_LABEL,
-        RUN_ID_LABEL,
-        DockerSandbox,
-        reap_containers,
-    )
+    from verify_cli.sandbox.docker import DockerSandbox, reap_containers
+    from verify_cli.sandbox.docker.containers import LABEL, OWNER_LABEL, RUN_ID_LABEL
 
 
 @pytest.fixture(scope="module")

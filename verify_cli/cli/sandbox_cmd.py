@@ -60,7 +60,7 @@ def cleanup_command(
     try:
         from docker.client import DockerClient
 
-        from verify_cli.sandbox.docker_backend import reap_containers
+        from verify_cli.sandbox.docker import reap_containers
 
         client = DockerClient.from_env()
         client.ping()
