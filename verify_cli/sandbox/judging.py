@@ -4,6 +4,7 @@ signal, and the reader of a results-folder tar archive."""
 from __future__ import annotations
 
 import contextlib
+import io
 import re
 import signal
 import tarfile
@@ -48,7 +49,7 @@ def result_name(name: str) -> str | None:
     return "/".join(parts)
 
 
-def read_results_tar(fileobj: IO[bytes], *, stream: bool) -> dict[str, bytes]:
+def read_results_tar(fileobj: IO[bytes] | io.RawIOBase, *, stream: bool) -> dict[str, bytes]:
     """Regular files of a tar archive (links, devices, odd names and files over
     MAX_RESULT_FILE_BYTES refused). ``stream``: read ``fileobj`` once, front to back (a socket);
     what a truncated archive held up to its break is kept."""
