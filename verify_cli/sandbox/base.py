@@ -102,6 +102,8 @@ class RunResult:
     stderr: CapturedOutput = field(default_factory=CapturedOutput)
     results: Mapping[str, bytes] = field(default_factory=dict)
     message: str = ""
+    #: The content digest (``sha256:...``) of the image the run ran in; None off Docker.
+    image_digest: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -109,6 +111,7 @@ class RunResult:
             "signal": self.signal, "wall_seconds": round(self.wall_seconds, 4),
             "cpu_seconds": round(self.cpu_seconds, 4), "stdout": self.stdout.to_dict(),
             "stderr": self.stderr.to_dict(), "results": sorted(self.results), "message": self.message,
+            **({"image_digest": self.image_digest} if self.image_digest else {}),
         }
 
 

@@ -57,6 +57,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import IO, Any, ClassVar
 
+from verify_cli.errors import UsageError
 from verify_cli.sandbox.base import (
     Availability,
     Limits,
@@ -90,6 +91,8 @@ from verify_cli.sandbox.docker.containers import (
 )
 from verify_cli.sandbox.docker.errors import DAEMON_ERRORS, SETUP_HINT, ImageUnfit, daemon_failure, short
 from verify_cli.sandbox.docker.execs import DockerExecs
+from verify_cli.sandbox.docker.node_pool import default_max_nodes
+from verify_cli.sandbox.docker.nodes import NodeEngine
 from verify_cli.sandbox.docker.pool import Prepared, WarmPool
 from verify_cli.sandbox.docker.reaper import Reaper, reap_containers
 from verify_cli.sandbox.docker.scripts import (
@@ -137,23 +140,72 @@ except ImportError as _e:  # pragma: no cover - docker is a dependency of verify
 
 @register_sandbox("docker")
 class DockerSandbox(DockerExecs, Sandbox):
-    """Runs each command in a fresh container; ``pool_size`` > 0 keeps containers pre-started."""
+    """Runs commands in containers of the task's image.
+
+    ``mode="node"`` (the default): runs isolated by bubblewrap inside long-lived containers of
+    elastic pools (:mod:`.nodes`); ``max_containers`` caps the pools (default: one per core, or
+    ``VERIFY_DOCKER_MAX_CONTAINERS``), ``idle_timeout_s`` removes idle ones, ``max_runs``
+    recycles a container after that many runs. ``mode="single-use"``: a fresh container per run;
+    ``pool_size`` > 0 keeps containers pre-started (and warm pytest ones).
+    """
 
     isolation: ClassVar[str] = (
         "docker: fresh container per run, no network, read-only root, all capabilities dropped, "
         "no-new-privileges, uid 1000, memory/pids/1-CPU cgroup limits, size-limited tmpfs")
+    NODE_ISOLATION = (
+        "docker (node): long-lived containers (no network, read-only root, all capabilities "
+        "dropped, no-new-privileges, seccomp allowlist, uid 1000, memory/pids/1-CPU cgroup "
+        "limits), each run in fresh bubblewrap namespaces with private tmpfs folders, its own "
+        "rlimits and its process tree killed at the end")
+    MODES = ("node", "single-use")
 
-    def __init__(self, *, pool_size: int = 0, client: Any = None) -> None:
+    def __init__(self, *, pool_size: int = 0, client: Any = None, mode: str = "node",
+                 max_containers: int | None = None, idle_timeout_s: float = 30.0,
+                 max_runs: int = 100) -> None:
         if pool_size < 0:
             raise ValueError("pool_size must be >= 0")
+        if mode not in self.MODES:
+            raise UsageError(f"unknown docker mode {mode!r}", hint="choose node or single-use")
         self._client: Any = client if client is not None else DockerClient.from_env(timeout=120)
         self._api: Any = self._client.api
         self._harness = harness_archive(HARNESS_DIR)
         self._reaper = Reaper(self._remove_hard)
+        self.mode = mode
         self._pool = (WarmPool(self._prepare_pooled, self._discard, pool_size)
-                      if pool_size else None)
+                      if pool_size and mode == "single-use" else None)
         self._warm_failures: dict[Shape, int] = {}
         self.warm_last_error = ""
+        self._digests: dict[str, str] = {}
+        self._digest_lock = threading.Lock()
+        self._nodes: NodeEngine | None = None
+        if mode == "node":
+            self.isolation = self.NODE_ISOLATION  # type: ignore[misc]
+            self._nodes = NodeEngine(
+                self._api, self.name, self._harness, self.image_digest, self._remove_node,
+                max_nodes=max_containers or default_max_nodes(), idle_s=idle_timeout_s,
+                max_runs=max_runs)
+
+    def image_digest(self, image: str) -> str:
+        """The content digest (``sha256:...``, the image's id) of ``image``; raises ImageNotFound."""
+        with self._digest_lock:
+            known = self._digests.get(image)
+        if known is None:
+            known = str(self._api.inspect_image(image)["Id"])
+            with self._digest_lock:
+                self._digests[image] = known
+        return known
+
+    def container_stats(self) -> dict[str, Any]:
+        """How many containers the node pools started, reused (runs on a container that had
+        run before), recycled and removed for idling; ``{"mode": "single-use"}`` otherwise."""
+        if self._nodes is None:
+            return {"mode": self.mode}
+        return {"mode": self.mode, **self._nodes.pool.stats.to_dict(),
+                "alive": self._nodes.pool.alive()}
+
+    def _remove_node(self, container_id: str) -> None:
+        self._reaper.put(container_id)
+        self._reaper.flush()
 
     @classmethod
     def availability(cls) -> Availability:
@@ -182,7 +234,9 @@ class DockerSandbox(DockerExecs, Sandbox):
                 self._pool.replenish(Shape.of(image, limits or Limits()))
 
     def close(self) -> None:
-        """Remove the pool's containers and wait for the removal of every used one."""
+        """Remove the pools' containers and wait for the removal of every used one."""
+        if self._nodes is not None:
+            self._nodes.close()
         if self._pool is not None:
             self._pool.close()
         self._reaper.drain(COLLECT_TIMEOUT_S)
@@ -207,6 +261,15 @@ class DockerSandbox(DockerExecs, Sandbox):
     # -- one run ---------------------------------------------------------------------------------
 
     def run(self, spec: RunSpec) -> RunResult:
+        if self._nodes is not None and spec.image and spec.command and spec.workdir.is_dir():
+            return self._nodes.run(spec)
+        result = self._run_single_use(spec)
+        if spec.image and result.verdict is not Verdict.SETUP_ERROR:
+            with contextlib.suppress(*DAEMON_ERRORS):
+                result = replace(result, image_digest=self.image_digest(spec.image))
+        return result
+
+    def _run_single_use(self, spec: RunSpec) -> RunResult:
         if not spec.image:
             return self._setup_error("the docker backend needs an image (the task's environment "
                                      "names none)")
@@ -348,6 +411,9 @@ class DockerSandbox(DockerExecs, Sandbox):
 
     def warm_unavailable(self) -> str | None:
         """Why warm pytest runs cannot go warm here, or None."""
+        if self._nodes is not None:
+            return ("the docker backend's node mode runs every command cold inside long-lived "
+                    "containers (warm pytest containers are single-use mode's)")
         if self._pool is None:
             return "the docker backend keeps no warm pool (pool size 0)"
         return None
@@ -367,7 +433,7 @@ class DockerSandbox(DockerExecs, Sandbox):
         The container is the isolation boundary (one run each, then destroyed); output, limits,
         results and verdicts are those of :meth:`run`."""
         limits = spec.limits
-        if (self._pool is None or spec.stdin or not spec.image or not spec.workdir.is_dir()
+        if (self._nodes is not None or self._pool is None or spec.stdin or not spec.image or not spec.workdir.is_dir()
                 or limits.processes < RUNNER_PROCESSES or "PATH" in spec.env
                 or not all(ENV_NAME.match(name) for name in spec.env)
                 or mode not in ("module", "script") or not argv0
