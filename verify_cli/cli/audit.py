@@ -11,7 +11,7 @@ from verify_cli import __version__
 from verify_cli.checks.audit import AuditOptions, AuditProgress, AuditVerdict, audit_tasks
 from verify_cli.checks.probes import probe_names
 from verify_cli.cli import console
-from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt, default_jobs
+from verify_cli.cli.options import DockerModeOpt, JobsOpt, PoolOpt, SandboxOpt, default_jobs
 from verify_cli.errors import ExitCode, UsageError
 from verify_cli.grading.grader import Grader
 from verify_cli.report.files import write_json
@@ -24,6 +24,7 @@ def audit_command(
         help="A task folder, or a folder searched recursively for tasks.")] = None,
     sandbox: SandboxOpt = "auto",
     pool_size: PoolOpt = 2,
+    docker_mode: DockerModeOpt = "node",
     jobs: JobsOpt = None,
     reruns: Annotated[int, typer.Option("--reruns", min=0, help="Reference reruns for flakiness.")] = 10,
     max_mutants: Annotated[int, typer.Option("--max-mutants", min=0,
@@ -68,7 +69,7 @@ def audit_command(
     backend, warning = resolve_backend_name(sandbox)
     if warning:
         console.warning(warning)
-    box = create_sandbox(backend, pool_size=pool_size)
+    box = create_sandbox(backend, pool_size=pool_size, mode=docker_mode)
     options = AuditOptions(mutants=not no_mutants, flaky=not no_flaky, probes=not no_probes,
                            labelled=not no_labelled, reruns=reruns, max_mutants=max_mutants,
                            max_per_operator=max_per_operator, seed=seed, jobs=jobs or default_jobs(),
@@ -81,10 +82,11 @@ def audit_command(
         audits = audit_tasks(items, grader, options, on_progress=on_progress)
     console.audit_report(audits, backend=backend, isolation=box.isolation, options=options,
                          fail_under=fail_under)
+    console.sandbox_facts(box.facts())
     if json_out:
         write_json(json_out, {
             "tool": "verify-cli", "version": __version__, "command": "audit",
-            "sandbox": {"backend": backend, "isolation": box.isolation},
+            "sandbox": {"backend": backend, "isolation": box.isolation, **box.facts()},
             "options": {"reruns": reruns, "max_mutants": max_mutants, "max_per_operator": max_per_operator,
                         "seed": seed, "mutants": not no_mutants, "flaky": not no_flaky,
                         "probes": not no_probes, "labelled": not no_labelled,

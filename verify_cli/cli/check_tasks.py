@@ -12,7 +12,7 @@ from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.checks.report import TaskVerdict
 from verify_cli.checks.solvability import CheckOptions, Progress, check_tasks
 from verify_cli.cli import console
-from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt, default_jobs
+from verify_cli.cli.options import DockerModeOpt, JobsOpt, PoolOpt, SandboxOpt, default_jobs
 from verify_cli.errors import ExitCode
 from verify_cli.grading.grader import Grader
 from verify_cli.report.files import write_json, write_junit
@@ -24,6 +24,7 @@ def check_tasks_command(
     path: Annotated[Path, typer.Argument(help="A task folder, or a folder searched recursively for tasks.")],
     sandbox: SandboxOpt = "auto",
     pool_size: PoolOpt = 2,
+    docker_mode: DockerModeOpt = "node",
     repeats: Annotated[int, typer.Option("--repeats", "-n", min=1, help="Reference runs per task.")] = 3,
     jobs: JobsOpt = None,
     json_out: Annotated[
@@ -41,7 +42,7 @@ def check_tasks_command(
     backend, warning = resolve_backend_name(sandbox)
     if warning:
         console.warning(warning)
-    box = create_sandbox(backend, pool_size=pool_size)
+    box = create_sandbox(backend, pool_size=pool_size, mode=docker_mode)
     cache = None if no_cache else ResultCache(cache_dir or default_cache_dir(), "check-tasks")
     options = CheckOptions(repeats=repeats, jobs=jobs or default_jobs())
     total_runs = sum(repeats + 1 for i in items if not isinstance(i, TaskLoadFailure))
@@ -53,10 +54,11 @@ def check_tasks_command(
         reports = check_tasks(items, grader, options, cache=cache,
                               backend_id=f"{backend}", on_progress=on_progress)
     console.check_tasks_table(reports, backend=backend, isolation=box.isolation, repeats=repeats)
+    console.sandbox_facts(box.facts())
     if json_out:
         write_json(json_out, {
             "tool": "verify-cli", "version": __version__, "command": "check-tasks",
-            "sandbox": {"backend": backend, "isolation": box.isolation}, "repeats": repeats,
+            "sandbox": {"backend": backend, "isolation": box.isolation, **box.facts()}, "repeats": repeats,
             "summary": {v.value: sum(r.verdict is v for r in reports) for v in TaskVerdict},
             "tasks": [r.to_dict() for r in reports]})
     if junit_out:

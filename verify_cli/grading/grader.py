@@ -73,6 +73,11 @@ class GradeResult:
     seconds: float = 0.0
 
     @property
+    def image_digest(self) -> str | None:
+        """The content digest of the image the run ran in (docker), else None."""
+        return self.run.image_digest
+
+    @property
     def failed_tests(self) -> list[TestOutcome]:
         return [t for t in self.tests if not t.outcome.ok]
 
@@ -89,6 +94,8 @@ class GradeResult:
             "problems": list(self.problems), "ignored_files": list(self.ignored_files),
             "tests": [t.to_dict() for t in self.tests], "seconds": round(self.seconds, 4),
         }
+        if self.run.image_digest:
+            d["image_digest"] = self.run.image_digest
         if with_run:
             d["run"] = self.run.to_dict()
         return d

@@ -140,6 +140,11 @@ class Sandbox(ABC):
         """Run ``spec`` to completion and return its verdict. Never raises for the command's faults;
         infrastructure faults come back as ``infra_error``/``setup_error`` verdicts."""
 
+    def facts(self) -> dict[str, object]:
+        """What a report should record about this sandbox beyond its name and isolation (the
+        docker backend: its mode, the images' content digests, its containers). Default: none."""
+        return {}
+
     def start(self) -> None:  # noqa: B027 - optional hook, deliberately a no-op
         """Prepare (warm pools, images). Default: nothing."""
 

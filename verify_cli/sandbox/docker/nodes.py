@@ -63,6 +63,7 @@ from verify_cli.sandbox.docker.containers import (
 from verify_cli.sandbox.docker.errors import DAEMON_ERRORS, ImageUnfit, daemon_failure
 from verify_cli.sandbox.docker.execs import DockerExecs
 from verify_cli.sandbox.docker.node_pool import NodePool
+from verify_cli.sandbox.docker.scripts import ENV_NAME
 from verify_cli.sandbox.docker.seccomp import node_profile
 from verify_cli.sandbox.docker.streams import Clock, Conn, ExecOutcome, Killer, ReadyGate
 from verify_cli.sandbox.docker.verdicts import copy_error, judge_run
@@ -163,7 +164,10 @@ def job_script(spec: RunSpec, marker: str, nonce: str, tar_bytes: int, stdin_byt
                 f"{{ printf '\\002%s\\n' \"$e\" >&2; exit {UNPACK_FAILED}; }}"),
         ready="printf '\\001' >&2\n", close_fds=" 3>&-", results_to="&3")
     env = {**base_environment(), **spec.env}
-    argv = [*bwrap_argv(spec, env=env), "/bin/sh", "-c", wrapper, "sh", *spec.command]
+    # The wrapper shell drops variables whose names a shell cannot hold; env(1) restores them.
+    odd = [f"{name}={value}" for name, value in spec.env.items() if not ENV_NAME.match(name)]
+    command = ["env", "--", *odd, *spec.command] if odd else list(spec.command)
+    argv = [*bwrap_argv(spec, env=env), "/bin/sh", "-c", wrapper, "sh", *command]
     rlimits = [f"ulimit -f {max(1, limits.file_bytes // 512)}"]
     if limits.cpu_seconds is not None:
         secs = max(1, int(limits.cpu_seconds + 0.999))
@@ -188,8 +192,8 @@ def job_script(spec: RunSpec, marker: str, nonce: str, tar_bytes: int, stdin_byt
 
 
 class _Splitter:
-    """Forwards a stream to ``sink`` up to ``token`` (never forwarding a part of it), then keeps
-    what follows in ``rest``."""
+    """Forwards a stream to ``sink`` up to ``token`` (which starts with a newline; no part of it
+    is forwarded), then keeps what follows in ``rest``."""
 
     def __init__(self, token: bytes, sink: Callable[[bytes], None]) -> None:
         self.token = token
@@ -211,11 +215,18 @@ class _Splitter:
             self.pending = b""
             self.rest += buf[at + len(self.token):]
             return
-        keep = len(self.token) - 1
-        if len(buf) > keep:
-            self.sink(buf[:len(buf) - keep])
-            buf = buf[len(buf) - keep:]
-        self.pending = buf
+        # Hold back only a tail that may begin the token (it starts with a newline): a quiet
+        # stream's bytes (the ready byte above all) must reach the sink at once.
+        keep_from = len(buf)
+        at = buf.find(b"\n", max(0, len(buf) - len(self.token) + 1))
+        while at >= 0:
+            if self.token.startswith(buf[at:]):
+                keep_from = at
+                break
+            at = buf.find(b"\n", at + 1)
+        if keep_from:
+            self.sink(buf[:keep_from])
+        self.pending = buf[keep_from:]
 
 
 _TRAILER = re.compile(rb"(\d+) (-?\d+) (-?\d+) (\d+)\n(\d+)\n")

@@ -203,6 +203,12 @@ class DockerSandbox(DockerExecs, Sandbox):
         return {"mode": self.mode, **self._nodes.pool.stats.to_dict(),
                 "alive": self._nodes.pool.alive()}
 
+    def facts(self) -> dict[str, object]:
+        with self._digest_lock:
+            images = dict(sorted(self._digests.items()))
+        return {"docker_mode": self.mode, "image_digests": images,
+                "containers": self.container_stats()}
+
     def _remove_node(self, container_id: str) -> None:
         self._reaper.put(container_id)
         self._reaper.flush()
