@@ -97,9 +97,8 @@ class NodePool(Generic[N]):
         evict: list[N] = []
         node: N | None = None
         with self._cond:
+            self._closed = False  # a closed pool grows again on demand
             while True:
-                if self._closed:
-                    raise RuntimeError("the node pool is closed")
                 idle = self._idle.get(shape)
                 if idle:
                     self.stats.reused += 1
@@ -156,6 +155,7 @@ class NodePool(Generic[N]):
             return sum(len(v) for v in self._idle.values())
 
     def close(self) -> None:
+        """Remove every idle node; nodes in use are removed when their runs end."""
         with self._cond:
             self._closed = True
             nodes = [i.node for v in self._idle.values() for i in v]

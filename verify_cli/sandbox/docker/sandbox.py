@@ -46,6 +46,7 @@ falls back to SIGUSR1 and, past ``COLLECT_TIMEOUT_S``, to killing the container.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import secrets
 import struct
@@ -184,6 +185,7 @@ class DockerSandbox(DockerExecs, Sandbox):
                 self._api, self.name, self._harness, self.image_digest, self._remove_node,
                 max_nodes=max_containers or default_max_nodes(), idle_s=idle_timeout_s,
                 max_runs=max_runs)
+            atexit.register(self.close)  # an exiting process leaves no node behind
 
     def image_digest(self, image: str) -> str:
         """The content digest (``sha256:...``, the image's id) of ``image``; raises ImageNotFound."""
