@@ -206,3 +206,35 @@ def test_every_result_names_the_image_digest(one: DockerSandbox, tmp_path: Path)
     assert one.facts()["image_digests"] == {PYTHON_IMAGE: digest}
     with DockerSandbox(mode="single-use") as single:
         assert _run(single, tmp_path / "s", "true").image_digest == digest
+
+
+@pytest.mark.parametrize("mode", ["node", "single-use"])
+def test_check_tasks_and_audit_report_the_image_digest(mode: str, sample_tasks_dir: Path,
+                                                       tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from verify_cli.cli.app import main
+
+    task = sample_tasks_dir / "coding-interval-merge"
+    client = DockerClient.from_env(timeout=30)
+    try:
+        digest = client.images.get(PYTHON_IMAGE).id
+    finally:
+        client.close()
+    common = ["--sandbox", "docker", "--docker-mode", mode, "--jobs", "1"]
+    assert main(["check-tasks", str(task), *common, "--repeats", "1", "--no-cache",
+                 "--json", str(tmp_path / "check.json")]) == 0
+    assert f"image {PYTHON_IMAGE}: {digest}" in capsys.readouterr().out
+    doc = json.loads((tmp_path / "check.json").read_text())
+    assert doc["sandbox"]["docker_mode"] == mode
+    assert doc["sandbox"]["image_digests"] == {PYTHON_IMAGE: digest}
+    runs = doc["tasks"][0]["runs"]
+    assert runs and all(r["image_digest"] == digest == r["run"]["image_digest"] for r in runs)
+    if mode == "node":
+        assert doc["sandbox"]["containers"]["started"] >= 1
+    main(["audit", str(task), *common, "--no-mutants", "--reruns", "1", "--no-probes",
+          "--no-labelled", "--json", str(tmp_path / "audit.json")])
+    assert f"image {PYTHON_IMAGE}: {digest}" in capsys.readouterr().out
+    audit = json.loads((tmp_path / "audit.json").read_text())
+    assert audit["sandbox"]["image_digests"] == {PYTHON_IMAGE: digest}
