@@ -1,9 +1,10 @@
 """Elastic pools of long-lived containers (nodes), one pool per shape (image and limits).
 
 A pool grows while work waits: a run that finds no idle node of its shape starts one, up to a
-limit (``max_nodes`` over all shapes, and no more than the machine's memory holds for that
-shape); past it, the run waits for a node to come free, and an idle node of another shape is
-removed to make room. A node goes back idle after a run unless it is damaged or has served
+limit (``max_nodes`` of a shape, and no more than the machine's memory holds for that shape);
+past it, the run waits for a node to come free. All shapes together keep at most
+``SHAPES_KEPT`` times ``max_nodes``: beyond that, the longest-idle node of another shape is removed
+to make room. A node goes back idle after a run unless it is damaged or has served
 ``max_runs`` runs (then it is recycled: removed, and the next run starts a new one). Nodes idle
 for ``idle_s`` are removed by a background thread that exits once nothing is left, so an idle
 process holds no container and no thread.
@@ -22,6 +23,8 @@ from verify_cli.sandbox.docker.containers import Shape
 
 #: Fraction of the machine's memory that the nodes' memory limits may add up to.
 MEMORY_SHARE = 0.5
+#: Shapes' worth of nodes kept alive at once (a task set mixing images keeps each one's warm).
+SHAPES_KEPT = 4
 
 
 class _NodeLike(Protocol):
@@ -50,7 +53,8 @@ class PoolStats:
 
 
 def default_max_nodes() -> int:
-    """Nodes kept at most: ``VERIFY_DOCKER_MAX_CONTAINERS``, else one per core (at least 2)."""
+    """Nodes of one shape at most: ``VERIFY_DOCKER_MAX_CONTAINERS``, else one per core (at least
+    2)."""
     env = os.environ.get("VERIFY_DOCKER_MAX_CONTAINERS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
@@ -89,7 +93,10 @@ class NodePool(Generic[N]):
         self._reaper: threading.Thread | None = None
 
     def _cap(self, shape: Shape) -> int:
-        by_memory = int(machine_memory_mb() * MEMORY_SHARE) // max(1, shape.memory_mb)
+        """Most nodes of ``shape``: ``max_nodes``, and what the machine's memory holds beside the
+        nodes of other shapes."""
+        others = sum(s.memory_mb * n for s, n in self._alive.items() if s != shape)
+        by_memory = (int(machine_memory_mb() * MEMORY_SHARE) - others) // max(1, shape.memory_mb)
         return max(1, min(self.max_nodes, by_memory))
 
     def acquire(self, shape: Shape) -> N:
@@ -104,11 +111,12 @@ class NodePool(Generic[N]):
                     self.stats.reused += 1
                     node = idle.pop().node  # the most recently used: its caches are warm
                     break
-                if self._total < self.max_nodes and self._alive.get(shape, 0) < self._cap(shape):
+                room = self._alive.get(shape, 0) < self._cap(shape)
+                if room and self._total < self.max_nodes * SHAPES_KEPT:
                     self._grow(shape, 1)
                     break
                 victim = self._oldest_idle_other(shape)
-                if victim is not None and self._alive.get(shape, 0) < self._cap(shape):
+                if victim is not None and room:
                     self._shrink(victim.shape, 1)
                     evict.append(victim)
                     continue

@@ -144,7 +144,7 @@ class DockerSandbox(DockerExecs, Sandbox):
     """Runs commands in containers of the task's image.
 
     ``mode="node"`` (the default): runs isolated by bubblewrap inside long-lived containers of
-    elastic pools (:mod:`.nodes`); ``max_containers`` caps the pools (default: one per core, or
+    elastic pools (:mod:`.nodes`); ``max_containers`` caps each shape's pool (default: one per core, or
     ``VERIFY_DOCKER_MAX_CONTAINERS``), ``idle_timeout_s`` removes idle ones, ``max_runs``
     recycles a container after that many runs. ``mode="single-use"``: a fresh container per run;
     ``pool_size`` > 0 keeps containers pre-started (and warm pytest ones).
