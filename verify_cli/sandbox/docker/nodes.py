@@ -96,9 +96,10 @@ _COUNTERS = (
     # may still be exiting as a run ends: callers retry a moment before calling it damage.
     "cnt() { n=0; for p in /proc/[0-9]*; do "
     "read -r _ _ z _ < \"$p/stat\" 2>/dev/null && [ \"$z\" != Z ] && n=$((n + 1)); done; }\n")
-#: The supervisor: ``$0`` ends each job script (a per-container secret), ``$1`` is the size of
-#: the harness archive that comes first on stdin. It checks that bubblewrap can make a run's
-#: namespaces here, says it is ready, then evaluates one job script after another.
+#: The supervisor: ``$0`` is a per-container secret that heads every job (``SECRET SIZE`` on a
+#: line, then SIZE bytes of script), ``$1`` the size of the harness archive that comes first on
+#: stdin. It checks that bubblewrap can make a run's namespaces here, says it is ready, then
+#: evaluates one job script after another; a job out of step ends it.
 _SUPERVISOR = (
     _COUNTERS
     + f"head -c \"$1\" | tar -x -f - -C {SANDBOX_HARNESS} || exit {UNFIT}\n"
@@ -106,8 +107,8 @@ _SUPERVISOR = (
     + " --ro-bind / / --proc /proc --dev /dev true 2>&1); then "
     + "printf 'verify-node-unfit %s\\n' \"$e\"; exit " + str(UNFIT) + "; fi\n"
     + "printf 'verify-node-ready\\n'\n"
-    + "while :; do s=; while IFS= read -r l; do [ \"$l\" = \"$0\" ] && break; s=\"$s$l\n\"; done; "
-    + "[ \"$l\" = \"$0\" ] || exit 0; eval \"$s\"; done\n")
+    + "while read -r k l; do [ \"$k\" = \"$0\" ] || exit 0; s=$(head -c \"$l\") || exit 0; "
+    + "eval \"$s\"; done\n")
 
 
 #: pid 1 of a node: reaps what bubblewrap's intermediate processes leave to it (a bare ``sleep``
@@ -155,7 +156,8 @@ def bwrap_argv(spec: RunSpec, *, env: dict[str, str]) -> list[str]:
 
 
 def job_script(spec: RunSpec, marker: str, nonce: str, tar_bytes: int, stdin_bytes: int) -> bytes:
-    """What the supervisor evaluates for one run (every value shell-quoted), ended by ``nonce``."""
+    """What the supervisor reads for one run: the ``nonce SIZE`` line, then the script it
+    evaluates (every value shell-quoted)."""
     limits = spec.limits
     source = "" if not stdin_bytes else f"head -c {tar_bytes} | "
     wrapper = run_wrapper(
@@ -186,9 +188,9 @@ def job_script(spec: RunSpec, marker: str, nonce: str, tar_bytes: int, stdin_byt
         "printf '\\n%s\\n' \"$m\" >&2",
         "printf '\\n%s %s %s %s %s\\n' \"$m\" \"$st\" \"$((c - c0))\" \"$((o - o0))\" \"$n\"",
         f"set -- $(wc -c < {RESULTS_FILE}); printf '%s\\n' \"${{1:-0}}\"; cat {RESULTS_FILE}",
-        nonce,
     ]
-    return ("\n".join(lines) + "\n").encode()
+    script = ("\n".join(lines) + "\n").encode()
+    return f"{nonce} {len(script)}\n".encode() + script
 
 
 class _Splitter:
