@@ -1,4 +1,5 @@
-"""The ``docker`` backend: each run in a fresh, locked-down container of the task's image.
+"""The ``docker`` backend (:class:`DockerSandbox`); this module holds its single-use mode, each run in
+a fresh, locked-down container of the task's image (the default node mode: ``nodes.py``).
 
 Layout of a container. The root file system is read-only; ``/workspace``, ``/results``, ``/tmp``
 and ``/opt/verify-harness`` are size-limited tmpfs mounts. Docker's archive API cannot write
