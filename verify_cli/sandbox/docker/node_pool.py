@@ -152,6 +152,11 @@ class NodePool(Generic[N]):
         if not keep:
             self._destroy(node)
 
+    def reaper_alive(self) -> bool:
+        """Whether the pool's idle-removal thread runs (only while nodes idle)."""
+        with self._cond:
+            return self._reaper is not None and self._reaper.is_alive()
+
     def alive(self) -> int:
         with self._cond:
             return self._total
