@@ -21,6 +21,15 @@ container is removed during the timed run, as in steady use). "own" is the backe
 elapsed minus the command's own time inside the container (``RunResult.wall_seconds``); the bare
 column runs the host's interpreter, which may start slower or faster than the image's.
 Targets: warm-pool overhead p50 at most 150 ms over bare; cold CLI at least 3x the warm pool.
+
+The comparison section (``--compare``, on by default; ``--compare-only`` runs nothing else) runs
+check-tasks over the task set (``--tasks``: the sample tasks, or e.g. the 164 imported HumanEval
+problems) with -j equal to the cores, as the CLI does (warm grading on), on bwrap and on docker
+(node mode: runs isolated inside long-lived containers; and single-use containers with a warm
+pool of 2 for reference), interleaved over ``--compare-rounds`` rounds; then the sustained
+throughput of each backend alone: ``--throughput-runs`` runs of one task's reference test command
+with -j = cores, in runs per second. Targets (issue 12): docker check-tasks wall time at most
+1.5x bwrap's, docker throughput at least 80% of bwrap's.
 """
 
 from __future__ import annotations
@@ -116,8 +125,8 @@ def docker_section(tasks: list[Task], runs: int) -> dict[str, object] | None:
     commands = {"python -c pass": ["python", "-c", "pass"],
                 "task test command": ["/bin/sh", "-c", task.test.command]}
     modes = ["bare", "docker_run_cli_cold", "backend_cold", "backend_warm"]
-    cold = create_sandbox("docker", pool_size=0)
-    warm = create_sandbox("docker", pool_size=2)
+    cold = create_sandbox("docker", pool_size=0, mode="single-use")
+    warm = create_sandbox("docker", pool_size=2, mode="single-use")
     cold.start()
     warm.start([image], limits)  # type: ignore[call-arg]
     work = Path(tempfile.mkdtemp(prefix="bench-docker-"))
@@ -201,6 +210,101 @@ def _bare_argv(argv: list[str], workdir: Path, extra: dict[str, str]) -> float:
         return time.perf_counter() - t
 
 
+def _timed_check_tasks(box: object, tasks: list[Task], repeats: int, jobs: int,
+                       warm: bool = True) -> tuple[float, int]:
+    with Grader(box, warm=warm) as grader:  # type: ignore[arg-type]
+        t = time.perf_counter()
+        reports = check_tasks(tasks, grader, CheckOptions(repeats=repeats, jobs=jobs))
+        elapsed = time.perf_counter() - t
+    return elapsed, sum(r.verdict.value == "sound" for r in reports)
+
+
+def _throughput(box: object, task: Task, runs: int, jobs: int) -> tuple[float, int]:
+    """Runs per second of ``task``'s reference test command, ``jobs`` at a time; and failures."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    work = Path(tempfile.mkdtemp(prefix="bench-tp-"))
+    try:
+        lay_out(task, Phase.REFERENCE, work)
+        spec = RunSpec(command=["/bin/sh", "-c", task.test.command], workdir=work,
+                       limits=task_limits(task), env=run_environment(task, 1),
+                       image=task.environment.image, runtime=task.environment.runtime)
+        box.run(spec)  # type: ignore[attr-defined]  # one untimed run: pools and caches warm
+        with ThreadPoolExecutor(jobs) as pool:
+            t = time.perf_counter()
+            results = list(pool.map(lambda _i: box.run(spec), range(runs)))  # type: ignore[attr-defined]
+            elapsed = time.perf_counter() - t
+        return runs / elapsed, sum(r.verdict.value != "ok" for r in results)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def compare_section(tasks: list[Task], *, repeats: int, rounds: int, throughput_runs: int) -> dict[str, object] | None:
+    """check-tasks and sustained throughput on bwrap against docker (node and single-use)."""
+    for name in ("bwrap", "docker"):
+        avail = sandbox_class(name).availability()
+        if not avail.available:
+            print(f"skipping the bwrap/docker comparison: {name}: {avail.reason}", file=sys.stderr)
+            return None
+    jobs = os.cpu_count() or 1
+    configs = {"bwrap": ("bwrap", {}), "docker_node": ("docker", {"mode": "node"}),
+               "docker_single_use": ("docker", {"mode": "single-use", "pool_size": 2})}
+    boxes = {k: create_sandbox(name, **opts) for k, (name, opts) in configs.items()}
+    for box in boxes.values():
+        box.start()
+    # As the CLI runs it (warm grading on: bwrap forks pytest from warm workers, docker's node
+    # mode runs every command cold), and bwrap with --cold: the same work as docker's node mode.
+    runs_of = {"bwrap": ("bwrap", True), "bwrap_cold": ("bwrap", False),
+               "docker_node": ("docker_node", True), "docker_single_use": ("docker_single_use", True)}
+    wall: dict[str, list[float]] = {k: [] for k in runs_of}
+    sound: dict[str, int] = {}
+    try:
+        for r in range(rounds):
+            order = list(runs_of)
+            order = order[r % len(order):] + order[: r % len(order)]
+            for k in order:
+                box_key, warm = runs_of[k]
+                elapsed, sound[k] = _timed_check_tasks(boxes[box_key], tasks, repeats, jobs, warm)
+                wall[k].append(elapsed)
+        task = next((t for t in tasks if t.root.name == DOCKER_TASK), tasks[0])
+        rate: dict[str, float] = {}
+        for k in ("bwrap", "docker_node"):
+            rate[k], failed = _throughput(boxes[k], task, throughput_runs, jobs)
+            if failed:
+                print(f"warning: {failed} throughput runs on {k} did not end ok", file=sys.stderr)
+        containers = boxes["docker_node"].facts().get("containers")
+    finally:
+        for box in boxes.values():
+            box.close()
+    med = {k: statistics.median(v) for k, v in wall.items()}
+    runs = len(tasks) * (repeats + 1)
+    out: dict[str, object] = {
+        "jobs": jobs, "tasks": len(tasks), "repeats": repeats, "rounds": rounds,
+        "check_tasks_seconds": {k: round(v, 3) for k, v in med.items()},
+        "check_tasks_runs_per_second": {k: round(runs / v, 2) for k, v in med.items()},
+        "sound": sound,
+        "docker_node_over_bwrap_wall": round(med["docker_node"] / med["bwrap"], 3),
+        "docker_single_use_over_bwrap_wall": round(med["docker_single_use"] / med["bwrap"], 3),
+        "docker_node_over_bwrap_cold_wall": round(med["docker_node"] / med["bwrap_cold"], 3),
+        "throughput_runs": throughput_runs,
+        "throughput_runs_per_second": {k: round(v, 2) for k, v in rate.items()},
+        "docker_node_throughput_share_of_bwrap": round(rate["docker_node"] / rate["bwrap"], 3),
+        "docker_node_containers": containers,
+    }
+    print(f"\ncheck-tasks over {len(tasks)} tasks, --repeats {repeats}, -j {jobs}, median of {rounds} "
+          f"interleaved round(s):")
+    for k, v in med.items():
+        print(f"  {k:<18} {v:8.2f} s  ({runs / v:.2f} runs/s, {sound[k]} sound)")
+    print(f"  docker (node) / bwrap wall: {out['docker_node_over_bwrap_wall']:.3f}x (target <= 1.5); "
+          f"docker (single-use) / bwrap: {out['docker_single_use_over_bwrap_wall']:.3f}x; "
+          f"docker (node) / bwrap --cold: {out['docker_node_over_bwrap_cold_wall']:.3f}x")
+    print(f"sustained throughput, {throughput_runs} runs of {task.id}, -j {jobs}: bwrap "
+          f"{rate['bwrap']:.2f} runs/s, docker (node) {rate['docker_node']:.2f} runs/s -> "
+          f"{out['docker_node_throughput_share_of_bwrap']:.0%} of bwrap (target >= 80%)")
+    print(f"docker (node) containers: {containers}")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default=str(ROOT / "sample_tasks"))
@@ -211,9 +315,19 @@ def main() -> int:
     ap.add_argument("--docker-runs", type=int, default=50,
                     help="runs per mode in the docker start-latency section (0: skip it)")
     ap.add_argument("--docker-only", action="store_true", help="run only the docker section")
+    ap.add_argument("--compare-only", action="store_true",
+                    help="run only the bwrap/docker check-tasks and throughput comparison")
+    ap.add_argument("--compare-rounds", type=int, default=1)
+    ap.add_argument("--throughput-runs", type=int, default=40)
     args = ap.parse_args()
 
     tasks = [t for t in load_task_set(Path(args.tasks)) if isinstance(t, Task)]
+    if args.compare_only:
+        compare = compare_section(tasks, repeats=args.repeats, rounds=args.compare_rounds,
+                                  throughput_runs=args.throughput_runs)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps({"compare": compare}, indent=2))
+        return 0 if compare is not None else 1
     if args.docker_only:
         docker = docker_section(tasks, args.docker_runs)
         if args.json_out:
@@ -293,8 +407,11 @@ def main() -> int:
     for box in boxes.values():
         box.close()
     docker = docker_section(tasks, args.docker_runs)
+    compare = compare_section(tasks, repeats=args.repeats, rounds=args.compare_rounds,
+                              throughput_runs=args.throughput_runs)
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"rows": rows, "summary": summary, "docker": docker}, indent=2))
+        Path(args.json_out).write_text(json.dumps({"rows": rows, "summary": summary, "docker": docker,
+                                                   "compare": compare}, indent=2))
     return 0
 
 

@@ -58,7 +58,7 @@ def test_commands_that_stay_cold(command: str) -> None:
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
-    with create_sandbox("docker", pool_size=1) as sandbox:
+    with create_sandbox("docker", pool_size=1, mode="single-use") as sandbox:
         yield sandbox
 
 

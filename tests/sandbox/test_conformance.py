@@ -36,8 +36,13 @@ DOCKER_IMAGE = "verify-cli/python:3.11"
 BACKENDS: list[tuple[str, list[pytest.MarkDecorator], str | None, bool]] = [
     ("process", [], None, False),
     ("bwrap", [pytest.mark.bwrap], None, True),
-    ("docker", [pytest.mark.docker], DOCKER_IMAGE, True),
+    ("docker", [pytest.mark.docker], DOCKER_IMAGE, True),  # node mode: bwrap in long-lived containers
+    ("docker-single-use", [pytest.mark.docker], DOCKER_IMAGE, True),
 ]
+#: Test ids that are a backend in another mode: (backend, options).
+VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
+    "docker-single-use": ("docker", {"mode": "single-use"}),
+}
 
 SandboxFor = Callable[[str], Sandbox]
 
@@ -54,7 +59,8 @@ def sandbox_for() -> Iterator[SandboxFor]:
         if name not in opened:
             _, _, image, may_skip = next(b for b in BACKENDS if b[0] == name)
             try:
-                box = create_sandbox(name)
+                backend, options = VARIANTS.get(name, (name, {}))
+                box = create_sandbox(backend, **options)
                 box.start()
             except (VerifyError, ImportError) as e:
                 refused[name] = f"{name} backend unavailable: {e}"

@@ -1,4 +1,5 @@
-"""The docker backend against a real Docker engine and the verify-cli images.
+"""The docker backend's single-use mode against a real Docker engine and the verify-cli images
+(the node mode: ``test_docker_nodes.py``).
 
 Skipped, with the reason, where the daemon does not answer (``scripts/setup_docker.sh``) or the
 images are missing (``scripts/build_images.sh``). The hostile-program suite in
@@ -56,13 +57,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.skipif(_SKIP is not None, reason=_
 if _SKIP is None:
     from docker.client import DockerClient
 
-    from verify_cli.sandbox.docker_backend import (
-        LABEL,
-        OWNER_LABEL,
-        RUN_ID_LABEL,
-        DockerSandbox,
-        reap_containers,
-    )
+    from verify_cli.sandbox.docker import DockerSandbox, reap_containers
+    from verify_cli.sandbox.docker.containers import LABEL, OWNER_LABEL, RUN_ID_LABEL
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +70,7 @@ def client() -> Iterator[DockerClient]:
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[DockerSandbox]:
-    sandbox = DockerSandbox()
+    sandbox = DockerSandbox(mode="single-use")
     sandbox.start()
     yield sandbox
     sandbox.close()
@@ -251,7 +247,7 @@ def test_missing_image_is_a_setup_error(box: DockerSandbox, tmp_path: Path) -> N
 
 def test_unreachable_daemon_is_an_infra_error_not_an_exception(tmp_path: Path) -> None:
     dead = DockerClient(base_url=f"unix://{tmp_path}/no-daemon.sock", version="1.41", timeout=2)
-    result = _run(DockerSandbox(client=dead), tmp_path, ["true"])
+    result = _run(DockerSandbox(mode="single-use", client=dead), tmp_path, ["true"])
     assert result.verdict is Verdict.INFRA_ERROR
     assert "scripts/setup_docker.sh" in result.message
 
@@ -261,7 +257,7 @@ def test_warm_pool_is_single_use_and_refills(tmp_path: Path) -> None:
               "print(socket.gethostname(), os.path.exists('/tmp/marker'))\n"
               "open('/tmp/marker', 'w').write('x')\n"
               "open(os.environ['VERIFY_RESULTS_DIR'] + '/r.txt', 'w').write('r')")
-    with DockerSandbox(pool_size=2) as pool:
+    with DockerSandbox(mode="single-use", pool_size=2) as pool:
         pool.start([PYTHON_IMAGE], Limits(wall_seconds=20))
         assert pool.wait_until_warm(60)
         assert pool.warm_count(PYTHON_IMAGE, Limits(wall_seconds=20)) == 2
@@ -313,7 +309,7 @@ def test_node_image_writes_junit(box: DockerSandbox, tmp_path: Path) -> None:
 def pooled() -> Iterator[DockerSandbox]:
     from verify_cli.sandbox.conformance import SMALL_LIMITS
 
-    sandbox = DockerSandbox(pool_size=2)
+    sandbox = DockerSandbox(mode="single-use", pool_size=2)
     sandbox.start([PYTHON_IMAGE], SMALL_LIMITS)
     sandbox.start([PYTHON_IMAGE], Limits(wall_seconds=20))
     yield sandbox
@@ -346,7 +342,7 @@ def test_warm_pool_contains_every_hostile_program(pooled: DockerSandbox, case: o
 
 def test_pooled_containers_are_gone_after_close(client: DockerClient, tmp_path: Path) -> None:
     made: list[str] = []
-    with DockerSandbox(pool_size=1) as pool:
+    with DockerSandbox(mode="single-use", pool_size=1) as pool:
         pool.start([PYTHON_IMAGE], Limits(wall_seconds=20))
         assert pool.wait_until_warm(60)
         for _ in range(3):

@@ -14,7 +14,15 @@ from verify_cli.checks.flaky_power import DEFAULT_REPEATS, FlakinessPower
 from verify_cli.checks.probes import probe_names
 from verify_cli.cli import console
 from verify_cli.cli.executor_setup import open_executor, report_cluster
-from verify_cli.cli.options import ExecutorOpt, JobsOpt, PoolOpt, RayAddressOpt, SandboxOpt, default_jobs
+from verify_cli.cli.options import (
+    DockerModeOpt,
+    ExecutorOpt,
+    JobsOpt,
+    PoolOpt,
+    RayAddressOpt,
+    SandboxOpt,
+    default_jobs,
+)
 from verify_cli.errors import ExitCode, UsageError
 from verify_cli.report.files import write_json
 from verify_cli.tasks.loader import load_task_set
@@ -25,6 +33,7 @@ def audit_command(
         help="A task folder, or a folder searched recursively for tasks.")] = None,
     sandbox: SandboxOpt = "auto",
     pool_size: PoolOpt = 2,
+    docker_mode: DockerModeOpt = "node",
     jobs: JobsOpt = None,
     reruns: Annotated[int, typer.Option(
         "--reruns", min=0,
@@ -78,7 +87,7 @@ def audit_command(
                            fail_fast=not no_fail_fast, select_by_coverage=not no_coverage,
                            probe_names=frozenset(probe) if probe else None)
     runner = open_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=not cold,
-                           ray_address=ray_address)
+                           ray_address=ray_address, docker_mode=docker_mode)
     backend = runner.backend
     with runner, console.audit_progress("auditing tasks") as update:
         def on_progress(p: AuditProgress) -> None:
@@ -88,10 +97,12 @@ def audit_command(
     report_cluster(runner)
     console.audit_report(audits, backend=backend, isolation=runner.isolation, options=options,
                          fail_under=fail_under)
+    console.sandbox_facts(runner.facts())
     if json_out:
         write_json(json_out, {
             "tool": "verify-cli", "version": __version__, "command": "audit",
-            "sandbox": {"backend": backend, "isolation": runner.isolation}, "executor": executor,
+            "sandbox": {"backend": backend, "isolation": runner.isolation, **runner.facts()},
+            "executor": executor,
             "flakiness_power": FlakinessPower(reruns).to_dict() if reruns and not no_flaky else None,
             "options": {"reruns": reruns, "max_mutants": max_mutants, "max_per_operator": max_per_operator,
                         "seed": seed, "mutants": not no_mutants, "flaky": not no_flaky,

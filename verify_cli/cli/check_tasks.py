@@ -13,7 +13,15 @@ from verify_cli.checks.report import TaskVerdict
 from verify_cli.checks.solvability import DEFAULT_REPEATS, CheckOptions, Progress, check_tasks
 from verify_cli.cli import console
 from verify_cli.cli.executor_setup import open_executor, report_cluster
-from verify_cli.cli.options import ExecutorOpt, JobsOpt, PoolOpt, RayAddressOpt, SandboxOpt, default_jobs
+from verify_cli.cli.options import (
+    DockerModeOpt,
+    ExecutorOpt,
+    JobsOpt,
+    PoolOpt,
+    RayAddressOpt,
+    SandboxOpt,
+    default_jobs,
+)
 from verify_cli.errors import ExitCode
 from verify_cli.report.files import write_json, write_junit
 from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
@@ -23,6 +31,7 @@ def check_tasks_command(
     path: Annotated[Path, typer.Argument(help="A task folder, or a folder searched recursively for tasks.")],
     sandbox: SandboxOpt = "auto",
     pool_size: PoolOpt = 2,
+    docker_mode: DockerModeOpt = "node",
     repeats: Annotated[int, typer.Option(
         "--repeats", "-n", min=1,
         help="Reference runs per task (the default catches a 1-in-4 flaky test with 95% probability; "
@@ -43,7 +52,7 @@ def check_tasks_command(
         console.use_stderr()
     items = list(load_task_set(path))
     runner = open_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=not cold,
-                           ray_address=ray_address)
+                           ray_address=ray_address, docker_mode=docker_mode)
     backend = runner.backend
     cache = None if no_cache else ResultCache(cache_dir or default_cache_dir(), "check-tasks")
     options = CheckOptions(repeats=repeats, jobs=jobs or default_jobs())
@@ -57,10 +66,11 @@ def check_tasks_command(
     report_cluster(runner)
     console.check_tasks_table(reports, backend=backend, isolation=runner.isolation, repeats=repeats,
                               power=options.power)
+    console.sandbox_facts(runner.facts())
     if json_out:
         write_json(json_out, {
             "tool": "verify-cli", "version": __version__, "command": "check-tasks",
-            "sandbox": {"backend": backend, "isolation": runner.isolation}, "executor": executor,
+            "sandbox": {"backend": backend, "isolation": runner.isolation, **runner.facts()}, "executor": executor,
             "repeats": repeats,
             "flakiness_power": options.power.to_dict(),
             "summary": {v.value: sum(r.verdict is v for r in reports) for v in TaskVerdict},

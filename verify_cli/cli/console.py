@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -335,3 +335,17 @@ def probe_list() -> None:
         for p in probes:
             table.add_row(language, p.name, p.target.value, escape(p.summary))
     out.print(table)
+
+
+def sandbox_facts(facts: Mapping[str, Any]) -> None:
+    """The sandbox's facts under a report: the images' content digests and what the docker
+    backend's container pools did."""
+    images = facts.get("image_digests") or {}
+    for image, digest in dict(images).items():
+        out.print(f"image {escape(str(image))}: [bold]{escape(str(digest))}[/]")
+    containers = facts.get("containers") or {}
+    if isinstance(containers, Mapping) and "started" in containers:
+        out.print(f"docker containers ({escape(str(facts.get('docker_mode', '')))} mode): "
+                  f"{containers['started']} started, {containers['reused']} reused, "
+                  f"{containers['recycled']} recycled, {containers['idle_removed']} removed idle, "
+                  f"peak {containers['peak']}")

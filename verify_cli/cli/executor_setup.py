@@ -7,13 +7,15 @@ from verify_cli.executors import Executor, create_executor
 from verify_cli.sandbox.registry import resolve_backend_name
 
 
-def open_executor(executor: str, *, sandbox: str, pool_size: int, warm: bool, ray_address: str) -> Executor:
+def open_executor(executor: str, *, sandbox: str, pool_size: int, warm: bool, ray_address: str,
+                  docker_mode: str = "node") -> Executor:
     """The executor named ``executor``; warnings (a fallback to ``process``) go to the console."""
     if executor == "local":
         sandbox, warning = resolve_backend_name(sandbox)
         if warning:
             console.warning(warning)
-    built = create_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=warm, ray_address=ray_address)
+    built = create_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=warm, ray_address=ray_address,
+                            docker_mode=docker_mode)
     for warning in getattr(built, "warnings", []):
         console.warning(f"WARNING: {warning}")
     return built

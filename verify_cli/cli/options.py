@@ -10,6 +10,9 @@ import typer
 SandboxOpt = Annotated[str, typer.Option("--sandbox", "-s", help="Sandbox backend: auto, bwrap, docker, process.")]
 PoolOpt = Annotated[int, typer.Option("--pool-size", min=0,
                                       help="Warm containers kept per image and limits (docker backend).")]
+DockerModeOpt = Annotated[str, typer.Option(
+    "--docker-mode", help="docker backend: node (runs isolated inside long-lived containers) or single-use "
+                          "(a fresh container per run).")]
 JobsOpt = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Sandboxed runs at once (default: cores).")]
 
 

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from verify_cli.cli import console
+from verify_cli.cli.options import DockerModeOpt
 from verify_cli.errors import ExitCode, SandboxUnavailableError
 from verify_cli.report.files import write_json
 from verify_cli.sandbox.registry import sandbox_class, sandbox_names
@@ -31,6 +32,7 @@ def doctor_command(
     backend: Annotated[list[str] | None, typer.Option("--backend", "-b", help="Check only these backends.")] = None,
     full: Annotated[bool, typer.Option("--full", help="Run every hostile program, slow ones included.")] = False,
     json_out: Annotated[str | None, typer.Option("--json", help="Write the diagnosis as JSON (- for stdout).")] = None,
+    docker_mode: DockerModeOpt = "node",
 ) -> None:
     """Prove which backends contain hostile programs here (fails closed), with start-up latency."""
     from verify_cli.sandbox.doctor import diagnose
@@ -42,7 +44,7 @@ def doctor_command(
         for n in names:
             sandbox_class(n)  # unknown names are usage errors before anything runs
     with console.progress_bar("sandbox doctor", 0) as advance:
-        diagnoses = diagnose(names, fast=not full, progress=lambda m: advance(m))
+        diagnoses = diagnose(names, fast=not full, progress=lambda m: advance(m), docker_mode=docker_mode)
     console.doctor_report(diagnoses)
     if json_out:
         write_json(json_out, {"tool": "verify-cli", "command": "sandbox doctor",
@@ -60,7 +62,7 @@ def cleanup_command(
     try:
         from docker.client import DockerClient
 
-        from verify_cli.sandbox.docker_backend import reap_containers
+        from verify_cli.sandbox.docker import reap_containers
 
         client = DockerClient.from_env()
         client.ping()

@@ -43,7 +43,7 @@ EXECUTOR_NAMES = ("local", "ray")
 
 
 def create_executor(name: str, *, sandbox: str = "auto", pool_size: int = 2, warm: bool = True,
-                    ray_address: str = "auto") -> Executor:
+                    ray_address: str = "auto", docker_mode: str = "node") -> Executor:
     """The executor ``name`` (``local`` or ``ray``) grading in backend ``sandbox``.
 
     ``auto`` is resolved here for ``local`` (resolve it first to show the fallback warning) and
@@ -51,11 +51,12 @@ def create_executor(name: str, *, sandbox: str = "auto", pool_size: int = 2, war
     """
     if name == "local":
         backend, _ = resolve_backend_name(sandbox)
-        return LocalExecutor(backend, pool_size=pool_size, warm=warm)
+        return LocalExecutor(backend, pool_size=pool_size, warm=warm, docker_mode=docker_mode)
     if name == "ray":
         from verify_cli.executors.ray_executor import RayExecutor
 
-        return RayExecutor(ray_address, sandbox=sandbox, pool_size=pool_size, warm=warm)
+        return RayExecutor(ray_address, sandbox=sandbox, pool_size=pool_size, warm=warm,
+                           docker_mode=docker_mode)
     raise UsageError(f"unknown executor {name!r}", hint=f"choose one of: {', '.join(EXECUTOR_NAMES)}")
 
 

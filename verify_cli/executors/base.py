@@ -57,6 +57,11 @@ class Executor(ABC):
     @abstractmethod
     def isolation(self) -> str: ...
 
+    def facts(self) -> dict[str, object]:
+        """What a report records about the sandboxes beyond backend and isolation (image digests,
+        containers); default: nothing."""
+        return {}
+
     @abstractmethod
     def grade_many(self, requests: Iterable[GradeRequest], *, jobs: int = 2,
                    on_result: ResultCallback | None = None) -> Iterator[GradeResult]:

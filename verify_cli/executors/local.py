@@ -17,9 +17,10 @@ class LocalExecutor(Executor):
     name = "local"
 
     def __init__(self, backend: str, *, pool_size: int = 2, warm: bool = True,
-                 sandbox: Sandbox | None = None) -> None:
+                 sandbox: Sandbox | None = None, docker_mode: str = "node") -> None:
         self._backend = backend
-        self.sandbox = sandbox if sandbox is not None else create_sandbox(backend, pool_size=pool_size)
+        self.sandbox = (sandbox if sandbox is not None
+                        else create_sandbox(backend, pool_size=pool_size, mode=docker_mode))
         self._owns_sandbox = sandbox is None
         if self._owns_sandbox:
             self.sandbox.start()
@@ -32,6 +33,9 @@ class LocalExecutor(Executor):
     @property
     def isolation(self) -> str:
         return self.sandbox.isolation
+
+    def facts(self) -> dict[str, object]:
+        return self.sandbox.facts()
 
     def grade_many(self, requests: Iterable[GradeRequest], *, jobs: int = 2,
                    on_result: ResultCallback | None = None) -> Iterator[GradeResult]:

@@ -90,11 +90,12 @@ class RayExecutor(Executor):
 
     def __init__(self, address: str = "auto", *, sandbox: str = "auto", pool_size: int = 2, warm: bool = True,
                  prefetch: int = 2, max_attempts: int = 3, drain_after: int = 3,
-                 start_timeout: float = 180.0) -> None:
+                 start_timeout: float = 180.0, docker_mode: str = "node") -> None:
         self._ray, self._owns_connection = connect(address)
         self.address = address
         self.sandbox = sandbox
         self.pool_size = pool_size
+        self.docker_mode = docker_mode
         self.warm = warm
         self.prefetch = max(1, prefetch)
         self.max_attempts = max(1, max_attempts)
@@ -121,7 +122,8 @@ class RayExecutor(Executor):
             name=f"{ACTOR_PREFIX}{node.node_id[:12]}:{self._run_id}:{generation}", namespace=ACTOR_NAMESPACE,
             resources={SLOTS_RESOURCE: node.slots}, num_cpus=0, max_restarts=0,
             scheduling_strategy=pin_to(node.node_id),
-        ).remote(self.sandbox, node.slots, node.name, pool_size=self.pool_size, warm=self.warm)
+        ).remote(self.sandbox, node.slots, node.name, pool_size=self.pool_size, warm=self.warm,
+                   docker_mode=self.docker_mode)
 
     def _await_pools(self, timeout: float) -> None:
         ray = self._ray

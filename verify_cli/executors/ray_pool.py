@@ -25,11 +25,12 @@ from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
 class SandboxPool:
     """Grades requests on this node in one backend, ``slots`` at a time (more calls wait here)."""
 
-    def __init__(self, sandbox: str, slots: int, node: str, *, pool_size: int = 2, warm: bool = True) -> None:
+    def __init__(self, sandbox: str, slots: int, node: str, *, pool_size: int = 2, warm: bool = True,
+                 docker_mode: str = "node") -> None:
         self.node = node
         self.slots = max(1, slots)
         self.backend, self.warning = resolve_backend_name(sandbox)
-        self.box = create_sandbox(self.backend, pool_size=pool_size)
+        self.box = create_sandbox(self.backend, pool_size=pool_size, mode=docker_mode)
         self.box.start()
         self.grader = Grader(self.box, warm=warm)
         if warm:

@@ -89,6 +89,11 @@ class GradeResult:
     node: str = ""
 
     @property
+    def image_digest(self) -> str | None:
+        """The content digest of the image the run ran in (docker), else None."""
+        return self.run.image_digest
+
+    @property
     def failed_tests(self) -> list[TestOutcome]:
         return [t for t in self.tests if not t.outcome.ok]
 
@@ -108,6 +113,8 @@ class GradeResult:
         }
         if self.node:
             d["node"] = self.node
+        if self.run.image_digest:
+            d["image_digest"] = self.run.image_digest
         if with_run:
             d["run"] = self.run.to_dict()
         return d

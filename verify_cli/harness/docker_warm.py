@@ -1,6 +1,6 @@
 """The warm runner of a pooled docker container: pytest imported before the job arrives.
 
-Started by the docker backend (``verify_cli.sandbox.docker_backend``) as the waiting process of a
+Started by the docker backend (``verify_cli.sandbox.docker``) as the waiting process of a
 pooled container, under the interpreter the task's command names (stdlib and pytest only). A
 pooled container serves one run and is destroyed after it, so the container itself is the
 isolation boundary: nothing here forks. The process

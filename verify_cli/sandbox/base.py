@@ -126,6 +126,8 @@ class RunResult:
     stderr: CapturedOutput = field(default_factory=CapturedOutput)
     results: Mapping[str, bytes] = field(default_factory=dict)
     message: str = ""
+    #: The content digest (``sha256:...``) of the image the run ran in; None off Docker.
+    image_digest: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -133,6 +135,7 @@ class RunResult:
             "signal": self.signal, "wall_seconds": round(self.wall_seconds, 4),
             "cpu_seconds": round(self.cpu_seconds, 4), "stdout": self.stdout.to_dict(),
             "stderr": self.stderr.to_dict(), "results": sorted(self.results), "message": self.message,
+            **({"image_digest": self.image_digest} if self.image_digest else {}),
         }
 
 
@@ -164,6 +167,11 @@ class Sandbox(ABC):
     def run(self, spec: RunSpec) -> RunResult:
         """Run ``spec`` to completion and return its verdict. Never raises for the command's faults;
         infrastructure faults come back as ``infra_error``/``setup_error`` verdicts."""
+
+    def facts(self) -> dict[str, object]:
+        """What a report should record about this sandbox beyond its name and isolation (the
+        docker backend: its mode, the images' content digests, its containers). Default: none."""
+        return {}
 
     def start(self) -> None:  # noqa: B027 - optional hook, deliberately a no-op
         """Prepare (warm pools, images). Default: nothing."""

@@ -47,6 +47,9 @@ INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewra
                 "unprivileged user namespaces are enabled "
                 "(sysctl kernel.unprivileged_userns_clone=1)")
 
+#: Namespaces and session of every bwrap run: this backend's and the docker backend's node mode.
+RUN_NAMESPACES = ("--unshare-all", "--die-with-parent", "--new-session")
+
 _SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/alternatives", "/etc/ssl",
               "/etc/nsswitch.conf", "/etc/localtime")
@@ -79,7 +82,7 @@ def _system_argv(scratch: Path) -> list[str]:
                       f"sandbox:{SANDBOX_WORKDIR}:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n")
     group = scratch / "group"
     group.write_text(f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\nnogroup:x:65534:\n")
-    argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+    argv = [shutil.which("bwrap") or "bwrap", *RUN_NAMESPACES,
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
     for d in _SYSTEM_DIRS:
         if Path(d).is_symlink():
@@ -90,6 +93,23 @@ def _system_argv(scratch: Path) -> list[str]:
         argv += ["--ro-bind-try", f, f]
     argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
     return argv
+
+
+def run_wrapper(*, unpack: str, results_to: str, ready: str = "", close_fds: str = "") -> str:
+    """The shell that runs a command inside a run's namespaces (``sh -c WRAPPER sh ARGV...``).
+
+    ``unpack`` fills the work folder (it ends the run on failure), ``ready`` (optional) announces
+    that the command starts, ``close_fds`` are redirections that keep the wrapper's own channels
+    from the command. Then it kills whatever the command left running (only inside a fresh pid
+    namespace, where this shell is pid 2 and ``kill -1`` spares it and init) and writes the
+    results folder as a tar archive to ``results_to``; the exit status stays the command's.
+    """
+    return (f"{unpack}\n{ready}"
+            f'"$@"{close_fds}\n'
+            "status=$?\n"
+            'if [ "$$" -le 3 ]; then kill -KILL -1 2>/dev/null; fi\n'
+            f"cd {SANDBOX_RESULTS} && tar -cf - . 2>/dev/null >{results_to}\n"
+            "exit $status\n")
 
 
 def runtime_binds() -> list[str]:
@@ -212,17 +232,7 @@ class BwrapSandbox(LocalSandbox):
                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
                                  path=runtime_path(), extra=extra)
         read_end, write_end = os.pipe()
-        # Copy the caller's files into the private tmpfs (and start the candidate process) and
-        # run the command. Then kill whatever it left running (only inside the fresh pid
-        # namespace, where this shell is pid 2 and kill -1 spares it and init) and hand the
-        # results folder back on the pipe; the exit status stays the command's. (dash takes
-        # one-digit fds only, hence /proc/self/fd.)
-        script = (copy +
-                  '"$@"\n'
-                  'status=$?\n'
-                  'if [ "$$" -le 3 ]; then kill -KILL -1 2>/dev/null; fi\n'
-                  f'cd {SANDBOX_RESULTS} && tar -cf - . 2>/dev/null >/proc/self/fd/{write_end}\n'
-                  'exit $status\n')
+        script = run_wrapper(unpack=copy.rstrip("\n"), results_to=f"/proc/self/fd/{write_end}")
         argv += ["/bin/sh", "-c", script, "sh", *command]
         return Prepared(argv=argv, env=env, cwd="/", results_dir=results, signal_from_status=True,
                         results_pipe=(read_end, write_end),
@@ -252,4 +262,4 @@ class BwrapSandbox(LocalSandbox):
                         signal_from_status=True)
 
 
-__all__ = ["BwrapSandbox", "runtime_binds"]
+__all__ = ["RUN_NAMESPACES", "BwrapSandbox", "run_wrapper", "runtime_binds"]

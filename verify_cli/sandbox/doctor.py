@@ -70,8 +70,9 @@ def _latency(box: Sandbox, image: str | None, runs: int) -> tuple[float, float]:
 
 
 def diagnose(backends: list[str] | None = None, *, fast: bool = True, latency_runs: int = 10,
-             progress: Callable[[str], None] | None = None) -> list[BackendDiagnosis]:
-    """Check each backend (default: all registered) here and now."""
+             progress: Callable[[str], None] | None = None,
+             docker_mode: str = "node") -> list[BackendDiagnosis]:
+    """Check each backend (default: all registered) here and now (docker in ``docker_mode``)."""
     say = progress or (lambda _m: None)
     out: list[BackendDiagnosis] = []
     for name in backends or sandbox_names():
@@ -82,9 +83,10 @@ def diagnose(backends: list[str] | None = None, *, fast: bool = True, latency_ru
         if not avail.available:
             continue
         image = DOCTOR_IMAGE if name == "docker" else None
-        options = {"pool_size": 2} if name == "docker" else {}
+        options: dict[str, object] = {"pool_size": 2, "mode": docker_mode} if name == "docker" else {}
         try:
             with create_sandbox(name, **options) as box:
+                diag.isolation = box.isolation
                 say(f"{name}: timing a trivial run")
                 diag.latency_p50_s, diag.latency_p95_s = _latency(box, image, latency_runs)
                 def report(r: ConformanceResult, n: str = name) -> None:

@@ -85,6 +85,7 @@ _PYTHON_CHECK = (
     "python -m pytest -q -p no:cacheprovider --junitxml=check.xml test_check.py >/dev/null\n"
     "grep -q '<testsuite' check.xml\n"
     "python --version && python -m pytest --version\n"
+    "bwrap --version\n"
 )
 _NODE_CHECK = (
     "set -e\n"
@@ -92,6 +93,7 @@ _NODE_CHECK = (
     "cd /tmp && echo 'require(\"node:test\")(\"t\", () => {});' > check.test.js\n"
     "node --test --test-reporter=junit check.test.js | grep -q '<testsuites'\n"
     "node --version\n"
+    "bwrap --version\n"
 )
 
 RECIPES: dict[str, ImageRecipe] = {
@@ -100,7 +102,7 @@ RECIPES: dict[str, ImageRecipe] = {
         tag="verify-cli/python:3.11",
         dockerfile_dir="python",
         suite="bookworm",  # python3 3.11, pytest 7.2
-        packages=("python3", "python3-pytest"),
+        packages=("python3", "python3-pytest", "bubblewrap"),
         setup="ln -sf python3 /usr/bin/python\n",
         check=("sh", "-c", _PYTHON_CHECK),
     ),
@@ -109,7 +111,7 @@ RECIPES: dict[str, ImageRecipe] = {
         tag="verify-cli/node:20",
         dockerfile_dir="node",
         suite="trixie",  # nodejs 20.19 (bookworm's is 18, without the junit reporter)
-        packages=("nodejs",),
+        packages=("nodejs", "bubblewrap"),
         setup="",
         check=("sh", "-c", _NODE_CHECK),
     ),

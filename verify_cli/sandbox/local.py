@@ -5,13 +5,11 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import resource
 import shutil
 import signal
 import stat
 import subprocess
-import tarfile
 import tempfile
 import threading
 import time
@@ -28,11 +26,8 @@ from verify_cli.sandbox.base import (
     Verdict,
 )
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
+from verify_cli.sandbox.judging import out_of_memory, read_results_tar, signal_verdict
 from verify_cli.sandbox.output import BoundedCapture, start_drain
-
-_OOM_MARKERS = re.compile(
-    rb"MemoryError|Cannot allocate memory|std::bad_alloc|JavaScript heap out of memory|"
-    rb"out of memory|Killed process")
 
 
 @dataclass(frozen=True)
@@ -77,19 +72,7 @@ def _child_setup(limits: Limits, cgroup: RunCgroup | None) -> Callable[[], None]
 
 def read_results_archive(data: bytes) -> dict[str, bytes]:
     """Regular files of a tar archive (links, devices and odd names refused), as read_results."""
-    out: dict[str, bytes] = {}
-    with contextlib.suppress(tarfile.TarError, OSError, EOFError), \
-            tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
-        for member in archive:
-            name = Path(member.name)
-            parts = [p for p in name.parts if p != "."]
-            if (not member.isreg() or name.is_absolute() or ".." in parts or not parts
-                    or member.size > MAX_RESULT_FILE_BYTES):
-                continue
-            fh = archive.extractfile(member)
-            if fh is not None:
-                out["/".join(parts)] = fh.read(MAX_RESULT_FILE_BYTES)
-    return out
+    return read_results_tar(io.BytesIO(data), stream=False)
 
 
 def _read_bounded(fd: int, limit: int, sink: bytearray, on_exceed: Callable[[], None]) -> None:
@@ -287,12 +270,8 @@ class LocalSandbox(Sandbox):
             verdict = Verdict.MEMORY_LIMIT
             message = "killed by the kernel's OOM killer (memory limit)"
         elif sig is not None:
-            verdict, message = Verdict.SIGNAL, f"killed by signal {sig} ({_signame(sig)})"
-            if sig == signal.SIGXCPU:
-                verdict, message = Verdict.TIMEOUT, "exceeded the CPU-time limit"
-            elif sig == signal.SIGXFSZ:
-                verdict, message = Verdict.OUTPUT_LIMIT, "exceeded the file-size limit"
-        elif exit_code not in (0, None) and _OOM_MARKERS.search(stderr.tail + stderr.head):
+            verdict, message = signal_verdict(sig)
+        elif exit_code not in (0, None) and out_of_memory(stderr.head, stderr.tail):
             verdict, message = Verdict.MEMORY_LIMIT, "ran out of memory under the memory limit"
         elif exit_code == 0:
             verdict = Verdict.OK
@@ -303,13 +282,6 @@ class LocalSandbox(Sandbox):
         return RunResult(verdict=verdict, backend=self.name, exit_code=exit_code, signal=sig,
                          wall_seconds=wall, cpu_seconds=float(status.get("cpu", 0.0) or 0.0),  # type: ignore[arg-type]
                          stdout=stdout, stderr=stderr, results=results, message=message)
-
-
-def _signame(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return "unknown"
 
 
 def _feed_stdin(pipe: object, data: bytes) -> None:

@@ -31,7 +31,7 @@ def _load_builtin() -> None:
     from verify_cli.sandbox import bwrap, process  # noqa: F401
 
     with contextlib.suppress(ImportError):  # the docker SDK is a core dependency, but be lenient
-        from verify_cli.sandbox import docker_backend  # noqa: F401
+        from verify_cli.sandbox import docker  # noqa: F401
 
 
 def sandbox_names() -> list[str]:
