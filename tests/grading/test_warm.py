@@ -221,9 +221,12 @@ os.chdir("/tmp")
 
 
 def _hostile_task(make_task: Callable[..., Path], candidate_limits: dict[str, Any] | None = None,
-                  flags: str = "") -> Path:
+                  flags: str = "", isolation: str = "in-process") -> Path:
     def mutate(doc: dict[str, Any]) -> None:
         doc["editable"] = ["mod.py"]
+        # These candidates attack the warm worker from inside the test process: in-process is
+        # where that is possible (two-process, they only reach their own sandbox).
+        doc["isolation"] = isolation
         doc["test"]["command"] = (
             f'python -m pytest -q -p no:cacheprovider {flags} '
             f'--junitxml="$VERIFY_RESULTS_DIR/junit.xml" tests')
@@ -239,9 +242,10 @@ def _candidate(task_root: Path, code: str) -> GradeRequest:
 
 
 @pytest.mark.bwrap
+@pytest.mark.parametrize("isolation", ["in-process", "two-process"])
 def test_a_candidate_that_corrupts_global_state_does_not_affect_the_next_run(
-        cold: Grader, warm: Grader, make_task: Callable[..., Path]) -> None:
-    root = _hostile_task(make_task)
+        cold: Grader, warm: Grader, make_task: Callable[..., Path], isolation: str) -> None:
+    root = _hostile_task(make_task, isolation=isolation)
     bad_cold, bad_warm = grade_both(cold, warm, _candidate(root, CORRUPTING_CANDIDATE))
     assert _evidence(bad_warm) == _evidence(bad_cold)
     assert not bad_warm.passed  # the corruption is visible to its own run...

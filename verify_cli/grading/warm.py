@@ -373,7 +373,8 @@ class _Worker:
                        str(worker_ctl.fileno()), "--preload", ",".join(self.key.preload)]
             prepared = self.sandbox.long_lived(  # type: ignore[attr-defined]
                 command, scratch=self.scratch, env=dict(self.key.startup_env),
-                ro_binds=[(self.jobs, JOBS_MOUNT), (warmup, WARMUP_DIR)])
+                ro_binds=[(self.jobs, JOBS_MOUNT), (warmup, WARMUP_DIR)],
+                dirs=[CANDIDATE_WORK, CANDIDATE_CHANNEL])
             log = open(self.scratch / "worker.log", "wb")  # noqa: SIM115 - handed to the child
             try:
                 self.proc = subprocess.Popen(

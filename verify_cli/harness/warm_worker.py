@@ -180,10 +180,10 @@ def isolate(job: dict[str, Any]) -> int:
     return os.open(RESULTS, os.O_RDONLY | os.O_DIRECTORY)
 
 
-#: Two-process runs: the work folder as the candidate sees it (no mounts over it) and the
-#: channel folder, both inside the run's fresh /dev/shm.
-CANDIDATE_WORK = "/dev/shm/verify-work"
-CANDIDATE_CHANNEL = "/dev/shm/verify-channel"
+#: Two-process runs: mount points (made by the worker's sandbox) for the work folder as the
+#: candidate sees it (no mounts over it) and for the channel folder.
+CANDIDATE_WORK = "/.verify-work"
+CANDIDATE_CHANNEL = "/.verify-channel"
 
 
 def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int) -> None:
@@ -205,9 +205,8 @@ def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int) -> Non
                 with open(entry.path, "rb") as fin, open(target, "xb") as fout:
                     fout.write(fin.read())
                 os.chmod(target, entry.stat().st_mode & 0o777)
-    os.makedirs(CANDIDATE_WORK)
     _mount(WORKDIR, CANDIDATE_WORK, None, _MS_BIND)  # not recursive: none of the mounts below
-    os.makedirs(CANDIDATE_CHANNEL, mode=0o755)
+    _mount("tmpfs", CANDIDATE_CHANNEL, "tmpfs", flags, "size=65536,mode=0755")
     for rel in sorted(hidden):
         folder = os.path.join(src, rel)
         if os.path.isdir(folder) and not os.path.islink(folder):
