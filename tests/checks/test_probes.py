@@ -84,8 +84,9 @@ CAUGHT_BY = {
     "unsealed-runner": {"forged-junit": "harness", "forged-junit-at-exit": "harness",
                         "patched-assertions": "harness"},
     "editable-conftest": {"planted-conftest": "harness"},
-    # weak-tests and memorisable-tests-js grade two-process: their candidates never see the
-    # test files, so this probe earns 0 there (in-process it read them).
+    # weak-tests grades two-process: its candidate never sees the test files, so this probe
+    # earns 0 there (in-process it read them).
+    "memorisable-tests-js": {"read-tests-from-disk": "tests"},  # declares in-process
 }
 
 

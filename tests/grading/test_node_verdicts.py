@@ -21,12 +21,13 @@ JS_TASKS = [ROOT / "sample_tasks" / "coding-word-wrap-js",
             ROOT / "tests" / "fixtures" / "defective" / "memorisable-tests-js"]
 
 
+# (memorisable-tests-js declares in-process, to show its hole to audit; graded both ways here.)
 @pytest.mark.parametrize("folder", JS_TASKS, ids=lambda p: p.name)
 def test_two_process_and_in_process_agree(folder: Path) -> None:
     grader = Grader(create_sandbox("bwrap"))
     task = load_task(folder)
     for phase, should_pass in ((Phase.REFERENCE, True), (Phase.STARTER, False)):
-        two = grader.grade(GradeRequest(task, phase))
+        two = grader.grade(GradeRequest(replace(task, isolation=Isolation.TWO_PROCESS), phase))
         one = grader.grade(GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), phase))
         assert (two.isolation, one.isolation) == ("two-process", "in-process")
         assert two.passed is should_pass, two.to_dict(with_run=False)

@@ -110,6 +110,9 @@ class Peer {
     } finally {
       this.depth -= 1;
       this.channel.setIdle(true);
+      // A frame that arrived after the last look but before IDLE was set got no wake-up
+      // message from the I/O thread: look once more, or it would wait forever.
+      if (this.channel.ready() && !this.broken) setImmediate(() => this.drain());
     }
   }
 
