@@ -244,8 +244,6 @@ def test_the_data_file_probe_answers_from_json_and_csv_files_in_process(
     assert sorted(result.passed_tests) == sorted(DATA_DRIVEN[fixture])
 
 
-@pytest.mark.xfail(strict=True, reason="two-process grading (trust-py, trust-js; issue 8) is not merged into "
-                   "this branch: the default isolation still grades in-process. Remove this mark when it lands.")
 @pytest.mark.parametrize("fixture", sorted(DATA_DRIVEN))
 def test_the_data_file_probe_earns_nothing_with_two_process_grading(fixture: str, grader: Grader) -> None:
     assert load_task(DATA_FILES / fixture).isolation == "two-process"
