@@ -68,7 +68,7 @@ class PolicyUpdater:
                 raise UsageError("--update grpo with vllm needs the model folder to train from")
             import torch as _torch
             from transformers import AutoModelForCausalLM
-            device = "cuda" if _torch.cuda.is_available() else "cpu"
+            device = _torch.device("cuda" if _torch.cuda.is_available() else "cpu")
             self.model = AutoModelForCausalLM.from_pretrained(model_path).to(device)
         else:
             raise UsageError(f"--update grpo cannot update the {backend.name!r} backend's model",
