@@ -78,7 +78,8 @@ def main() -> None:
         warm = Trainer(TrainConfig(group_size=1, batch_size=len(tasks), steps=1, sampling=sampling),
                        backend, grader, tasks, tmp / "warmup", sandbox_backend=name)
         warm.run()
-        trainer.run()
+        run_id, _, _ = trainer.start(resume=False)
+        # Alone and in the step alternate, step by step, so load drifts hit both alike.
         for step in range(args.steps):
             batch = trainer.schedule.batch(step)
             prompts = [trainer.runner.first_prompt(t) for t in batch]
@@ -97,6 +98,7 @@ def main() -> None:
             grading = time.monotonic() - t0
             alone.append({"generation_alone": gen, "grading_alone": grading, "graded": len(requests),
                           "completions": len(completions)})
+            trainer.run_step(run_id, step)
 
     def med(xs: list[float]) -> float:
         return statistics.median(xs) if xs else 0.0

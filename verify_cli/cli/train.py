@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -106,7 +107,9 @@ def train_command(
         reward=RewardConfig(format_penalty=format_penalty, length_penalty=length_penalty, soft_length=soft_length),
         max_turns=max_turns, normalize_std=not no_std, dynamic_sampling=dynamic_sampling,
         dynamic_budget=dynamic_budget, update=update, grade_jobs=grade_jobs,
-        include_tests=not no_visible_tests, **({"system": None} if no_system_prompt else {}))
+        include_tests=not no_visible_tests)
+    if no_system_prompt:
+        config = dataclasses.replace(config, system=None)
     box_name, warning = resolve_backend_name(sandbox)
     if warning:
         console.warning(warning)

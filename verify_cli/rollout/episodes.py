@@ -245,8 +245,8 @@ class EpisodeRunner:
         ep.turns += 1
         ep.model_tokens += len(ids)
 
-    def run_groups(self, tasks: Sequence[Task], group_size: int, seed: int, *,
-                   first_group_index: int = 0) -> tuple[list[list[Episode]], RoundTiming]:
+    def run_groups(self, tasks: Sequence[Task], group_size: int,
+                   seed: int) -> tuple[list[list[Episode]], RoundTiming]:
         """One group of ``group_size`` episodes per task, sampled under ``seed`` (deterministic
         for a deterministic backend), all graded, with rewards."""
         timing = RoundTiming()
@@ -259,7 +259,7 @@ class EpisodeRunner:
         def first(index: int, completion: Completion) -> Episode:
             prompt = prompts[index]
             prompt_ids = list(completion.prompt_token_ids or prompt.prompt_token_ids or ())
-            ep = Episode(task=tasks[index], group_index=first_group_index + index,
+            ep = Episode(task=tasks[index], group_index=index,
                          sample_index=len(groups[index]), group_seed=seed, prompt=prompt,
                          messages=[dict(m) for m in prompt.messages] or [{"role": "user", "content": prompt.text}],
                          prompt_ids=prompt_ids)

@@ -68,8 +68,9 @@ class PolicyUpdater:
                 raise UsageError("--update grpo with vllm needs the model folder to train from")
             import torch as _torch
             from transformers import AutoModelForCausalLM
-            device = "cuda" if _torch.cuda.is_available() else "cpu"
-            self.model = AutoModelForCausalLM.from_pretrained(model_path).to(device)
+            device = _torch.device("cuda" if _torch.cuda.is_available() else "cpu")
+            trained: Any = AutoModelForCausalLM.from_pretrained(model_path)
+            self.model = trained.to(device)
         else:
             raise UsageError(f"--update grpo cannot update the {backend.name!r} backend's model",
                              hint="use --backend hf (in process) or vllm, or --update none and train elsewhere")
