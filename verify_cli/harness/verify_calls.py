@@ -200,7 +200,9 @@ def main() -> None:
 
 def run_tests(tests: list[Test], module_name: str, entry: str, call_seconds: float,
               total_seconds: float, started: float) -> None:
-    import verify_standin  # installs the stand-in importer: the candidate's module is remote
+    import verify_standin
+
+    verify_standin.install()  # the stand-in importer: the candidate's module is remote
 
     candidate: Any = None
     broken = ""
