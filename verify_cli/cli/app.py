@@ -52,6 +52,7 @@ app.add_typer(cluster_app, name="cluster")
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; expected errors become messages and exit codes, Ctrl-C exits 130."""
+    console.use_stdout()
     try:
         code = app(args=argv, standalone_mode=False)
     except VerifyError as e:

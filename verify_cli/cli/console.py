@@ -36,6 +36,12 @@ def use_stderr() -> None:
     out = err
 
 
+def use_stdout() -> None:
+    """Human output back on stdout (each command starts so; ``use_stderr`` lasts one command)."""
+    global out
+    out = _console(False)
+
+
 def error(message: str) -> None:
     # Messages quote user input (TOML tables, regex classes): "[...]" must print as written.
     err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)

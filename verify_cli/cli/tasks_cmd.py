@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from verify_cli.checks.cache import default_cache_dir
+from verify_cli.checks.solvability import DEFAULT_REPEATS
 from verify_cli.cli import console
 from verify_cli.report.files import write_json
 from verify_cli.report.task_set import (
@@ -43,7 +44,7 @@ def _statuses(entries: Sequence[TaskEntry], checks: Path | None, sandbox: str, r
 
 @tasks_app.command("list")
 def list_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = None,
-                 sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = 3, cache_dir: CacheOpt = None) -> None:
+                 sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = DEFAULT_REPEATS, cache_dir: CacheOpt = None) -> None:
     """One line per task: id, domain, language, kind, difficulty, check status."""
     if json_out == "-":
         console.use_stderr()
@@ -63,7 +64,7 @@ def list_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = No
 
 @tasks_app.command("stats")
 def stats_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = None,
-                  sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = 3, cache_dir: CacheOpt = None) -> None:
+                  sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = DEFAULT_REPEATS, cache_dir: CacheOpt = None) -> None:
     """Counts by domain, language, kind, difficulty bucket and check status."""
     if json_out == "-":
         console.use_stderr()
