@@ -185,6 +185,12 @@ def _needs_more_runs(runs: Sequence[GradeResult]) -> bool:
     return len({frozenset(t.id for t in r.tests) for r in refs}) == 1
 
 
+def check_cache_key(task: Task, backend_id: str, options: CheckOptions) -> str:
+    """The result cache's key for ``task`` checked with ``options`` on ``backend_id``."""
+    return cache_key("check-tasks", task.content_hash(), backend_id,
+                     f"repeats={options.repeats}", f"first_wave={options.first_wave}")
+
+
 def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, options: CheckOptions,
                 *, cache: ResultCache | None = None, backend_id: str = "",
                 on_progress: ProgressCallback | None = None) -> list[TaskReport]:
@@ -196,8 +202,7 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         if isinstance(item, TaskLoadFailure):
             reports[i] = _load_failure_report(item)
             continue
-        key = cache_key("check-tasks", item.content_hash(), backend_id,
-                        f"repeats={options.repeats}", f"first_wave={options.first_wave}")
+        key = check_cache_key(item, backend_id, options)
         hit = cache.get(key) if cache else None
         if hit is not None:
             report = TaskReport.from_dict(hit)

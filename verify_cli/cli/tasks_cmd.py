@@ -44,7 +44,8 @@ def _statuses(entries: Sequence[TaskEntry], checks: Path | None, sandbox: str, r
 
 @tasks_app.command("list")
 def list_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = None,
-                 sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = DEFAULT_REPEATS, cache_dir: CacheOpt = None) -> None:
+                 sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = DEFAULT_REPEATS,
+                 cache_dir: CacheOpt = None) -> None:
     """One line per task: id, domain, language, kind, difficulty, check status."""
     if json_out == "-":
         console.use_stderr()
@@ -64,7 +65,8 @@ def list_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = No
 
 @tasks_app.command("stats")
 def stats_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = None,
-                  sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = DEFAULT_REPEATS, cache_dir: CacheOpt = None) -> None:
+                  sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = DEFAULT_REPEATS,
+                 cache_dir: CacheOpt = None) -> None:
     """Counts by domain, language, kind, difficulty bucket and check status."""
     if json_out == "-":
         console.use_stderr()

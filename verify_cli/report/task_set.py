@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from verify_cli.checks.cache import ResultCache, cache_key
+from verify_cli.checks.cache import ResultCache
+from verify_cli.checks.solvability import CheckOptions, check_cache_key
 from verify_cli.errors import UsageError
 from verify_cli.tasks.catalog import TaskEntry
 
@@ -35,7 +36,7 @@ def statuses_from_cache(entries: Sequence[TaskEntry], cache_dir: Path, backend: 
         if e.task is None:
             out[e.id] = "defective"  # it does not even load
             continue
-        hit = cache.get(cache_key("check-tasks", e.task.content_hash(), backend, f"repeats={repeats}"))
+        hit = cache.get(check_cache_key(e.task, backend, CheckOptions(repeats=repeats)))
         if hit is not None:
             out[e.id] = _verdict(hit)
     return out
