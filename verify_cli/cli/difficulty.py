@@ -20,7 +20,8 @@ from rich.table import Table
 from verify_cli import __version__
 from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.cli import console
-from verify_cli.cli.options import JobsOpt, PoolOpt, SandboxOpt
+from verify_cli.cli.executor_setup import open_executor, report_cluster
+from verify_cli.cli.options import ExecutorOpt, JobsOpt, PoolOpt, RayAddressOpt, SandboxOpt
 from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, BucketScheme
 from verify_cli.difficulty.defects import defects_from_check_tasks, defects_from_report, defects_of_load_failures
 from verify_cli.difficulty.inputs import is_data_set, task_dirs_from_data_set
@@ -36,11 +37,9 @@ from verify_cli.difficulty.outputs import (
 from verify_cli.difficulty.runner import DifficultyOptions, DifficultyProgress, DifficultyReport, run_difficulty
 from verify_cli.difficulty.runner import default_sample_cache as sample_cache_in
 from verify_cli.errors import ExitCode, UsageError
-from verify_cli.grading.grader import Grader
 from verify_cli.models.base import SamplingParams
 from verify_cli.models.registry import create_model_backend
 from verify_cli.report.files import write_json
-from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
 from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
 from verify_cli.tasks.model import Task
 
@@ -162,6 +161,8 @@ def difficulty_command(
     device: Annotated[str, typer.Option("--device", help="hf: cpu, cuda or auto.")] = "auto",
     sandbox: SandboxOpt = "auto",
     pool_size: PoolOpt = 2,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = "auto",
     jobs: JobsOpt = None,
     cold: Annotated[bool, typer.Option("--cold", help="No warm pytest workers.")] = False,
     no_tests_in_prompt: Annotated[bool, typer.Option(
@@ -191,15 +192,14 @@ def difficulty_command(
     defects = defects_of_load_failures([i for i in items if isinstance(i, TaskLoadFailure)])
     if check_report is not None:
         defects.update(defects_from_report(check_report))
-    sandbox_name, warning = resolve_backend_name(sandbox)
-    if warning:
-        console.warning(warning)
     root = cache_dir or default_cache_dir()
     options = DifficultyOptions(samples=samples, params=params, seed=seed, jobs=jobs or 2, adaptive=adaptive,
                                 round_size=round_size, confidence=confidence, scheme=scheme, ks=ks,
                                 include_tests=not no_tests_in_prompt)
-    box = create_sandbox(sandbox_name, pool_size=pool_size)
-    with box, Grader(box, warm=not cold) as grader:
+    grader = open_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=not cold,
+                           ray_address=ray_address)
+    sandbox_name = grader.backend
+    with grader:
         if check:
             check_cache = None if no_cache else ResultCache(root, "check-tasks")
             with console.progress_bar("check-tasks", 4 * len(tasks)) as advance:
@@ -215,6 +215,7 @@ def difficulty_command(
             report = run_difficulty(tasks, model_backend, grader, options, defective=defects,
                                     cache=None if no_cache else sample_cache_in(root), on_progress=on_progress)
             report.seconds = time.monotonic() - started
+    report_cluster(grader)
     write_tables(report, out)
     dataset_counts = write_dataset(report, out, buckets)
     write_histogram_png(report, out / HISTOGRAM_FILE)

@@ -12,11 +12,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from verify_cli.cli import console
-from verify_cli.cli.options import SandboxOpt
+from verify_cli.cli.executor_setup import open_executor, report_cluster
+from verify_cli.cli.options import ExecutorOpt, RayAddressOpt, SandboxOpt
 from verify_cli.errors import UsageError
-from verify_cli.grading.grader import Grader
 from verify_cli.report.files import write_json
-from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
 from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
 
 trajectories_app = typer.Typer(no_args_is_help=True, help="Read training runs: summaries and exports.")
@@ -73,6 +72,8 @@ def train_command(
         "--no-system-prompt", help="No system message in prompts.")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its manifest.")] = False,
     sandbox: SandboxOpt = "auto",
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = "auto",
     grade_jobs: Annotated[int, typer.Option("--grade-jobs", "-j", min=1, help="Sandboxed gradings at once.")] = 4,
     json_out: Annotated[str | None, typer.Option(
         "--json", help="Write the run summary as JSON (- for stdout).")] = None,
@@ -110,12 +111,9 @@ def train_command(
         include_tests=not no_visible_tests)
     if no_system_prompt:
         config = dataclasses.replace(config, system=None)
-    box_name, warning = resolve_backend_name(sandbox)
-    if warning:
-        console.warning(warning)
-    box = create_sandbox(box_name)
+    grader = open_executor(executor, sandbox=sandbox, pool_size=2, warm=False, ray_address=ray_address)
     gen = create_model_backend(backend, **options)
-    with gen, box, Grader(box) as grader:
+    with gen, grader:
         policy = None
         if update == "grpo":
             from verify_cli.rollout.grpo import GRPOConfig
@@ -128,9 +126,10 @@ def train_command(
         def on_step(r: StepReport) -> None:
             console.info(step_line(r))
 
-        trainer = Trainer(config, gen, grader, selection.tasks, out, sandbox_backend=box_name, policy=policy,
+        trainer = Trainer(config, gen, grader, selection.tasks, out, sandbox_backend=grader.backend, policy=policy,
                           on_step=on_step)
         result = trainer.run(resume=resume)
+    report_cluster(grader)
     if result.resumed_from is not None:
         console.info(f"resumed after committed step {result.resumed_from}")
     summary = summarize_run(out)

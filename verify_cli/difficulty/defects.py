@@ -11,7 +11,7 @@ from verify_cli.checks.cache import ResultCache
 from verify_cli.checks.report import TaskReport, TaskVerdict
 from verify_cli.checks.solvability import CheckOptions, ProgressCallback, check_tasks
 from verify_cli.errors import UsageError
-from verify_cli.grading.grader import Grader
+from verify_cli.grading.batch import BatchGrader
 from verify_cli.tasks.loader import TaskLoadFailure
 from verify_cli.tasks.model import Task
 
@@ -27,7 +27,7 @@ def defects_of_load_failures(failures: Sequence[TaskLoadFailure]) -> Defects:
     return {f.id: (str(f.root), f"does not load: {f.error.message}") for f in failures}
 
 
-def defects_from_check_tasks(tasks: Sequence[Task], grader: Grader, *, repeats: int = 3, jobs: int = 2,
+def defects_from_check_tasks(tasks: Sequence[Task], grader: BatchGrader, *, repeats: int = 3, jobs: int = 2,
                              cache: ResultCache | None = None, backend_id: str = "",
                              on_progress: ProgressCallback | None = None) -> Defects:
     """Run check-tasks (cached as check-tasks caches) and return the defective tasks."""

@@ -22,7 +22,7 @@ from verify_cli.difficulty.buckets import DEFECTIVE, BucketScheme
 from verify_cli.difficulty.cache import SampleCache, sample_cache_key
 from verify_cli.difficulty.samples import SampleRecord, grade_sample
 from verify_cli.difficulty.stats import TaskStats, task_stats
-from verify_cli.grading.grader import Grader
+from verify_cli.grading.batch import BatchGrader
 from verify_cli.models.base import Completion, ModelBackend, SamplingParams
 from verify_cli.models.prompts import build_prompt
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, Task
@@ -128,7 +128,7 @@ class _Arrival:
 
 
 class _Run:
-    def __init__(self, tasks: Sequence[Task], backend: ModelBackend, grader: Grader, options: DifficultyOptions,
+    def __init__(self, tasks: Sequence[Task], backend: ModelBackend, grader: BatchGrader, options: DifficultyOptions,
                  cache: SampleCache | None, on_progress: ProgressCallback | None) -> None:
         self.backend, self.grader, self.options, self.cache = backend, grader, options, cache
         self.on_progress = on_progress
@@ -287,7 +287,7 @@ class _Run:
                                 - sum(s.cached for s in self.states), cached=sum(s.cached for s in self.states))
 
 
-def run_difficulty(tasks: Sequence[Task], backend: ModelBackend, grader: Grader, options: DifficultyOptions,
+def run_difficulty(tasks: Sequence[Task], backend: ModelBackend, grader: BatchGrader, options: DifficultyOptions,
                    *, defective: Mapping[str, tuple[str, str]] | None = None, cache: SampleCache | None = None,
                    on_progress: ProgressCallback | None = None) -> DifficultyReport:
     """Measure each task's pass rate under ``backend``. ``defective`` maps task ids (that are

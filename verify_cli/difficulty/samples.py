@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from verify_cli.difficulty.stats import SampleOutcome, SampleStatus
-from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.batch import BatchGrader
+from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.models.base import Completion
 from verify_cli.models.prompts import extract_for_task, files_to_candidate
@@ -88,7 +89,7 @@ def status_of(result: GradeResult) -> SampleStatus:
     return SampleStatus.FAILED
 
 
-async def grade_sample(grader: Grader, task: Task, index: int, completion: Completion, *,
+async def grade_sample(grader: BatchGrader, task: Task, index: int, completion: Completion, *,
                        gen_seconds: float = 0.0, infra_retries: int = 2,
                        has_hidden: bool | None = None) -> SampleRecord:
     """Extract the candidate's files from ``completion`` and grade them in the sandbox."""

@@ -19,3 +19,11 @@ class BatchGrader(Protocol):
         """Grade ``requests``, yielding each result as it completes (in completion order), with
         bounded work in flight; ``on_result`` sees each result before it is yielded."""
         ...
+
+    def grade(self, request: GradeRequest) -> GradeResult:
+        """Grade one request and wait for its result."""
+        ...
+
+    async def agrade(self, request: GradeRequest) -> GradeResult:
+        """Grade one request without blocking the event loop."""
+        ...

@@ -18,7 +18,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.batch import BatchGrader
+from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams
 from verify_cli.models.prompts import (
@@ -141,7 +142,7 @@ def feedback_tokens(tokenizer: Any, messages: Sequence[Mapping[str, str]], respo
 class EpisodeRunner:
     """Generates and grades groups of episodes with one backend and one grader."""
 
-    def __init__(self, backend: ModelBackend, grader: Grader, *, sampling: SamplingOptions,
+    def __init__(self, backend: ModelBackend, grader: BatchGrader, *, sampling: SamplingOptions,
                  reward: RewardConfig, max_turns: int = 1, grade_jobs: int = 2,
                  include_tests: bool = True, system: str | None = None,
                  on_completion: Callable[[Episode], None] | None = None) -> None:

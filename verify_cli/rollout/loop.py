@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.errors import UsageError
-from verify_cli.grading.grader import Grader
+from verify_cli.grading.batch import BatchGrader
 from verify_cli.models.base import ModelBackend
 from verify_cli.models.prompts import DEFAULT_SYSTEM
 from verify_cli.rollout.advantages import GroupAdvantages, group_advantages
@@ -124,7 +124,7 @@ def episode_row(ep: Episode, *, run_id: str, step: int, group_index: int, adv: G
 class Trainer:
     """Runs steps of a training run into ``run_dir``."""
 
-    def __init__(self, config: TrainConfig, backend: ModelBackend, grader: Grader, tasks: Sequence[Task],
+    def __init__(self, config: TrainConfig, backend: ModelBackend, grader: BatchGrader, tasks: Sequence[Task],
                  run_dir: Path, *, sandbox_backend: str, policy: PolicyUpdater | None = None,
                  on_step: Callable[[StepReport], None] | None = None,
                  before_commit: Callable[[int], None] | None = None) -> None:
