@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase  # noqa: E402
 from verify_cli.grading.grader import run_environment  # noqa: E402
-from verify_cli.grading.warm import parse_pytest_command  # noqa: E402
+from verify_cli.grading.pytest_command import parse_pytest_command  # noqa: E402
 from verify_cli.grading.workspace import lay_out  # noqa: E402
 from verify_cli.sandbox.environment import HARNESS_DIR  # noqa: E402
 from verify_cli.sandbox.registry import create_sandbox, sandbox_class  # noqa: E402

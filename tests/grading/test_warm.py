@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase
-from verify_cli.grading.warm import WarmStats, parse_pytest_command
+from verify_cli.grading.pytest_command import parse_pytest_command
+from verify_cli.grading.warm import WarmStats
 from verify_cli.sandbox.base import Sandbox, Verdict
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import create_sandbox
