@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verify_cli.errors import ExitCode, VerifyError
 from verify_cli.grading.workspace import Phase
 from verify_cli.harness.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, WARMUP_TEST
 from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
@@ -85,11 +86,13 @@ _UNQUOTED_SPECIAL = set(";&|<>()`\\*?[]{}~#\n\r")
 _SPLITTING = set(" \t\n*?[")
 
 
-class WorkerError(Exception):
+class WorkerError(VerifyError):
     """A warm worker failed (not the code under test): the job must be re-run cold.
 
     ``worker_ok``: the worker itself is fine and may serve other runs (this one cannot go warm).
     """
+
+    exit_code = ExitCode.INFRA
 
     def __init__(self, message: str, *, worker_ok: bool = False) -> None:
         super().__init__(message)
