@@ -6,6 +6,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from enum import StrEnum
 
+from verify_cli.errors import ExitCode, VerifyError
+
 
 class Outcome(StrEnum):
     PASSED = "passed"
@@ -33,8 +35,10 @@ class TestOutcome:
                 "message": self.message}
 
 
-class JUnitParseError(ValueError):
+class JUnitParseError(VerifyError, ValueError):
     """The results file is not JUnit XML."""
+
+    exit_code = ExitCode.INFRA
 
 
 def _case_outcome(case: ET.Element) -> tuple[Outcome, str]:
