@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -55,23 +56,62 @@ def plain(text: str) -> None:
 
 @contextmanager
 def progress_bar(description: str, total: int) -> Iterator[Any]:
-    """A progress bar on stderr; yields ``advance(text)``. Silent when stderr is not a terminal."""
+    """Progress on stderr; yields ``advance(text)``.
+
+    On a terminal, a bar (``total`` 0 means not known yet: no count past it is shown). Elsewhere
+    (CI logs), a plain line at most every ``PLAIN_PROGRESS_SECONDS`` and one at the end.
+    """
+    if not err.is_terminal:
+        yield from _plain_progress(description, total)
+        return
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=err,
-                        transient=True, disable=not err.is_terminal)
+                        transient=True)
     with progress:
-        tid = progress.add_task(description, total=total, current="")
+        tid = progress.add_task(description, total=total or None, current="")
 
         def advance(text: str = "", completed: int | None = None, total: int | None = None) -> None:
             if total is not None:
-                progress.update(tid, total=total)
+                progress.update(tid, total=total or None)
             if completed is None:
                 progress.advance(tid)
             else:
                 progress.update(tid, completed=completed)
+            task = progress.tasks[0]
+            if task.total is not None and task.completed > task.total:
+                progress.update(tid, total=task.completed)
             progress.update(tid, current=escape(text))
 
         yield advance
+
+
+PLAIN_PROGRESS_SECONDS = 15.0
+
+
+def _plain_progress(description: str, total: int) -> Iterator[Any]:
+    state: dict[str, Any] = {"done": 0, "total": total, "last": time.monotonic(), "text": ""}
+    started = time.monotonic()
+
+    def line() -> None:
+        n, t = int(state["done"]), int(state["total"])
+        count = f"{n}/{t}" if t >= n and t else f"{n}"
+        err.print(f"{description}: {count} done, {time.monotonic() - started:.0f}s"
+                  + (f"  {state['text']}" if state["text"] else ""),
+                  markup=False, highlight=False, soft_wrap=True)
+
+    def advance(text: str = "", completed: int | None = None, total: int | None = None) -> None:
+        if total is not None:
+            state["total"] = total
+        state["done"] = int(state["done"]) + 1 if completed is None else completed
+        state["text"] = text
+        now = time.monotonic()
+        if now - float(state["last"]) >= PLAIN_PROGRESS_SECONDS:
+            state["last"] = now
+            line()
+
+    yield advance
+    if state["done"]:
+        line()
 
 
 def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation: str, repeats: int,
@@ -155,15 +195,10 @@ SHOWN_SURVIVORS = 8
 
 @contextmanager
 def audit_progress(description: str) -> Iterator[Any]:
-    """A progress bar on stderr whose total may grow; yields ``update(text, done, total)``."""
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=err,
-                        transient=True, disable=not err.is_terminal)
-    with progress:
-        tid = progress.add_task(description, total=None, current="")
-
+    """Progress on stderr whose total may grow; yields ``update(text, done, total)``."""
+    with progress_bar(description, 0) as advance:
         def update(text: str, done: int, total: int) -> None:
-            progress.update(tid, completed=done, total=total, current=escape(text))
+            advance(text, completed=done, total=total)
 
         yield update
 
