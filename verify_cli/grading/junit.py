@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from enum import StrEnum
 
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring as _safe_fromstring
-from dataclasses import dataclass
-from enum import StrEnum
 
 from verify_cli.errors import ExitCode, VerifyError
 
