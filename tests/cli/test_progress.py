@@ -25,3 +25,11 @@ def test_plain_progress_is_rate_limited(capsys: pytest.CaptureFixture[str]) -> N
             update("t", i, 60)
     lines = capsys.readouterr().err.splitlines()
     assert lines == [lines[0]] and lines[0].startswith("auditing: 49/60 done")
+
+
+def test_the_summary_line_is_short(capsys: pytest.CaptureFixture[str]) -> None:
+    console.check_tasks_table([], backend="process", isolation="none: a very long description " * 5,
+                              repeats=2)
+    out = capsys.readouterr().out
+    summary = out.strip().splitlines()[-1]
+    assert "very long description" not in out and "sandbox list" in summary and len(summary) < 100

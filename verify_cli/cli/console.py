@@ -138,7 +138,8 @@ def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation:
     out.print(f"[bold]{counts[TaskVerdict.SOUND]} sound[/], "
               f"[{'bold red' if counts[TaskVerdict.DEFECTIVE] else 'dim'}]{counts[TaskVerdict.DEFECTIVE]} "
               f"defective[/], [{'bold yellow' if counts[TaskVerdict.ERROR] else 'dim'}]"
-              f"{counts[TaskVerdict.ERROR]} error[/]  (sandbox: {backend} — {isolation})")
+              f"{counts[TaskVerdict.ERROR]} error[/]  (sandbox: {backend}; what it isolates: "
+              "verify-cli sandbox list)")
     if power is not None:
         style = "dim" if power.meets_target else "yellow"
         below = "" if power.meets_target else f" (below the {power.target:.0%} target: raise --repeats)"
@@ -356,7 +357,7 @@ def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options
               f"[{'bold red' if counts['unreliable'] else 'dim'}]{counts['unreliable']} unreliable[/], "
               f"[{'bold yellow' if counts['error'] else 'dim'}]{counts['error']} error[/]"
               + (f"  (fail under a mutation score of {fail_under:g})" if fail_under else "")
-              + f"  (sandbox: {backend} — {escape(isolation)})")
+              + f"  (sandbox: {backend}; what it isolates: verify-cli sandbox list)")
 
 
 def probe_list() -> None:
