@@ -87,3 +87,12 @@ def test_a_bad_task_file_is_a_finding_for_audit_and_check_tasks(
     assert main(["audit", str(root), "--sandbox", "process"]) == 1
     assert "Traceback" not in capsys.readouterr().err
     assert main(["check-tasks", str(root), "--sandbox", "process", "--no-cache"]) == 1
+
+
+def test_audit_of_a_task_that_does_not_load_says_why_first(
+        make_task: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_task("bad", mutate=lambda doc: doc["limits"].update(wall_seconds=-1))
+    main(["audit", str(root), "--sandbox", "process"])
+    out = capsys.readouterr().out
+    assert "nothing measured" not in out
+    assert out.index("does not load") < out.index("audit: 1 task(s)")

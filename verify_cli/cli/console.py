@@ -332,8 +332,11 @@ def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options
 
     for a in audits:
         verdict = a.verdict(fail_under).value
-        body: list[Any] = [*_mutation_lines(a), *_flaky_lines(a), *_probe_lines(a), *_labelled_lines(a),
-                           *_trust_lines(a)]
+        # what stopped the audit (a task that does not load) comes first, before any measurement
+        body: list[Any] = [Text.from_markup(f"[bold red]defect[/]: {escape(d)}")
+                           for d in getattr(a, "defects", ())]
+        body += [*_mutation_lines(a), *_flaky_lines(a), *_probe_lines(a), *_labelled_lines(a),
+                 *_trust_lines(a)]
         body += [Text.from_markup(f"[yellow]problem[/]: {escape(p)}") for p in a.problems]
         out.print(Panel(Group(*body) if body else Text("nothing measured"),
                         title=f"[bold]{escape(a.task_id)}[/] [{_AUDIT_STYLE[verdict]}]{verdict}[/]",
