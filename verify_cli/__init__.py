@@ -59,7 +59,6 @@ _PUBLIC: dict[str, str] = {
     "UsageError": "verify_cli.errors",
     "TaskFormatError": "verify_cli.errors",
     "SandboxUnavailableError": "verify_cli.errors",
-    "InfrastructureError": "verify_cli.errors",
     "ExitCode": "verify_cli.errors",
 }
 
@@ -85,7 +84,6 @@ if TYPE_CHECKING:  # static checkers see the real names (names used through __al
     from verify_cli.checks.solvability import CheckOptions, check_tasks
     from verify_cli.errors import (
         ExitCode,
-        InfrastructureError,
         SandboxUnavailableError,
         TaskFormatError,
         UsageError,

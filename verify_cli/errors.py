@@ -12,7 +12,6 @@ The hierarchy (exit code in brackets)::
     ├── ModelBackendUnavailableError [2]     models.base: a model backend cannot be used here
     ├── SandboxUnavailableError [3]          a sandbox backend cannot run here (not installed,
     │                                        daemon down, an image cannot be built)
-    ├── InfrastructureError [3]              the infrastructure failed while running
     ├── ExecutorUnavailableError [3]         executors.base: an executor cannot start here
     ├── ClusterError [3]                     executors.base: the cluster failed
     ├── ModelBackendError [2]                models.base: a model backend failed a request
@@ -83,11 +82,5 @@ class SandboxUnavailableError(VerifyError):
     Exit 3: nothing about the tasks could be concluded, and the fix is on the machine, not in
     the command line.
     """
-
-    exit_code = ExitCode.INFRA
-
-
-class InfrastructureError(VerifyError):
-    """The infrastructure failed while running (daemon died, disk full): not the task's fault."""
 
     exit_code = ExitCode.INFRA

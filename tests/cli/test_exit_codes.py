@@ -10,7 +10,6 @@ import pytest
 from verify_cli.cli.app import main
 from verify_cli.errors import (
     ExitCode,
-    InfrastructureError,
     SandboxUnavailableError,
     TaskFormatError,
     UsageError,
@@ -33,7 +32,6 @@ EXPECTED: dict[type[VerifyError], int] = {
     ModelBackendUnavailableError: 2,
     ModelBackendError: 2,
     SandboxUnavailableError: 3,
-    InfrastructureError: 3,
     ExecutorUnavailableError: 3,
     ClusterError: 3,
     ServerError: 3,
