@@ -1,17 +1,50 @@
 #!/usr/bin/env bash
-# Set up everything the tests need (bubblewrap, the Docker engine and the sandbox images) and run
-# the whole suite. Docker set-up is skipped only when VERIFY_SKIP_DOCKER=1.
+# Set up everything the tests need (bubblewrap, the Docker engine and debootstrap, the sandbox
+# images) and run the whole suite: stages set-up, images, ruff, mypy, pytest, each labelled.
+# Set-up and image output (apt, dpkg, debootstrap) goes to a log shown only when the stage fails.
+# Docker set-up is skipped only when VERIFY_SKIP_DOCKER=1. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-if [ "${VERIFY_SKIP_DOCKER:-0}" != 1 ] && [ -f scripts/setup_docker.sh ]; then
-  bash scripts/setup_docker.sh
-  if [ -f scripts/build_images.sh ]; then
-    PATH="$PWD/.venv/bin:$PATH" bash scripts/build_images.sh
+LOGS="$(mktemp -d "${TMPDIR:-/tmp}/verify-cli-test.XXXXXX")"
+started=$SECONDS
+
+# quiet NAME CMD...: run CMD with its output in a log; on failure show the log and stop.
+quiet() {
+  local name=$1; shift
+  local log="$LOGS/$name.log" t0=$SECONDS
+  echo "== $name" >&2
+  if "$@" >"$log" 2>&1; then
+    # the scripts' own one-line reports (what was installed, where dockerd logs) stay visible
+    grep -E '^(setup|setup_docker|build_images)[: ]' "$log" >&2 || true
+    echo "== $name: ok ($((SECONDS - t0))s)" >&2
+  else
+    local rc=$?
+    cat "$log" >&2
+    echo "== $name: FAILED (exit $rc; log: $log)" >&2
+    exit "$rc"
   fi
+}
+
+quiet set-up bash scripts/setup.sh
+if [ "${VERIFY_SKIP_DOCKER:-0}" != 1 ] && [ -f scripts/setup_docker.sh ]; then
+  quiet docker bash scripts/setup_docker.sh
+  if [ -f scripts/build_images.sh ]; then
+    quiet images env PATH="$PWD/.venv/bin:$PATH" bash scripts/build_images.sh
+  fi
+else
+  echo "== docker, images: skipped (VERIFY_SKIP_DOCKER=1)" >&2
 fi
 export PATH="$PWD/.venv/bin:$PATH"
+echo "== ruff" >&2
 ruff check verify_cli tests scripts
+echo "== mypy" >&2
 mypy verify_cli
+echo "== pytest (2 workers; the slowest tests are listed at the end)" >&2
 # loadgroup: tests sharing a costly module fixture (the local Ray cluster) stay on one worker.
-exec python -m pytest -n 2 --dist loadgroup "$@"
+set +e
+python -m pytest -n 2 --dist loadgroup -o console_output_style=progress --durations=15 "$@"
+rc=$?
+set -e
+echo "== pytest: exit $rc; total $((SECONDS - started))s" >&2
+rm -rf "$LOGS"
+exit "$rc"

@@ -2,6 +2,26 @@
 
 Library code raises these; only ``verify_cli.cli`` turns them into exit codes and messages.
 An unexpected exception is not one of these and keeps its traceback.
+
+The hierarchy (exit code in brackets)::
+
+    VerifyError [2]
+    ├── UsageError [2]                       bad arguments or options
+    ├── TaskFormatError [2]                  a malformed task folder or task.toml (file + pointer)
+    ├── ImportStopped [2]                    importers.run: --strict stopped at a bad row
+    ├── ModelBackendUnavailableError [2]     models.base: a model backend cannot be used here
+    ├── SandboxUnavailableError [3]          a sandbox backend cannot run here (not installed,
+    │                                        daemon down, an image cannot be built)
+    ├── ExecutorUnavailableError [3]         executors.base: an executor cannot start here
+    ├── ClusterError [3]                     executors.base: the cluster failed
+    ├── ModelBackendError [2]                models.base: a model backend failed a request
+    │   └── ServerError [3]                  models.openai_backend: the server failed
+    ├── JUnitParseError [3]                  grading.junit: a results file is not JUnit XML
+    └── WorkerError [3]                      grading.warm: a warm worker failed (re-run cold)
+
+A bad task file is a finding, not a usage error, for the commands that exist to find bad tasks:
+``check-tasks`` reports a failed ``schema`` check and ``audit`` an unreliable task, and both exit
+1 like for any other finding. Elsewhere a TaskFormatError exits 2.
 """
 
 from __future__ import annotations
@@ -57,10 +77,10 @@ class TaskFormatError(VerifyError):
 
 
 class SandboxUnavailableError(VerifyError):
-    """A sandbox backend was asked for but cannot run here (not installed, daemon down)."""
+    """A sandbox backend was asked for but cannot run here (not installed, daemon down).
 
-
-class InfrastructureError(VerifyError):
-    """The infrastructure failed while running (daemon died, disk full): not the task's fault."""
+    Exit 3: nothing about the tasks could be concluded, and the fix is on the machine, not in
+    the command line.
+    """
 
     exit_code = ExitCode.INFRA

@@ -134,3 +134,26 @@ def test_keys_depend_on_every_part() -> None:
 def test_default_cache_dir_follows_xdg(monkeypatch: Any, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert default_cache_dir() == tmp_path / "verify-cli"
+
+
+def test_cache_is_bounded_least_recently_used_first(tmp_path: Path) -> None:
+    import os
+
+    cache = ResultCache(tmp_path, "ns", max_entries=10)
+    for i in range(10):
+        cache.put(f"k{i}", {"i": i})
+        os.utime(cache.folder / f"k{i}.json", (1000 + i, 1000 + i))
+    assert cache.get("k0") == {"i": 0}  # a hit makes k0 the most recently used
+    cache.put("k10", {"i": 10})  # 11 > 10: evict down to 9
+    left = sorted(p.stem for p in cache.folder.glob("*.json"))
+    assert len(left) == 9
+    assert "k0" in left and "k10" in left
+    assert "k1" not in left and "k2" not in left
+
+
+def test_a_failed_cache_write_leaves_no_temporary_file(tmp_path: Path) -> None:
+    cache = ResultCache(tmp_path, "ns")
+    cache.put("ok", {"a": 1})
+    cache.put("bad", {"a": object()})  # not JSON: the write fails half-way
+    assert sorted(p.name for p in cache.folder.iterdir()) == ["ok.json"]
+    assert cache.get("bad") is None

@@ -222,3 +222,14 @@ def test_to_dict_round_trips_fields(pytest_junit: bytes) -> None:
 def test_output_path_is_real_xml(pytest_junit: bytes, tmp_path: Path) -> None:
     # The document parsed above is what pytest really wrote, not a hand-made sample.
     assert pytest_junit.startswith(b"<?xml")
+
+
+@pytest.mark.parametrize("doc", [
+    b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]>'
+    b'<testsuite><testcase classname="c" name="&b;"/></testsuite>',
+    b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+    b'<testsuite><testcase classname="c" name="&x;"/></testsuite>',
+])
+def test_entities_and_dtds_written_by_candidates_are_refused(doc: bytes) -> None:
+    with pytest.raises(JUnitParseError, match="refused XML construct"):
+        parse_junit(doc)

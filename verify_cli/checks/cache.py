@@ -40,23 +40,60 @@ def cache_key(*parts: str) -> str:
     return h.hexdigest()
 
 
-class ResultCache:
-    """JSON documents under ``folder/namespace/``, written atomically; corrupt entries are misses."""
+DEFAULT_MAX_ENTRIES = 20_000
 
-    def __init__(self, folder: Path, namespace: str) -> None:
+
+class ResultCache:
+    """JSON documents under ``folder/namespace/``, written atomically; corrupt entries are misses.
+
+    Bounded: beyond ``max_entries`` documents the least recently used (by mtime; a hit touches
+    its entry) are removed, down to nine tenths of the bound.
+    """
+
+    def __init__(self, folder: Path, namespace: str, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
         self.folder = Path(folder) / namespace
+        self.max_entries = max_entries
 
     def get(self, key: str) -> dict[str, Any] | None:
+        path = self.folder / f"{key}.json"
         try:
-            data = json.loads((self.folder / f"{key}.json").read_text("utf-8"))
+            data = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError):
             return None
+        with contextlib.suppress(OSError):
+            os.utime(path)
         return data if isinstance(data, dict) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        with contextlib.suppress(OSError):
+        """Store ``value``; a failed write (disk full, unserialisable value) leaves no file behind."""
+        tmp: str | None = None
+        try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".", suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(value, fh)
             os.replace(tmp, self.folder / f"{key}.json")
+            tmp = None
+        except (OSError, TypeError, ValueError):
+            pass  # a cache that cannot be written is a cache miss next time, not an error
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+        self._evict()
+
+    def _evict(self) -> None:
+        try:
+            entries = [e for e in os.scandir(self.folder) if e.name.endswith(".json")]
+        except OSError:
+            return
+        if len(entries) <= self.max_entries:
+            return
+        aged: list[tuple[float, str]] = []
+        for e in entries:
+            with contextlib.suppress(OSError):
+                aged.append((e.stat().st_mtime, e.path))
+        aged.sort()
+        for _, path in aged[: len(aged) - (self.max_entries * 9) // 10]:
+            with contextlib.suppress(OSError):
+                os.unlink(path)

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from verify_cli import __version__
-from verify_cli.cli import console
+from verify_cli.cli import console, help_style
 from verify_cli.cli.audit import audit_command
 from verify_cli.cli.check_tasks import check_tasks_command
 from verify_cli.cli.cluster_cmd import cluster_app
@@ -18,6 +18,8 @@ from verify_cli.cli.sandbox_cmd import sandbox_app
 from verify_cli.cli.tasks_cmd import tasks_app
 from verify_cli.cli.train import train_command, trajectories_app
 from verify_cli.errors import ExitCode, VerifyError
+
+help_style.install()
 
 app = typer.Typer(name="verify-cli", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -61,23 +62,62 @@ def plain(text: str) -> None:
 
 @contextmanager
 def progress_bar(description: str, total: int) -> Iterator[Any]:
-    """A progress bar on stderr; yields ``advance(text)``. Silent when stderr is not a terminal."""
+    """Progress on stderr; yields ``advance(text)``.
+
+    On a terminal, a bar (``total`` 0 means not known yet: no count past it is shown). Elsewhere
+    (CI logs), a plain line at most every ``PLAIN_PROGRESS_SECONDS`` and one at the end.
+    """
+    if not err.is_terminal:
+        yield from _plain_progress(description, total)
+        return
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=err,
-                        transient=True, disable=not err.is_terminal)
+                        transient=True)
     with progress:
-        tid = progress.add_task(description, total=total, current="")
+        tid = progress.add_task(description, total=total or None, current="")
 
         def advance(text: str = "", completed: int | None = None, total: int | None = None) -> None:
             if total is not None:
-                progress.update(tid, total=total)
+                progress.update(tid, total=total or None)
             if completed is None:
                 progress.advance(tid)
             else:
                 progress.update(tid, completed=completed)
+            task = progress.tasks[0]
+            if task.total is not None and task.completed > task.total:
+                progress.update(tid, total=task.completed)
             progress.update(tid, current=escape(text))
 
         yield advance
+
+
+PLAIN_PROGRESS_SECONDS = 15.0
+
+
+def _plain_progress(description: str, total: int) -> Iterator[Any]:
+    state: dict[str, Any] = {"done": 0, "total": total, "last": time.monotonic(), "text": ""}
+    started = time.monotonic()
+
+    def line() -> None:
+        n, t = int(state["done"]), int(state["total"])
+        count = f"{n}/{t}" if t >= n and t else f"{n}"
+        err.print(f"{description}: {count} done, {time.monotonic() - started:.0f}s"
+                  + (f"  {state['text']}" if state["text"] else ""),
+                  markup=False, highlight=False, soft_wrap=True)
+
+    def advance(text: str = "", completed: int | None = None, total: int | None = None) -> None:
+        if total is not None:
+            state["total"] = total
+        state["done"] = int(state["done"]) + 1 if completed is None else completed
+        state["text"] = text
+        now = time.monotonic()
+        if now - float(state["last"]) >= PLAIN_PROGRESS_SECONDS:
+            state["last"] = now
+            line()
+
+    yield advance
+    if state["done"]:
+        line()
 
 
 def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation: str, repeats: int,
@@ -104,7 +144,8 @@ def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation:
     out.print(f"[bold]{counts[TaskVerdict.SOUND]} sound[/], "
               f"[{'bold red' if counts[TaskVerdict.DEFECTIVE] else 'dim'}]{counts[TaskVerdict.DEFECTIVE]} "
               f"defective[/], [{'bold yellow' if counts[TaskVerdict.ERROR] else 'dim'}]"
-              f"{counts[TaskVerdict.ERROR]} error[/]  (sandbox: {backend} — {isolation})")
+              f"{counts[TaskVerdict.ERROR]} error[/]  (sandbox: {backend}; what it isolates: "
+              "verify-cli sandbox list)")
     if power is not None:
         style = "dim" if power.meets_target else "yellow"
         below = "" if power.meets_target else f" (below the {power.target:.0%} target: raise --repeats)"
@@ -161,15 +202,10 @@ SHOWN_SURVIVORS = 8
 
 @contextmanager
 def audit_progress(description: str) -> Iterator[Any]:
-    """A progress bar on stderr whose total may grow; yields ``update(text, done, total)``."""
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=err,
-                        transient=True, disable=not err.is_terminal)
-    with progress:
-        tid = progress.add_task(description, total=None, current="")
-
+    """Progress on stderr whose total may grow; yields ``update(text, done, total)``."""
+    with progress_bar(description, 0) as advance:
         def update(text: str, done: int, total: int) -> None:
-            progress.update(tid, completed=done, total=total, current=escape(text))
+            advance(text, completed=done, total=total)
 
         yield update
 
@@ -302,8 +338,11 @@ def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options
 
     for a in audits:
         verdict = a.verdict(fail_under).value
-        body: list[Any] = [*_mutation_lines(a), *_flaky_lines(a), *_probe_lines(a), *_labelled_lines(a),
-                           *_trust_lines(a)]
+        # what stopped the audit (a task that does not load) comes first, before any measurement
+        body: list[Any] = [Text.from_markup(f"[bold red]defect[/]: {escape(d)}")
+                           for d in getattr(a, "defects", ())]
+        body += [*_mutation_lines(a), *_flaky_lines(a), *_probe_lines(a), *_labelled_lines(a),
+                 *_trust_lines(a)]
         body += [Text.from_markup(f"[yellow]problem[/]: {escape(p)}") for p in a.problems]
         out.print(Panel(Group(*body) if body else Text("nothing measured"),
                         title=f"[bold]{escape(a.task_id)}[/] [{_AUDIT_STYLE[verdict]}]{verdict}[/]",
@@ -327,7 +366,7 @@ def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options
               f"[{'bold red' if counts['unreliable'] else 'dim'}]{counts['unreliable']} unreliable[/], "
               f"[{'bold yellow' if counts['error'] else 'dim'}]{counts['error']} error[/]"
               + (f"  (fail under a mutation score of {fail_under:g})" if fail_under else "")
-              + f"  (sandbox: {backend} — {escape(isolation)})")
+              + f"  (sandbox: {backend}; what it isolates: verify-cli sandbox list)")
 
 
 def probe_list() -> None:

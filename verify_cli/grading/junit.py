@@ -6,6 +6,11 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from enum import StrEnum
 
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import fromstring as _safe_fromstring
+
+from verify_cli.errors import ExitCode, VerifyError
+
 
 class Outcome(StrEnum):
     PASSED = "passed"
@@ -33,8 +38,10 @@ class TestOutcome:
                 "message": self.message}
 
 
-class JUnitParseError(ValueError):
+class JUnitParseError(VerifyError, ValueError):
     """The results file is not JUnit XML."""
+
+    exit_code = ExitCode.INFRA
 
 
 def _case_outcome(case: ET.Element) -> tuple[Outcome, str]:
@@ -58,10 +65,12 @@ def parse_junit(xml_bytes: bytes) -> list[TestOutcome]:
     (node's is always ``test``), the enclosing suite names joined by `` > `` stand in for it.
     Duplicate ids get a ``#2``, ``#3`` suffix.
     """
-    try:
-        root = ET.fromstring(xml_bytes)
+    try:  # candidate code may write this file: no entities, no DTDs, no external references
+        root = _safe_fromstring(xml_bytes, forbid_dtd=True)
     except ET.ParseError as e:
         raise JUnitParseError(f"not well-formed XML: {e}") from None
+    except DefusedXmlException as e:
+        raise JUnitParseError(f"refused XML construct ({type(e).__name__}): {e}") from None
     if root.tag not in ("testsuites", "testsuite", "testcase"):
         raise JUnitParseError(f"root element is <{root.tag}>, expected <testsuites> or <testsuite>")
     outcomes: list[TestOutcome] = []

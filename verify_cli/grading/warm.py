@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verify_cli.errors import ExitCode, VerifyError
 from verify_cli.grading.pytest_command import (
     PytestInvocation,
     parse_pytest_command,
@@ -86,11 +87,13 @@ EXIT_GRACE = 3.0  # how long a worker may take to report a child that has ended
 _TICK = 0.2
 _MAX_START_FAILURES = 3
 
-class WorkerError(Exception):
+class WorkerError(VerifyError):
     """A warm worker failed (not the code under test): the job must be re-run cold.
 
     ``worker_ok``: the worker itself is fine and may serve other runs (this one cannot go warm).
     """
+
+    exit_code = ExitCode.INFRA
 
     def __init__(self, message: str, *, worker_ok: bool = False) -> None:
         super().__init__(message)

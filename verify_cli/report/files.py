@@ -25,6 +25,13 @@ def write_json(path: str | Path, document: dict[str, Any]) -> None:
     _atomic_write(Path(path), text.encode("utf-8"))
 
 
+def _umask() -> int:
+    """The process umask (read by setting it, then restoring it at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically; a path that cannot be written is a UsageError."""
     tmp: str | None = None
@@ -33,6 +40,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            os.fchmod(fh.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; reports are shared
         os.replace(tmp, path)
     except OSError as e:
         if tmp is not None:

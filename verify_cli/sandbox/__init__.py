@@ -9,7 +9,27 @@ from verify_cli.sandbox.base import (
     Sandbox,
     Verdict,
 )
-from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name, sandbox_class, sandbox_names
+from verify_cli.sandbox.registry import (
+    ENTRY_POINT_GROUP,
+    create_sandbox,
+    register_sandbox,
+    resolve_backend_name,
+    sandbox_class,
+    sandbox_names,
+)
 
-__all__ = ["Availability", "CapturedOutput", "Limits", "RunResult", "RunSpec", "Sandbox", "Verdict",
-           "create_sandbox", "resolve_backend_name", "sandbox_class", "sandbox_names"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Availability",
+    "CapturedOutput",
+    "Limits",
+    "RunResult",
+    "RunSpec",
+    "Sandbox",
+    "Verdict",
+    "create_sandbox",
+    "register_sandbox",
+    "resolve_backend_name",
+    "sandbox_class",
+    "sandbox_names",
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
 from verify_cli.errors import SandboxUnavailableError, UsageError
@@ -17,7 +18,21 @@ AUTO_ORDER = ("bwrap", "process")
 S = TypeVar("S", bound=type[Sandbox])
 
 
+#: Third-party backends: an entry point in this group names a Sandbox subclass (registered under
+#: the entry point's name) or a module that registers itself with ``@register_sandbox``.
+ENTRY_POINT_GROUP = "verify_cli.sandboxes"
+#: entry point name -> why it could not be loaded (said when that name is asked for)
+_PLUGIN_ERRORS: dict[str, str] = {}
+_plugins_loaded = False
+
+
 def register_sandbox(name: str) -> Callable[[S], S]:
+    """Class decorator: make a :class:`Sandbox` subclass available as backend ``name``.
+
+    Public: a third-party backend decorates its class and is found through the
+    ``verify_cli.sandboxes`` entry-point group.
+    """
+
     def deco(cls: S) -> S:
         cls.name = name
         _REGISTRY[name] = cls
@@ -32,6 +47,27 @@ def _load_builtin() -> None:
 
     with contextlib.suppress(ImportError):  # the docker SDK is a core dependency, but be lenient
         from verify_cli.sandbox import docker  # noqa: F401
+    _load_plugins()
+
+
+def _load_plugins() -> None:
+    """Load the backends other packages declare in the ``verify_cli.sandboxes`` entry-point group."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in _REGISTRY:
+            continue  # a built-in name is never replaced by a plugin
+        try:
+            loaded = ep.load()
+        except Exception as e:  # a broken plugin must not break the built-in backends
+            _PLUGIN_ERRORS[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
+            continue
+        if isinstance(loaded, type) and issubclass(loaded, Sandbox) and ep.name not in _REGISTRY:
+            register_sandbox(ep.name)(loaded)
+        elif ep.name not in _REGISTRY:
+            _PLUGIN_ERRORS[ep.name] = f"{ep.value} is not a Sandbox subclass and registered no backend"
 
 
 def sandbox_names() -> list[str]:
@@ -44,6 +80,10 @@ def sandbox_class(name: str) -> type[Sandbox]:
     try:
         return _REGISTRY[name]
     except KeyError:
+        if name in _PLUGIN_ERRORS:
+            raise SandboxUnavailableError(
+                f"sandbox backend {name!r} (a plugin) could not be loaded: {_PLUGIN_ERRORS[name]}",
+                hint=f"reinstall the package that provides it ({ENTRY_POINT_GROUP} entry point)") from None
         raise UsageError(f"unknown sandbox backend {name!r}",
                          hint=f"choose one of: auto, {', '.join(sorted(_REGISTRY))}") from None
 

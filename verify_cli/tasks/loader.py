@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import tomllib
 from collections.abc import Iterator
@@ -94,6 +95,8 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None]:
     if v == "pattern":
         desc = _schema_at(path).get("description")
         return _pointer(path), f"{error.instance!r} does not match the pattern {error.validator_value}", desc
+    if v in ("maximum", "minimum", "exclusiveMinimum", "exclusiveMaximum", "maxLength"):
+        return _pointer(path), error.message, _schema_at(path).get("description")
     return _pointer(path), error.message, None
 
 
@@ -115,8 +118,23 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise TaskFormatError(str(path), f"TOML syntax error: {detail}") from None
 
 
+def _non_finite(value: Any, path: list[str | int]) -> list[str | int] | None:
+    """The path of the first nan or inf number in a TOML document (JSON Schema lets them pass)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if (found := _non_finite(item, [*path, key])) is not None:
+            return found
+    return None
+
+
 def validate_document(path: Path, data: dict[str, Any]) -> None:
     """Raise TaskFormatError for the first schema violation (sorted by position)."""
+    if (where := _non_finite(data, [])) is not None:
+        raise TaskFormatError(str(path), "nan and inf are not numbers a task can use",
+                              pointer=_pointer(where),
+                              hint=_schema_at(where).get("description") or "write a finite number")
     errors = sorted(task_validator().iter_errors(data), key=lambda e: (len(e.absolute_path),
                                                                         [str(p) for p in e.absolute_path]))
     if not errors:

@@ -88,7 +88,8 @@ class MutationReport:
     fail_fast: bool = False
     quarantined: list[str] = field(default_factory=list)  # tests not used to judge mutants
     skipped: str = ""  # why no mutant was run, when none was
-    seconds: float = 0.0
+    seconds: float = 0.0  # every mutant's sandboxed run time, summed: above the wall time when runs overlap
+    wall_seconds: float = 0.0  # from the start of the mutant runs to this task's last mutant result
 
     @property
     def killed(self) -> int:
@@ -121,7 +122,8 @@ class MutationReport:
                 "selection": self.selection, "fail_fast": self.fail_fast,
                 "per_test_kills": self.per_test_kills, "suspect_tests": self.suspect_tests,
                 "quarantined": self.quarantined, "skipped": self.skipped,
-                "seconds": round(self.seconds, 3),
+                "wall_seconds": round(self.wall_seconds, 3),
+                "run_seconds_summed": round(self.seconds, 3),
                 "surviving": [m.to_dict() for m in self.survived],
                 "mutants": [m.to_dict() for m in self.mutants]}
 

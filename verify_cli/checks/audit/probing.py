@@ -27,14 +27,19 @@ def judge_probe(probe: Probe, result: GradeResult) -> ProbeResult:
     if result.status is GradeStatus.INFRA_ERROR:
         return ProbeResult(probe.name, probe.target.value, probe.summary, None, (), 0,
                            "the sandbox failed: nothing concluded", result.problems, error=True)
+    target = probe.target.value
+    tally = f"{len(passed)} of {len(result.tests)} test(s) passed"
     if result.score:
-        why = (f"{probe.summary}: earned {result.score:.2f} ({len(passed)} of {len(result.tests)} "
-               f"test(s) passed), so {probe.if_it_scores}")
+        why = f"{probe.summary}: earned {result.score:.2f} ({tally}), so {probe.if_it_scores}"
     else:
         stops = [p for p in result.problems if not p.startswith("exit code")]
         if result.ignored_files:
             stops.insert(0, f"refused candidate files {', '.join(result.ignored_files)}")
-        why = (f"scored 0 ({len(passed)} of {len(result.tests)} test(s) passed)"
-               + (f": {'; '.join(stops)}" if stops else ""))
-    return ProbeResult(probe.name, probe.target.value, probe.summary, result.score, passed,
+        if passed and stops:
+            why = f"scored 0 although {tally}: the grader rejected the run ({'; '.join(stops)})"
+        elif stops:
+            why = f"scored 0 ({tally}): {'; '.join(stops)}"
+        else:
+            why = f"scored 0 ({tally})"
+    return ProbeResult(probe.name, target, probe.summary, result.score, passed,
                        len(result.tests), why[:1000], result.problems, result.ignored_files)

@@ -10,6 +10,7 @@ them, the tests' rates on labelled correct and incorrect solutions. Everything i
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -63,6 +64,7 @@ class _TaskState:
     mutants: MutantSet | None = None
     plan: MutationPlan | None = None
     mutant_results: list[MutantResult] = field(default_factory=list)
+    mutants_done_at: float | None = None  # time.monotonic() of the last mutant result
     reruns: list[GradeResult] = field(default_factory=list)
 
 
@@ -168,6 +170,7 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
                     stream.tick(state.task.id, "mutant (not covered)")
                 else:
                     wave2.append(stream.add(planned, "mutant", _on_mutant(state, mutant, planned.select_tests)))
+    mutants_started = time.monotonic()
     stream.run(wave2)
     if beside is not None:
         beside.join()
@@ -175,6 +178,8 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
     for state in live:
         if state.plan is not None and state.mutants is not None:
             state.audit.mutation = summarise(state.plan, state.mutants, state.mutant_results)
+            if state.mutants_done_at is not None:
+                state.audit.mutation.wall_seconds = max(0.0, state.mutants_done_at - mutants_started)
         if options.flaky and options.reruns > 0:
             state.audit.flakiness = flakiness_report(state.reruns)
             if state.audit.flakiness.errors:
@@ -209,6 +214,7 @@ def _on_mutant(state: _TaskState, mutant: Any, selected: frozenset[str] | None) 
     def handle(result: GradeResult) -> None:
         if state.plan is not None:
             state.mutant_results.append(judge_mutant(state.plan, mutant, result, selected))
+            state.mutants_done_at = time.monotonic()
     return handle
 
 
