@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -29,8 +30,8 @@ class Pair:
 
     def __init__(self, root: Path, modules: list[str]) -> None:
         self.work = root / "work"
-        self.channel = root / "chan" / "sock"
-        self.channel.parent.mkdir(parents=True)
+        # A Unix socket path must stay under 108 bytes: pytest-xdist's tmp_path can be longer.
+        self.channel = Path(tempfile.mkdtemp(prefix="verify-chan-")) / "sock"
         self.modules = modules
         self.server: subprocess.Popen[bytes] | None = None
 
@@ -52,6 +53,7 @@ class Pair:
         if self.server is not None:
             self.server.kill()
             self.server.wait()
+        shutil.rmtree(self.channel.parent, ignore_errors=True)
 
 
 @pytest.fixture
