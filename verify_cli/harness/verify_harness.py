@@ -31,6 +31,7 @@ import threading
 from typing import Any
 
 import pytest
+from verify_runner_common import scrub_environment
 
 # Bound now, before candidate code can replace them in their modules.
 _dumps = json.dumps
@@ -43,26 +44,6 @@ SEAL_KEY_ENV = "VERIFY_SEAL_KEY"
 SEAL_PREFIX = "verify-seal-"
 COVERAGE_FILE = "verify-coverage.json"
 OUTSIDE_TESTS = "<outside tests>"
-
-
-def _scrub_environment(name: str) -> str:
-    """Remove ``name`` from the environment, overwriting its bytes where libc keeps them (so
-    ``/proc/self/environ`` does not show it either); returns its value."""
-    value = os.environ.get(name, "")
-    if not value:
-        return ""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.getenv.restype = ctypes.c_void_p
-        addr = libc.getenv(name.encode())
-        if addr:
-            ctypes.memset(addr, ord("x"), len(value.encode()))
-    except Exception:
-        pass
-    os.environ.pop(name, None)
-    return value
 
 
 def junit_id(nodeid: str) -> str:
@@ -155,7 +136,7 @@ class _Run:
     """The state of one pytest session."""
 
     def __init__(self) -> None:
-        self.key = _scrub_environment(SEAL_KEY_ENV).encode()
+        self.key = scrub_environment(SEAL_KEY_ENV).encode()
         self.workdir = os.environ.get("VERIFY_WORKDIR") or os.getcwd()
         self.results_dir = os.environ.get("VERIFY_RESULTS_DIR", "")
         dirs = os.environ.get("VERIFY_TEST_DIRS", "")

@@ -57,9 +57,11 @@ _hmac_new = hmac.new
 _sha256 = hashlib.sha256
 
 
-def take_seal_key() -> str:
-    """The grader's per-run secret, removed from the environment (and libc's copy blanked)."""
-    value = os.environ.get(SEAL_KEY_ENV, "")
+def scrub_environment(name: str) -> str:
+    """Remove ``name`` from the environment, overwriting its bytes where libc keeps them (so
+    ``/proc/self/environ`` does not show it either); returns its value. Shared with the pytest
+    plugin (verify_harness), which must not make a runner import pytest."""
+    value = os.environ.get(name, "")
     if not value:
         return ""
     try:
@@ -67,13 +69,18 @@ def take_seal_key() -> str:
 
         libc = ctypes.CDLL(None)
         libc.getenv.restype = ctypes.c_void_p
-        addr = libc.getenv(SEAL_KEY_ENV.encode())
+        addr = libc.getenv(name.encode())
         if addr:
             ctypes.memset(addr, ord("x"), len(value.encode()))
     except Exception:
         pass
-    os.environ.pop(SEAL_KEY_ENV, None)
+    os.environ.pop(name, None)
     return value
+
+
+def take_seal_key() -> str:
+    """The grader's per-run secret, removed from the environment (and libc's copy blanked)."""
+    return scrub_environment(SEAL_KEY_ENV)
 
 
 def read_config() -> dict[str, Any]:
