@@ -28,9 +28,9 @@ def test_plain_progress_is_rate_limited(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_the_summary_line_is_short(capsys: pytest.CaptureFixture[str]) -> None:
+    console.use_stdout()  # as every command starts (an earlier --json - may have moved it)
     console.check_tasks_table([], backend="process", isolation="none: a very long description " * 5,
                               repeats=2)
-    captured = capsys.readouterr()
-    out = captured.out + captured.err  # an earlier --json - may have sent human output to stderr
+    out = capsys.readouterr().out
     summary = [line for line in out.splitlines() if "sandbox" in line][-1]
     assert "very long description" not in out and "sandbox list" in summary and len(summary) < 100
