@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import shutil
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,9 @@ import pytest
 import tomli_w
 
 from verify_cli.errors import VerifyError
-from verify_cli.sandbox.base import Availability, RunResult, RunSpec, Sandbox
+from verify_cli.sandbox.base import Availability, Sandbox
 from verify_cli.sandbox.registry import create_sandbox, sandbox_class
+from verify_cli.sandbox.testing import FakeSandbox
 
 #: The fixture tasks' own tests run inside sandboxes, never as part of this suite.
 collect_ignore_glob = ["fixtures/*"]
@@ -226,22 +226,6 @@ def defective_tasks_dir() -> Path:
 # --- sandboxes ----------------------------------------------------------------------------
 
 
-class CountingSandbox(Sandbox):
-    """A real backend behind a counter of how many runs reached it."""
-
-    name = "counting"
-
-    def __init__(self, inner: Sandbox) -> None:
-        self.inner = inner
-        self.runs = 0
-        self._lock = threading.Lock()
-
-    def run(self, spec: RunSpec) -> RunResult:
-        with self._lock:
-            self.runs += 1
-        return self.inner.run(spec)
-
-
 @pytest.fixture
 def process_sandbox() -> Iterator[Sandbox]:
     with create_sandbox("process") as box:
@@ -249,8 +233,9 @@ def process_sandbox() -> Iterator[Sandbox]:
 
 
 @pytest.fixture
-def counting_sandbox(process_sandbox: Sandbox) -> CountingSandbox:
-    return CountingSandbox(process_sandbox)
+def counting_sandbox(process_sandbox: Sandbox) -> FakeSandbox:
+    """The process backend behind a counter of how many runs reached it (``.runs``)."""
+    return FakeSandbox(inner=process_sandbox)
 
 
 @pytest.fixture(params=["process", pytest.param("bwrap", marks=pytest.mark.bwrap)])

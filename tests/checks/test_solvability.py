@@ -10,7 +10,8 @@ from verify_cli.checks.editable import editable_reach
 from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
 from verify_cli.checks.solvability import CheckOptions, Progress, check_tasks, evaluate
 from verify_cli.grading import Grader, GradeResult, GradeStatus, Outcome, Phase, TestOutcome
-from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
+from verify_cli.sandbox.base import RunResult, Sandbox, Verdict
+from verify_cli.sandbox.testing import FakeSandbox
 from verify_cli.tasks import load_task, load_task_set
 from verify_cli.tasks.model import Task
 
@@ -27,13 +28,6 @@ DEFECTS = {
     ),
     "schema-error": ("schema", "unknown field 'edtable'; did you mean 'editable'?"),
 }
-
-
-class InfraSandbox(Sandbox):
-    name = "infra"
-
-    def run(self, spec: RunSpec) -> RunResult:
-        return RunResult(Verdict.INFRA_ERROR, self.name, message="no daemon")
 
 
 def check_folder(path: Path, sandbox: Sandbox, **kwargs: Any) -> list[TaskReport]:
@@ -187,7 +181,7 @@ def test_a_test_missing_from_one_repeat_is_flaky(make_task: Any) -> None:
 
 def test_infrastructure_failure_concludes_nothing(make_task: Any, tmp_path: Path) -> None:
     cache = ResultCache(tmp_path / "cache", "check-tasks")
-    (report,) = check_folder(make_task(), InfraSandbox(), cache=cache)
+    (report,) = check_folder(make_task(), FakeSandbox.failing("no daemon"), cache=cache)
     assert report.verdict is TaskVerdict.ERROR
     statuses = {c.name: c.status for c in report.checks}
     assert statuses["infrastructure"] is CheckStatus.ERROR

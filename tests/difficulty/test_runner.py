@@ -20,7 +20,8 @@ from verify_cli.difficulty.runner import DifficultyOptions, DifficultyProgress, 
 from verify_cli.grading.grader import Grader
 from verify_cli.models import create_model_backend
 from verify_cli.models.base import Completion, ModelBackend, ModelBackendError, Prompt, SamplingParams
-from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
+from verify_cli.sandbox.base import Sandbox
+from verify_cli.sandbox.testing import FakeSandbox
 from verify_cli.tasks.loader import load_task_set
 from verify_cli.tasks.model import Task
 
@@ -163,35 +164,18 @@ def test_a_backend_failure_ends_the_run_but_keeps_what_was_graded(task_set: Task
     assert (resumed.cached, resumed.generated) == (2, 2)
 
 
-class FailingSandbox(Sandbox):
-    """A real backend whose first ``failures`` runs fail as infrastructure (the daemon hiccups)."""
-
-    name = "failing"
-
-    def __init__(self, inner: Sandbox, failures: int) -> None:
-        self.inner = inner
-        self.failures = failures
-        self.runs = 0
-
-    def run(self, spec: RunSpec) -> RunResult:
-        self.runs += 1
-        if self.runs <= self.failures:
-            return RunResult(Verdict.INFRA_ERROR, self.name, message="daemon hiccup")
-        return self.inner.run(spec)
-
-
 def test_infra_errors_are_retried_and_never_counted(task_set: TaskSet, tmp_path: Path,
                                                     process_sandbox: Sandbox) -> None:
     folder, _ = task_set({"a": []})
     # Two failures: the first sample's grading is retried twice and then passes.
-    box = FailingSandbox(process_sandbox, failures=2)
+    box = FakeSandbox(inner=process_sandbox, fail_first=2, fail_message="daemon hiccup")
     report = run_difficulty(tasks_in(folder), PacedBackend(0), Grader(box), DifficultyOptions(samples=2, jobs=1))
     (task,) = report.tasks
     assert (task.stats.n, task.stats.correct, task.stats.status_counts["infra_error"]) == (2, 1, 0)
     assert [r.attempts for r in task.records] == [3, 1]
     # A sandbox that keeps failing: the samples are infra errors, not failures, and not cached.
     cache = SampleCache(tmp_path / "cache")
-    box = FailingSandbox(process_sandbox, failures=100)
+    box = FakeSandbox(inner=process_sandbox, fail_first=100, fail_message="daemon hiccup")
     report = run_difficulty(tasks_in(folder), PacedBackend(0), Grader(box), DifficultyOptions(samples=2, jobs=1),
                             cache=cache)
     (task,) = report.tasks

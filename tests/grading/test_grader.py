@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from verify_cli.grading import Grader, GradeRequest, GradeResult, GradeStatus, Outcome, Phase
 from verify_cli.grading.seal import SEAL_KEY_ENV, seal_matching
 from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
+from verify_cli.sandbox.testing import FakeSandbox
 from verify_cli.tasks import load_task
 
 IDS = {"tests.test_solution::test_empty", "tests.test_solution::test_several"}
@@ -27,37 +27,23 @@ FAILING_XML = PASSING_XML.replace(
 )
 
 
-class FixedSandbox(Sandbox):
+def FixedSandbox(result: RunResult) -> FakeSandbox:
     """A backend whose every run ends as told: the grader, not the sandbox, is under test here."""
 
-    name = "fixed"
-
-    def __init__(self, result: RunResult) -> None:
-        self.result = result
-        self.specs: list[RunSpec] = []
-        self._lock = threading.Lock()
-
-    def run(self, spec: RunSpec) -> RunResult:
-        with self._lock:
-            self.specs.append(spec)
+    def sealed(spec: RunSpec) -> RunResult:
         # A real pytest run carries the harness's signed session record; the stand-in signs the
         # JUnit it hands back, so these tests exercise the rules after that check.
         key = spec.env.get(SEAL_KEY_ENV)
-        junit = self.result.results.get("junit.xml")
+        junit = result.results.get("junit.xml")
         if key and junit is not None:
             try:
                 name, data = seal_matching(key, junit)
             except ValueError:  # malformed XML: nothing to sign, as in a real run
-                return self.result
-            return replace(self.result, results={**self.result.results, name: data})
-        return self.result
+                return result
+            return replace(result, results={**result.results, name: data})
+        return result
 
-
-class BrokenSandbox(Sandbox):
-    name = "broken"
-
-    def run(self, spec: RunSpec) -> RunResult:
-        raise RuntimeError("daemon went away")
+    return FakeSandbox(sealed)
 
 
 def grade_with(
@@ -242,7 +228,7 @@ def test_infrastructure_failure_is_a_status_not_a_score(make_task: Any, verdict:
 
 
 def test_backend_exception_is_infra_error(make_task: Any) -> None:
-    result = grade_with(BrokenSandbox(), make_task())
+    result = grade_with(FakeSandbox.broken(RuntimeError("daemon went away")), make_task())
     assert result.status is GradeStatus.INFRA_ERROR
     assert result.score is None
     assert result.problems == ("sandbox infra_error: RuntimeError: daemon went away",)

@@ -20,8 +20,9 @@ from verify_cli.rollout.inspect import summarize_run
 from verify_cli.rollout.loop import StepReport, TrainConfig, Trainer
 from verify_cli.rollout.schema import TIMING_COLUMNS, TRAJECTORY_SCHEMA
 from verify_cli.rollout.shards import read_manifest, read_run, verify_run
-from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
+from verify_cli.sandbox.base import RunSpec, Sandbox
 from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
+from verify_cli.sandbox.testing import FakeSandbox
 from verify_cli.tasks.loader import load_task_set
 from verify_cli.tasks.model import Task
 
@@ -43,23 +44,22 @@ def sandbox() -> Iterator[tuple[str, Sandbox]]:
         yield name, box
 
 
-class FailingSandbox(Sandbox):
+def failing_sandbox(inner: Sandbox, *, always: set[str], once: set[str]) -> FakeSandbox:
     """A real sandbox whose runs for some tasks fail as infrastructure (the daemon died): all of
     them for ``always``, the first run of each grading for ``once``."""
+    failed: list[str] = []
+    seen: set[str] = set()
 
-    def __init__(self, inner: Sandbox, *, always: set[str], once: set[str]) -> None:
-        self.inner, self.always, self.once = inner, always, once
-        self.failed: list[str] = []
-        self._seen: set[str] = set()
-
-    def run(self, spec: RunSpec) -> RunResult:
+    def fails(spec: RunSpec) -> bool:
         task = spec.labels.get("verify-cli.task", "")
-        first = str(spec.workdir) not in self._seen
-        self._seen.add(str(spec.workdir))
-        if task in self.always or (task in self.once and len(self.failed) % 2 == 0 and first):
-            self.failed.append(task)
-            return RunResult(Verdict.INFRA_ERROR, "failing", message="injected: container runtime went away")
-        return self.inner.run(spec)
+        first = str(spec.workdir) not in seen
+        seen.add(str(spec.workdir))
+        if task in always or (task in once and len(failed) % 2 == 0 and first):
+            failed.append(task)
+            return True
+        return False
+
+    return FakeSandbox(inner=inner, fail_if=fails, fail_message="injected: container runtime went away")
 
 
 def hf_backend(model: Path) -> Any:
@@ -104,7 +104,7 @@ def test_an_injected_sandbox_failure_is_masked_and_reported_never_scored(
     name, box = sandbox
     tasks = load_tasks(TOY_TASKS)
     broken, flaky = tasks[0].id, tasks[1].id
-    failing = FailingSandbox(box, always={broken}, once={flaky})
+    failing = failing_sandbox(box, always={broken}, once={flaky})
     config = TrainConfig(group_size=3, batch_size=4, steps=1, seed=0, sampling=SamplingOptions(max_tokens=3),
                          system=None, include_tests=False)
     reports: list[StepReport] = []

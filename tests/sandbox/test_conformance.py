@@ -28,6 +28,7 @@ from verify_cli.sandbox.conformance import (
     run_conformance,
 )
 from verify_cli.sandbox.registry import create_sandbox
+from verify_cli.sandbox.testing import FakeSandbox
 
 #: The image the docker backend runs the suite in.
 DOCKER_IMAGE = "verify-cli/python:3.11"
@@ -121,17 +122,10 @@ def test_the_table_is_complete_and_consistent() -> None:
     assert case_named("fork_bomb").name == "fork_bomb"
 
 
-class _BrokenSandbox(Sandbox):
-    """A backend whose every run crashes: the suite must count that as not contained."""
-
-    name = "broken"
-
-    def run(self, spec: RunSpec) -> RunResult:
-        raise RuntimeError("the backend fell over")
-
-
 def test_a_check_that_errors_counts_as_not_contained() -> None:
-    results = run_conformance(_BrokenSandbox(), fast=True, image=None)
+    # A backend whose every run crashes: the suite must count that as not contained.
+    results = run_conformance(FakeSandbox.broken(RuntimeError("the backend fell over")), fast=True,
+                              image=None)
     assert [r.case for r in results] == [c.name for c in CASES if c.fast]
     for r in results:
         assert not r.contained and not r.conforms
