@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,8 @@ import pytest
 import tomli_w
 
 from verify_cli.errors import VerifyError
-from verify_cli.sandbox.base import Availability, Sandbox
-from verify_cli.sandbox.registry import create_sandbox, sandbox_class
+from verify_cli.sandbox.base import Availability, RunResult, RunSpec, Sandbox, Verdict
+from verify_cli.sandbox.registry import create_sandbox, sandbox_class, sandbox_names
 from verify_cli.sandbox.testing import FakeSandbox
 
 #: The fixture tasks' own tests run inside sandboxes, never as part of this suite.
@@ -238,8 +239,78 @@ def counting_sandbox(process_sandbox: Sandbox) -> FakeSandbox:
     return FakeSandbox(inner=process_sandbox)
 
 
-@pytest.fixture(params=["process", pytest.param("bwrap", marks=pytest.mark.bwrap)])
-def local_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
-    """Each local backend in turn; ``bwrap`` skips (with the reason) where it cannot run."""
-    with create_sandbox(request.param) as box:
-        yield box
+# --- every registered backend ------------------------------------------------------------
+
+#: The image a backend that runs in containers uses for the functional sandbox tests (the local
+#: backends ignore a RunSpec's image).
+PYTHON_IMAGE = "verify-cli/python:3.11"
+#: Modes of a backend tested as backends in their own right: test id -> (backend, options).
+BACKEND_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "docker-single-use": ("docker", {"mode": "single-use"}),
+}
+#: The backend every machine has: it fails, never skips, when it cannot run a trivial command.
+BASELINE_BACKEND = "process"
+
+
+def backend_ids() -> list[str]:
+    """Every registered backend, then the variants of those registered."""
+    names = sandbox_names()
+    return names + [v for v, (name, _) in BACKEND_VARIANTS.items() if name in names]
+
+
+def backend_marks(test_id: str) -> list[pytest.MarkDecorator]:
+    """The prerequisite marker of a backend (``bwrap``, ``docker``), so it skips with the reason."""
+    name = BACKEND_VARIANTS.get(test_id, (test_id, {}))[0]
+    return [getattr(pytest.mark, name)] if name in _PREREQUISITES else []
+
+
+#: Parametrise a test with ``backend`` over :func:`backend_ids` and use ``sandbox_for(backend)``.
+BACKEND_PARAMS = [pytest.param(b, marks=backend_marks(b), id=b) for b in backend_ids()]
+
+SandboxFor = Callable[[str], Sandbox]
+
+
+@pytest.fixture(scope="session")
+def sandbox_for() -> Iterator[SandboxFor]:
+    """One started sandbox per backend id for the session; skips a backend that cannot run here
+    (with the reason), except the baseline, which fails."""
+    opened: dict[str, Sandbox] = {}
+    refused: dict[str, str] = {}
+
+    def get(test_id: str) -> Sandbox:
+        if test_id in refused:
+            pytest.skip(refused[test_id])
+        if test_id not in opened:
+            name, options = BACKEND_VARIANTS.get(test_id, (test_id, {}))
+            try:
+                box = create_sandbox(name, **options)
+                box.start()
+            except (VerifyError, ImportError) as e:
+                refused[test_id] = f"{test_id} backend unavailable: {e}"
+                pytest.skip(refused[test_id])
+            probe = _trivial_run(box)
+            if probe.verdict is not Verdict.OK:
+                box.close()
+                why = (f"{test_id} cannot run a trivial command ({probe.verdict.value}: "
+                       f"{probe.message}); if it runs in containers, is {PYTHON_IMAGE!r} built?")
+                if name == BASELINE_BACKEND:
+                    pytest.fail(why)
+                refused[test_id] = why
+                pytest.skip(why)
+            opened[test_id] = box
+        return opened[test_id]
+
+    yield get
+    for box in opened.values():
+        box.close()
+
+
+def _trivial_run(box: Sandbox) -> RunResult:
+    with tempfile.TemporaryDirectory() as d:
+        return box.run(RunSpec(["python", "-c", "print('ok')"], Path(d), image=PYTHON_IMAGE))
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+def any_sandbox(request: pytest.FixtureRequest, sandbox_for: SandboxFor) -> Sandbox:
+    """Each registered backend in turn (and each variant), started once for the session."""
+    return sandbox_for(request.param)

@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
-from verify_cli.errors import VerifyError
-from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
+from tests.conftest import PYTHON_IMAGE, SandboxFor, backend_ids, backend_marks
 from verify_cli.sandbox.conformance import (
     CASES,
     HOST_CHECKS,
@@ -27,77 +23,15 @@ from verify_cli.sandbox.conformance import (
     run_case,
     run_conformance,
 )
-from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.sandbox.testing import FakeSandbox
 
-#: The image the docker backend runs the suite in.
-DOCKER_IMAGE = "verify-cli/python:3.11"
-
-# (backend, marks, image, skip instead of failing when the backend cannot run a trivial command)
-BACKENDS: list[tuple[str, list[pytest.MarkDecorator], str | None, bool]] = [
-    ("process", [], None, False),
-    ("bwrap", [pytest.mark.bwrap], None, True),
-    ("docker", [pytest.mark.docker], DOCKER_IMAGE, True),  # node mode: bwrap in long-lived containers
-    ("docker-single-use", [pytest.mark.docker], DOCKER_IMAGE, True),
-]
-#: Test ids that are a backend in another mode: (backend, options).
-VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
-    "docker-single-use": ("docker", {"mode": "single-use"}),
-}
-
-SandboxFor = Callable[[str], Sandbox]
+PARAMS = [pytest.param(name, case, marks=backend_marks(name), id=f"{name}-{case.name}")
+          for name in backend_ids() for case in CASES]
 
 
-@pytest.fixture(scope="module")
-def sandbox_for() -> Iterator[SandboxFor]:
-    """One started sandbox per backend for the module; skips a backend that cannot run here."""
-    opened: dict[str, Sandbox] = {}
-    refused: dict[str, str] = {}
-
-    def get(name: str) -> Sandbox:
-        if name in refused:
-            pytest.skip(refused[name])
-        if name not in opened:
-            _, _, image, may_skip = next(b for b in BACKENDS if b[0] == name)
-            try:
-                backend, options = VARIANTS.get(name, (name, {}))
-                box = create_sandbox(backend, **options)
-                box.start()
-            except (VerifyError, ImportError) as e:
-                refused[name] = f"{name} backend unavailable: {e}"
-                pytest.skip(refused[name])
-            probe = _trivial_run(box, image)
-            if probe.verdict is not Verdict.OK:
-                box.close()
-                why = (f"{name} cannot run a trivial command "
-                       f"({probe.verdict.value}: {probe.message})")
-                if image:
-                    why += f"; is the image {image!r} built?"
-                if not may_skip:
-                    pytest.fail(why)
-                refused[name] = why
-                pytest.skip(why)
-            opened[name] = box
-        return opened[name]
-
-    yield get
-    for box in opened.values():
-        box.close()
-
-
-def _trivial_run(box: Sandbox, image: str | None) -> RunResult:
-    with tempfile.TemporaryDirectory() as d:
-        return box.run(RunSpec(["python", "-c", "print('ok')"], Path(d), image=image))
-
-
-PARAMS = [pytest.param(name, case, image, marks=marks, id=f"{name}-{case.name}")
-          for name, marks, image, _ in BACKENDS for case in CASES]
-
-
-@pytest.mark.parametrize(("backend", "case", "image"), PARAMS)
-def test_hostile_program(backend: str, case: ConformanceCase, image: str | None,
-                         sandbox_for: SandboxFor) -> None:
-    result = run_case(sandbox_for(backend), case, image=image)
+@pytest.mark.parametrize(("backend", "case"), PARAMS)
+def test_hostile_program(backend: str, case: ConformanceCase, sandbox_for: SandboxFor) -> None:
+    result = run_case(sandbox_for(backend), case, image=PYTHON_IMAGE)
     if result.expected_contained:
         assert result.conforms, f"a hostile program was not contained:\n{result.describe()}"
     else:
