@@ -44,16 +44,27 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from verify_cli.difficulty.runner import DifficultyOptions, derive_seed, run_difficulty  # noqa: E402
-from verify_cli.difficulty.samples import grade_sample  # noqa: E402
-from verify_cli.grading.grader import Grader, GradeRequest  # noqa: E402
-from verify_cli.grading.workspace import Phase  # noqa: E402
-from verify_cli.models import create_model_backend  # noqa: E402
-from verify_cli.models.base import Completion, SamplingParams  # noqa: E402
-from verify_cli.models.prompts import build_prompt  # noqa: E402
-from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name  # noqa: E402
-from verify_cli.tasks.loader import load_task_set  # noqa: E402
-from verify_cli.tasks.model import Task  # noqa: E402
+from verify_cli import (  # noqa: E402  # noqa: E402
+    Completion,
+    Grader,
+    GradeRequest,
+    Phase,
+    SamplingParams,
+    Task,
+    create_sandbox,
+    load_task_set,
+)
+from verify_cli.difficulty import (  # noqa: E402
+    DifficultyOptions,
+    derive_seed,
+    grade_sample,
+    run_difficulty,
+)
+from verify_cli.models import (  # noqa: E402
+    build_prompt,
+    create_model_backend,
+)
+from verify_cli.sandbox import resolve_backend_name  # noqa: E402
 
 SEED = 0
 
@@ -154,7 +165,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-difficulty-") as tmp:
         model = args.model
         if model is None:
-            from verify_cli.models.tiny import build_tiny_model
+            from verify_cli.models import build_tiny_model
 
             model = build_tiny_model(Path(tmp) / "tiny")
         backend = create_model_backend("hf", model=str(model), device="cpu")

@@ -35,9 +35,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from verify_cli.checks.solvability import CheckOptions, check_tasks  # noqa: E402
+from verify_cli import CheckOptions, check_tasks  # noqa: E402
 from verify_cli.executors import Executor, LocalExecutor  # noqa: E402
-from verify_cli.sandbox.registry import resolve_backend_name  # noqa: E402
+from verify_cli.sandbox import resolve_backend_name  # noqa: E402
 from verify_cli.tasks import load_task_set  # noqa: E402
 
 
@@ -155,7 +155,7 @@ def main() -> int:
         tmp = Path(tmp_s)
         tasks_dir = replicate(tmp / "tasks", args.tasks)
 
-        from verify_cli.executors.ray_executor import RayExecutor
+        from verify_cli.executors import RayExecutor
 
         with (contextlib.nullcontext(args.ray_address) if args.ray_address
               else one_node_cluster(args.jobs, tmp)) as address:

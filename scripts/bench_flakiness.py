@@ -25,10 +25,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from verify_cli.checks.report import TaskVerdict  # noqa: E402
-from verify_cli.checks.solvability import DEFAULT_REPEATS, CheckOptions, check_tasks, detection_power  # noqa: E402
+from verify_cli import (  # noqa: E402
+    CheckOptions,
+    check_tasks,
+    create_sandbox,
+)
+from verify_cli.checks import (  # noqa: E402
+    DEFAULT_REPEATS,
+    TaskVerdict,
+    detection_power,
+)
 from verify_cli.grading import Grader  # noqa: E402
-from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name  # noqa: E402
+from verify_cli.sandbox import resolve_backend_name  # noqa: E402
 from verify_cli.tasks import load_task  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "flaky" / "one-in-four"

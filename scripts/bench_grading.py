@@ -29,14 +29,27 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase  # noqa: E402
-from verify_cli.grading.grader import run_environment  # noqa: E402
-from verify_cli.grading.pytest_command import parse_pytest_command  # noqa: E402
-from verify_cli.grading.workspace import lay_out  # noqa: E402
-from verify_cli.sandbox.environment import HARNESS_DIR  # noqa: E402
-from verify_cli.sandbox.registry import create_sandbox, sandbox_class  # noqa: E402
-from verify_cli.tasks import load_task  # noqa: E402
-from verify_cli.tasks.model import Isolation, Task  # noqa: E402
+from verify_cli import (  # noqa: E402
+    Task,
+    create_sandbox,
+)
+from verify_cli.grading import (  # noqa: E402
+    Grader,
+    GradeRequest,
+    GradeResult,
+    Phase,
+    lay_out,
+    parse_pytest_command,
+    run_environment,
+)
+from verify_cli.sandbox import (  # noqa: E402
+    HARNESS_DIR,
+    sandbox_class,
+)
+from verify_cli.tasks import (  # noqa: E402
+    Isolation,
+    load_task,
+)
 
 SEED = 1
 POOL_SIZE = 2  # check-tasks' default --pool-size

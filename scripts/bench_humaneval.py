@@ -28,14 +28,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from verify_cli.checks.report import TaskVerdict  # noqa: E402
-from verify_cli.checks.solvability import CheckOptions, check_tasks  # noqa: E402
-from verify_cli.grading.grader import Grader  # noqa: E402
-from verify_cli.importers import import_rows  # noqa: E402
-from verify_cli.importers.run import humaneval_data_file  # noqa: E402
-from verify_cli.importers.sources import read_rows  # noqa: E402
-from verify_cli.sandbox.registry import create_sandbox  # noqa: E402
-from verify_cli.tasks.loader import load_task_set  # noqa: E402
+from verify_cli import (  # noqa: E402
+    CheckOptions,
+    Grader,
+    check_tasks,
+    create_sandbox,
+    load_task_set,
+)
+from verify_cli.checks import TaskVerdict  # noqa: E402
+from verify_cli.importers import (  # noqa: E402
+    humaneval_data_file,
+    import_rows,
+    read_rows,
+)
 
 PYTEST_TOML = """schema_version = 1
 id = {id}

@@ -33,9 +33,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from verify_cli.checks.audit import AuditOptions, MutationReport, audit_tasks  # noqa: E402
+from verify_cli import (  # noqa: E402
+    AuditOptions,
+    audit_tasks,
+    create_sandbox,
+)
+from verify_cli.checks import MutationReport  # noqa: E402
 from verify_cli.grading import Grader  # noqa: E402
-from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name  # noqa: E402
+from verify_cli.sandbox import resolve_backend_name  # noqa: E402
 from verify_cli.tasks import load_task  # noqa: E402
 
 VENV = Path(os.environ.get("MUTMUT_VENV", "/tmp/mutmut-venv"))

@@ -29,11 +29,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from verify_cli import (  # noqa: E402
+    create_sandbox,
+    load_task,
+)
 from verify_cli.grading import Grader, GradeRequest, Phase  # noqa: E402
-from verify_cli.sandbox.environment import HARNESS_DIR  # noqa: E402
-from verify_cli.sandbox.registry import create_sandbox  # noqa: E402
-from verify_cli.tasks.loader import load_task  # noqa: E402
-from verify_cli.tasks.model import Isolation  # noqa: E402
+from verify_cli.sandbox import HARNESS_DIR  # noqa: E402
+from verify_cli.tasks import Isolation  # noqa: E402
 
 CANDIDATE = "module.exports = { echo: (x) => x, callBack: (f) => f(1) };\n"
 TRUSTED = """

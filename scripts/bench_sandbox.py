@@ -48,15 +48,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from verify_cli.checks.solvability import CheckOptions, check_tasks  # noqa: E402
-from verify_cli.grading.grader import Grader, run_environment, task_limits  # noqa: E402
-from verify_cli.grading.workspace import Phase, lay_out  # noqa: E402
-from verify_cli.sandbox.base import RunSpec  # noqa: E402
-from verify_cli.sandbox.environment import HARNESS_DIR, pinned_environment  # noqa: E402
-from verify_cli.sandbox.process import runtime_path  # noqa: E402
-from verify_cli.sandbox.registry import create_sandbox, sandbox_class  # noqa: E402
-from verify_cli.tasks.loader import load_task_set  # noqa: E402
-from verify_cli.tasks.model import Task  # noqa: E402
+from verify_cli import (  # noqa: E402
+    CheckOptions,
+    Grader,
+    Phase,
+    RunSpec,
+    Task,
+    check_tasks,
+    create_sandbox,
+    load_task_set,
+)
+from verify_cli.grading import (  # noqa: E402
+    lay_out,
+    run_environment,
+    task_limits,
+)
+from verify_cli.sandbox import (  # noqa: E402
+    HARNESS_DIR,
+    pinned_environment,
+    runtime_path,
+    sandbox_class,
+)
 
 DOCKER_TASK = "coding-interval-merge"
 

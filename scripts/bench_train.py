@@ -27,18 +27,25 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from verify_cli import (  # noqa: E402
+    SamplingParams,
+    Task,
+    create_model_backend,
+    create_sandbox,
+    load_task_set,
+)
 from verify_cli.grading import Grader, GradeRequest, Phase  # noqa: E402
-from verify_cli.models.base import SamplingParams  # noqa: E402
-from verify_cli.models.prompts import extract_for_task, files_to_candidate  # noqa: E402
-from verify_cli.models.registry import create_model_backend  # noqa: E402
-from verify_cli.rollout.batches import derive_seed  # noqa: E402
-from verify_cli.rollout.episodes import SamplingOptions  # noqa: E402
-from verify_cli.rollout.grpo import GRPOConfig  # noqa: E402
-from verify_cli.rollout.loop import StepReport, TrainConfig, Trainer  # noqa: E402
-from verify_cli.rollout.policy import PolicyUpdater  # noqa: E402
-from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name  # noqa: E402
-from verify_cli.tasks.loader import load_task_set  # noqa: E402
-from verify_cli.tasks.model import Task  # noqa: E402
+from verify_cli.models import extract_for_task, files_to_candidate  # noqa: E402
+from verify_cli.rollout import (  # noqa: E402
+    GRPOConfig,
+    PolicyUpdater,
+    SamplingOptions,
+    StepReport,
+    TrainConfig,
+    Trainer,
+    derive_seed,
+)
+from verify_cli.sandbox import resolve_backend_name  # noqa: E402
 
 
 def main() -> None:
@@ -59,7 +66,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-train-"))
     model = args.model
     if model is None:
-        from verify_cli.models.tiny import build_tiny_model
+        from verify_cli.models import build_tiny_model
 
         model = build_tiny_model(tmp / "model")
     tasks = [t for t in load_task_set(args.tasks) if isinstance(t, Task)]

@@ -28,6 +28,9 @@ several threads at once (audit grades two streams side by side).
 
 from __future__ import annotations
 
+from typing import Any
+
+from verify_cli._exports import lazy_attribute
 from verify_cli.errors import UsageError
 from verify_cli.executors.base import (
     ClusterError,
@@ -61,4 +64,9 @@ def create_executor(name: str, *, sandbox: str = "auto", pool_size: int = 2, war
 
 
 __all__ = ["EXECUTOR_NAMES", "ClusterError", "Executor", "ExecutorUnavailableError", "LocalExecutor",
-           "ResultCallback", "create_executor", "import_ray"]
+           "RayExecutor", "ResultCallback", "create_executor", "import_ray"]
+
+
+def __getattr__(name: str) -> Any:
+    # RayExecutor needs ray (the distributed extra): imported on first use
+    return lazy_attribute(__name__, {"RayExecutor": "verify_cli.executors.ray_executor"}, name)

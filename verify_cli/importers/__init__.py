@@ -2,7 +2,8 @@
 
 from verify_cli.importers.model import RowError, RowFailure, TaskDraft
 from verify_cli.importers.presets import PRESETS, Preset
-from verify_cli.importers.run import ImportReport, ImportStopped, import_rows, parse_mapping
+from verify_cli.importers.run import ImportReport, ImportStopped, humaneval_data_file, import_rows, parse_mapping
+from verify_cli.importers.sources import read_rows
 
 __all__ = ["PRESETS", "ImportReport", "ImportStopped", "Preset", "RowError", "RowFailure", "TaskDraft",
-           "import_rows", "parse_mapping"]
+           "humaneval_data_file", "import_rows", "parse_mapping", "read_rows"]

@@ -9,6 +9,8 @@ from verify_cli.sandbox.base import (
     Sandbox,
     Verdict,
 )
+from verify_cli.sandbox.environment import HARNESS_DIR, pinned_environment
+from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import (
     ENTRY_POINT_GROUP,
     create_sandbox,
@@ -20,6 +22,7 @@ from verify_cli.sandbox.registry import (
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "HARNESS_DIR",
     "Availability",
     "CapturedOutput",
     "Limits",
@@ -28,8 +31,10 @@ __all__ = [
     "Sandbox",
     "Verdict",
     "create_sandbox",
+    "pinned_environment",
     "register_sandbox",
     "resolve_backend_name",
+    "runtime_path",
     "sandbox_class",
     "sandbox_names",
 ]
