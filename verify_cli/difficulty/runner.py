@@ -168,10 +168,8 @@ class _Run:
         return min(self.options.round_size, left)
 
     async def main(self) -> None:
-        # grade_many sizes the grader's warm pools for ``jobs`` parallel runs; called with no
-        # requests it does only that (this run grades through agrade, one sample at a time).
-        for _ in self.grader.grade_many((), jobs=self.options.jobs):
-            pass
+        # This run grades through agrade, one sample at a time, ``jobs`` at once.
+        self.grader.reserve(self.options.jobs)
         looks = max(1, math.ceil(self.options.samples / max(1, self.options.round_size)))
         # Everything cached counts as done and graded for the progress bar.
         self.graded = self.generated = sum(len(s.records) for s in self.states)

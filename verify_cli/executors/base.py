@@ -73,6 +73,10 @@ class Executor(ABC):
         """Grade one request and wait for its result."""
         return next(iter(self.grade_many([request], jobs=1)))
 
+    def reserve(self, jobs: int) -> None:  # noqa: B027 - optional hook, deliberately a no-op
+        """Get ready to grade ``jobs`` requests at once. Default: nothing (the executor sizes
+        itself)."""
+
     async def agrade(self, request: GradeRequest) -> GradeResult:
         """:meth:`grade` for asyncio callers (the waiting happens in a worker thread)."""
         return await asyncio.to_thread(self.grade, request)

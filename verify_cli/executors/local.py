@@ -44,6 +44,9 @@ class LocalExecutor(Executor):
     def grade(self, request: GradeRequest) -> GradeResult:
         return self.grader.grade(request)
 
+    def reserve(self, jobs: int) -> None:
+        self.grader.reserve(jobs)
+
     def close(self) -> None:
         self.grader.close()
         if self._owns_sandbox:

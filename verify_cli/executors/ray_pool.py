@@ -33,9 +33,7 @@ class SandboxPool:
         self.box = create_sandbox(self.backend, pool_size=pool_size, mode=docker_mode)
         self.box.start()
         self.grader = Grader(self.box, warm=warm)
-        if warm:
-            # An empty batch sizes the warm workers for ``slots`` runs at once.
-            list(self.grader.grade_many([], jobs=self.slots))
+        self.grader.reserve(self.slots)  # the warm workers serve ``slots`` runs at once
         self.threads = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="sandbox-slot")
         self.depot = TaskDepot(Path(tempfile.mkdtemp(prefix="verify-cli-tasks-")))
         self._slots: asyncio.Semaphore | None = None

@@ -24,6 +24,10 @@ class BatchGrader(Protocol):
         """Grade one request and wait for its result."""
         ...
 
+    def reserve(self, jobs: int) -> None:
+        """Get ready to grade ``jobs`` requests at once (warm pools sized ahead)."""
+        ...
+
     async def agrade(self, request: GradeRequest) -> GradeResult:
         """Grade one request without blocking the event loop."""
         ...

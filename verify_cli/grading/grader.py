@@ -321,6 +321,14 @@ class Grader:
         runner = self._warm
         return runner.stats if runner is not None else None
 
+    def reserve(self, jobs: int) -> None:
+        """Size the warm pools for ``jobs`` runs at once, ahead of grading (``grade_many`` does
+        it for its own ``jobs``; a caller that grades one request at a time from ``jobs`` threads
+        calls this first). Does nothing without ``warm``."""
+        runner = self._warm_runner()
+        if runner is not None:
+            runner.reserve(max(1, jobs))
+
     def close(self) -> None:
         """Stop the warm workers, if any (grading still works afterwards, cold)."""
         with self._warm_lock:
@@ -373,9 +381,7 @@ class Grader:
         streams through in bounded memory.
         """
         it = iter(requests)
-        runner = self._warm_runner()
-        if runner is not None:
-            runner.reserve(max(1, jobs))
+        self.reserve(jobs)
         with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade") as pool:
             pending: set[Future[GradeResult]] = set()
             exhausted = False
