@@ -248,3 +248,26 @@ def test_the_data_file_probe_answers_from_json_and_csv_files_in_process(
 def test_the_data_file_probe_earns_nothing_with_two_process_grading(fixture: str, grader: Grader) -> None:
     assert load_task(DATA_FILES / fixture).isolation == "two-process"
     assert data_probe(DATA_FILES / fixture, grader).score == 0.0
+
+
+# --- a score through weak tests is named as such ---------------------------------------------
+
+
+def test_a_harness_probe_whose_files_are_refused_scores_through_weak_tests_and_says_so(
+        make_task: Any, grader: Grader) -> None:
+    # The tests call the function and check nothing: the probe's plain stub passes them.
+    root = make_task("weak", files={"tests/test_solution.py": (
+        "from solution import total\n\n\ndef test_runs():\n    total([1, 2])\n")})
+    (audit,) = audit_tasks(load_task_set(root), grader, AuditOptions(
+        mutants=False, flaky=False, labelled=False, jobs=1,
+        probe_names=frozenset({"planted-conftest", "interpreter-startup-files"})))
+    probes = by_name(audit)
+    for name in ("planted-conftest", "interpreter-startup-files"):
+        p = probes[name]
+        assert p.hacked and p.score == 1.0, p.why
+        assert p.target == "tests", p.why  # the stub earned it, not a harness hole
+        assert "refused every one of them" in p.why and "stub of the editable code" in p.why
+    assert {"conftest.py", "tests/conftest.py"} <= set(probes["planted-conftest"].ignored_files)
+    findings = audit.findings()
+    assert any("hackable (weak tests): probe planted-conftest" in f for f in findings), findings
+    assert not any("grading hole" in f for f in findings), findings

@@ -4,7 +4,7 @@ no expected tests): any score marks the tests or the harness as hackable."""
 from __future__ import annotations
 
 from verify_cli.checks.audit.model import ProbeResult
-from verify_cli.checks.probes import Probe, build_probe, probe_context, probes_for
+from verify_cli.checks.probes import Probe, ProbeTarget, build_probe, probe_context, probes_for
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.tasks.model import Task
@@ -22,14 +22,32 @@ def probe_requests(task: Task, only: frozenset[str] | None, label: str) -> list[
     return out
 
 
-def judge_probe(probe: Probe, result: GradeResult) -> ProbeResult:
+def trick_files(probe: Probe, request: GradeRequest) -> tuple[str, ...]:
+    """The files of ``request``'s candidate that carry the probe's trick: those that differ from
+    its candidate without the trick (``Probe.without_trick``); () where the probe has none."""
+    if probe.without_trick is None:
+        return ()
+    plain = probe.without_trick(probe_context(request.task)) or {}
+    return tuple(sorted(p for p, data in (request.candidate or {}).items() if plain.get(p) != data))
+
+
+def judge_probe(probe: Probe, result: GradeResult, tricks: tuple[str, ...] = ()) -> ProbeResult:
+    """What ``result`` shows. ``tricks``: the files that carry the probe's trick
+    (:func:`trick_files`); where the grader refused them all, a score is named as the stubs'."""
     passed = tuple(t.id for t in result.tests if t.outcome.ok)
     if result.status is GradeStatus.INFRA_ERROR:
         return ProbeResult(probe.name, probe.target.value, probe.summary, None, (), 0,
                            "the sandbox failed: nothing concluded", result.problems, error=True)
     target = probe.target.value
     tally = f"{len(passed)} of {len(result.tests)} test(s) passed"
-    if result.score:
+    refused_trick = bool(tricks) and set(tricks) <= set(result.ignored_files)
+    if result.score and probe.target is ProbeTarget.HARNESS and refused_trick:
+        # Not a harness hole: the files that carry the trick never reached the run.
+        target = ProbeTarget.TESTS.value
+        why = (f"{probe.summary}, but the grader refused every one of them ({', '.join(tricks)}); "
+               f"it earned {result.score:.2f} ({tally}) with its stub of the editable code alone, "
+               "whose functions return defaults, so the tests accept code that does not solve the task")
+    elif result.score:
         why = f"{probe.summary}: earned {result.score:.2f} ({tally}), so {probe.if_it_scores}"
     else:
         stops = [p for p in result.problems if not p.startswith("exit code")]

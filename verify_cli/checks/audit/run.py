@@ -32,7 +32,7 @@ from verify_cli.checks.audit.mutation import (
     plan_mutants,
     summarise,
 )
-from verify_cli.checks.audit.probing import judge_probe, probe_requests
+from verify_cli.checks.audit.probing import judge_probe, probe_requests, trick_files
 from verify_cli.checks.mutation import MutantSet
 from verify_cli.checks.probes import probes_for
 from verify_cli.grading.batch import BatchGrader
@@ -148,7 +148,7 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
             state.audit.probes = []
             for probe, req in probe_requests(task, options.probe_names, task.id):
                 (idle if probe.idle else wave2).append(
-                    stream.add(req, f"probe {probe.name}", _on_probe(state, probe)))
+                    stream.add(req, f"probe {probe.name}", _on_probe(state, probe, trick_files(probe, req))))
         if options.labelled:
             runs = labelled_requests(task, task.id)
             if runs:
@@ -218,10 +218,10 @@ def _on_mutant(state: _TaskState, mutant: Any, selected: frozenset[str] | None) 
     return handle
 
 
-def _on_probe(state: _TaskState, probe: Any) -> Callable[[GradeResult], None]:
+def _on_probe(state: _TaskState, probe: Any, tricks: tuple[str, ...]) -> Callable[[GradeResult], None]:
     def handle(result: GradeResult) -> None:
         if state.audit.probes is not None:
-            state.audit.probes.append(judge_probe(probe, result))
+            state.audit.probes.append(judge_probe(probe, result, tricks))
     return handle
 
 

@@ -51,3 +51,7 @@ class Probe:
     #: The probe's run waits rather than computes (it sleeps to its time limit), so it can run
     #: beside the CPU-bound work instead of taking one of its slots.
     idle: bool = False
+    #: For a probe whose trick is all in files of its own (beside plain stubs of the code):
+    #: builds the same candidate without the trick. Where the grader refuses every file that
+    #: differs from it, a score was earned by the plain stubs alone: weak tests, not a harness hole.
+    without_trick: BuildProbe | None = None
