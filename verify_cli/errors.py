@@ -17,7 +17,7 @@ The hierarchy (exit code in brackets)::
     ├── ModelBackendError [2]                models.base: a model backend failed a request
     │   └── ServerError [3]                  models.openai_backend: the server failed
     ├── JUnitParseError [3]                  grading.junit: a results file is not JUnit XML
-    └── WorkerError [3]                      grading.warm: a warm worker failed (re-run cold)
+    └── WorkerError [3]                      sandbox.bwrap_warm: a warm worker failed (re-run cold)
 
 A bad task file is a finding, not a usage error, for the commands that exist to find bad tasks:
 ``check-tasks`` reports a failed ``schema`` check and ``audit`` an unreliable task, and both exit

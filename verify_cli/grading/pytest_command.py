@@ -10,8 +10,9 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from verify_cli.sandbox.base import PytestInvocation
 
 _PYTHON_NAME = re.compile(r"python(3(\.\d+)?)?")
 _VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -20,17 +21,6 @@ _SPLITTING = set(" \t\n*?[")
 
 
 # Which commands go warm
-
-
-@dataclass(frozen=True)
-class PytestInvocation:
-    """A task command recognised as exactly one pytest run."""
-
-    mode: str  # "module": python -m pytest ARGS; "script": the pytest console script
-    interpreter: str  # the python that runs it, as found on PATH (becomes sys.executable)
-    program: str  # the console script (mode "script"), else ""
-    argv0: str  # the first word as written
-    args: tuple[str, ...]
 
 
 def split_simple_command(command: str, env: Mapping[str, str]) -> list[str] | None:
@@ -164,16 +154,4 @@ def parse_pytest_words(command: str, env: Mapping[str, str]) -> tuple[str, str, 
     return None
 
 
-def startup_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """The variables an interpreter or pytest reads once, at start: a worker serves only runs
-    whose values match its own."""
-    return {k: v for k, v in env.items()
-            if k.startswith(("PYTHON", "PYTEST_", "LC_")) or k in ("LANG", "HOME")}
-
-
-# --------------------------------------------------------------------------------------------
-# Host-side plumbing
-
-
-__all__ = ["PytestInvocation", "parse_pytest_command", "parse_pytest_words", "split_simple_command",
-           "startup_environment"]
+__all__ = ["PytestInvocation", "parse_pytest_command", "parse_pytest_words", "split_simple_command"]

@@ -1,789 +1,97 @@
-"""Warm grading: pytest runs forked from a sandboxed worker that has already started.
+"""Warm grading: a task's pytest run handed to the backend's warm host instead of a cold start.
 
 A cold run pays for an interpreter start and for importing pytest and its plugins (most of a
-second) before the first test runs. A warm worker is a long-lived process in the sandbox
-(``verify_cli/harness/warm_worker.py``) that has imported pytest, its plugins and the task's
-preload modules once, never runs candidate code itself, and forks one child per run. Each child
-gets fresh namespaces and file systems, joins a per-run cgroup, runs ``pytest`` in-process with the
-same arguments, environment, plugins and result capture as a cold run, and exits.
+second) before the first test runs. A backend that can do better opens a
+:class:`~verify_cli.sandbox.base.WarmHost` (:meth:`Sandbox.warm_host
+<verify_cli.sandbox.base.Sandbox.warm_host>`): bwrap's pool of forking workers
+(:mod:`verify_cli.sandbox.bwrap_warm`), docker's pooled containers that have imported pytest
+(:mod:`verify_cli.sandbox.docker.warm_host`). This module is the grading side of it:
 
-What keeps the verdicts the same as cold:
+- which runs may go warm: only Python tasks whose command is recognisably
+  ``python -m pytest ARGS`` or ``pytest ARGS`` (:func:`parse_pytest_command`, or
+  :func:`parse_pytest_words` where the programs are not this machine's); anything else runs cold;
+- what to preload: ``task.environment.preload`` plus the third-party modules the task's reference
+  runs were seen to import;
+- the counters (:class:`WarmStats`).
 
-- only commands that are recognisably ``python -m pytest ARGS`` or ``pytest ARGS`` go warm
-  (:func:`parse_pytest_command`); anything else runs cold;
-- workers are keyed by interpreter, preload set and the environment read at interpreter start
-  (``PYTHONHASHSEED`` above all), so a run never sees another run's hash seed;
-- the per-run cgroup, output capture, limits and judging are the cold runner's;
-- anything wrong with a worker (it died, stopped answering, failed to set a run up) is an
-  infrastructure fault: the worker is replaced and the job re-run cold. It is never scored.
-
-The docker backend runs pytest warm itself (``run_warm_pytest``: pooled single-use containers
-whose waiting process has imported pytest); :class:`WarmRunner` hands it the parsed command
-(:func:`parse_pytest_words`, the programs looked up in the container, not here).
+A warm host absorbs its own faults (it re-runs the job cold); a worker's fault is never scored.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import json
-import os
-import re
-import select
-import shutil
-import socket
-import struct
-import subprocess
-import sys
-import tempfile
 import threading
-import time
-import uuid
-import weakref
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from verify_cli.errors import ExitCode, VerifyError
 from verify_cli.grading.pytest_command import (
     PytestInvocation,
     parse_pytest_command,
     parse_pytest_words,
-    startup_environment,
 )
 from verify_cli.grading.workspace import Phase
-from verify_cli.harness.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, WARMUP_TEST
-from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
-from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, candidate_argv
-from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
-from verify_cli.sandbox.environment import (
-    CHANNEL_SOCKET,
-    SANDBOX_HARNESS,
-    SANDBOX_RESULTS,
-    SANDBOX_TMP,
-    SANDBOX_WORKDIR,
-    candidate_exec_prefix,
-    pinned_environment,
-)
-from verify_cli.sandbox.local import RESULTS_MAX_FILES, LocalSandbox, Prepared, read_results_dir
-from verify_cli.sandbox.output import BoundedCapture, start_drain
-from verify_cli.sandbox.process import runtime_path
+from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict, WarmHost, WarmStats
 from verify_cli.tasks.model import Task
-
-_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
-
-#: Paths inside the worker's sandbox (mirrored in warm_worker.py).
-JOBS_MOUNT = "/.verify-jobs"
-WARMUP_DIR = "/.verify-warmup"
-WORKER_SCRIPT = f"{SANDBOX_HARNESS}/warm_worker.py"
-
-WARMUP_MEMORY_BYTES = 4 * 1024 * 1024 * 1024  # the worker's limits until its first run
-WARMUP_PIDS = 256
-START_TIMEOUT = 120.0  # a worker's warm-up (busy machines are slow)
-SETUP_TIMEOUT = 20.0  # fork, hello, namespaces and copy of one run
-EXIT_GRACE = 3.0  # how long a worker may take to report a child that has ended
-_TICK = 0.2
-_MAX_START_FAILURES = 3
-
-class WorkerError(VerifyError):
-    """A warm worker failed (not the code under test): the job must be re-run cold.
-
-    ``worker_ok``: the worker itself is fine and may serve other runs (this one cannot go warm).
-    """
-
-    exit_code = ExitCode.INFRA
-
-    def __init__(self, message: str, *, worker_ok: bool = False) -> None:
-        super().__init__(message)
-        self.worker_ok = worker_ok
-
-
-# --------------------------------------------------------------------------------------------
-def _recv(sock: socket.socket, max_fds: int = 1) -> tuple[bytes, list[int], int | None]:
-    """One message, the descriptors it carried and the sender's pid (from SO_PASSCRED)."""
-    anc = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(max_fds * 4)
-    data, ancdata, _flags, _addr = sock.recvmsg(1 << 20, anc)
-    fds: list[int] = []
-    pid: int | None = None
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            usable = len(payload) - len(payload) % 4
-            fds.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
-        elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= 12:
-            pid = struct.unpack("3i", payload[:12])[0]
-    return data, fds, pid
-
-
-def _wait_readable(fds: Sequence[int], timeout: float) -> set[int]:
-    poller = select.poll()
-    for fd in fds:
-        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-    return {fd for fd, _ in poller.poll(max(0.0, timeout) * 1000)}
-
-
-def _has_ended(pid: int) -> bool:
-    """True once ``pid`` is a zombie or gone (its parent has not reaped it, or it never will)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return text.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
-
-
-def _move_in(src: Path, dest: Path) -> bool:
-    """Put the work folder where the worker sees it; True when it was moved (not copied)."""
-    try:
-        os.rename(src, dest)
-        return True
-    except OSError:
-        shutil.copytree(src, dest, symlinks=True)
-        return False
-
-
-def _set_limits(cgroup: RunCgroup, memory_bytes: int, max_pids: int) -> None:
-    """Re-limit a live cgroup for the next run (v1: memsw never below the memory limit)."""
-    if cgroup.memory_dir is not None:
-        if cgroup.version == 1:
-            names = ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]
-            current = int((cgroup.memory_dir / names[0]).read_text())
-            if memory_bytes > current:
-                names.reverse()
-            for name in names:
-                path = cgroup.memory_dir / name
-                if name.startswith("memory.memsw") and not path.exists():
-                    continue
-                path.write_text(str(memory_bytes))
-        else:
-            (cgroup.memory_dir / "memory.max").write_text(str(memory_bytes))
-    if cgroup.pids_dir is not None:
-        (cgroup.pids_dir / "pids.max").write_text(str(max_pids))
-
-
-def _oom_kills(cgroup: RunCgroup) -> int:
-    """How many processes the kernel's OOM killer has killed in ``cgroup`` so far."""
-    if cgroup.memory_dir is None:
-        return 0
-    name = "memory.oom_control" if cgroup.version == 1 else "memory.events"
-    with contextlib.suppress(OSError, ValueError):
-        for line in (cgroup.memory_dir / name).read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-    return 0
-
-
-@dataclass(frozen=True)
-class WorkerKey:
-    interpreter: str
-    preload: tuple[str, ...]
-    startup_env: tuple[tuple[str, str], ...]
-
-
-class _Worker:
-    """One long-lived sandbox process running warm_worker.py; serves one job at a time.
-
-    The worker and every child it forks live in one cgroup: the worker's own processes (bwrap
-    and the warm parent, ``infra``) are recorded once it is ready; each run sets that cgroup's
-    memory and process limits to the run's, and afterwards every other process in it is killed.
-    A child is so born inside its run's limits (no migration on the hot path), and the memory the
-    warm interpreter holds counts against the run as a cold run's interpreter does.
-    """
-
-    def __init__(self, sandbox: LocalSandbox, key: WorkerKey) -> None:
-        self.sandbox = sandbox
-        self.key = key
-        self.scratch = Path(tempfile.mkdtemp(prefix="verify-warm-"))
-        self.jobs = self.scratch / "jobs"
-        self.jobs.mkdir(mode=0o755)
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.ctl: socket.socket | None = None
-        self.cgroup: RunCgroup | None = None
-        self.infra: set[int] = set()
-        self.loaded: list[str] = []
-        self.failed: dict[str, str] = {}
-        self.runs = 0
-        self.last_used = time.monotonic()
-
-    # Popen must happen on a thread that outlives the worker: bwrap's --die-with-parent fires
-    # when the *thread* that started it ends.
-    def spawn(self) -> None:
-        self.cgroup = cgroup_manager().create(memory_bytes=WARMUP_MEMORY_BYTES,
-                                              max_pids=WARMUP_PIDS)
-        warmup = self.scratch / "warmup"
-        warmup.mkdir()
-        (warmup / "test_warm_up.py").write_text(WARMUP_TEST)
-        host_ctl, worker_ctl = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.ctl = host_ctl
-        try:
-            command = [self.key.interpreter, WORKER_SCRIPT, "--control-fd",
-                       str(worker_ctl.fileno()), "--preload", ",".join(self.key.preload)]
-            prepared = self.sandbox.long_lived(  # type: ignore[attr-defined]
-                command, scratch=self.scratch, env=dict(self.key.startup_env),
-                ro_binds=[(self.jobs, JOBS_MOUNT), (warmup, WARMUP_DIR)],
-                dirs=[CANDIDATE_WORK, CANDIDATE_CHANNEL])
-            log = open(self.scratch / "worker.log", "wb")  # noqa: SIM115 - handed to the child
-            try:
-                self.proc = subprocess.Popen(
-                    prepared.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                    env=prepared.env, cwd=prepared.cwd, pass_fds=[worker_ctl.fileno()],
-                    start_new_session=True, close_fds=True, preexec_fn=self.cgroup.join_self)
-            finally:
-                log.close()
-        finally:
-            worker_ctl.close()
-
-    def await_ready(self, timeout: float) -> None:
-        assert self.ctl is not None and self.proc is not None and self.cgroup is not None
-        if not _wait_readable([self.ctl.fileno()], timeout):
-            raise WorkerError(
-                f"the warm worker did not start within {timeout:g}s{self._log_tail()}")
-        data, fds, _ = _recv(self.ctl)
-        for fd in fds:
-            os.close(fd)
-        if not data:
-            raise WorkerError(f"the warm worker exited while starting{self._log_tail()}")
-        msg = json.loads(data)
-        self.loaded, self.failed = list(msg.get("loaded", [])), dict(msg.get("failed", {}))
-        if msg.get("op") != "ready" or "<pytest>" in self.failed:
-            raise WorkerError(f"the warm worker could not warm up: {self.failed}{self._log_tail()}")
-        self.infra = self.cgroup.pids()
-        if self.proc.pid not in self.infra:
-            raise WorkerError("the warm worker is not in its cgroup")
-        for pid in self.infra:  # a run's memory bomb, not the worker, is the one to go
-            with contextlib.suppress(OSError):
-                Path(f"/proc/{pid}/oom_score_adj").write_text("-1000")
-
-    def _log_tail(self) -> str:
-        with contextlib.suppress(OSError):
-            tail = (self.scratch / "worker.log").read_bytes()[-2000:].decode("utf-8", "replace")
-            return f"\n{tail}" if tail.strip() else ""
-        return ""
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def close(self) -> None:
-        if self.ctl is not None:
-            with contextlib.suppress(OSError):
-                self.ctl.close()
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, 9)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)
-        if self.cgroup is not None:
-            self.cgroup.remove()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-    def run(self, spec: RunSpec, inv: PytestInvocation, env: Mapping[str, str],
-            report_imports: bool) -> tuple[RunResult, list[str]]:
-        """Run one job; raises WorkerError when the worker, not the code, failed."""
-        if not self.alive or self.ctl is None:
-            raise WorkerError("the warm worker is not running")
-        self.runs += 1
-        self.last_used = time.monotonic()
-        job_id = uuid.uuid4().hex
-        job_dir = self.jobs / job_id
-        moved = _move_in(Path(spec.workdir), job_dir)
-        try:
-            return self._run(spec, inv, env, report_imports, job_id)
-        finally:
-            if moved:
-                os.rename(job_dir, spec.workdir)
-            else:
-                shutil.rmtree(job_dir, ignore_errors=True)
-
-    def _kill_run(self) -> None:
-        """SIGKILL every process of the cgroup but the worker's own, until none is left."""
-        assert self.cgroup is not None
-        deadline = time.monotonic() + 5
-        while True:
-            strays = self.cgroup.pids() - self.infra
-            if not strays:
-                return
-            if time.monotonic() > deadline:
-                raise WorkerError(f"cannot kill the run's processes {sorted(strays)[:5]}")
-            for pid in strays:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, 9)
-            time.sleep(0.002)
-
-    def _run(self, spec: RunSpec, inv: PytestInvocation, env: Mapping[str, str],
-             report_imports: bool, job_id: str) -> tuple[RunResult, list[str]]:
-        assert self.ctl is not None and self.cgroup is not None
-        limits = spec.limits
-        try:
-            _set_limits(self.cgroup, limits.memory_mb * 1024 * 1024, limits.processes + 4)
-        except OSError as e:  # e.g. a memory limit below what the warm interpreter holds
-            raise WorkerError(f"cannot set the run's limits on the worker's cgroup: {e}",
-                              worker_ok=True) from e
-        ooms_before = _oom_kills(self.cgroup)
-        stop = threading.Event()
-        reason: dict[str, Verdict] = {}
-        wake_r, wake_w = os.pipe()
-        os.set_blocking(wake_w, False)
-
-        def on_flood() -> None:
-            reason.setdefault("why", Verdict.OUTPUT_LIMIT)
-            stop.set()
-            with contextlib.suppress(OSError):
-                os.write(wake_w, b"!")
-
-        out_cap = BoundedCapture(limits.output_bytes, on_flood)
-        err_cap = BoundedCapture(limits.output_bytes, on_flood)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        host_job, child_job = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        host_job.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-        cpu = int(limits.cpu_seconds if limits.cpu_seconds is not None else limits.wall_seconds) + 1
-        request = {
-            "op": "run", "id": job_id, "mode": inv.mode, "program": inv.program, "argv0": inv.argv0,
-            "args": list(inv.args), "env": dict(env), "cpu_seconds": cpu,
-            "file_bytes": limits.file_bytes, "disk_bytes": limits.file_bytes,
-            "results_bytes": min(limits.file_bytes, RESULTS_FOLDER_BYTES),
-            "results_files": RESULTS_MAX_FILES * 2, "report_imports": report_imports,
-        }
-        if spec.candidate is not None:
-            request["candidate"] = {
-                "argv": candidate_argv(spec.candidate, work_source=CANDIDATE_WORK,
-                                       channel_source=CANDIDATE_CHANNEL),
-                "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private)}
-        results_fd: int | None = None
-        drains: list[threading.Thread] = []
-        start = time.monotonic()
-        try:
-            try:
-                socket.send_fds(self.ctl, [json.dumps(request).encode()],
-                                [out_w, err_w, child_job.fileno()])
-            except OSError as e:
-                raise WorkerError(f"cannot reach the warm worker: {e}") from e
-            finally:
-                os.close(out_w)
-                os.close(err_w)
-                child_job.close()
-            drains = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
-            child_pid, results_fd = self._await_setup(host_job, start + SETUP_TIMEOUT)
-            status = self._await_exit(job_id, child_pid, start, limits.wall_seconds, stop, wake_r,
-                                      reason)
-            wall = time.monotonic() - start
-            self._kill_run()
-            if status is None:  # stopped early (timeout, flood): the worker reaps the child now
-                status = self._await_exit(job_id, child_pid, time.monotonic(), 5.0,
-                                          threading.Event(), wake_r, {})
-                if status is None:
-                    raise WorkerError("the warm worker did not report a killed run")
-            deadline = time.monotonic() + 5
-            for t in drains:
-                t.join(timeout=max(0.0, deadline - time.monotonic()))
-            oom = _oom_kills(self.cgroup) > ooms_before
-            why = reason.get("why")
-            results = {} if why is Verdict.OUTPUT_LIMIT else read_results_dir(results_fd)
-            imports = self._imports(host_job) if report_imports else []
-            if not self.alive or self.cgroup.pids() != self.infra:
-                raise WorkerError("the warm worker died during the run")
-            prepared = Prepared(argv=[], env={}, cwd="/", results_dir=self.scratch / "results",
-                                signal_from_status=True)
-            raw = status[0]
-            if os.WIFSIGNALED(raw) and why is None:
-                # A command that died of a signal (not killed by us, as a cold runner kills bwrap
-                # itself on a timeout or flood) is reported by bwrap as exit 128 + signal.
-                raw = (128 + os.WTERMSIG(raw)) << 8
-            run = self.sandbox._judge(prepared, {"status": raw, "cpu": status[1]}, why, oom,
-                                      wall, out_cap, err_cap, results)
-            return run, imports
-        finally:
-            try:
-                self._kill_run()
-            finally:
-                for t in drains:
-                    t.join(timeout=1)
-                for fd in (results_fd, wake_r, wake_w):
-                    if fd is not None:
-                        with contextlib.suppress(OSError):
-                            os.close(fd)
-                if not drains:
-                    for fd in (out_r, err_r):
-                        with contextlib.suppress(OSError):
-                            os.close(fd)
-                host_job.close()
-
-    def _await_setup(self, host_job: socket.socket, deadline: float) -> tuple[int, int]:
-        """(host pid of the run's child, handle on its results folder), sent once its sandbox
-        is built."""
-        assert self.ctl is not None
-        ready = _wait_readable([host_job.fileno(), self.ctl.fileno()], deadline - time.monotonic())
-        if not ready:
-            raise WorkerError("the run's sandbox was not set up in time")
-        if host_job.fileno() not in ready:
-            raise WorkerError(self._unexpected_control())
-        data, fds, pid = _recv(host_job)
-        msg: dict[str, Any] = {}
-        with contextlib.suppress(ValueError):
-            msg = json.loads(data) if data else {}
-        if msg.get("op") == "ready" and len(fds) == 1 and pid:
-            return pid, fds[0]
-        for fd in fds:
-            os.close(fd)
-        why = msg.get("message", "no answer")
-        raise WorkerError(f"the run's sandbox could not be set up: {why}")
-
-    def _unexpected_control(self) -> str:
-        assert self.ctl is not None
-        try:
-            data, fds, _ = _recv(self.ctl)
-        except OSError as e:
-            return f"the warm worker's channel failed: {e}"
-        for fd in fds:
-            os.close(fd)
-        return "the warm worker exited" if not data else f"unexpected worker message {data[:200]!r}"
-
-    def _await_exit(self, job_id: str, child_pid: int, start: float, limit: float,
-                    stop: threading.Event, wake_r: int, reason: dict[str, Verdict]
-                    ) -> tuple[int, float] | None:
-        """(wait status, cpu seconds) of the run's child, or None if the run had to be stopped
-        (``reason`` says why). A worker that cannot report an ended child raises WorkerError."""
-        assert self.ctl is not None
-        ended_at: float | None = None
-        while True:
-            now = time.monotonic()
-            if stop.is_set():
-                return None
-            if now - start >= limit:
-                reason.setdefault("why", Verdict.TIMEOUT)
-                return None
-            ready = _wait_readable([self.ctl.fileno(), wake_r], min(_TICK, limit - (now - start)))
-            if self.ctl.fileno() in ready:
-                data, fds, _ = _recv(self.ctl)
-                for fd in fds:
-                    os.close(fd)
-                if not data:
-                    raise WorkerError("the warm worker exited during the run")
-                msg = json.loads(data)
-                if msg.get("op") == "exit" and msg.get("id") == job_id:
-                    return int(msg["status"]), float(msg.get("cpu", 0.0))
-                raise WorkerError(f"unexpected worker message {data[:200]!r}")
-            # The child ended but its parent does not say so: the worker is stopped or broken.
-            if ended_at is None and _has_ended(child_pid):
-                ended_at = time.monotonic()
-            elif ended_at is not None and time.monotonic() - ended_at > EXIT_GRACE:
-                raise WorkerError("the warm worker stopped answering")
-
-    @staticmethod
-    def _imports(host_job: socket.socket) -> list[str]:
-        found: list[str] = []
-        for _ in range(16):
-            if not _wait_readable([host_job.fileno()], 0):
-                break
-            try:
-                data, fds, _ = _recv(host_job)
-            except OSError:
-                break
-            for fd in fds:
-                os.close(fd)
-            if not data:
-                break
-            with contextlib.suppress(ValueError, TypeError, AttributeError):
-                msg = json.loads(data)
-                if msg.get("op") == "imports":
-                    found = [m for m in msg.get("modules", [])[:64]
-                             if isinstance(m, str) and _MODULE_NAME.fullmatch(m)]
-        return found
-
-
-# --------------------------------------------------------------------------------------------
-# The pool
-
-
-@dataclass
-class WarmStats:
-    """Counters of a pool (read them for reports and tests)."""
-
-    warm_runs: int = 0
-    cold_runs: int = 0  # not eligible, or no worker could be had
-    fallbacks: int = 0  # a worker failed mid-job: re-run cold
-    workers_started: int = 0
-    workers_replaced: int = 0
-    last_error: str = ""
-
-
-@dataclass
-class _KeyState:
-    idle: list[_Worker] = field(default_factory=list)
-    count: int = 0
-    start_failures: int = 0
-
-
-def _hosts_warm_pytest(sandbox: Sandbox) -> bool:
-    """A backend that runs pytest warm itself (docker: pooled single-use containers whose waiting
-    process has imported pytest)."""
-    return callable(getattr(sandbox, "run_warm_pytest", None))
 
 
 def warm_unavailable_reason(sandbox: Sandbox) -> str | None:
-    """Why ``sandbox`` cannot host warm workers here, or None when it can."""
-    if _hosts_warm_pytest(sandbox):
-        reason: str | None = sandbox.warm_unavailable()  # type: ignore[attr-defined]
-        return reason
-    if not isinstance(sandbox, LocalSandbox) or not hasattr(sandbox, "long_lived"):
-        return f"the {sandbox.name or type(sandbox).__name__} backend cannot host a warm worker"
-    manager = cgroup_manager()
-    if not manager.available:
-        return f"warm runs need per-run cgroups: {manager.reason or 'not available'}"
-    return None
-
-
-class WarmPool:
-    """Warm workers of one sandbox, by :class:`WorkerKey`; safe to share between threads.
-
-    At most ``workers_per_key`` workers serve a key (a run waits for a free one); idle workers of
-    other keys are closed when more than ``max_workers`` are alive.
-    """
-
-    def __init__(self, sandbox: Sandbox, *, workers_per_key: int = 2,
-                 max_workers: int | None = None, start_timeout: float = START_TIMEOUT) -> None:
-        reason = warm_unavailable_reason(sandbox)
-        if reason is not None:
-            raise ValueError(reason)
-        assert isinstance(sandbox, LocalSandbox)
-        self.sandbox: LocalSandbox = sandbox
-        self.workers_per_key = max(1, workers_per_key)
-        self.max_workers = max_workers
-        self.start_timeout = start_timeout
-        self.stats = WarmStats()
-        self._keys: dict[WorkerKey, _KeyState] = {}
-        self._cond = threading.Condition()
-        self._closed = False
-        # One thread starts every worker (see _Worker.spawn).
-        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warm-spawn")
-        # Workers die with this process anyway (--die-with-parent); this also removes their
-        # cgroups when a caller forgets close().
-        atexit.register(_close_at_exit, weakref.ref(self))
-
-    def resize(self, workers_per_key: int) -> None:
-        with self._cond:
-            self.workers_per_key = max(self.workers_per_key, workers_per_key)
-            self._cond.notify_all()
-
-    def run(self, spec: RunSpec, inv: PytestInvocation, *, preload: Sequence[str] = (),
-            report_imports: bool = False) -> tuple[RunResult, list[str], bool]:
-        """Run ``spec`` warm (or cold where a worker cannot be had or fails).
-
-        Returns the result, the third-party modules the run imported (``report_imports``) and
-        whether it ran warm.
-        """
-        env = self._job_env(spec)
-        key = WorkerKey(inv.interpreter, tuple(sorted(set(preload))),
-                        tuple(sorted(startup_environment(env).items())))
-        worker = self._acquire(key)
-        if worker is None:
-            with self._cond:
-                self.stats.cold_runs += 1
-            return self.sandbox.run(spec), [], False
-        healthy = ran = False
-        try:
-            result, imports = worker.run(spec, inv, env, report_imports)
-            healthy = ran = worker.alive
-        except WorkerError as e:
-            healthy = e.worker_ok and worker.alive
-            with self._cond:
-                if e.worker_ok:
-                    self.stats.cold_runs += 1
-                else:
-                    self.stats.fallbacks += 1
-                self.stats.last_error = str(e)
-        finally:
-            self._release(key, worker, healthy)
-        if not ran:
-            return self.sandbox.run(spec), [], False
-        with self._cond:
-            self.stats.warm_runs += 1
-        return result, imports, True
-
-    @staticmethod
-    def _job_env(spec: RunSpec) -> dict[str, str]:
-        """The environment a cold run of ``spec`` gets in the sandbox (bwrap's)."""
-        extra = dict(spec.env)
-        if spec.candidate is not None:
-            channel = f"{CANDIDATE_CHANNEL}/{CHANNEL_SOCKET}"
-            extra.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=candidate_exec_prefix(
-                sys.executable, SANDBOX_HARNESS, channel))
-        return pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
-                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
-                                  path=runtime_path(), extra=extra)
-
-    def _acquire(self, key: WorkerKey) -> _Worker | None:
-        with self._cond:
-            state = self._keys.setdefault(key, _KeyState())
-            while True:
-                if self._closed or state.start_failures >= _MAX_START_FAILURES:
-                    return None
-                if state.idle:
-                    return state.idle.pop()
-                if state.count < self.workers_per_key:
-                    state.count += 1
-                    evict = self._evictable(key)
-                    break
-                self._cond.wait()
-        for old in evict:
-            old.close()
-        worker = _Worker(self.sandbox, key)
-        try:
-            self._spawner.submit(worker.spawn).result()
-            worker.await_ready(self.start_timeout)
-        except (WorkerError, OSError, ValueError, RuntimeError) as e:
-            worker.close()
-            with self._cond:
-                state.count -= 1
-                state.start_failures += 1
-                self.stats.last_error = str(e)
-                self._cond.notify_all()
-            return None
-        with self._cond:
-            state.start_failures = 0
-            self.stats.workers_started += 1
-        return worker
-
-    def _evictable(self, keep: WorkerKey) -> list[_Worker]:
-        """Idle workers of other keys to close so that at most max_workers are alive (lock held)."""
-        if self.max_workers is None:
-            return []
-        alive = sum(s.count for s in self._keys.values())
-        idle = sorted(((w.last_used, k, w) for k, s in self._keys.items() if k != keep
-                       for w in s.idle), key=lambda t: t[0])
-        out: list[_Worker] = []
-        for _, k, w in idle:
-            if alive <= self.max_workers:
-                break
-            self._keys[k].idle.remove(w)
-            self._keys[k].count -= 1
-            alive -= 1
-            out.append(w)
-        return out
-
-    def _release(self, key: WorkerKey, worker: _Worker, healthy: bool) -> None:
-        with self._cond:
-            state = self._keys[key]
-            if healthy and not self._closed:
-                state.idle.append(worker)
-                worker = None  # type: ignore[assignment]
-            else:
-                state.count -= 1
-                self.stats.workers_replaced += 1
-            self._cond.notify_all()
-        if worker is not None:
-            worker.close()
-
-    def close(self) -> None:
-        """Stop every worker; runs after this go cold."""
-        with self._cond:
-            self._closed = True
-            workers = [w for s in self._keys.values() for w in s.idle]
-            for s in self._keys.values():
-                s.count -= len(s.idle)
-                s.idle.clear()
-            self._cond.notify_all()
-        for w in workers:
-            w.close()
-        self._spawner.shutdown(wait=False)
-
-
-def _close_at_exit(ref: weakref.ref[WarmPool]) -> None:
-    pool = ref()
-    if pool is not None:
-        pool.close()
-
-
-# --------------------------------------------------------------------------------------------
-# Task-aware front end used by the Grader
+    """Why ``sandbox`` cannot run pytest warm here, or None when it can."""
+    return sandbox.warm_unavailable()
 
 
 class WarmRunner:
-    """Runs a task's test command warm when it is a pytest run the pool can host, else cold.
-
-    Preloads ``task.environment.preload`` plus the third-party modules the task's reference
-    runs were seen to import.
-    """
+    """Runs a task's test command warm when it is a pytest run the backend's warm host can
+    take, else cold."""
 
     def __init__(self, sandbox: Sandbox, *, workers_per_key: int = 2) -> None:
         self.sandbox = sandbox
-        self.unavailable = warm_unavailable_reason(sandbox)
-        #: The backend runs pytest warm itself (docker); else warm workers of a local backend.
-        self.direct = self.unavailable is None and _hosts_warm_pytest(sandbox)
-        self.pool = (None if self.unavailable or self.direct
-                     else WarmPool(sandbox, workers_per_key=workers_per_key,
-                                   max_workers=4 * workers_per_key))
-        self._direct_stats = WarmStats()
+        self.unavailable = sandbox.warm_unavailable()
+        self.host: WarmHost | None = (None if self.unavailable is not None
+                                      else sandbox.warm_host(workers_per_key=workers_per_key))
+        if self.host is None and self.unavailable is None:
+            self.unavailable = f"the {sandbox.name or type(sandbox).__name__} backend opened no warm host"
         self._learned: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
 
     def eligible(self, task: Task, spec: RunSpec) -> PytestInvocation | None:
-        if self.pool is None or task.test.framework != "pytest" or task.language != "python":
+        """``task``'s command as one pytest run the host can take, or None (it runs cold)."""
+        host = self.host
+        if host is None or task.test.framework != "pytest" or task.language != "python":
             return None
-        return parse_pytest_command(task.test.command, self.pool._job_env(spec))
+        env = host.environment(spec)
+        if host.programs_on_host:
+            return parse_pytest_command(task.test.command, env)
+        words = parse_pytest_words(task.test.command, env)
+        if words is None:
+            return None
+        mode, argv0, args = words
+        return PytestInvocation(mode, "", "", argv0, args)
 
     @property
     def stats(self) -> WarmStats | None:
-        if self.direct:
-            return self._direct_stats
-        return self.pool.stats if self.pool is not None else None
-
-    def _run_direct(self, task: Task, spec: RunSpec) -> RunResult:
-        sandbox: Any = self.sandbox
-        parsed = None
-        if task.test.framework == "pytest" and task.language == "python":
-            parsed = parse_pytest_words(task.test.command, sandbox.warm_environment(spec))
-        if parsed is None:
-            with self._lock:
-                self._direct_stats.cold_runs += 1
-            return self.sandbox.run(spec)
-        mode, argv0, args = parsed
-        result, how = sandbox.run_warm_pytest(spec, mode=mode, argv0=argv0, args=args,
-                                              preload=sorted(set(task.environment.preload)))
-        with self._lock:
-            stats = self._direct_stats
-            if how == "warm":
-                stats.warm_runs += 1
-            elif how == "fallback":
-                stats.fallbacks += 1
-            else:
-                stats.cold_runs += 1
-            stats.last_error = getattr(sandbox, "warm_last_error", "") or stats.last_error
-        return result
+        return self.host.stats if self.host is not None else None
 
     def run(self, task: Task, phase: Phase, spec: RunSpec) -> RunResult:
-        if spec.candidate is not None and (self.direct or self.pool is None):
-            # Two-process runs fork from the bwrap warm workers only; elsewhere cold.
-            return self.sandbox.run(spec)
-        if self.direct:
-            return self._run_direct(task, spec)
         inv = self.eligible(task, spec)
-        if inv is None or self.pool is None:
+        if inv is None or self.host is None:
             return self.sandbox.run(spec)
         with self._lock:
             learned = self._learned.get(task.id, frozenset())
         preload = sorted(set(task.environment.preload) | learned)
-        result, imports, _warm = self.pool.run(spec, inv, preload=preload,
-                                               report_imports=phase is Phase.REFERENCE)
-        if imports and result.verdict is Verdict.OK:
+        outcome = self.host.run_pytest(spec, inv, preload=preload,
+                                       report_imports=phase is Phase.REFERENCE)
+        if outcome.imports and outcome.result.verdict is Verdict.OK:
             with self._lock:
                 known = self._learned.get(task.id, frozenset())
-                self._learned[task.id] = known | frozenset(imports)
-        return result
+                self._learned[task.id] = known | frozenset(outcome.imports)
+        return outcome.result
 
     def reserve(self, jobs: int) -> None:
-        """Let up to ``jobs`` workers serve each key (grade_many's parallelism)."""
-        if self.pool is not None:
-            self.pool.resize(jobs)
-            self.pool.max_workers = max(self.pool.max_workers or 0, 4 * jobs)
+        """Let up to ``jobs`` runs go warm at once (grade_many's parallelism)."""
+        if self.host is not None:
+            self.host.reserve(jobs)
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
+        if self.host is not None:
+            self.host.close()
 
 
-__all__ = ["PytestInvocation", "WarmPool", "WarmRunner", "WarmStats", "WorkerError",
-           "parse_pytest_command", "parse_pytest_words",
-           "startup_environment", "warm_unavailable_reason"]
+__all__ = ["PytestInvocation", "WarmRunner", "WarmStats", "parse_pytest_command",
+           "parse_pytest_words", "warm_unavailable_reason"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 RESULTS_ENV = "VERIFY_RESULTS_DIR"
 MAX_RESULT_FILE_BYTES = 16 * 1024 * 1024
@@ -148,6 +148,80 @@ class Availability:
     install_hint: str = ""
 
 
+@dataclass(frozen=True)
+class PytestInvocation:
+    """A task command recognised as exactly one pytest run (what a :class:`WarmHost` runs)."""
+
+    mode: str  # "module": python -m pytest ARGS; "script": the pytest console script
+    #: The python that runs it, as found on the run's PATH (becomes sys.executable); "" on a
+    #: host whose programs are not this machine's (``WarmHost.programs_on_host`` false).
+    interpreter: str
+    program: str  # the console script (mode "script", found on the run's PATH), else ""
+    argv0: str  # the first word as written
+    args: tuple[str, ...]
+
+
+@dataclass
+class WarmStats:
+    """Counters of a warm host (read them for reports and tests)."""
+
+    warm_runs: int = 0
+    cold_runs: int = 0  # the run could not go warm, or no warm worker could be had
+    fallbacks: int = 0  # a worker failed mid-job: re-run cold
+    workers_started: int = 0
+    workers_replaced: int = 0
+    last_error: str = ""
+
+
+WarmHow = Literal["warm", "cold", "fallback"]
+
+
+@dataclass(frozen=True)
+class WarmOutcome:
+    """A run offered to a warm host: its result, how it ran ("warm"; "cold": it could not go
+    warm; "fallback": the warm worker failed and the run was re-run cold) and the third-party
+    modules it imported (when asked for and the host can tell)."""
+
+    result: RunResult
+    how: WarmHow
+    imports: tuple[str, ...] = ()
+
+
+class WarmHost(ABC):
+    """A backend's capability to run pytest warm: in interpreters that have imported pytest
+    before the run starts, with the verdicts of a cold :meth:`Sandbox.run`.
+
+    Opened by :meth:`Sandbox.warm_host` (the caller closes it); safe to call from many threads.
+    Whatever goes wrong on the warm path is the host's to absorb: it re-runs the job cold, and
+    a worker's fault is never the code's verdict.
+    """
+
+    #: Whether the run's programs are this machine's: the caller resolves the pytest command
+    #: on the run's PATH here (:attr:`PytestInvocation.interpreter` set). When false they are
+    #: found where the run runs and ``interpreter``/``program`` are "".
+    programs_on_host: ClassVar[bool] = True
+
+    @property
+    @abstractmethod
+    def stats(self) -> WarmStats:
+        """The host's counters."""
+
+    @abstractmethod
+    def environment(self, spec: RunSpec) -> dict[str, str]:
+        """The variables of ``spec``'s command that the host knows (to read the command with)."""
+
+    @abstractmethod
+    def run_pytest(self, spec: RunSpec, invocation: PytestInvocation, *,
+                   preload: Sequence[str] = (), report_imports: bool = False) -> WarmOutcome:
+        """Run ``spec``, whose command is ``invocation``, warm where the host can (else cold)."""
+
+    def reserve(self, jobs: int) -> None:  # noqa: B027 - optional hook, deliberately a no-op
+        """Let up to ``jobs`` runs go warm at once. Default: nothing."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, deliberately a no-op
+        """Release what the host holds; later runs go cold. Default: nothing."""
+
+
 class Sandbox(ABC):
     """A backend. Subclasses register with :func:`verify_cli.sandbox.registry.register_sandbox`."""
 
@@ -172,6 +246,16 @@ class Sandbox(ABC):
         """What a report should record about this sandbox beyond its name and isolation (the
         docker backend: its mode, the images' content digests, its containers). Default: none."""
         return {}
+
+    def warm_unavailable(self) -> str | None:
+        """Why this backend cannot run pytest warm here, or None when :meth:`warm_host` can."""
+        return f"the {self.name or type(self).__name__} backend cannot host a warm worker"
+
+    def warm_host(self, *, workers_per_key: int = 2) -> WarmHost | None:
+        """Open this backend's warm pytest runs (the caller closes the host), or None when it
+        has none here (:meth:`warm_unavailable` says why). ``workers_per_key``: how many warm
+        runs of one kind may run at once. Default: None."""
+        return None
 
     def start(self) -> None:  # noqa: B027 - optional hook, deliberately a no-op
         """Prepare (warm pools, images). Default: nothing."""

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from verify_cli.sandbox.base import Availability, CandidateProcess, RunSpec
+from verify_cli.sandbox.base import Availability, CandidateProcess, RunSpec, WarmHost
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
     HARNESS_DIR,
@@ -237,6 +237,19 @@ class BwrapSandbox(LocalSandbox):
         return Prepared(argv=argv, env=env, cwd="/", results_dir=results, signal_from_status=True,
                         results_pipe=(read_end, write_end),
                         results_archive_limit=2 * RESULTS_FOLDER_BYTES + 1024 * 1024)
+
+    def warm_unavailable(self) -> str | None:
+        from verify_cli.sandbox.bwrap_warm import bwrap_warm_unavailable  # imports this module
+
+        return bwrap_warm_unavailable()
+
+    def warm_host(self, *, workers_per_key: int = 2) -> WarmHost | None:
+        """A pool of warm pytest workers in this sandbox (:mod:`verify_cli.sandbox.bwrap_warm`)."""
+        from verify_cli.sandbox.bwrap_warm import WarmPool  # imports this module
+
+        if self.warm_unavailable() is not None:
+            return None
+        return WarmPool(self, workers_per_key=workers_per_key, max_workers=4 * workers_per_key)
 
     def long_lived(self, command: Sequence[str], *, scratch: Path, env: Mapping[str, str],
                    ro_binds: Sequence[tuple[Path, str]] = (), dirs: Sequence[str] = ()) -> Prepared:

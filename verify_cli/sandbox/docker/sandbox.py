@@ -67,6 +67,7 @@ from verify_cli.sandbox.base import (
     RunSpec,
     Sandbox,
     Verdict,
+    WarmHost,
 )
 from verify_cli.sandbox.docker.archives import harness_archive, write_workdir_tar
 from verify_cli.sandbox.docker.containers import (
@@ -119,6 +120,7 @@ from verify_cli.sandbox.docker.streams import (
     read_collector,
 )
 from verify_cli.sandbox.docker.verdicts import COPY_PREFIX, copy_error, judge_run, parse_counters
+from verify_cli.sandbox.docker.warm_host import DockerWarmHost
 from verify_cli.sandbox.environment import (
     HARNESS_DIR,
     SANDBOX_HARNESS,
@@ -426,6 +428,10 @@ class DockerSandbox(DockerExecs, Sandbox):
         if self._pool is None:
             return "the docker backend keeps no warm pool (pool size 0)"
         return None
+
+    def warm_host(self, *, workers_per_key: int = 2) -> WarmHost | None:
+        """Warm pytest runs in this sandbox's pool (:mod:`verify_cli.sandbox.docker.warm_host`)."""
+        return DockerWarmHost(self) if self.warm_unavailable() is None else None
 
     def warm_environment(self, spec: RunSpec) -> dict[str, str]:
         """The variables of a run's command that the host knows (the image adds its own)."""

@@ -1,0 +1,56 @@
+"""The docker backend's :class:`~verify_cli.sandbox.base.WarmHost`: warm pytest runs in pooled
+single-use containers whose waiting process has imported pytest
+(:meth:`DockerSandbox.run_warm_pytest <verify_cli.sandbox.docker.sandbox.DockerSandbox.run_warm_pytest>`).
+
+The pool belongs to the sandbox (it closes with it); this host only hands runs to it and counts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from verify_cli.sandbox.base import PytestInvocation, RunSpec, WarmHost, WarmHow, WarmOutcome, WarmStats
+
+if TYPE_CHECKING:
+    from verify_cli.sandbox.docker.sandbox import DockerSandbox
+
+
+class DockerWarmHost(WarmHost):
+    """Warm pytest runs of one :class:`DockerSandbox` (its programs are the image's)."""
+
+    programs_on_host: ClassVar[bool] = False
+
+    def __init__(self, sandbox: DockerSandbox) -> None:
+        self.sandbox = sandbox
+        self._stats = WarmStats()
+        self._lock = threading.Lock()
+
+    @property
+    def stats(self) -> WarmStats:
+        return self._stats
+
+    def environment(self, spec: RunSpec) -> dict[str, str]:
+        return self.sandbox.warm_environment(spec)
+
+    def run_pytest(self, spec: RunSpec, invocation: PytestInvocation, *,
+                   preload: Sequence[str] = (), report_imports: bool = False) -> WarmOutcome:
+        if spec.candidate is not None:  # two-process runs go cold here
+            return WarmOutcome(self.sandbox.run(spec), "cold")
+        result, how = self.sandbox.run_warm_pytest(
+            spec, mode=invocation.mode, argv0=invocation.argv0, args=invocation.args,
+            preload=sorted(set(preload)))
+        told: WarmHow = "warm" if how == "warm" else "fallback" if how == "fallback" else "cold"
+        with self._lock:
+            if told == "warm":
+                self._stats.warm_runs += 1
+            elif told == "fallback":
+                self._stats.fallbacks += 1
+            else:
+                self._stats.cold_runs += 1
+            self._stats.last_error = self.sandbox.warm_last_error or self._stats.last_error
+        return WarmOutcome(result, told)
+
+
+__all__ = ["DockerWarmHost"]
