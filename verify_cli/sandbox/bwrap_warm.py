@@ -64,6 +64,7 @@ from verify_cli.sandbox.environment import (
     SANDBOX_TMP,
     SANDBOX_WORKDIR,
     candidate_exec_prefix,
+    compile_harness,
     pinned_environment,
 )
 from verify_cli.sandbox.local import RESULTS_MAX_FILES, Prepared, read_results_dir
@@ -537,6 +538,7 @@ class WarmPool(WarmHost):
         if reason is not None:
             raise ValueError(reason)
         self.sandbox = sandbox
+        compile_harness()  # the runs' candidate servers import harness modules too
         self.workers_per_key = max(1, workers_per_key)
         self.max_workers = max_workers
         self.start_timeout = start_timeout
