@@ -9,7 +9,9 @@ second) before the first test runs. A backend that can do better opens a
 
 - which runs may go warm: only Python tasks whose command is recognisably
   ``python -m pytest ARGS`` or ``pytest ARGS`` (:func:`parse_pytest_command`, or
-  :func:`parse_pytest_words` where the programs are not this machine's); anything else runs cold;
+  :func:`parse_pytest_words` where the programs are not this machine's), and 'calls'/'stdio'
+  tasks (``python -m verify_calls``, :func:`~verify_cli.grading.runners.runner_invocation`) on a
+  host that runs the built-in runners; anything else runs cold;
 - what to preload: ``task.environment.preload`` plus the third-party modules the task's reference
   runs were seen to import;
 - the counters (:class:`WarmStats`).
