@@ -6,20 +6,20 @@ claims to equal everything, and a candidate that runs past its time limit."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult
+from verify_cli.grading.runners import runner_invocation
 from verify_cli.grading.warm import warm_unavailable_reason
 from verify_cli.grading.workspace import Phase
 from verify_cli.importers.model import TaskDraft
 from verify_cli.importers.writer import write_task
 from verify_cli.tasks.loader import load_task
 from verify_cli.tasks.model import Task, TaskKind
-
-pytestmark = pytest.mark.bwrap
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +91,24 @@ def _summary(result: GradeResult) -> dict[str, Any]:
             "problems": sorted(p.split(":")[0] for p in result.problems)}
 
 
+def test_only_the_runner_command_goes_to_a_runner_worker(tmp_path: Path) -> None:
+    import shutil
+
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+    python = shutil.which("python", path=env["PATH"])
+    if python is None:
+        pytest.skip("no python on the default PATH")
+    task = calls_task(tmp_path, "two-process")
+    inv = runner_invocation(task, env)
+    assert inv is not None and (inv.mode, inv.program, inv.interpreter, inv.args) == (
+        "runner", "verify_calls", python, ())
+    stdio = runner_invocation(stdio_task(tmp_path / "s", "in-process"), env)
+    assert stdio is not None and stdio.program == "verify_stdio"
+    assert runner_invocation(task, {"PATH": "/nonexistent"}) is None  # no interpreter: cold
+    assert runner_invocation(replace(task, kind=TaskKind.TESTS), env) is None  # pytest tasks: not here
+
+
+@pytest.mark.bwrap
 @pytest.mark.parametrize(("kind", "isolation"), [("calls", "two-process"), ("calls", "in-process"),
                                                  ("stdio", "two-process"), ("stdio", "in-process")])
 def test_warm_runner_verdicts_match_cold(tmp_path: Path, graders: tuple[Grader, Grader], kind: str,
