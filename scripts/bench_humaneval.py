@@ -82,14 +82,17 @@ def as_pytest_tasks(calls_root: Path, out: Path) -> None:
         (dest / "task.toml").write_text(PYTEST_TOML.format(id=task_id))
 
 
-def run_check_tasks(root: Path, sandbox: str, repeats: int, jobs: int) -> tuple[float, int, dict[str, int]]:
+def run_check_tasks(root: Path, sandbox: str, repeats: int, jobs: int) -> tuple[float, int, dict[str, int], str]:
     items = list(load_task_set(root))
     with create_sandbox(sandbox) as box, Grader(box, warm=True) as grader:
         started = time.monotonic()
         reports = check_tasks(items, grader, CheckOptions(repeats=repeats, jobs=jobs))
         seconds = time.monotonic() - started
+        stats = grader.warm_stats
     verdicts = {v.value: sum(r.verdict is v for r in reports) for v in TaskVerdict}
-    return seconds, len(items) * (repeats + 1), verdicts
+    warm = (f"{stats.warm_runs} warm, {stats.cold_runs} cold, {stats.fallbacks} fallbacks, "
+            f"{stats.workers_started} workers" if stats is not None else "no warm host")
+    return seconds, len(items) * (repeats + 1), verdicts, warm
 
 
 def run_bare(limit: int, runs_per_problem: int) -> tuple[float, int, int]:
@@ -123,13 +126,14 @@ def main() -> int:
         as_pytest_tasks(work / "calls", work / "pytest")
         rows = []
         for name, root in (("calls tasks (built-in runner)", work / "calls"), ("pytest tasks", work / "pytest")):
-            seconds, runs, verdicts = run_check_tasks(root, args.sandbox, args.repeats, jobs)
-            rows.append((f"check-tasks warm, {name}", seconds, runs, f"{verdicts['sound']} sound"))
+            seconds, runs, verdicts, warm = run_check_tasks(root, args.sandbox, args.repeats, jobs)
+            rows.append((f"check-tasks warm, {name}", seconds, runs, f"{verdicts['sound']} sound ({warm})"))
         seconds, runs, passed = run_bare(args.limit, args.repeats + 1)
         rows.append(("bare python -c reference + check (no sandbox)", seconds, runs, f"{passed} of {runs} passed"))
         base = rows[0][1] / rows[0][2]
         print(f"HumanEval, {args.limit} problems, check-tasks --repeats {args.repeats} --jobs {jobs} "
-              f"on {args.sandbox} (shared machine: noisy)")
+              f"on {args.sandbox} (shared machine: noisy; load average at the end "
+              f"{os.getloadavg()[0]:.1f})")
         print(f"{'':<52} {'seconds':>8} {'runs':>6} {'s/run':>7} {'vs calls':>9}  result")
         for label, secs, n, result in rows:
             per = secs / n

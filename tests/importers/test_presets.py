@@ -122,19 +122,58 @@ def test_stdio_preset(tmp_path: Path, write_jsonl: Callable[..., Path], check_se
         apps_row(1, "print(sum(map(int, input().split())))\n", ["1 2\n", "5 5 5\n"], ["3\n", "15\n"]),
         apps_row(2, "n = int(input())\nfor i in range(n):\n    print(i)\n", ["3\n"], ["0\n1\n2\n"]),
         apps_row(3, "print(1)\n", ["1\n", "2\n"], ["1\n"]),  # broken: 2 inputs, 1 output
-        {"problem_id": 4, "question": "call-based", "solutions": "[]",
-         "input_output": json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [[1]]})},
     ]
     source = write_jsonl("apps.jsonl", rows)
     report = import_rows(str(source), tmp_path / "out", preset="stdio")
     assert report.written == ["apps/1", "apps/2"]
-    assert [f.index for f in report.failures] == [2, 3]
+    assert [f.index for f in report.failures] == [2]
     assert "2 inputs but 1 outputs" in report.failures[0].reason
-    assert "fn_name" in report.failures[1].reason
 
     reports = check_set(tmp_path / "out")
     assert all(r.verdict is TaskVerdict.SOUND for r in reports.values()), {
         k: [(c.name, c.message) for c in r.defects] for k, r in reports.items()}
+
+
+def call_row(pid: int, solution: str, fn_name: str, inputs: list[Any], outputs: list[Any]) -> dict[str, Any]:
+    return {"problem_id": pid, "question": f"Problem {pid}.", "solutions": json.dumps([solution]),
+            "input_output": json.dumps({"fn_name": fn_name, "inputs": inputs, "outputs": outputs})}
+
+
+CLASS_SOLUTION = ("class Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n"
+                  "        for i, n in enumerate(nums):\n            if target - n in seen:\n"
+                  "                return [seen[target - n], i]\n            seen[n] = i\n")
+
+
+def test_call_based_rows_become_function_call_tasks(tmp_path: Path, write_jsonl: Callable[..., Path],
+                                                    check_set: Any, bwrap_grader: Grader) -> None:
+    """APPS/TACO rows whose input_output names a fn_name: a function, a method of class
+    Solution (APPS' LeetCode problems), beside a stdin/stdout row and a broken row."""
+    rows = [
+        apps_row(1, "print(sum(map(int, input().split())))\n", ["1 2\n"], ["3\n"]),
+        # Expected values as APPS writes most of them (wrapped in a list) and unwrapped.
+        call_row(2, "def solve(a, b):\n    return a + b\n", "solve", [[1, 2], [5, -5]], [[3], 0]),
+        call_row(3, CLASS_SOLUTION, "twoSum", [[[2, 7, 11, 15], 9], [[3, 2, 4], 6]], [[[0, 1]], [[1, 2]]]),
+        call_row(4, "def other(x):\n    return x\n", "solve", [[1]], [[1]]),  # no solve() anywhere
+    ]
+    report = import_rows(str(write_jsonl("apps.jsonl", rows)), tmp_path / "out", preset="stdio")
+    assert report.written == ["apps/1", "apps/2", "apps/3"]
+    assert [f.index for f in report.failures] == [3]
+    assert "defines no function or method 'solve'" in report.failures[0].reason
+    kinds = {t: load_task(tmp_path / "out" / t).kind.value for t in report.written}
+    assert kinds == {"apps/1": "stdio", "apps/2": "calls", "apps/3": "calls"}
+    method = load_task(tmp_path / "out" / "apps/3")
+    assert method.calls is not None and method.calls.entry_point == "Solution.twoSum"
+    assert method.calls.style == "table"
+
+    reports = check_set(tmp_path / "out")
+    assert all(r.verdict is TaskVerdict.SOUND for r in reports.values()), {
+        k: [(c.name, c.message) for c in r.defects] for k, r in reports.items()}
+    # A wrong method fails the row it gets wrong, by value.
+    wrong = CLASS_SOLUTION.replace("[seen[target - n], i]", "[i, seen[target - n]]")
+    result = bwrap_grader.grade(GradeRequest(method, Phase.CANDIDATE, candidate={"solution.py": wrong.encode()}))
+    assert not result.passed
+    assert {t.id.rsplit("::", 1)[-1]: t.outcome.value for t in result.tests} == {
+        "row_1": "failed", "row_2": "failed"}
 
 
 def test_strict_stops_at_the_first_broken_row(tmp_path: Path, write_jsonl: Callable[..., Path]) -> None:

@@ -10,10 +10,15 @@ This module turns the task's ``[stdio]``/``[calls]`` table into the runner's con
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
+from verify_cli.grading.pytest_command import split_simple_command
 from verify_cli.grading.two_process import TwoProcessRuntime, register_two_process_runtime
+from verify_cli.sandbox.base import PytestInvocation
 from verify_cli.tasks.model import Task, TaskKind
 
 #: Mirrored in verify_cli/harness/verify_runner_common.py.
@@ -24,6 +29,28 @@ TOTAL_SHARE = 0.85
 
 def uses_builtin_runner(task: Task) -> bool:
     return task.kind is not TaskKind.TESTS
+
+
+#: The harness modules of the built-in runners (``python -m MODULE``).
+RUNNER_MODULES = ("verify_calls", "verify_stdio")
+_PYTHON_NAMES = ("python", "python3")
+
+
+def runner_invocation(task: Task, env: Mapping[str, str]) -> PytestInvocation | None:
+    """The task's command as a warm host's runner job (mode "runner", ``program`` the runner
+    module), or None when it is not exactly ``python -m verify_calls|verify_stdio`` with a
+    ``python`` found on the run's PATH (it then runs cold)."""
+    if not uses_builtin_runner(task):
+        return None
+    words = split_simple_command(task.test.command, env)
+    if words is None or len(words) != 3 or words[1] != "-m" or words[2] not in RUNNER_MODULES:
+        return None
+    if os.path.basename(words[0]) not in _PYTHON_NAMES and not os.path.basename(words[0]).startswith("python3."):
+        return None
+    interpreter = words[0] if "/" in words[0] else shutil.which(words[0], path=env.get("PATH", ""))
+    if not interpreter or not os.access(interpreter, os.X_OK):
+        return None
+    return PytestInvocation("runner", interpreter, words[2], words[0], ())
 
 
 def runner_config(task: Task) -> dict[str, object]:

@@ -9,7 +9,9 @@ second) before the first test runs. A backend that can do better opens a
 
 - which runs may go warm: only Python tasks whose command is recognisably
   ``python -m pytest ARGS`` or ``pytest ARGS`` (:func:`parse_pytest_command`, or
-  :func:`parse_pytest_words` where the programs are not this machine's); anything else runs cold;
+  :func:`parse_pytest_words` where the programs are not this machine's), and 'calls'/'stdio'
+  tasks (``python -m verify_calls``, :func:`~verify_cli.grading.runners.runner_invocation`) on a
+  host that runs the built-in runners; anything else runs cold;
 - what to preload: ``task.environment.preload`` plus the third-party modules the task's reference
   runs were seen to import;
 - the counters (:class:`WarmStats`).
@@ -26,6 +28,7 @@ from verify_cli.grading.pytest_command import (
     parse_pytest_command,
     parse_pytest_words,
 )
+from verify_cli.grading.runners import runner_invocation, uses_builtin_runner
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict, WarmHost, WarmStats
 from verify_cli.tasks.model import Task
@@ -51,9 +54,14 @@ class WarmRunner:
         self._lock = threading.Lock()
 
     def eligible(self, task: Task, spec: RunSpec) -> PytestInvocation | None:
-        """``task``'s command as one pytest run the host can take, or None (it runs cold)."""
+        """``task``'s command as one pytest run (or one run of a built-in runner) the host can
+        take, or None (it runs cold)."""
         host = self.host
-        if host is None or task.test.framework != "pytest" or task.language != "python":
+        if host is None:
+            return None
+        if uses_builtin_runner(task):  # 'calls'/'stdio': the runner is Python, whatever the task's language
+            return runner_invocation(task, host.environment(spec)) if host.hosts_builtin_runners else None
+        if task.test.framework != "pytest" or task.language != "python":
             return None
         env = host.environment(spec)
         if host.programs_on_host:

@@ -69,7 +69,7 @@ def _check_tests(rel: str, path: str, entry: str) -> list[Test]:
     case = CaseResult(case_classname(rel), "check")
 
     def run(candidate: Any) -> None:
-        namespace: dict[str, Any] = {"__name__": "verify_check", entry: candidate}
+        namespace: dict[str, Any] = {"__name__": "verify_check", entry.rpartition(".")[2]: candidate}
         exec(code, namespace)
         check = namespace.get("check")
         if not callable(check):
@@ -95,7 +95,7 @@ def _assert_tests(rel: str, path: str, entry: str) -> list[Test]:
 
         def run(candidate: Any, code: Any = code) -> None:
             if not state:
-                namespace[entry] = candidate
+                namespace[entry.rpartition(".")[2]] = candidate
                 state["ready"] = True
                 exec(setup_code, namespace)
             exec(code, namespace)
@@ -121,8 +121,10 @@ def _table_tests(rel: str, path: str, entry: str) -> list[Test]:
         def run(candidate: Any, row: Any = row) -> None:
             got = candidate(*row.get("args", []), **row.get("kwargs", {}))
             # Only plain data decodes as such; a handle equals only itself, never a JSON value.
+            # ``expected_any``: values any one of which passes (APPS: a result or [result]).
+            accepted = row["expected_any"] if isinstance(row.get("expected_any"), list) else [row.get("expected")]
             if type(got) not in (int, float, str, bool, list, tuple, dict, type(None)) or \
-                    _plain(got) != row.get("expected"):
+                    not any(_plain(got) == want for want in accepted):
                 raise AssertionError(f"{entry}(*{row.get('args', [])!r}) returned {got!r}, "
                                      f"expected {row.get('expected')!r}")
 
@@ -209,7 +211,7 @@ def run_tests(tests: list[Test], module_name: str, entry: str, call_seconds: flo
     try:
         signal.setitimer(signal.ITIMER_REAL, max(call_seconds, 10.0))
         module = importlib.import_module(module_name)
-        candidate = getattr(module, entry)
+        candidate = entry_callable(module, entry)
     except CallTimeout:
         broken = "the candidate's module did not load in time"
     except BaseException as e:  # whatever the candidate's import raised, it is its failure
@@ -247,6 +249,21 @@ def run_tests(tests: list[Test], module_name: str, entry: str, call_seconds: flo
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             case.seconds = time.monotonic() - t0
+
+
+def entry_callable(module: Any, entry: str) -> Any:
+    """The entry point: ``name`` is the module's function, ``Class.name`` the method of a new
+    instance of the module's class for each call (a LeetCode-style ``Solution``)."""
+    owner, _, method = entry.rpartition(".")
+    if not owner:
+        return getattr(module, entry)
+    cls = getattr(module, owner)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(cls(), method)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = method
+    return call
 
 
 def _where_any(exc: BaseException) -> str:

@@ -1,6 +1,6 @@
 """The trusted side of two-process grading: stand-in modules for the candidate's code.
 
-A pytest plugin (``PYTEST_PLUGINS=...,verify_standin``), stdlib and pytest only. With
+A pytest plugin (``PYTEST_PLUGINS=...,verify_standin``), stdlib only (pytest when it loads it). With
 ``VERIFY_CHANNEL`` set, importing one of the candidate's modules (``VERIFY_CANDIDATE_MODULES``,
 a JSON list of dotted names) gives a stand-in module: every attribute read, call and method
 call crosses to the candidate server (docs/wire-protocol.md) and comes back by value. The test
@@ -26,8 +26,6 @@ import sys
 import time
 import types
 from typing import Any
-
-import pytest
 
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
 
@@ -543,6 +541,12 @@ def _no_core_dumps() -> None:
         pass
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> None:
     install()
+
+
+# A pytest plugin only when pytest loads it (pytest is then imported): the calls runner imports
+# this module without pytest, whose import would cost more than the rest of its run.
+if "pytest" in sys.modules:
+    pytest_load_initial_conftests = sys.modules["pytest"].hookimpl(tryfirst=True)(
+        pytest_load_initial_conftests)

@@ -9,15 +9,15 @@ share a total time budget: once it is spent the rest fail without running.
 
 Configuration comes from the grader in ``VERIFY_RUNNER_CONFIG`` (JSON), taken out of the
 environment at start like the seal key.
+
+Imports are kept to what every run needs (the checker's are made when there is one): under
+two-process grading the runner starts no process itself.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import shlex
-import subprocess
-import tempfile
 import time
 
 from verify_runner_common import (
@@ -85,6 +85,10 @@ def compare(mode: str, got: bytes, want: bytes, tolerance: float) -> str:
 def run_checker(checker: str, root: str, input_path: str, expected_path: str, got: bytes,
                 seconds: float) -> str:
     """The task's checker decides: '' when it exits 0, else its message."""
+    import shlex  # only checker tasks pay for these imports
+    import subprocess
+    import tempfile
+
     with tempfile.NamedTemporaryFile(prefix="verify-actual-", delete=False) as fh:
         fh.write(got)
         actual = fh.name

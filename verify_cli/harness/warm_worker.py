@@ -321,6 +321,8 @@ def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.so
     """Runs in the forked child; never returns."""
     code = SETUP_FAILED_EXIT
     try:
+        if job["mode"] == "runner":
+            runner_main(job["program"])  # a runner this worker lacks is a setup error, not a score
         _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # like any fresh process (the parent is not)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -349,7 +351,10 @@ def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.so
                                          "message": f"{type(e).__name__}: {e}"}).encode())
         finally:
             os._exit(SETUP_FAILED_EXIT)
-    code = run_pytest_as_command(job["mode"], job["program"], list(job["args"]), job["argv0"])
+    if job["mode"] == "runner":
+        code = run_runner_as_command(job["program"], job["argv0"])
+    else:
+        code = run_pytest_as_command(job["mode"], job["program"], list(job["args"]), job["argv0"])
     if job.get("report_imports"):
         with contextlib.suppress(Exception):
             report = {"op": "imports", "modules": _imports_report(baseline)}
@@ -406,13 +411,81 @@ def warm_up(preload: list[str]) -> tuple[list[str], dict[str, str]]:
     return loaded, failed
 
 
+# --------------------------------------------------------------------------------------------
+# Workers of the built-in runners ('calls' and 'stdio' tasks: ``python -m verify_calls``)
+
+#: What a runner imports on some paths only (the stand-in and its wire for calls, the process
+#: and temporary-file modules for stdio and the local server, ``ast`` for assert lists): a
+#: runner worker imports it all once, so that no run pays for it.
+RUNNER_SUPPORT = ("verify_runner_common", "verify_standin", "verify_peer", "verify_wire", "ast",
+                  "shlex", "shutil", "subprocess", "tempfile", "traceback", "math", "selectors")
+
+
+def parse_runners(argv: list[str]) -> list[str]:
+    """``--runners verify_calls,verify_stdio``: a worker that serves those runners (and no pytest)."""
+    if "--runners" not in argv:
+        return []
+    listed = argv[argv.index("--runners") + 1]
+    return [m for m in listed.split(",") if m]
+
+
+def warm_up_runners(runners: list[str], preload: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Import the runner modules, what they need on any path, and ``preload``; returns (loaded,
+    failed: name -> error). A runner that cannot be imported fails every run of it (setup
+    error, so the host re-runs it cold)."""
+    loaded: list[str] = []
+    failed: dict[str, str] = {}
+    for name in [*runners, *RUNNER_SUPPORT, *preload]:
+        if name in loaded or name in failed:
+            continue
+        try:
+            __import__(name)
+            loaded.append(name)
+        except BaseException as e:
+            failed[name] = f"{type(e).__name__}: {e}"
+    return loaded, failed
+
+
+def runner_main(module: str) -> Any:
+    """The ``main`` of a runner module this worker imported."""
+    main_function = getattr(sys.modules.get(module), "main", None)
+    if not callable(main_function):
+        raise SetupError(f"the worker has not imported the runner {module!r}")
+    return main_function
+
+
+def run_runner_as_command(module: str, argv0: str) -> int:
+    """``python -m MODULE`` for a runner this worker imported: its ``main()`` runs in this
+    process, as the cold command would (``sys.path[0]`` the working folder, ``sys.argv[0]`` the
+    module's file); returns the exit status a cold run would have, after the interpreter's own
+    shutdown steps. The module is the one the worker imported from the harness, never a file of
+    the same name in the work folder."""
+    try:
+        main_function = runner_main(module)
+        runner = sys.modules[module]
+        sys.orig_argv = [argv0, "-m", module]
+        sys.argv = [str(getattr(runner, "__file__", module))]
+        sys.path[0] = os.getcwd()
+        main_function()
+        code = 0
+    except SystemExit as e:
+        code = _exit_code_of(e)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            sys.excepthook(*sys.exc_info())
+        code = 1
+    with contextlib.suppress(BaseException):
+        code = _finalize(code)
+    return code
+
+
 def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
     sock.sendall(json.dumps(msg).encode())
 
 
-def serve(control: socket.socket, preload: list[str]) -> int:
+def serve(control: socket.socket, preload: list[str], runners: list[str] | None = None) -> int:
     _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # candidates may not ptrace us or open /proc/PPID/*
-    loaded, failed = warm_up(preload)
+    loaded, failed = warm_up_runners(runners, preload) if runners else warm_up(preload)
     baseline = set(sys.modules)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -455,9 +528,10 @@ def main(argv: list[str]) -> int:
     control_fd = int(argv[argv.index("--control-fd") + 1])
     listed = argv[argv.index("--preload") + 1] if "--preload" in argv else ""
     preload = [m for m in listed.split(",") if m]
+    runners = parse_runners(argv)
     control = socket.socket(fileno=control_fd)
     try:
-        return serve(control, preload)
+        return serve(control, preload, runners)
     except BaseException:
         traceback.print_exc()
         return 1

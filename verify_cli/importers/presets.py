@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from verify_cli.importers.call_based import call_based_draft, is_call_based
 from verify_cli.importers.model import RowError, TaskDraft, required_text, task_id
 from verify_cli.importers.python_source import (
     called_function,
@@ -210,8 +211,7 @@ def stdio_pairs(value: Any) -> list[tuple[str, str]]:
     if not isinstance(value, Mapping):
         raise RowError(f"input_output is {type(value).__name__}, not an object with inputs and outputs")
     if value.get("fn_name"):
-        raise RowError(f"a call-based problem (fn_name {value['fn_name']!r}), not stdin/stdout; "
-                       "import it with the function or assert-list preset")
+        raise RowError(f"a call-based problem (fn_name {value['fn_name']!r}), not stdin/stdout")
     inputs, outputs = value.get("inputs"), value.get("outputs")
     if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)):
         raise RowError("input_output needs lists 'inputs' and 'outputs'")
@@ -264,11 +264,22 @@ def convert_stdio(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraf
     prompt = _text(fields, "prompt", columns)
     if "tests" not in fields:
         raise RowError(f"no column {columns.get('tests', 'tests')!r} (tests); map one with --map tests=COLUMN")
-    pairs = stdio_pairs(fields["tests"])
     if "solution" not in fields:
         raise RowError(f"no reference solution (column {columns.get('solution')!r}); "
                        "map one with --map solution=COLUMN")
-    return stdio_draft(row, fields, prefix, prompt, _first_solution(fields["solution"]), pairs)
+    return io_draft(row, fields, prefix, prompt, fields["solution"], fields["tests"])
+
+
+def io_draft(row: Row, fields: dict[str, Any], prefix: str, prompt: str, solutions: Any,
+             io_value: Any) -> TaskDraft:
+    """An ``input_output`` row: a function-call task where it names a function (``fn_name``),
+    else a stdin/stdout task."""
+    if is_call_based(io_value):
+        return call_based_draft(task_id=_row_id(fields, row, prefix), question=prompt,
+                                solution=_first_solution(solutions), io_value=io_value,
+                                source=_source(row, fields, prefix))
+    pairs = stdio_pairs(io_value)
+    return stdio_draft(row, fields, prefix, prompt, _first_solution(solutions), pairs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,7 +337,7 @@ def convert_verl(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft
         raise RowError("verl rows carry no reference solution; map one with --map solution=COLUMN "
                        "(e.g. extra_info.solution)")
     source = str(fields.get("data_source") or prefix)
-    return stdio_draft(row, fields, source, prompt, _first_solution(fields["solution"]), stdio_pairs(truth))
+    return io_draft(row, fields, source, prompt, fields["solution"], truth)
 
 
 def convert_verify(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft:
@@ -348,7 +359,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
            {"id": "task_id", "prompt": "text", "solution": "code", "tests": "test_list",
             "setup": "test_setup_code", "entry_point": "entry_point", "difficulty": "difficulty"},
            convert_asserts),
-    Preset("stdio", "stdin/stdout pairs (APPS/TACO: question, solutions, input_output JSON)",
+    Preset("stdio", "stdin/stdout pairs (APPS/TACO: question, solutions, input_output JSON; rows "
+                    "whose input_output names a fn_name become function-call tasks)",
            {"id": "problem_id", "prompt": "question", "solution": "solutions", "tests": "input_output",
             "difficulty": "difficulty"}, convert_stdio),
     Preset("verl", "verl Parquet rows (prompt messages, reward_model.ground_truth); verify-cli's "

@@ -81,7 +81,7 @@ def task_document(draft: TaskDraft) -> dict[str, Any]:
 
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")  # the schema's entry_point
 #: Text fields whose value (an enum) is part of a document's shape.
 _FIXED = {"kind", "domain", "language", "runtime", "policy", "compare", "style", "command", "results"}
 

@@ -200,6 +200,10 @@ class WarmHost(ABC):
     #: on the run's PATH here (:attr:`PytestInvocation.interpreter` set). When false they are
     #: found where the run runs and ``interpreter``/``program`` are "".
     programs_on_host: ClassVar[bool] = True
+    #: Whether :meth:`run_pytest` also takes the built-in runners of 'calls' and 'stdio' tasks
+    #: (``python -m verify_calls``: :attr:`PytestInvocation.mode` "runner", ``program`` the
+    #: runner module), run from a worker that has imported the runner.
+    hosts_builtin_runners: ClassVar[bool] = False
 
     @property
     @abstractmethod

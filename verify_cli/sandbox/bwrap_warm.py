@@ -64,6 +64,7 @@ from verify_cli.sandbox.environment import (
     SANDBOX_TMP,
     SANDBOX_WORKDIR,
     candidate_exec_prefix,
+    compile_harness,
     pinned_environment,
 )
 from verify_cli.sandbox.local import RESULTS_MAX_FILES, Prepared, read_results_dir
@@ -177,6 +178,8 @@ class WorkerKey:
     interpreter: str
     preload: tuple[str, ...]
     startup_env: tuple[tuple[str, str], ...]
+    #: Built-in runner modules the worker imports instead of pytest (runner workers only).
+    runners: tuple[str, ...] = ()
 
 
 class _Worker:
@@ -217,6 +220,8 @@ class _Worker:
         try:
             command = [self.key.interpreter, WORKER_SCRIPT, "--control-fd",
                        str(worker_ctl.fileno()), "--preload", ",".join(self.key.preload)]
+            if self.key.runners:
+                command += ["--runners", ",".join(self.key.runners)]
             prepared = self.sandbox.long_lived(
                 command, scratch=self.scratch, env=dict(self.key.startup_env),
                 ro_binds=[(self.jobs, JOBS_MOUNT), (warmup, WARMUP_DIR)],
@@ -521,8 +526,11 @@ class WarmPool(WarmHost):
     """Warm workers of one bwrap sandbox, by :class:`WorkerKey`; safe to share between threads.
 
     At most ``workers_per_key`` workers serve a key (a run waits for a free one); idle workers of
-    other keys are closed when more than ``max_workers`` are alive.
+    other keys are closed when more than ``max_workers`` are alive. Runs of the built-in runners
+    go to workers of their own that imported the runner (and not pytest).
     """
+
+    hosts_builtin_runners = True
 
     def __init__(self, sandbox: BwrapSandbox, *, workers_per_key: int = 2,
                  max_workers: int | None = None, start_timeout: float = START_TIMEOUT) -> None:
@@ -530,6 +538,7 @@ class WarmPool(WarmHost):
         if reason is not None:
             raise ValueError(reason)
         self.sandbox = sandbox
+        compile_harness()  # the runs' candidate servers import harness modules too
         self.workers_per_key = max(1, workers_per_key)
         self.max_workers = max_workers
         self.start_timeout = start_timeout
@@ -568,7 +577,8 @@ class WarmPool(WarmHost):
         inv = invocation
         env = self._job_env(spec)
         key = WorkerKey(inv.interpreter, tuple(sorted(set(preload))),
-                        tuple(sorted(startup_environment(env).items())))
+                        tuple(sorted(startup_environment(env).items())),
+                        runners=(inv.program,) if inv.mode == "runner" else ())
         worker = self._acquire(key)
         if worker is None:
             with self._cond:

@@ -26,6 +26,7 @@ from verify_cli.sandbox.base import (
     Verdict,
 )
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
+from verify_cli.sandbox.environment import compile_harness
 from verify_cli.sandbox.judging import out_of_memory, read_results_tar, signal_verdict
 from verify_cli.sandbox.output import BoundedCapture, start_drain
 
@@ -146,6 +147,7 @@ class LocalSandbox(Sandbox):
 
     def run(self, spec: RunSpec) -> RunResult:
         start = time.monotonic()
+        compile_harness()
         try:
             scratch = Path(tempfile.mkdtemp(prefix="verify-run-"))
         except OSError as e:
