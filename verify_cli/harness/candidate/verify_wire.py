@@ -17,6 +17,8 @@ import datetime as _dt
 import decimal
 import fractions
 import json
+import json.encoder
+import json.scanner
 import pathlib
 import re
 import socket
@@ -49,7 +51,32 @@ class WireError(Exception):
 
 #: One encoder and one decoder for every frame: ``json.dumps``/``json.loads`` with options
 #: build a new one per call, which cost more than the rest of a small frame's work.
-_JSON_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_JSON_ENCODE: Callable[[Any], str] = _JSON_ENCODER.encode
+
+
+def _not_json(value: Any) -> Any:
+    raise WireError(f"{type(value).__name__} in a frame (values go through encode first)")
+
+
+def _c_encoder() -> Callable[[Any], str] | None:
+    """The C encoder behind ``_JSON_ENCODER``, made once: ``encode`` makes one per call. It
+    keeps no state between calls (no cycle markers: a frame is built by ``encode``, which
+    turns a container that holds itself into a handle; json's recursion limit stops the rest)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    # encode_basestring is the C function when there is one (ensure_ascii=False's fast path).
+    encoder = make(None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False,
+                   False)
+
+    def encode(message: Any) -> str:
+        return "".join(encoder(message, 0))
+
+    return encode
+
+
+_JSON_ENCODE = _c_encoder() or _JSON_ENCODE
 
 
 def _refuse_constant(name: str) -> Any:
@@ -60,7 +87,20 @@ def _refuse_float(text: str) -> Any:
     raise WireError(f"bare JSON number {text} (floats travel as $float)")
 
 
-_JSON_DECODE = json.JSONDecoder(parse_float=_refuse_float, parse_constant=_refuse_constant).decode
+_JSON_DECODER = json.JSONDecoder(parse_float=_refuse_float, parse_constant=_refuse_constant)
+_JSON_DECODE = _JSON_DECODER.decode
+_JSON_SCAN = json.scanner.make_scanner(_JSON_DECODER)  # type: ignore[arg-type]
+
+
+def _json_object(text: str) -> Any:
+    """``_JSON_DECODE(text)``, through the scanner alone when the frame starts with its value
+    and ends with it (what every side sends); anything else takes the full decoder, which
+    accepts or refuses it exactly as ``json.loads`` would."""
+    try:
+        value, end = _JSON_SCAN(text, 0)
+    except StopIteration:
+        return _JSON_DECODE(text)
+    return value if end == len(text) else _JSON_DECODE(text)
 
 
 def pack_frame(message: dict[str, Any]) -> bytes:
@@ -72,7 +112,7 @@ def pack_frame(message: dict[str, Any]) -> bytes:
 
 def parse_frame_body(body: bytes | bytearray) -> dict[str, Any]:
     try:
-        msg = _JSON_DECODE(body.decode("utf-8"))
+        msg = _json_object(body.decode("utf-8"))
     except WireError:
         raise
     except (ValueError, RecursionError) as e:
@@ -383,6 +423,11 @@ class Decoder:
 
     def _descriptor(self, v: dict[str, Any], depth: int) -> dict[str, Any]:
         hid = v.get("$handle")
+        if len(v) == 2:  # a reference to an object of the receiver's: {"$handle": id, "owner": side}
+            owner = v.get("owner")
+            if type(hid) is int and 0 < hid < SAFE_INT and (owner == "candidate" or owner == "trusted"):
+                return {"$handle": hid, "owner": owner, "kind": "", "type": "", "module": "",
+                        "eq": "identity"}
         _need(type(hid) is int and 0 < hid < SAFE_INT, "bad $handle id")
         out: dict[str, Any] = {"$handle": hid}
         for key in ("owner", "kind", "type", "module"):
