@@ -117,8 +117,55 @@ def bench_two_process(name: str, task: Task, runs: int, jobs: int) -> list[dict[
 
 
 _ROUND_TRIP = r"""
-import json, os, subprocess, sys, tempfile, time
+import json, os, socket, subprocess, sys, tempfile, time
 harness, n = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, os.path.join(harness, "candidate"))
+import verify_wire
+
+
+def stats(samples):
+    samples.sort()
+    return {"median_us": samples[len(samples) // 2] * 1e6, "p90_us": samples[int(len(samples) * 0.9)] * 1e6}
+
+
+def ping_pong(framed):
+    # The floor: two processes passing a message back and forth over a Unix stream socket,
+    # bare (20 bytes), or framed JSON through the codec (the same message as the call below).
+    a, b = socket.socketpair()
+    if os.fork() == 0:
+        a.close()
+        if framed:
+            reader = verify_wire.FrameReader(b)
+            dec = verify_wire.Decoder()
+            try:
+                while True:
+                    msg = reader.read()
+                    value = dec.decode(msg["args"])
+                    b.sendall(verify_wire.pack_frame({"id": msg["id"], "ok": verify_wire.encode(value[0])}))
+            except EOFError:
+                os._exit(0)
+        while data := b.recv(64):
+            b.sendall(data)
+        os._exit(0)
+    b.close()
+    reader = verify_wire.FrameReader(a)
+    out = []
+    for i in range(n + 200):
+        t = time.perf_counter()
+        if framed:
+            a.sendall(verify_wire.pack_frame({"id": i, "op": "call", "target": {"$handle": 1, "owner": "candidate"},
+                                              "args": verify_wire.encode([[1, "two", 3.0]]),
+                                              "kwargs": verify_wire.encode({})}))
+            verify_wire.decode(reader.read()["ok"])
+        else:
+            a.sendall(b"x" * 20)
+            a.recv(64)
+        out.append(time.perf_counter() - t)
+    a.close()
+    os.wait()
+    return stats(out[200:])
+
+
 work = tempfile.mkdtemp(prefix="verify-rtt-")
 with open(os.path.join(work, "rtt_mod.py"), "w") as fh:
     fh.write("def echo(x):\n    return x\n")
@@ -141,21 +188,41 @@ try:
         t = time.perf_counter()
         echo([1, "two", 3.0])
         samples.append(time.perf_counter() - t)
-    samples.sort()
-    print(json.dumps({"median_us": samples[n // 2] * 1e6, "p90_us": samples[int(n * 0.9)] * 1e6}))
+    report = stats(samples)
+    report["socket_ping_pong"] = ping_pong(False)
+    report["codec_ping_pong"] = ping_pong(True)
+    local = lambda x: x
+    t = time.perf_counter()
+    for _ in range(n):
+        local([1, "two", 3.0])
+    report["in_process_us"] = (time.perf_counter() - t) / n * 1e6
+    print(json.dumps(report))
 finally:
     server.kill()
 """
 
 
 def bench_round_trip(n: int = 2000) -> dict[str, Any] | None:
-    """One stand-in call's round trip (a list of three values each way), no sandbox."""
+    """One stand-in call's round trip (a list of three values each way), no sandbox, beside a
+    bare socket ping-pong between two processes and the same message through the codec alone
+    (measured in the same run), and one node call's round trip (when node is here)."""
     out = subprocess.run([sys.executable, "-c", _ROUND_TRIP, str(HARNESS_DIR), str(n)],
                          capture_output=True, text=True, timeout=300, check=False)
     try:
-        return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+        report = dict(json.loads(out.stdout.strip().splitlines()[-1]))
     except (ValueError, IndexError):
         return None
+    if shutil.which("node"):
+        sys.path.insert(0, str(REPO / "scripts"))
+        from bench_node_two_process import node_round_trip
+
+        try:
+            node = node_round_trip(n)
+            report["node_us"] = node["roundTrip"]
+            report["node_callback_us"] = node["withCallback"]
+        except (subprocess.SubprocessError, OSError, ValueError, KeyError) as e:
+            report["node_error"] = str(e)[:200]
+    return report
 
 
 def bench_backend(name: str, task: Task, runs: int, jobs: int,
@@ -275,7 +342,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--backends", default="bwrap,docker")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--round-trip-only", action="store_true",
+                    help="only the call round trips (Python and node, beside a socket ping-pong)")
+    ap.add_argument("--calls", type=int, default=2000, help="calls timed for the round trips")
     opts = ap.parse_args(argv)
+    if opts.round_trip_only:
+        rtt = bench_round_trip(opts.calls)
+        if rtt is None:
+            print("the round-trip benchmark failed", file=sys.stderr)
+            return 1
+        print(json.dumps(rtt, indent=2)) if opts.json else _print_round_trip(rtt)
+        return 0
     task = load_task(opts.task)
 
     rows: list[dict[str, Any]] = []
@@ -319,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             if one and two and "seconds_per_run" in one and "seconds_per_run" in two:
                 ratios.setdefault(name, {})[f"two_process_over_in_process_{mode}"] = round(
                     two["seconds_per_run"] / one["seconds_per_run"], 2)
-    rtt = bench_round_trip()
+    rtt = bench_round_trip(opts.calls)
     report = {"task": task.id, "runs": opts.runs, "jobs": opts.jobs, "rows": rows, "ratios": ratios,
               "skipped_backends": skipped, "cpus": os.cpu_count(), "call_round_trip": rtt}
     if opts.json:
@@ -355,9 +432,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: two-process / in-process, warm {rt['two_process_over_in_process_warm']}x "
                   f"(target <= 1.5x), cold {rt.get('two_process_over_in_process_cold')}x")
     if rtt:
-        print(f"one stand-in call round trip: median {rtt['median_us']:.0f} us, p90 {rtt['p90_us']:.0f} us "
-              "(target < 200 us; no sandbox)")
+        _print_round_trip(rtt)
     return 0
+
+
+def _print_round_trip(rtt: dict[str, Any]) -> None:
+    floor = rtt["socket_ping_pong"]["median_us"]
+    print(f"one stand-in call round trip (no sandbox, load {os.getloadavg()[0]:.1f}): median "
+          f"{rtt['median_us']:.0f} us, p90 {rtt['p90_us']:.0f} us (target < 200 us), "
+          f"{rtt['median_us'] / floor:.1f}x a bare socket ping-pong ({floor:.0f} us); "
+          f"codec ping-pong {rtt['codec_ping_pong']['median_us']:.0f} us; "
+          f"in-process call {rtt['in_process_us']:.2f} us")
+    if "node_us" in rtt:
+        print(f"one node call round trip: {rtt['node_us']:.0f} us ({rtt['node_us'] / floor:.1f}x the "
+              f"ping-pong), with a callback crossing back {rtt['node_callback_us']:.0f} us")
 
 
 if __name__ == "__main__":

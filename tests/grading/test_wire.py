@@ -9,6 +9,7 @@ import json
 import math
 import pathlib
 import socket
+import threading
 import uuid
 from collections import OrderedDict, namedtuple
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from verify_cli.harness.candidate.verify_wire import (
     MAX_DEPTH,
     MAX_FRAME,
+    FrameReader,
     WireError,
     decode,
     encode,
@@ -205,3 +207,129 @@ def test_error_payload_names_builtin_bases() -> None:
     assert err["message"] == "('bad input', 3)"
     assert [decode(a) for a in err["args"]] == ["bad input", 3]
     assert error_payload(KeyError("k"))["bases"][:2] == ["KeyError", "LookupError"]
+
+
+# -- the fast paths (one reused JSON encoder/decoder, a buffered frame reader, inline scalars) --
+
+
+def _frames(*messages: dict[str, Any]) -> bytes:
+    return b"".join(pack_frame(m) for m in messages)
+
+
+def test_frame_reader_splits_frames_that_arrive_together_or_in_pieces() -> None:
+    messages = [{"id": i, "ok": encode(v)} for i, v in enumerate(PLAIN)]
+    messages.append({"id": 999, "ok": encode("x" * (3 * FrameReader.CHUNK + 5))})  # over one buffer
+    data = _frames(*messages)
+    for piece in (len(data), 1, 3, 4097):  # all at once, byte by byte, odd sizes
+        a, b = socket.socketpair()
+        with a, b:
+            reader = FrameReader(b)
+
+            def send(a: socket.socket = a, data: bytes = data, piece: int = piece) -> None:
+                for i in range(0, len(data), piece):
+                    a.sendall(data[i:i + piece])
+                a.close()
+
+            t = threading.Thread(target=send)
+            t.start()
+            got = [reader.read() for _ in messages]
+            t.join()
+            for msg, sent in zip(got, messages, strict=True):
+                assert msg["id"] == sent["id"]
+                back = decode(msg["ok"])
+                assert repr(back) == repr(decode(sent["ok"]))
+            assert not reader.buffered()
+            with pytest.raises(EOFError):
+                reader.read()
+
+
+def test_frame_reader_refuses_what_read_frame_refuses() -> None:
+    for raw, error in (((MAX_FRAME + 1).to_bytes(4, "big") + b"{}", WireError),
+                      (b"\x00\x00\x00\x05{\"a\"", EOFError),  # closed mid-frame
+                      (b"\x00\x00\x00\x02[]", WireError), (b"\x00\x00\x00\x03{1}", WireError),
+                      (b"\x00\x00\x00\x02\xff\xfe", WireError),  # not UTF-8
+                      (b"\x00\x00\x00\x0a{\"ok\":1.5}", WireError)):
+        a, b = socket.socketpair()
+        with a, b:
+            a.sendall(raw)
+            a.close()
+            with pytest.raises(error):
+                FrameReader(b).read()
+
+
+@pytest.mark.parametrize("text", [
+    '{"ok":1}', ' {"ok":1}', '{"ok":1} ', '\n{"ok":1}\n', '{"ok":1}{"ok":2}', '{"ok":1} x', '{"ok":',
+    '{"ok":1.0}', '{"ok":NaN}', '{"ok":-Infinity}', '{"ok":1e5}', '{"ok":"\\ud800"}', '', ' ', '1',
+    '{"ok":[1,2,]}', "{'ok':1}", '{"ok":01}', '{"a":1,"a":2}',
+])
+def test_frame_bodies_parse_exactly_as_json_loads_with_the_float_rules(text: str) -> None:
+    def refuse(s: str) -> Any:
+        raise WireError(s)
+
+    try:
+        expected: Any = json.loads(text, parse_float=refuse, parse_constant=refuse)
+    except (ValueError, WireError):
+        expected = WireError
+    if type(expected) is not dict and expected is not WireError:
+        expected = WireError
+    if expected is WireError:
+        with pytest.raises(WireError):
+            parse_frame_body(text.encode("utf-8", "surrogatepass"))
+    else:
+        assert parse_frame_body(text.encode("utf-8", "surrogatepass")) == expected
+
+
+def test_frames_are_compact_utf8_and_refuse_what_is_not_json() -> None:
+    assert pack_frame({"ok": ["é", 1, None, True]})[4:] == '{"ok":["é",1,null,true]}'.encode()
+    for bad in ({"ok": float("nan")}, {"ok": object()}, {"ok": b"x"}, {"ok": {1, 2}}):
+        with pytest.raises((WireError, ValueError, TypeError)):
+            pack_frame(bad)
+
+
+def test_inline_scalars_keep_their_checks() -> None:
+    assert decode([1, True, None, "s", False, 0]) == [1, True, None, "s", False, 0]
+    assert [type(x) for x in decode([1, True])] == [int, bool]
+    for data in ([1, 2 ** 53], [-(2 ** 53)], ["a", 1.5], [[1], {"$float": 2}], [{"x": 1}]):
+        with pytest.raises(WireError):
+            decode(data)
+    assert encode([1, 2 ** 53, True, None, "s"]) == [1, {"$int": str(2 ** 53)}, True, None, "s"]
+    assert encode((1, "a")) == {"$tuple": [1, "a"]}
+    assert encode({1}) == {"$set": [1]} and encode(frozenset()) == {"$frozenset": []}
+
+
+def test_depth_limit_is_exact_for_scalars_inside_lists() -> None:
+    for leaf in (1, "s", None, 1.5):
+        ok: Any = leaf
+        for _ in range(MAX_DEPTH):
+            ok = [ok]
+        assert through_json(ok) == ok  # the leaf at depth MAX_DEPTH
+        with pytest.raises(WireError):
+            encode([ok])
+        with pytest.raises(WireError):
+            decode([encode(ok)])
+
+
+def test_the_node_limit_holds_on_the_inline_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verify_cli.harness.candidate.verify_wire as wire
+
+    monkeypatch.setattr(wire, "MAX_NODES", 50)
+    assert len(decode(list(range(49)))) == 49
+    for value in (list(range(60)), [list(range(30)), list(range(30))]):
+        with pytest.raises(WireError):
+            encode(value)
+        with pytest.raises(WireError):
+            decode(value)
+
+
+def test_a_handle_reference_decodes_as_the_full_descriptor_would() -> None:
+    seen: list[dict[str, Any]] = []
+    decode([{"$handle": 5, "owner": "trusted"}, {"$handle": 5, "owner": "trusted", "kind": ""}],
+           lambda d: seen.append(d))
+    assert seen[0] == seen[1] == {"$handle": 5, "owner": "trusted", "kind": "", "type": "",
+                                  "module": "", "eq": "identity"}
+    for bad in ({"$handle": 0, "owner": "trusted"}, {"$handle": 2 ** 53, "owner": "trusted"},
+                {"$handle": True, "owner": "trusted"}, {"$handle": 1.5, "owner": "trusted"},
+                {"$handle": 1, "owner": "root"}, {"$handle": 1, "owner": None},
+                {"$handle": 1, "kind": "object"}):
+        with pytest.raises(WireError):
+            decode(bad, lambda d: d)

@@ -175,7 +175,8 @@ def _call(op: str, ref: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str,
           **fields: Any) -> Any:
     peer = CHANNEL.get()
     try:
-        encoded = {"args": peer.encode(list(args)), "kwargs": peer.encode(kwargs)}
+        encoded = {"args": peer.encode(list(args)),
+                   "kwargs": peer.encode(kwargs) if kwargs else {"$dict": []}}
     except WireError as e:
         raise TypeError(f"cannot pass this to the candidate: {e}") from None
     return _cross(op, target=ref, **encoded, **fields)

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from verify_wire import Decoder, Encoder, WireError, error_payload, read_frame, write_frame
+from verify_wire import Decoder, Encoder, FrameReader, WireError, error_payload, pack_frame
 
 Dispatch = Callable[[str, dict[str, Any]], Any]
 
@@ -41,6 +41,8 @@ class Peer:
                  on_answer: Callable[[dict[str, Any]], None] | None = None,
                  remote_ref: Callable[[Any], dict[str, Any] | None] | None = None) -> None:
         self.sock = sock
+        self._reader = FrameReader(sock)
+        self._sendall = sock.sendall
         self.owner = owner
         self._describe = describe
         self._make_remote = make_remote
@@ -164,7 +166,7 @@ class Peer:
 
     def _send(self, message: dict[str, Any]) -> None:
         try:
-            write_frame(self.sock, message)
+            self._sendall(pack_frame(message))
         except WireError:
             raise
         except OSError as e:
@@ -172,7 +174,7 @@ class Peer:
 
     def _receive(self) -> dict[str, Any]:
         try:
-            return read_frame(self.sock)
+            return self._reader.read()
         except EOFError:
             raise self._break("the other side closed the channel") from None
         except WireError as e:

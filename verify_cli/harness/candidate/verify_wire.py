@@ -17,6 +17,8 @@ import datetime as _dt
 import decimal
 import fractions
 import json
+import json.encoder
+import json.scanner
 import pathlib
 import re
 import socket
@@ -47,11 +49,34 @@ class WireError(Exception):
 # Frames
 
 
-def pack_frame(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-    if len(body) > MAX_FRAME:
-        raise WireError(f"frame of {len(body)} bytes exceeds the {MAX_FRAME}-byte limit")
-    return _HEADER.pack(len(body)) + body
+#: One encoder and one decoder for every frame: ``json.dumps``/``json.loads`` with options
+#: build a new one per call, which cost more than the rest of a small frame's work.
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_JSON_ENCODE: Callable[[Any], str] = _JSON_ENCODER.encode
+
+
+def _not_json(value: Any) -> Any:
+    raise WireError(f"{type(value).__name__} in a frame (values go through encode first)")
+
+
+def _c_encoder() -> Callable[[Any], str] | None:
+    """The C encoder behind ``_JSON_ENCODER``, made once: ``encode`` makes one per call. It
+    keeps no state between calls (no cycle markers: a frame is built by ``encode``, which
+    turns a container that holds itself into a handle; json's recursion limit stops the rest)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    # encode_basestring is the C function when there is one (ensure_ascii=False's fast path).
+    encoder = make(None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False,
+                   False)
+
+    def encode(message: Any) -> str:
+        return "".join(encoder(message, 0))
+
+    return encode
+
+
+_JSON_ENCODE = _c_encoder() or _JSON_ENCODE
 
 
 def _refuse_constant(name: str) -> Any:
@@ -62,10 +87,32 @@ def _refuse_float(text: str) -> Any:
     raise WireError(f"bare JSON number {text} (floats travel as $float)")
 
 
-def parse_frame_body(body: bytes) -> dict[str, Any]:
+_JSON_DECODER = json.JSONDecoder(parse_float=_refuse_float, parse_constant=_refuse_constant)
+_JSON_DECODE = _JSON_DECODER.decode
+_JSON_SCAN = json.scanner.make_scanner(_JSON_DECODER)  # type: ignore[arg-type]
+
+
+def _json_object(text: str) -> Any:
+    """``_JSON_DECODE(text)``, through the scanner alone when the frame starts with its value
+    and ends with it (what every side sends); anything else takes the full decoder, which
+    accepts or refuses it exactly as ``json.loads`` would."""
     try:
-        msg = json.loads(body.decode("utf-8"), parse_float=_refuse_float,
-                         parse_constant=_refuse_constant)
+        value, end = _JSON_SCAN(text, 0)
+    except StopIteration:
+        return _JSON_DECODE(text)
+    return value if end == len(text) else _JSON_DECODE(text)
+
+
+def pack_frame(message: dict[str, Any]) -> bytes:
+    body = _JSON_ENCODE(message).encode()
+    if len(body) > MAX_FRAME:
+        raise WireError(f"frame of {len(body)} bytes exceeds the {MAX_FRAME}-byte limit")
+    return _HEADER.pack(len(body)) + body
+
+
+def parse_frame_body(body: bytes | bytearray) -> dict[str, Any]:
+    try:
+        msg = _json_object(body.decode("utf-8"))
     except WireError:
         raise
     except (ValueError, RecursionError) as e:
@@ -88,7 +135,8 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 def read_frame(sock: socket.socket) -> dict[str, Any]:
     """The next message on ``sock``; EOFError when the peer closed, WireError when it broke
-    the protocol."""
+    the protocol. Reads exactly one frame's bytes (for a connection that carries one request
+    and its answer); a connection that carries many reads through a :class:`FrameReader`."""
     (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
     if size > MAX_FRAME:
         raise WireError(f"frame of {size} bytes exceeds the {MAX_FRAME}-byte limit")
@@ -96,7 +144,56 @@ def read_frame(sock: socket.socket) -> dict[str, Any]:
 
 
 def write_frame(sock: socket.socket, message: dict[str, Any]) -> None:
-    sock.sendall(pack_frame(message))
+    sock.sendall(pack_frame(message))  # header and body in one write
+
+
+class FrameReader:
+    """Frames off one connection, through a buffer: one ``recv_into`` per frame when a frame
+    fits in it (header and body together), instead of one ``recv`` for each."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._pending = bytearray()
+        self._chunk = bytearray(self.CHUNK)
+        self._view = memoryview(self._chunk)
+
+    def buffered(self) -> bool:
+        """True when bytes of a next frame have already been read off the socket."""
+        return bool(self._pending)
+
+    def read(self) -> dict[str, Any]:
+        """The next message; EOFError when the peer closed, WireError when it broke the protocol."""
+        pending = self._pending
+        while True:
+            have = len(pending)
+            if have >= 4:
+                size = int.from_bytes(pending[:4], "big")
+                if size > MAX_FRAME:
+                    raise WireError(f"frame of {size} bytes exceeds the {MAX_FRAME}-byte limit")
+                end = 4 + size
+                if have >= end:
+                    body = pending[4:end]
+                    del pending[:end]
+                    return parse_frame_body(body)
+                if end - have > self.CHUNK:  # a big frame: read the rest straight into place
+                    start = have
+                    pending.extend(bytes(end - have))
+                    view = memoryview(pending)
+                    try:
+                        while start < end:
+                            n = self.sock.recv_into(view[start:end])
+                            if not n:
+                                raise EOFError("the other side closed the channel")
+                            start += n
+                    finally:
+                        view.release()
+                    continue
+            n = self.sock.recv_into(self._view)
+            if not n:
+                raise EOFError("the other side closed the channel")
+            pending += self._view[:n]
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,39 +246,55 @@ class Encoder:
         if depth > MAX_DEPTH:
             raise WireError(f"value nested deeper than {MAX_DEPTH}")
         t = type(v)
-        if v is None or t is bool or t is str:
+        if t is str or t is bool or v is None:
             return v
         if t is int:
-            return _int(v)
+            return v if -SAFE_INT < v < SAFE_INT else {"$int": str(v)}
         if t is float:
-            return _float(v)
-        if t is bytes:
-            return {"$bytes": base64.b64encode(v).decode("ascii")}
-        if t is bytearray:
-            return {"$bytearray": base64.b64encode(bytes(v)).decode("ascii")}
-        if t in (list, tuple, dict, set, frozenset):
+            return {"$float": repr(v)}
+        if t is list or t is tuple or t is dict or t is set or t is frozenset:
             if id(v) in path:
                 return self._other(v, "a container that holds itself")
             path.add(id(v))
             try:
                 d = depth + 1
-                if t is list:
-                    return [self._enc(x, d, path) for x in v]
-                if t is tuple:
-                    return {"$tuple": [self._enc(x, d, path) for x in v]}
                 if t is dict:
                     return {"$dict": [[self._enc(k, d, path), self._enc(x, d, path)]
                                       for k, x in v.items()]}
-                items = [self._enc(x, d, path) for x in v]
-                return {"$set": items} if t is set else {"$frozenset": items}
+                items = self._items(v, d, path)
+                if t is list:
+                    return items
+                return {"$tuple" if t is tuple else "$set" if t is set else "$frozenset": items}
             finally:
                 path.discard(id(v))
+        if t is bytes:
+            return {"$bytes": base64.b64encode(v).decode("ascii")}
+        if t is bytearray:
+            return {"$bytearray": base64.b64encode(bytes(v)).decode("ascii")}
         std = _STD_ENCODERS.get(t)
         if std is not None:
             out = std(v)
             if out is not None:
                 return out
         return self._other(v, "not plain data")
+
+    def _items(self, values: Any, depth: int, path: set[int]) -> list[Any]:
+        """The items of a list, tuple or set; strings, bools, None and small ints inline (the
+        common case), anything else through ``_enc``."""
+        out: list[Any] = []
+        append = out.append
+        if depth > MAX_DEPTH and values:
+            raise WireError(f"value nested deeper than {MAX_DEPTH}")
+        for x in values:
+            t = type(x)
+            if t is str or t is bool or x is None or (t is int and -SAFE_INT < x < SAFE_INT):
+                self._nodes += 1
+                append(x)
+            else:
+                append(self._enc(x, depth, path))
+        if self._nodes > MAX_NODES:
+            raise WireError(f"value has more than {MAX_NODES} parts")
+        return out
 
 
 def encode(value: Any, handle_for: HandleFor | None = None) -> Any:
@@ -230,37 +343,33 @@ class Decoder:
 
     def _dec(self, v: Any, depth: int) -> Any:
         self._nodes += 1
-        _need(self._nodes <= MAX_NODES, f"value has more than {MAX_NODES} parts")
-        _need(depth <= MAX_DEPTH, f"value nested deeper than {MAX_DEPTH}")
+        if self._nodes > MAX_NODES:
+            raise WireError(f"value has more than {MAX_NODES} parts")
+        if depth > MAX_DEPTH:
+            raise WireError(f"value nested deeper than {MAX_DEPTH}")
         t = type(v)
-        if v is None or t is bool or t is str:
+        if t is str or t is bool or v is None:
             return v
         if t is int:
-            _need(-SAFE_INT < v < SAFE_INT, "an integer this large travels as $int")
-            return v
+            if -SAFE_INT < v < SAFE_INT:
+                return v
+            raise WireError("an integer this large travels as $int")
         if t is list:
-            return [self._dec(x, depth + 1) for x in v]
+            return self._items(v, depth + 1)
         _need(t is dict, f"unexpected JSON {t.__name__}")
         if "$handle" in v:
             _need(self.make_handle is not None, "a handle where only plain data may cross")
             return self.make_handle(self._descriptor(v, depth))  # type: ignore[misc]
         _need(len(v) == 1, f"unknown value object with keys {sorted(v)[:5]}")
         (tag, body), = v.items()
-        d = depth + 1
         if tag == "$float":
-            text = _text(body, tag)
-            _need(bool(_FLOAT.match(text)), f"bad $float {text[:40]!r}")
-            return float(text)
-        if tag == "$int":
-            text = _text(body, tag)
-            _need(bool(_BIGINT.match(text)), "bad $int")
-            return int(text)
-        if tag in ("$bytes", "$bytearray"):
-            raw = base64.b64decode(_text(body, tag).encode("ascii"), validate=True)
-            return raw if tag == "$bytes" else bytearray(raw)
+            if type(body) is not str or _FLOAT.match(body) is None:
+                raise WireError(f"bad $float {str(body)[:40]!r}")
+            return float(body)
+        d = depth + 1
         if tag in ("$tuple", "$set", "$frozenset"):
             _need(type(body) is list, f"{tag} needs a list")
-            items = [self._dec(x, d) for x in body]
+            items = self._items(body, d)
             return tuple(items) if tag == "$tuple" else set(items) if tag == "$set" else frozenset(items)
         if tag == "$dict":
             _need(type(body) is list, "$dict needs a list of pairs")
@@ -269,6 +378,13 @@ class Decoder:
                 _need(type(pair) is list and len(pair) == 2, "$dict needs [key, value] pairs")
                 out[self._dec(pair[0], d)] = self._dec(pair[1], d)
             return out
+        if tag == "$int":
+            text = _text(body, tag)
+            _need(bool(_BIGINT.match(text)), "bad $int")
+            return int(text)
+        if tag in ("$bytes", "$bytearray"):
+            raw = base64.b64decode(_text(body, tag).encode("ascii"), validate=True)
+            return raw if tag == "$bytes" else bytearray(raw)
         if tag == "$timedelta":
             _need(type(body) is list and len(body) == 3 and all(type(x) is int for x in body),
                   "$timedelta needs [days, seconds, microseconds]")
@@ -286,8 +402,32 @@ class Decoder:
         _need(std is not None, f"unknown tag {tag[:40]!r}")
         return std(body)  # type: ignore[misc]
 
+    def _items(self, data: list[Any], depth: int) -> list[Any]:
+        """The items of a JSON array at ``depth``; strings, bools, null and safe integers
+        inline (the common case), anything else through ``_dec`` (which refuses what is not
+        a documented value)."""
+        if depth > MAX_DEPTH and data:
+            raise WireError(f"value nested deeper than {MAX_DEPTH}")
+        out: list[Any] = []
+        append = out.append
+        for x in data:
+            t = type(x)
+            if t is str or t is bool or x is None or (t is int and -SAFE_INT < x < SAFE_INT):
+                self._nodes += 1
+                append(x)
+            else:
+                append(self._dec(x, depth))
+        if self._nodes > MAX_NODES:
+            raise WireError(f"value has more than {MAX_NODES} parts")
+        return out
+
     def _descriptor(self, v: dict[str, Any], depth: int) -> dict[str, Any]:
         hid = v.get("$handle")
+        if len(v) == 2:  # a reference to an object of the receiver's: {"$handle": id, "owner": side}
+            owner = v.get("owner")
+            if type(hid) is int and 0 < hid < SAFE_INT and (owner == "candidate" or owner == "trusted"):
+                return {"$handle": hid, "owner": owner, "kind": "", "type": "", "module": "",
+                        "eq": "identity"}
         _need(type(hid) is int and 0 < hid < SAFE_INT, "bad $handle id")
         out: dict[str, Any] = {"$handle": hid}
         for key in ("owner", "kind", "type", "module"):
