@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Verdict
 from tests.sandbox.test_docker_nodes import _SKIP, PYTHON_IMAGE
+from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Verdict
 
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
 

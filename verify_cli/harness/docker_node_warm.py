@@ -33,7 +33,6 @@ CPU_NS OOM_KILLS PROCESSES\\nSIZE\\n`` and the results folder as tar.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import io
 import json
@@ -46,8 +45,8 @@ import threading
 import time
 from typing import Any
 
-import docker_warm  # noqa: E402  (same folder: sys.path[0])
-import warm_worker  # noqa: E402
+import docker_warm  # same folder: sys.path[0]
+import warm_worker
 
 READY_LINE = b"verify-node-ready\n"
 UNFIT = 97
