@@ -159,8 +159,8 @@ class DockerSandbox(DockerExecs, Sandbox):
     NODE_ISOLATION = (
         "docker (node): long-lived containers (no network, read-only root, all capabilities "
         "dropped, no-new-privileges, seccomp allowlist, uid 1000, memory/pids/1-CPU cgroup "
-        "limits), each run in fresh namespaces (bubblewrap; pytest: a warm parent's fork) with private tmpfs folders, its own "
-        "rlimits and its process tree killed at the end")
+        "limits), each run in fresh namespaces (bubblewrap; pytest: a warm parent's fork) "
+        "with private tmpfs folders, its own rlimits and its process tree killed at the end")
     MODES = ("node", "single-use")
 
     def __init__(self, *, pool_size: int = 0, client: Any = None, mode: str = "node",
