@@ -16,6 +16,9 @@ from verify_cli.tasks import load_task_set
 def _verdicts(path: Path, backend: str) -> dict[str, tuple[str, list[str]]]:
     with create_sandbox(backend, pool_size=2) as box, Grader(box, warm=True) as grader:
         reports: list[TaskReport] = check_tasks(load_task_set(path), grader, CheckOptions(repeats=3, jobs=2))
+        stats = grader.warm_stats()
+        # Both backends grade the pytest tasks warm (docker: warm nodes inside its containers).
+        assert stats is not None and stats.warm_runs > 0, stats
     return {r.task_id: (r.verdict.value, sorted(c.name for c in r.defects)) for r in reports}
 
 

@@ -319,9 +319,8 @@ class NodeEngine(DockerExecs):
         try:
             self._api.start(container_id)
             nonce = f"verify-job-{secrets.token_hex(12)}"
-            _, conn = self._start_exec(
-                container_id, ["/bin/sh", "-c", _SUPERVISOR, nonce, str(len(self._harness))],
-                user=USER, env={"PATH": "/usr/local/bin:/usr/bin:/bin"}, workdir="/")
+            argv, env = self._supervisor(shape, nonce)
+            _, conn = self._start_exec(container_id, argv, user=USER, env=env, workdir="/")
             try:
                 conn.sock.sendall(self._harness)
                 self._await_ready(shape.image, conn)
@@ -332,6 +331,12 @@ class NodeEngine(DockerExecs):
             self._remove_now(container_id)
             raise
         return Node(container_id, shape, conn, nonce, digest)
+
+    def _supervisor(self, shape: Shape, nonce: str) -> tuple[list[str], dict[str, str]]:
+        """The node's supervisor exec (argv, environment): the job shell (warm nodes: see
+        :mod:`.warm_nodes`)."""
+        return (["/bin/sh", "-c", _SUPERVISOR, nonce, str(len(self._harness))],
+                {"PATH": "/usr/local/bin:/usr/bin:/bin"})
 
     def _await_ready(self, image: str, conn: Conn) -> None:
         said = b""
@@ -375,7 +380,12 @@ class NodeEngine(DockerExecs):
             self.pool.release(node, healthy=healthy)
         return replace(result, image_digest=node.digest)
 
-    def _run_on(self, node: Node, spec: RunSpec) -> tuple[RunResult, bool]:
+    def _run_on(self, node: Node, spec: RunSpec,
+                job: Callable[[str, int], tuple[bytes, bytes]] | None = None
+                ) -> tuple[RunResult, bool]:
+        """``job(marker, tar_bytes)``: what goes before and after the work folder on the
+        supervisor's stdin (default: the job shell's script, then the run's stdin; warm nodes
+        send theirs)."""
         limits = spec.limits
         killer = Killer(self._api, node.container_id)
         killer.watch(node.conn.sock)
@@ -388,10 +398,13 @@ class NodeEngine(DockerExecs):
             write_workdir_tar(archive, spec.workdir)
             tar_bytes = archive.tell()
             archive.seek(0)
-            script = job_script(spec, marker, node.nonce, tar_bytes, len(stdin))
+            if job is None:
+                script, tail = job_script(spec, marker, node.nonce, tar_bytes, len(stdin)), stdin
+            else:
+                script, tail = job(marker, tar_bytes)
             clock = Clock(killer, limits.wall_seconds, gated=True)
             gate.on_ready = clock.ready
-            writer = threading.Thread(target=_send_job, args=(node.conn.sock, script, archive, stdin),
+            writer = threading.Thread(target=_send_job, args=(node.conn.sock, script, archive, tail),
                                       daemon=True, name="verify-docker-job")
             writer.start()
             seconds: list[float] = []

@@ -95,7 +95,6 @@ from verify_cli.sandbox.docker.containers import (
 from verify_cli.sandbox.docker.errors import DAEMON_ERRORS, SETUP_HINT, ImageUnfit, daemon_failure, short
 from verify_cli.sandbox.docker.execs import DockerExecs
 from verify_cli.sandbox.docker.node_pool import default_max_nodes
-from verify_cli.sandbox.docker.nodes import NodeEngine
 from verify_cli.sandbox.docker.pool import Prepared, WarmPool
 from verify_cli.sandbox.docker.reaper import Reaper, reap_containers
 from verify_cli.sandbox.docker.scripts import (
@@ -121,6 +120,7 @@ from verify_cli.sandbox.docker.streams import (
 )
 from verify_cli.sandbox.docker.verdicts import COPY_PREFIX, copy_error, judge_run, parse_counters
 from verify_cli.sandbox.docker.warm_host import DockerWarmHost
+from verify_cli.sandbox.docker.warm_nodes import WarmNodeEngine
 from verify_cli.sandbox.environment import (
     HARNESS_DIR,
     SANDBOX_HARNESS,
@@ -159,8 +159,8 @@ class DockerSandbox(DockerExecs, Sandbox):
     NODE_ISOLATION = (
         "docker (node): long-lived containers (no network, read-only root, all capabilities "
         "dropped, no-new-privileges, seccomp allowlist, uid 1000, memory/pids/1-CPU cgroup "
-        "limits), each run in fresh bubblewrap namespaces with private tmpfs folders, its own "
-        "rlimits and its process tree killed at the end")
+        "limits), each run in fresh namespaces (bubblewrap; pytest: a warm parent's fork) "
+        "with private tmpfs folders, its own rlimits and its process tree killed at the end")
     MODES = ("node", "single-use")
 
     def __init__(self, *, pool_size: int = 0, client: Any = None, mode: str = "node",
@@ -181,10 +181,10 @@ class DockerSandbox(DockerExecs, Sandbox):
         self.warm_last_error = ""
         self._digests: dict[str, str] = {}
         self._digest_lock = threading.Lock()
-        self._nodes: NodeEngine | None = None
+        self._nodes: WarmNodeEngine | None = None
         if mode == "node":
             self.isolation = self.NODE_ISOLATION  # type: ignore[misc]
-            self._nodes = NodeEngine(
+            self._nodes = WarmNodeEngine(
                 self._api, self.name, self._harness, self.image_digest, self._remove_node,
                 max_nodes=max_containers or default_max_nodes(), idle_s=idle_timeout_s,
                 max_runs=max_runs)
@@ -423,8 +423,7 @@ class DockerSandbox(DockerExecs, Sandbox):
     def warm_unavailable(self) -> str | None:
         """Why warm pytest runs cannot go warm here, or None."""
         if self._nodes is not None:
-            return ("the docker backend's node mode runs every command cold inside long-lived "
-                    "containers (warm pytest containers are single-use mode's)")
+            return None  # warm nodes (warm_nodes.py)
         if self._pool is None:
             return "the docker backend keeps no warm pool (pool size 0)"
         return None
@@ -448,6 +447,13 @@ class DockerSandbox(DockerExecs, Sandbox):
         The container is the isolation boundary (one run each, then destroyed); output, limits,
         results and verdicts are those of :meth:`run`."""
         limits = spec.limits
+        if (self._nodes is not None and not spec.stdin and spec.image and spec.workdir.is_dir()
+                and spec.candidate is None and "PATH" not in spec.env
+                and mode in ("module", "script") and argv0
+                and ("/" not in argv0 or argv0.startswith("/"))):
+            ran = self._nodes.run_warm(spec, mode=mode, argv0=argv0, args=args, preload=preload)
+            self.warm_last_error = self._nodes.warm_last_error or self.warm_last_error
+            return ran
         if (self._nodes is not None or self._pool is None or spec.stdin or not spec.image or not spec.workdir.is_dir()
                 or limits.processes < RUNNER_PROCESSES or "PATH" in spec.env
                 or not all(ENV_NAME.match(name) for name in spec.env)

@@ -1,0 +1,336 @@
+"""The warm pytest parent of a docker *node* (a long-lived container serving many runs).
+
+Started by the docker backend's node mode (``verify_cli.sandbox.docker.warm_nodes``) as the
+node's supervisor, under the interpreter the task's command names (stdlib and pytest only). It
+imports pytest, its plugins and the task's preloads once (``docker_warm.warm_up``), says
+``verify-node-ready`` on stdout, and then serves one job at a time from stdin:
+
+    NONCE HEADER_BYTES TAR_BYTES\\n  HEADER (JSON)  TAR (the work folder)  MARKER\\n
+
+For each job it forks a child and never runs candidate code itself. The child (``C``) takes
+/dev/null as stdin and closes every descriptor but stdout, stderr and a socket to the parent,
+raises its OOM score to the maximum (the run, not the parent, is the one the kernel kills), then
+enters fresh user, mount, pid, network, IPC and UTS namespaces: fresh size-limited tmpfs
+``/workspace``, ``/tmp``, ``/results`` and ``/dev/shm``, loopback up, hostname ``sandbox``. It sends
+the parent a handle on ``/results`` and forks the pid namespace's init (``G``), which mounts a
+fresh ``/proc``, forks the run (``P``) and reaps until the run ends, then exits with its status:
+the kernel then kills every process left in the namespace (so the whole process tree of a run
+dies with it, as bubblewrap's init does in a cold node run). ``G`` dies with ``C``
+(``PR_SET_PDEATHSIG``). ``P`` drops every capability, sets the run's CPU, file-size and core
+rlimits, unpacks the work folder with ``tar`` exactly as a cold run does (``\\x02`` + tar's
+complaint and exit 125 when it cannot), sets the run's environment, writes the ready byte
+``\\x01`` on stderr and runs pytest in-process (``warm_worker.run_pytest_as_command``).
+
+Memory and process limits are the container's (the node's envelope is the run's shape: memory
+limit, process limit plus the node's own few); per-run cgroups are not writable inside the
+container. The marker that frames the run's end is read from stdin only after the fork, so no
+process of the run ever holds it; the parent is not dumpable and is outside the run's pid
+namespace and ``/proc``. After the run the parent writes the node protocol's trailer
+(``verify_cli.sandbox.docker.nodes``): on stderr ``\\nMARKER\\n``; on stdout ``\\nMARKER STATUS
+CPU_NS OOM_KILLS PROCESSES\\nSIZE\\n`` and the results folder as tar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import json
+import os
+import signal
+import socket
+import sys
+import tarfile
+import threading
+import time
+from typing import Any
+
+import docker_warm  # same folder: sys.path[0]
+import warm_worker
+
+READY_LINE = b"verify-node-ready\n"
+UNFIT = 97
+UNPACK_FAILED = 125
+SETUP_FAILED = 126
+_CLONE_NEWPID = 0x20000000
+_PR_SET_PDEATHSIG = 1
+_MS_NOEXEC = 8
+_HEADER_MAX = 1 << 22
+_libc = warm_worker._libc
+
+
+def _read_exact(n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(0, min(n - len(buf), 1 << 20))
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
+
+
+def _read_line(limit: int = 200) -> bytes | None:
+    line = b""
+    while not line.endswith(b"\n"):
+        c = os.read(0, 1)  # a byte at a time: nothing past the line is read
+        if not c or len(line) > limit:
+            return None
+        line += c
+    return line
+
+
+def _oom_kills() -> int:
+    total = 0
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        with contextlib.suppress(OSError, ValueError), open(path) as fh:
+            for line in fh:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    total += int(value)
+    return total
+
+
+def _live_processes() -> int:
+    """The container's processes, zombies aside (as the cold supervisor counts them)."""
+    n = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{name}/stat") as fh:
+                if fh.read().rpartition(")")[2].split()[:1] != ["Z"]:
+                    n += 1
+    return n
+
+
+def _status_code(status: int) -> int:
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return 1
+
+
+def _results_tar(fd: int | None) -> bytes:
+    """The results folder (through the handle the run's child sent) as a tar stream."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        if fd is not None:
+            here = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fchdir(fd)
+                tar.add(".", recursive=True)
+            except OSError:
+                pass
+            finally:
+                os.fchdir(here)
+                os.close(here)
+    return out.getvalue()
+
+
+def _unpack(tar_bytes: bytes, env: dict[str, str]) -> None:
+    """``tar -x`` of the work folder into /workspace, as the cold node run does it."""
+    data_r, data_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.posix_spawnp("tar", ["tar", "-x", "-f", "-", "-C", warm_worker.WORKDIR],
+                          {**env, "TAR_OPTIONS": ""},
+                          file_actions=[(os.POSIX_SPAWN_DUP2, data_r, 0),
+                                        (os.POSIX_SPAWN_DUP2, err_w, 1),
+                                        (os.POSIX_SPAWN_DUP2, err_w, 2),
+                                        (os.POSIX_SPAWN_CLOSE, data_w),
+                                        (os.POSIX_SPAWN_CLOSE, err_r)])
+    os.close(data_r)
+    os.close(err_w)
+
+    def feed() -> None:
+        with contextlib.suppress(OSError):
+            view = memoryview(tar_bytes)
+            while view:
+                view = view[os.write(data_w, view[: 1 << 16]):]
+        os.close(data_w)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    said = b""
+    while chunk := os.read(err_r, 65536):
+        said += chunk[: max(0, 65536 - len(said))]
+    os.close(err_r)
+    writer.join()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        os.write(2, b"\x02" + said.rstrip(b"\n") + b"\n")
+        os._exit(UNPACK_FAILED)
+
+
+def _isolate(job: dict[str, Any]) -> None:
+    """Fresh namespaces (pid included: the next fork is its init) and tmpfs folders."""
+    uid, gid = os.getuid(), os.getgid()
+    fresh = (warm_worker._CLONE_NEWUSER | warm_worker._CLONE_NEWNS | warm_worker._CLONE_NEWIPC
+             | warm_worker._CLONE_NEWNET | warm_worker._CLONE_NEWUTS | _CLONE_NEWPID)
+    # /proc/self's files belong to root while the process is not dumpable (the parent is not).
+    _libc.prctl(warm_worker._PR_SET_DUMPABLE, 1, 0, 0, 0)
+    warm_worker._check(_libc.unshare(fresh), "unshare")
+    warm_worker._write("/proc/self/uid_map", f"{uid} {uid} 1")
+    warm_worker._write("/proc/self/setgroups", "deny")
+    warm_worker._write("/proc/self/gid_map", f"{gid} {gid} 1")
+    # Not dumpable again: the namespace's init (forked next) keeps its capabilities, and no
+    # process of the run may ptrace it.
+    _libc.prctl(warm_worker._PR_SET_DUMPABLE, 0, 0, 0, 0)
+    warm_worker._mount("none", "/", None, warm_worker._MS_REC | warm_worker._MS_PRIVATE)
+    flags = warm_worker._MS_NOSUID | warm_worker._MS_NODEV
+    for path, size, mode in (("/tmp", job["tmp_bytes"], "1777"),
+                             (warm_worker.WORKDIR, job["work_bytes"], "0755"),
+                             (warm_worker.RESULTS, job["results_bytes"], "0755"),
+                             ("/dev/shm", job["tmp_bytes"], "1777")):
+        warm_worker._mount("tmpfs", path, "tmpfs", flags, f"size={int(size)},mode={mode}")
+    name = b"sandbox"
+    warm_worker._check(_libc.sethostname(name, len(name)), "sethostname")
+    warm_worker._loopback_up()
+
+
+def _init(job: dict[str, Any], tar_bytes: bytes) -> None:
+    """pid 1 of the run's pid namespace (G): fresh /proc, the run (P), reap until it ends."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    warm_worker._mount("proc", "/proc", "proc",
+                       warm_worker._MS_NOSUID | warm_worker._MS_NODEV | _MS_NOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        _run(job, tar_bytes)
+    while True:
+        try:
+            done, status = os.wait()
+        except ChildProcessError:
+            os._exit(1)
+        if done == pid:
+            os._exit(_status_code(status))
+
+
+def _run(job: dict[str, Any], tar_bytes: bytes) -> None:
+    """The run itself (P); never returns."""
+    try:
+        _libc.prctl(warm_worker._PR_SET_DUMPABLE, 1, 0, 0, 0)  # like any fresh process
+        warm_worker._drop_capabilities()
+        import resource
+
+        cpu = job.get("cpu_seconds")
+        if isinstance(cpu, int):
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        fsize = int(job["file_bytes"])
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        env = {str(k): str(v) for k, v in dict(job["env"]).items()}
+        env["PWD"] = warm_worker.WORKDIR  # the cold run's shell exports it
+        _unpack(tar_bytes, env)
+        del tar_bytes
+        os.chdir(warm_worker.WORKDIR)
+        os.environ.clear()
+        os.environ.update(env)
+        time.tzset()
+        warm_worker._reseed_copied_generators()
+    except BaseException as e:  # never the code's fault: the host re-runs the job cold
+        with contextlib.suppress(OSError):
+            os.write(2, f"warm node setup failed: {type(e).__name__}: {e}\n".encode())
+        os._exit(SETUP_FAILED)
+    os.write(2, b"\x01")
+    mode, program = str(job["mode"]), str(job["program"])
+    os._exit(warm_worker.run_pytest_as_command(mode, program, [str(a) for a in job["args"]],
+                                               program))
+
+
+def _child(job: dict[str, Any], tar_bytes: bytes, sock: socket.socket) -> None:
+    """The run's outer process (C), outside its pid namespace; never returns."""
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        keep = sock.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, 1 << 16)
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("1000")
+        _isolate(job)
+        socket.send_fds(sock, [b"ready"], [os.open(warm_worker.RESULTS, os.O_RDONLY | os.O_DIRECTORY)])
+        sock.close()
+        pid = os.fork()
+        if pid == 0:
+            _init(job, tar_bytes)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.write(2, f"warm node setup failed: {type(e).__name__}: {e}\n".encode())
+        os._exit(SETUP_FAILED)
+    del tar_bytes
+    _, status = os.waitpid(pid, 0)
+    os._exit(_status_code(status))
+
+
+def serve_one(job: dict[str, Any], tar_bytes: bytes) -> bool:
+    """One run; False when the host is out of step (the node must go)."""
+    ooms = _oom_kills()
+    host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        host.close()
+        _child(job, tar_bytes, child)
+    child.close()
+    results_fd: int | None = None
+    with contextlib.suppress(OSError):
+        _msg, fds, _flags, _addr = socket.recv_fds(host, 64, 1)
+        results_fd = fds[0] if fds else None
+    host.close()
+    _, status, usage = os.wait4(pid, 0)
+    marker = _read_line()  # sent after the job: no process of the run ever held it
+    if marker is None:
+        return False
+    code = _status_code(status)
+    cpu_ns = int((usage.ru_utime + usage.ru_stime) * 1e9)
+    n = _live_processes()
+    for _ in range(50):  # the kernel may still be taking the run's namespace down
+        if n <= 3:
+            break
+        time.sleep(0.01)
+        n = _live_processes()
+    data = _results_tar(results_fd)
+    if results_fd is not None:
+        os.close(results_fd)
+    m = marker.strip().decode()
+    os.write(2, f"\n{m}\n".encode())
+    head = f"\n{m} {code} {cpu_ns} {_oom_kills() - ooms} {n}\n{len(data)}\n".encode()
+    view = memoryview(head + data)
+    while view:
+        view = view[os.write(1, view):]
+    return True
+
+
+def serve(nonce: str, mode: str, program: str) -> int:
+    while True:
+        line = _read_line()
+        if line is None:
+            return 0
+        words = line.split()
+        if len(words) != 3 or words[0].decode() != nonce or int(words[1]) > _HEADER_MAX:
+            return 0
+        header = _read_exact(int(words[1]))
+        tar_bytes = _read_exact(int(words[2]))
+        if len(header) != int(words[1]) or len(tar_bytes) != int(words[2]):
+            return 0
+        job = json.loads(header)
+        job["mode"], job["program"] = mode, program
+        if not serve_one(job, tar_bytes):
+            return 0
+        del header, tar_bytes, job
+
+
+def main(argv: list[str]) -> None:
+    mode, program, preload, nonce = argv[1], argv[2], argv[3], argv[4]
+    if mode not in ("module", "script") or not docker_warm.warm_up([m for m in preload.split(",") if m]):
+        os._exit(UNFIT)
+    _libc.prctl(warm_worker._PR_SET_DUMPABLE, 0, 0, 0, 0)  # no run may ptrace or read us
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    gc.collect()
+    gc.freeze()  # runs share the warmed heap instead of copying it on the first collection
+    os.write(1, READY_LINE)
+    os._exit(serve(nonce, mode, program))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,130 @@
+"""Warm pytest runs in the docker backend's node mode.
+
+A *warm node* is a node (:mod:`.nodes`: a long-lived container with the run's resource envelope)
+whose supervisor is ``docker_node_warm.py`` under the interpreter the task's command names: it
+has imported pytest, its plugins and the task's preloads before the first job, and forks each
+run into fresh user, mount, pid, network, IPC and UTS namespaces with fresh tmpfs
+``/workspace``, ``/tmp``, ``/results`` and ``/dev/shm``, the run's CPU and file-size rlimits and
+the container's memory and process limits (the container is the run's shape; cgroups are not
+writable inside it). The run's pid namespace dies with it, so nothing of one run reaches the
+next. Output framing, results, verdicts, recycling (damage, ``max_runs``) and the elastic pool
+are the node engine's.
+
+Warm nodes are pooled apart from cold ones: their shape also holds the warm key (mode, the
+interpreter word, the preload set, and the variables the interpreter and pytest read at start,
+``PYTHONHASHSEED`` above all), and the supervisor starts under exactly those variables
+(``env -i``). A run that cannot go warm runs cold; a warm node that cannot start (no interpreter,
+no pytest) or fails to set a run up is recycled and the run re-runs cold ("fallback"), never
+scored; after ``WARM_MAX_FAILURES`` failed starts a key runs cold.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+
+from docker.errors import ImageNotFound
+
+from verify_cli.sandbox.base import RunResult, RunSpec, Verdict
+from verify_cli.sandbox.docker.containers import WARM_MAX_FAILURES, Shape, base_environment, tmpfs_mib
+from verify_cli.sandbox.docker.errors import DAEMON_ERRORS, ImageUnfit, daemon_failure, short
+from verify_cli.sandbox.docker.nodes import NodeEngine
+from verify_cli.sandbox.docker.scripts import read_at_start
+from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SANDBOX_TMP, SANDBOX_WORKDIR
+
+WARM_NODE_SCRIPT = f"{SANDBOX_HARNESS}/docker_node_warm.py"
+_MIB = 1024 * 1024
+#: The warm supervisor: unpacks the harness (``$1`` bytes on stdin), then becomes
+#: docker_node_warm.py under the interpreter the command's first word (``$0``) names, as the
+#: command's shell finds it (a ``pytest`` script: its ``#!`` interpreter). ``$2`` the mode,
+#: ``$3`` the preload list, ``$4`` the node's job nonce.
+_WARM_SUPERVISOR = (
+    f'head -c "$1" | tar -x -f - -C {SANDBOX_HARNESS} || exit 97\n'
+    'case "$2" in '
+    f'module) exec "$0" {WARM_NODE_SCRIPT} module "$0" "$3" "$4" ;; '
+    'script) s=$(command -v "$0") || exit 97; IFS= read -r l < "$s" || exit 97; '
+    'case "$l" in "#!/"*) ;; *) exit 97 ;; esac; i=${l#??}; '
+    'case "$i" in *" "*|*"	"*) exit 97 ;; esac; '
+    f'exec "$i" {WARM_NODE_SCRIPT} script "$s" "$3" "$4" ;; '
+    'esac; exit 97\n')
+
+
+def warm_job(spec: RunSpec, nonce: str, marker: str, tar_bytes: int,
+             args: Sequence[str]) -> tuple[bytes, bytes]:
+    """What goes before the work folder (the job line and header) and after it (the marker,
+    which the warm parent reads only once the run's processes are forked)."""
+    limits = spec.limits
+    mem = limits.memory_mb
+    cpu = limits.cpu_seconds
+    header = json.dumps({
+        "env": {**base_environment(), **spec.env}, "args": list(args),
+        "cpu_seconds": None if cpu is None else max(1, int(cpu + 0.999)),
+        "file_bytes": max(1, limits.file_bytes // 512) * 512,  # as the cold run's ulimit -f
+        "tmp_bytes": tmpfs_mib(SANDBOX_TMP, mem) * _MIB,
+        "work_bytes": tmpfs_mib(SANDBOX_WORKDIR, mem) * _MIB,
+        "results_bytes": tmpfs_mib(SANDBOX_RESULTS, mem) * _MIB,
+    }).encode()
+    return f"{nonce} {len(header)} {tar_bytes}\n".encode() + header, f"{marker}\n".encode()
+
+
+class WarmNodeEngine(NodeEngine):
+    """The node engine plus warm pytest nodes (:meth:`run_warm`)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._warm_failures: dict[Shape, int] = {}
+        self._warm_lock = threading.Lock()
+        self.warm_last_error = ""
+
+    def _supervisor(self, shape: Shape, nonce: str) -> tuple[list[str], dict[str, str]]:
+        if shape.warm is None:
+            return super()._supervisor(shape, nonce)
+        mode, argv0, preload, startup = shape.warm
+        env = {"PATH": base_environment()["PATH"], **dict(startup)}
+        argv = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), "/bin/sh", "-c",
+                _WARM_SUPERVISOR, argv0, str(len(self._harness)), mode, ",".join(preload), nonce]
+        return argv, {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+    def _failed_start(self, shape: Shape, error: BaseException) -> None:
+        with self._warm_lock:
+            self._warm_failures[shape] = self._warm_failures.get(shape, 0) + 1
+            self.warm_last_error = short(error)
+
+    def run_warm(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
+                 preload: Sequence[str] = ()) -> tuple[RunResult, str]:
+        """Run ``spec`` (``argv0 -m pytest ARGS`` or the ``pytest`` script ``argv0 ARGS``) on a
+        warm node; returns the result and how it ran ("warm", "cold" or "fallback")."""
+        assert spec.image is not None
+        env = {**base_environment(), **spec.env}
+        startup = tuple(sorted((k, v) for k, v in env.items() if read_at_start(k)))
+        shape = replace(Shape.of(spec.image, spec.limits),
+                        warm=(mode, argv0, tuple(sorted(set(preload))), startup))
+        with self._warm_lock:
+            if self._warm_failures.get(shape, 0) >= WARM_MAX_FAILURES:
+                return self.run(spec), "cold"
+        try:
+            node = self.pool.acquire(shape)
+        except (ImageNotFound, ImageUnfit, *DAEMON_ERRORS) as e:
+            self._failed_start(shape, e)
+            return self.run(spec), "cold"
+        with self._warm_lock:
+            self._warm_failures.pop(shape, None)
+        healthy = False
+        try:
+            result, healthy = self._run_on(
+                node, spec, job=lambda marker, size: warm_job(spec, node.nonce, marker, size, args))
+        except DAEMON_ERRORS as e:
+            result = daemon_failure(self._backend, e, spec.image)
+        finally:
+            node.runs += 1
+            self.pool.release(node, healthy=healthy)
+        if result.verdict is Verdict.INFRA_ERROR:  # the warm node's fault, never the code's
+            with self._warm_lock:
+                self.warm_last_error = result.message
+            return self.run(spec), "fallback"
+        return replace(result, image_digest=node.digest), "warm"
+
+
+__all__ = ["WarmNodeEngine", "warm_job"]
