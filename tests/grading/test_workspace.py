@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from verify_cli.grading import Grader, GradeRequest, GradeStatus, Outcome, Phase, lay_out
 from verify_cli.grading.workspace import solution_as_candidate
 from verify_cli.sandbox.base import Sandbox
@@ -191,3 +193,24 @@ def test_clashing_candidate_is_graded(make_task: Any, process_sandbox: Sandbox) 
     result = Grader(process_sandbox).grade(GradeRequest(task, Phase.CANDIDATE, candidate=candidate))
     assert result.passed is True
     assert result.ignored_files == ("solution.py/x.py",)
+
+
+@pytest.mark.parametrize("glob", ["**/*.py", "*.py"])
+def test_files_named_like_harness_modules_are_refused(make_task: Any, tmp_path: Path, glob: str) -> None:
+    """The built-in runners start as ``python -m verify_stdio`` in the work folder: a candidate's
+    ``verify_stdio.py`` (or ``verify_wire.py``, ...) would run as the trusted side. Refused
+    whatever the editable globs say."""
+
+    def broad(doc: dict[str, Any]) -> None:
+        doc["editable"] = ["solution.py", glob]
+
+    task = load_task(make_task(mutate=broad))
+    work = tmp_path / "work"
+    work.mkdir()
+    planted = {"verify_stdio.py": b"print('forged')\n", "pkg/verify_wire.py": b"X = 1\n",
+               "verify_calls.py": b"X = 1\n"}
+    laid = lay_out(task, Phase.CANDIDATE, work, {"solution.py": RIGHT, **planted})
+    files = files_under(work)
+    assert files["solution.py"] == RIGHT
+    assert not set(planted) & set(files)
+    assert set(planted) <= set(laid.ignored)

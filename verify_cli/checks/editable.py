@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verify_cli.grading.workspace import HARNESS_FILES, HARNESS_SUFFIXES
+from verify_cli.grading.workspace import HARNESS_FILES, HARNESS_MODULES, HARNESS_SUFFIXES
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Task
 from verify_cli.tasks.paths import glob_matches
 
@@ -65,15 +65,17 @@ def editable_reach(task: Task) -> list[EditableReach]:
     real = sorted(task.test_files())  # the task's own test files first, then stand-ins
     test_paths = real + [path for path in (f"{folder}/{name}" for folder in (TESTS_DIR, HIDDEN_TESTS_DIR)
                                            for name in _TEST_FOLDER_SAMPLES) if path not in real]
-    harness_names = (*HARNESS_FILES, *(f"x{suffix}" for suffix in HARNESS_SUFFIXES), "__pycache__/x.pyc")
+    harness_names = (*HARNESS_FILES, *sorted(HARNESS_MODULES), *(f"x{suffix}" for suffix in HARNESS_SUFFIXES),
+                     "__pycache__/x.pyc")
     harness_paths = [f"{folder}{name}" for folder in _folders(task) for name in harness_names]
     config_paths = [f"{folder}{name}" for folder in _folders(task) for name in RUNNER_CONFIG_FILES]
     out: list[EditableReach] = []
     for glob in task.editable:
         tests = tuple(p for p in test_paths if glob_matches(glob, p))
         harness = [p for p in harness_paths if glob_matches(glob, p)]
-        refused = tuple(p for p in harness if p != glob)
-        admitted = tuple([p for p in harness if p == glob] + [p for p in config_paths if glob_matches(glob, p)])
+        refused = tuple(p for p in harness if p != glob or p.rsplit("/", 1)[-1] in HARNESS_MODULES)
+        admitted = tuple([p for p in harness if p == glob and p not in refused]
+                         + [p for p in config_paths if glob_matches(glob, p)])
         if tests or refused or admitted:
             out.append(EditableReach(glob, tests, refused, admitted))
     return out

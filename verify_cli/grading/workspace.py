@@ -57,13 +57,23 @@ def _in_test_folders(rel: str) -> bool:
 #: Files that configure the test runner or the interpreter rather than hold a solution.
 HARNESS_FILES = ("conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini")
 HARNESS_SUFFIXES = (".pth", ".pyc")
+_HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
+#: The harness's own module names (``verify_calls.py``, ``verify_wire.py``, ...). The trusted side
+#: imports them by name from a search path that starts with the work folder (``python -m
+#: verify_calls`` runs in it), so a candidate file of that name would run as the trusted side:
+#: refused at any depth, whatever the editable globs say.
+HARNESS_MODULES = frozenset(p.name for p in (*_HARNESS_DIR.glob("*.py"), *_HARNESS_DIR.glob("*/*.py"))
+                            if p.name != "__init__.py")
 
 
 def _controls_the_harness(rel: str, editable: tuple[str, ...]) -> bool:
     """True for a candidate file that would reconfigure pytest or Python itself (a planted
     ``conftest.py``, ``sitecustomize.py``, a ``.pth`` or stale ``.pyc``), unless an editable glob
-    names that exact path: a wildcard never admits one."""
+    names that exact path: a wildcard never admits one. A file named like a harness module is
+    refused even then."""
     name = rel.rsplit("/", 1)[-1]
+    if name in HARNESS_MODULES:
+        return True
     if name not in HARNESS_FILES and not name.endswith(HARNESS_SUFFIXES) and "__pycache__" not in rel.split("/"):
         return False
     return rel not in editable
