@@ -37,7 +37,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +56,12 @@ from verify_cli.sandbox.base import (
     WarmStats,
 )
 from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, BwrapSandbox, candidate_argv
+from verify_cli.sandbox.bwrap_candidate import (
+    PYTHON_SERVER_COMMAND,
+    CandidateParent,
+    CandidateParentError,
+    open_candidate_parent,
+)
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
@@ -93,9 +99,12 @@ class WorkerError(VerifyError):
 
     exit_code = ExitCode.INFRA
 
-    def __init__(self, message: str, *, worker_ok: bool = False) -> None:
+    def __init__(self, message: str, *, worker_ok: bool = False, fallback: bool = False) -> None:
         super().__init__(message)
         self.worker_ok = worker_ok
+        #: The run failed part-way (a warm candidate side): counted and reported as a fallback
+        #: even where the worker itself may serve on.
+        self.fallback = fallback or not worker_ok
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,6 +212,13 @@ class _Worker:
         self.failed: dict[str, str] = {}
         self.runs = 0
         self.last_used = time.monotonic()
+        #: The warm candidate parent of two-process runs (started on the first one), why this
+        #: worker starts its candidates cold instead, how the last run's candidate started, and
+        #: the pool's way to run a start on its spawner thread.
+        self.candidate: CandidateParent | None = None
+        self.candidate_off = ""
+        self.last_candidate = ""
+        self.submit: Callable[[Callable[[], None]], Any] | None = None
 
     # Popen must happen on a thread that outlives the worker: bwrap's --die-with-parent fires
     # when the *thread* that started it ends.
@@ -264,6 +280,7 @@ class _Worker:
         return self.proc is not None and self.proc.poll() is None
 
     def close(self) -> None:
+        self._drop_candidate()
         if self.ctl is not None:
             with contextlib.suppress(OSError):
                 self.ctl.close()
@@ -349,6 +366,12 @@ class _Worker:
                 "argv": candidate_argv(spec.candidate, work_source=CANDIDATE_WORK,
                                        channel_source=CANDIDATE_CHANNEL),
                 "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private)}
+        parent = self._candidate_parent(spec)
+        self.last_candidate = "" if spec.candidate is None else "cold"
+        cand_out = cand_err = -1
+        if parent is not None:
+            request["candidate"]["warm"] = True
+            cand_out, cand_err = os.dup(out_w), os.dup(err_w)
         results_fd: int | None = None
         drains: list[threading.Thread] = []
         start = time.monotonic()
@@ -363,7 +386,15 @@ class _Worker:
                 os.close(err_w)
                 child_job.close()
             drains = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
-            child_pid, results_fd = self._await_setup(host_job, start + SETUP_TIMEOUT)
+            child_pid, results_fd, mounts = self._await_setup(host_job, start + SETUP_TIMEOUT)
+            if parent is not None:
+                try:
+                    self._start_candidate(parent, job_id, request, spec.candidate, mounts,
+                                          cand_out, cand_err, start + SETUP_TIMEOUT)
+                finally:  # the parent has its own copies now (or the run is over)
+                    os.close(cand_out)
+                    os.close(cand_err)
+                    cand_out = cand_err = -1
             status = self._await_exit(job_id, child_pid, start, limits.wall_seconds, stop, wake_r,
                                       reason)
             wall = time.monotonic() - start
@@ -380,6 +411,8 @@ class _Worker:
             why = reason.get("why")
             results = {} if why is Verdict.OUTPUT_LIMIT else read_results_dir(results_fd)
             imports = self._imports(host_job) if report_imports else []
+            if parent is not None and self.last_candidate == "warm":
+                self._finish_candidate(parent)
             if not self.alive or self.cgroup.pids() != self.infra:
                 raise WorkerError("the warm worker died during the run")
             prepared = Prepared(argv=[], env={}, cwd="/", results_dir=self.scratch / "results",
@@ -398,8 +431,8 @@ class _Worker:
             finally:
                 for t in drains:
                     t.join(timeout=1)
-                for fd in (results_fd, wake_r, wake_w):
-                    if fd is not None:
+                for fd in (results_fd, wake_r, wake_w, cand_out, cand_err):
+                    if fd is not None and fd >= 0:
                         with contextlib.suppress(OSError):
                             os.close(fd)
                 if not drains:
@@ -408,21 +441,86 @@ class _Worker:
                             os.close(fd)
                 host_job.close()
 
-    def _await_setup(self, host_job: socket.socket, deadline: float) -> tuple[int, int]:
-        """(host pid of the run's child, handle on its results folder), sent once its sandbox
-        is built."""
+    # -- the warm candidate side (verify_cli/sandbox/bwrap_candidate.py) ------------------------
+    def _candidate_parent(self, spec: RunSpec) -> CandidateParent | None:
+        """The candidate parent that serves this run's candidate, started on first use; None
+        where the run's candidate starts cold (not the Python server, warm candidates off here,
+        or the parent cannot be had: that is never a score, the run just starts it cold)."""
+        cand = spec.candidate
+        if cand is None or tuple(cand.command) != PYTHON_SERVER_COMMAND or self.candidate_off:
+            return None
+        if self.candidate is not None and self.candidate.serves(cand.env):
+            return self.candidate
+        self._drop_candidate()
+        assert self.cgroup is not None and self.submit is not None
+        try:
+            self.candidate = open_candidate_parent(self.cgroup, self.scratch / "candidate",
+                                                   cand.env, set(self.infra), self.submit)
+        except CandidateParentError as e:
+            self.candidate_off = f"the warm candidate parent could not start: {e}"
+            return None
+        self.infra |= self.candidate.pids
+        return self.candidate
+
+    def _drop_candidate(self) -> None:
+        parent, self.candidate = self.candidate, None
+        if parent is not None:
+            parent.close()
+            self.infra -= parent.pids
+
+    def _start_candidate(self, parent: CandidateParent, job_id: str, request: dict[str, Any],
+                         candidate: Any, mounts: list[int], out_fd: int, err_fd: int,
+                         deadline: float) -> None:
+        """Hand the run's exported mounts to the candidate parent; where the trusted child
+        exported none (the kernel refused), it started the candidate cold itself."""
+        try:
+            if len(mounts) != 3:
+                self.candidate_off = "the kernel refused to export the run's folders (open_tree)"
+                self._drop_candidate()
+                return
+            try:
+                parent.start(job_id, cpu_seconds=int(request["cpu_seconds"]),
+                             file_bytes=int(request["file_bytes"]), out_fd=out_fd, err_fd=err_fd,
+                             mounts=mounts, extra_env=candidate.env, deadline=deadline)
+            except CandidateParentError as e:
+                self._drop_candidate()
+                if "could not be set up" in str(e):
+                    self.candidate_off = str(e)
+                raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
+                                  fallback=True) from e
+            self.last_candidate = "warm"
+        finally:
+            for fd in mounts:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _finish_candidate(self, parent: CandidateParent) -> None:
+        """A candidate parent that died or lost track of its run fails the run (re-run cold)."""
+        try:
+            parent.finish()
+            if not parent.alive:
+                raise CandidateParentError("the candidate parent died during the run")
+        except CandidateParentError as e:
+            self._drop_candidate()
+            self._kill_run()
+            raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
+                              fallback=True) from e
+
+    def _await_setup(self, host_job: socket.socket, deadline: float) -> tuple[int, int, list[int]]:
+        """(host pid of the run's child, handle on its results folder, the detached mounts it
+        exported for a warm candidate), sent once its sandbox is built."""
         assert self.ctl is not None
         ready = _wait_readable([host_job.fileno(), self.ctl.fileno()], deadline - time.monotonic())
         if not ready:
             raise WorkerError("the run's sandbox was not set up in time")
         if host_job.fileno() not in ready:
             raise WorkerError(self._unexpected_control())
-        data, fds, pid = _recv(host_job)
+        data, fds, pid = _recv(host_job, max_fds=4)
         msg: dict[str, Any] = {}
         with contextlib.suppress(ValueError):
             msg = json.loads(data) if data else {}
-        if msg.get("op") == "ready" and len(fds) == 1 and pid:
-            return pid, fds[0]
+        if msg.get("op") == "ready" and len(fds) in (1, 4) and pid:
+            return pid, fds[0], fds[1:]
         for fd in fds:
             os.close(fd)
         why = msg.get("message", "no answer")
@@ -580,11 +678,16 @@ class WarmPool(WarmHost):
         try:
             result, imports = worker.run(spec, inv, env, report_imports)
             healthy = ran = worker.alive
+            with self._cond:
+                if worker.last_candidate == "warm":
+                    self._stats.warm_candidates += 1
+                elif worker.last_candidate == "cold":
+                    self._stats.cold_candidates += 1
         except WorkerError as e:
             healthy = e.worker_ok and worker.alive
-            how = "cold" if e.worker_ok else "fallback"
+            how = "fallback" if e.fallback else "cold"
             with self._cond:
-                if e.worker_ok:
+                if not e.fallback:
                     self._stats.cold_runs += 1
                 else:
                     self._stats.fallbacks += 1
@@ -625,6 +728,7 @@ class WarmPool(WarmHost):
         for old in evict:
             old.close()
         worker = _Worker(self.sandbox, key)
+        worker.submit = lambda fn: self._spawner.submit(fn).result()
         try:
             self._spawner.submit(worker.spawn).result()
             worker.await_ready(self.start_timeout)
