@@ -16,7 +16,7 @@ the run's output pipes and a job socket. The parent forks a child that
    covers ``/proc`` with an empty read-only file system, brings loopback up and forbids further
    user namespaces; then drops every capability and sets no-new-privileges;
 3. forks the namespace's init (pid 1: reaps, exits with the server), which forks the server
-   (pid 2, a session of its own), as bwrap's ``--unshare-pid --new-session`` would;
+   (pid 2, in the init's new session), as bwrap's ``--unshare-pid --new-session`` would;
 4. the server runs ``verify_candidate_server.py`` as ``__main__`` in the work folder with the
    run's environment, exactly what a cold start runs, minus the interpreter start and imports.
 
@@ -181,10 +181,10 @@ def warm_up(code: types.CodeType) -> None:
 
 def serve_run(code: types.CodeType, env: dict[str, str]) -> int:
     """The server (pid 2 of the run's pid namespace) as ``python verify_candidate_server.py``."""
-    os.setsid()
     os.chdir(WORKDIR)
     os.environ.clear()
     os.environ.update(env)
+    os.environ["PWD"] = WORKDIR  # the shell of the cold start (sh -c 'exec python ...') exports it
     time.tzset()
     module = types.ModuleType("__main__")
     module.__file__ = SERVER
@@ -211,7 +211,9 @@ def serve_run(code: types.CodeType, env: dict[str, str]) -> int:
 
 def init_and_serve(code: types.CodeType, env: dict[str, str]) -> int:
     """pid 1 of the run's pid namespace: start the server, reap every orphan, exit with the
-    server (which takes the whole namespace down)."""
+    server (which takes the whole namespace down). A session of its own, as bwrap's
+    ``--new-session`` gives a cold candidate."""
+    os.setsid()
     server = os.fork()
     if server == 0:
         os._exit(serve_run(code, env))
