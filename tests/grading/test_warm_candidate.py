@@ -56,7 +56,8 @@ def _parents(grader: Grader) -> list[CandidateParent]:
     runner = grader._warm
     host = getattr(runner, "host", None)
     keys = getattr(host, "_keys", {})
-    return [w.candidate for state in keys.values() for w in state.idle if w.candidate is not None]
+    return [w.candidates.parent for state in keys.values() for w in state.idle
+            if w.candidates.parent is not None]
 
 
 def _parent_python(parent: CandidateParent) -> int:

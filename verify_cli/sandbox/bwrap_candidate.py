@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from verify_cli.sandbox.base import CandidateProcess
 from verify_cli.sandbox.bwrap import candidate_parent_argv
 from verify_cli.sandbox.cgroup import RunCgroup
 from verify_cli.sandbox.environment import (
@@ -59,6 +60,9 @@ from verify_cli.sandbox.process import runtime_path
 #: The Python candidate server's start command (two-process pytest, calls and stdio runners):
 #: the runs a warm candidate parent can serve.
 PYTHON_SERVER_COMMAND = ("/bin/sh", "-c", 'exec python "$VERIFY_CANDIDATE_HARNESS/verify_candidate_server.py"')
+#: ``VERIFY_WARM_CANDIDATE=0`` in verify-cli's environment: two-process runs on warm workers
+#: start their candidate cold (a diagnostic switch; the benchmark compares both in one run).
+WARM_CANDIDATE_ENV = "VERIFY_WARM_CANDIDATE"
 PARENT_SCRIPT = f"{SANDBOX_CANDIDATE_HARNESS}/verify_candidate_parent.py"
 START_TIMEOUT = 60.0
 SETUP_TIMEOUT = 20.0
@@ -217,6 +221,79 @@ class CandidateParent:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+class WarmCandidates:
+    """The warm candidate side of one trusted worker: its candidate parent (started on the first
+    two-process run it can serve), why the worker starts candidates cold instead, and how the
+    last run's candidate started (``"warm"``, ``"cold"``, or ``""`` for a run without one).
+    ``infra`` arguments are the worker's own processes, kept up to date with the parent's."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.parent: CandidateParent | None = None
+        self.off = ""
+        self.last = ""
+
+    def parent_for(self, candidate: CandidateProcess | None, cgroup: RunCgroup | None,
+                   infra: set[int], submit: Callable[[Callable[[], None]], Any] | None
+                   ) -> CandidateParent | None:
+        """The parent that serves this run's candidate; None where it starts cold (not the
+        Python server, switched off, or no parent can be had: never a score, it starts cold)."""
+        self.last = "" if candidate is None else "cold"
+        if candidate is None or cgroup is None or submit is None or tuple(candidate.command) != PYTHON_SERVER_COMMAND \
+                or self.off or os.environ.get(WARM_CANDIDATE_ENV, "1") == "0":
+            return None
+        if self.parent is not None and self.parent.serves(candidate.env):
+            return self.parent
+        self.drop(infra)
+        try:
+            self.parent = open_candidate_parent(cgroup, self.scratch, candidate.env, set(infra), submit)
+        except CandidateParentError as e:
+            self.off = f"the warm candidate parent could not start: {e}"
+            return None
+        infra |= self.parent.pids
+        return self.parent
+
+    def drop(self, infra: set[int]) -> None:
+        parent, self.parent = self.parent, None
+        if parent is not None:
+            parent.close()
+            infra -= parent.pids
+
+    def start(self, parent: CandidateParent, job_id: str, *, cpu_seconds: int, file_bytes: int,
+              extra_env: Mapping[str, str], mounts: list[int], out_fd: int, err_fd: int,
+              deadline: float, infra: set[int]) -> None:
+        """Hand the run's exported mounts to the parent (closed here either way). Where the
+        trusted child exported none (the kernel refused), it started the candidate cold itself."""
+        try:
+            if len(mounts) != 3:
+                self.off = "the kernel refused to export the run's folders (open_tree)"
+                self.drop(infra)
+                return
+            try:
+                parent.start(job_id, cpu_seconds=cpu_seconds, file_bytes=file_bytes, out_fd=out_fd,
+                             err_fd=err_fd, mounts=mounts, extra_env=extra_env, deadline=deadline)
+            except CandidateParentError as e:
+                self.drop(infra)
+                if "could not be set up" in str(e):
+                    self.off = str(e)
+                raise
+            self.last = "warm"
+        finally:
+            for fd in mounts:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def finish(self, parent: CandidateParent, infra: set[int]) -> None:
+        """After the run: a parent that died or lost track of its run raises (never a score)."""
+        try:
+            parent.finish()
+            if not parent.alive:
+                raise CandidateParentError("the candidate parent died during the run")
+        except CandidateParentError:
+            self.drop(infra)
+            raise
+
+
 def open_candidate_parent(cgroup: RunCgroup, scratch: Path, extra_env: Mapping[str, str],
                           infra: set[int], submit: Callable[[Callable[[], None]], Any]) -> CandidateParent:
     """Start a parent in ``cgroup`` (``infra``: its processes so far) through ``submit`` (runs a
@@ -231,5 +308,5 @@ def open_candidate_parent(cgroup: RunCgroup, scratch: Path, extra_env: Mapping[s
     return parent
 
 
-__all__ = ["PYTHON_SERVER_COMMAND", "CandidateParent", "CandidateParentError", "candidate_env",
-           "open_candidate_parent"]
+__all__ = ["PYTHON_SERVER_COMMAND", "WARM_CANDIDATE_ENV", "CandidateParent", "CandidateParentError",
+           "WarmCandidates", "candidate_env", "open_candidate_parent"]

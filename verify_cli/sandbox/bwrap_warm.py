@@ -56,12 +56,7 @@ from verify_cli.sandbox.base import (
     WarmStats,
 )
 from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, BwrapSandbox, candidate_argv
-from verify_cli.sandbox.bwrap_candidate import (
-    PYTHON_SERVER_COMMAND,
-    CandidateParent,
-    CandidateParentError,
-    open_candidate_parent,
-)
+from verify_cli.sandbox.bwrap_candidate import CandidateParent, CandidateParentError, WarmCandidates
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
@@ -212,12 +207,9 @@ class _Worker:
         self.failed: dict[str, str] = {}
         self.runs = 0
         self.last_used = time.monotonic()
-        #: The warm candidate parent of two-process runs (started on the first one), why this
-        #: worker starts its candidates cold instead, how the last run's candidate started, and
-        #: the pool's way to run a start on its spawner thread.
-        self.candidate: CandidateParent | None = None
-        self.candidate_off = ""
-        self.last_candidate = ""
+        #: The warm candidate side of two-process runs, and the pool's way to run a start on its
+        #: spawner thread.
+        self.candidates = WarmCandidates(self.scratch / "candidate")
         self.submit: Callable[[Callable[[], None]], Any] | None = None
 
     # Popen must happen on a thread that outlives the worker: bwrap's --die-with-parent fires
@@ -280,7 +272,7 @@ class _Worker:
         return self.proc is not None and self.proc.poll() is None
 
     def close(self) -> None:
-        self._drop_candidate()
+        self.candidates.drop(self.infra)
         if self.ctl is not None:
             with contextlib.suppress(OSError):
                 self.ctl.close()
@@ -361,17 +353,16 @@ class _Worker:
             "results_bytes": min(limits.file_bytes, RESULTS_FOLDER_BYTES),
             "results_files": RESULTS_MAX_FILES * 2, "report_imports": report_imports,
         }
+        parent = self.candidates.parent_for(spec.candidate, self.cgroup, self.infra, self.submit)
+        cand_out = cand_err = -1
         if spec.candidate is not None:
             request["candidate"] = {
                 "argv": candidate_argv(spec.candidate, work_source=CANDIDATE_WORK,
                                        channel_source=CANDIDATE_CHANNEL),
-                "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private)}
-        parent = self._candidate_parent(spec)
-        self.last_candidate = "" if spec.candidate is None else "cold"
-        cand_out = cand_err = -1
-        if parent is not None:
-            request["candidate"]["warm"] = True
-            cand_out, cand_err = os.dup(out_w), os.dup(err_w)
+                "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private),
+                "warm": parent is not None}
+            if parent is not None:
+                cand_out, cand_err = os.dup(out_w), os.dup(err_w)
         results_fd: int | None = None
         drains: list[threading.Thread] = []
         start = time.monotonic()
@@ -389,7 +380,8 @@ class _Worker:
             child_pid, results_fd, mounts = self._await_setup(host_job, start + SETUP_TIMEOUT)
             if parent is not None:
                 try:
-                    self._start_candidate(parent, job_id, request, spec.candidate, mounts,
+                    self._start_candidate(parent, job_id, request, dict(spec.candidate.env)
+                                          if spec.candidate is not None else {}, mounts,
                                           cand_out, cand_err, start + SETUP_TIMEOUT)
                 finally:  # the parent has its own copies now (or the run is over)
                     os.close(cand_out)
@@ -411,7 +403,7 @@ class _Worker:
             why = reason.get("why")
             results = {} if why is Verdict.OUTPUT_LIMIT else read_results_dir(results_fd)
             imports = self._imports(host_job) if report_imports else []
-            if parent is not None and self.last_candidate == "warm":
+            if parent is not None and self.candidates.last == "warm":
                 self._finish_candidate(parent)
             if not self.alive or self.cgroup.pids() != self.infra:
                 raise WorkerError("the warm worker died during the run")
@@ -441,67 +433,23 @@ class _Worker:
                             os.close(fd)
                 host_job.close()
 
-    # -- the warm candidate side (verify_cli/sandbox/bwrap_candidate.py) ------------------------
-    def _candidate_parent(self, spec: RunSpec) -> CandidateParent | None:
-        """The candidate parent that serves this run's candidate, started on first use; None
-        where the run's candidate starts cold (not the Python server, warm candidates off here,
-        or the parent cannot be had: that is never a score, the run just starts it cold)."""
-        cand = spec.candidate
-        if cand is None or tuple(cand.command) != PYTHON_SERVER_COMMAND or self.candidate_off:
-            return None
-        if self.candidate is not None and self.candidate.serves(cand.env):
-            return self.candidate
-        self._drop_candidate()
-        assert self.cgroup is not None and self.submit is not None
-        try:
-            self.candidate = open_candidate_parent(self.cgroup, self.scratch / "candidate",
-                                                   cand.env, set(self.infra), self.submit)
-        except CandidateParentError as e:
-            self.candidate_off = f"the warm candidate parent could not start: {e}"
-            return None
-        self.infra |= self.candidate.pids
-        return self.candidate
-
-    def _drop_candidate(self) -> None:
-        parent, self.candidate = self.candidate, None
-        if parent is not None:
-            parent.close()
-            self.infra -= parent.pids
-
     def _start_candidate(self, parent: CandidateParent, job_id: str, request: dict[str, Any],
-                         candidate: Any, mounts: list[int], out_fd: int, err_fd: int,
+                         extra_env: Mapping[str, str], mounts: list[int], out_fd: int, err_fd: int,
                          deadline: float) -> None:
-        """Hand the run's exported mounts to the candidate parent; where the trusted child
-        exported none (the kernel refused), it started the candidate cold itself."""
         try:
-            if len(mounts) != 3:
-                self.candidate_off = "the kernel refused to export the run's folders (open_tree)"
-                self._drop_candidate()
-                return
-            try:
-                parent.start(job_id, cpu_seconds=int(request["cpu_seconds"]),
-                             file_bytes=int(request["file_bytes"]), out_fd=out_fd, err_fd=err_fd,
-                             mounts=mounts, extra_env=candidate.env, deadline=deadline)
-            except CandidateParentError as e:
-                self._drop_candidate()
-                if "could not be set up" in str(e):
-                    self.candidate_off = str(e)
-                raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
-                                  fallback=True) from e
-            self.last_candidate = "warm"
-        finally:
-            for fd in mounts:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            self.candidates.start(parent, job_id, cpu_seconds=int(request["cpu_seconds"]),
+                                  file_bytes=int(request["file_bytes"]), extra_env=extra_env,
+                                  mounts=mounts, out_fd=out_fd, err_fd=err_fd, deadline=deadline,
+                                  infra=self.infra)
+        except CandidateParentError as e:
+            raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
+                              fallback=True) from e
 
     def _finish_candidate(self, parent: CandidateParent) -> None:
         """A candidate parent that died or lost track of its run fails the run (re-run cold)."""
         try:
-            parent.finish()
-            if not parent.alive:
-                raise CandidateParentError("the candidate parent died during the run")
+            self.candidates.finish(parent, self.infra)
         except CandidateParentError as e:
-            self._drop_candidate()
             self._kill_run()
             raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
                               fallback=True) from e
@@ -679,9 +627,9 @@ class WarmPool(WarmHost):
             result, imports = worker.run(spec, inv, env, report_imports)
             healthy = ran = worker.alive
             with self._cond:
-                if worker.last_candidate == "warm":
+                if worker.candidates.last == "warm":
                     self._stats.warm_candidates += 1
-                elif worker.last_candidate == "cold":
+                elif worker.candidates.last == "cold":
                     self._stats.cold_candidates += 1
         except WorkerError as e:
             healthy = e.worker_ok and worker.alive

@@ -27,6 +27,7 @@ SOCK_SEQPACKET unix sockets; file descriptors travel as SCM_RIGHTS.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import gc
@@ -202,10 +203,8 @@ def serve_run(code: types.CodeType, env: dict[str, str]) -> int:
         traceback.print_exc()
         status = 1
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # the interpreter ignores this at exit too
             stream.flush()
-        except Exception:  # noqa: S110 - the interpreter ignores this at exit too
-            pass
     return status & 0xFF
 
 
