@@ -241,6 +241,10 @@ def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType) -> None
             os.closerange(low, fd)
             low = fd + 1
         os.closerange(low, 1 << 16)
+        # The parent is shielded from the OOM killer (-1000, inherited): a run's candidate is
+        # as killable as a cold one (raising the value needs no privilege).
+        with contextlib.suppress(OSError):
+            _write("/proc/self/oom_score_adj", "0")
         cpu = int(job["cpu_seconds"])
         fsize = int(job["file_bytes"])
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
