@@ -44,6 +44,7 @@ from verify_cli.grading import (  # noqa: E402
 )
 from verify_cli.sandbox import (  # noqa: E402
     HARNESS_DIR,
+    WARM_CANDIDATE_ENV,
     sandbox_class,
 )
 from verify_cli.tasks import (  # noqa: E402
@@ -105,14 +106,27 @@ def bench_two_process(name: str, task: Task, runs: int, jobs: int) -> list[dict[
         list(cold.grade_many(_requests(task, jobs), jobs=jobs))
         seconds, results = _timed(cold, task, runs, jobs)
         rows.append(_row(name, "cold two-process", seconds, results))
-        with Grader(box, warm=True) as warm:
-            list(warm.grade_many(_requests(task, jobs), jobs=jobs))  # starts the workers
-            stats = warm.warm_stats
-            before = stats.warm_runs if stats else 0
-            seconds, results = _timed(warm, task, runs, jobs)
-            stats = warm.warm_stats
-            rows.append(_row(name, "warm two-process", seconds, results,
-                             runs_warm=(stats.warm_runs - before) if stats else 0))
+        # Warm trusted side, with the candidate forked by a warm candidate parent and, for
+        # comparison in the same run, started cold (a new interpreter per run) as before.
+        for mode, switch in (("warm two-process", "1"), ("warm two-process, cold candidate", "0")):
+            saved = os.environ.get(WARM_CANDIDATE_ENV)
+            os.environ[WARM_CANDIDATE_ENV] = switch
+            try:
+                with Grader(box, warm=True) as warm:
+                    list(warm.grade_many(_requests(task, jobs), jobs=jobs))  # starts the workers
+                    before = dataclasses.replace(warm.warm_stats) if warm.warm_stats else None
+                    seconds, results = _timed(warm, task, runs, jobs)
+                    after = warm.warm_stats
+                    counts = {} if before is None or after is None else {
+                        "runs_warm": after.warm_runs - before.warm_runs,
+                        "warm_candidates": after.warm_candidates - before.warm_candidates,
+                        "fallbacks": after.fallbacks - before.fallbacks}
+                    rows.append(_row(name, mode, seconds, results, **counts))
+            finally:
+                if saved is None:
+                    os.environ.pop(WARM_CANDIDATE_ENV, None)
+                else:
+                    os.environ[WARM_CANDIDATE_ENV] = saved
     return rows
 
 
@@ -396,6 +410,13 @@ def main(argv: list[str] | None = None) -> int:
             if one and two and "seconds_per_run" in one and "seconds_per_run" in two:
                 ratios.setdefault(name, {})[f"two_process_over_in_process_{mode}"] = round(
                     two["seconds_per_run"] / one["seconds_per_run"], 2)
+        w2, w2c = by_mode.get("warm two-process"), by_mode.get("warm two-process, cold candidate")
+        if w2 and w2c and "seconds_per_run" in w2 and "seconds_per_run" in w2c:
+            ratios.setdefault(name, {})["cold_candidate_over_warm_candidate"] = round(
+                w2c["seconds_per_run"] / w2["seconds_per_run"], 2)
+            if by_mode.get("warm") and "seconds_per_run" in by_mode["warm"]:
+                ratios[name]["two_process_cold_candidate_over_in_process_warm"] = round(
+                    w2c["seconds_per_run"] / by_mode["warm"]["seconds_per_run"], 2)
     rtt = bench_round_trip(opts.calls)
     report = {"task": task.id, "runs": opts.runs, "jobs": opts.jobs, "rows": rows, "ratios": ratios,
               "skipped_backends": skipped, "cpus": os.cpu_count(), "call_round_trip": rtt}
@@ -414,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
             notes.append(f"only {r['passed']} passed!")
         if "runs_warm" in r and "worker_start_seconds" not in r:
             notes.append(f"{r['runs_warm']} runs warm")
+        if "warm_candidates" in r:
+            notes.append(f"{r['warm_candidates']} candidates forked warm, {r['fallbacks']} fallbacks")
         if "worker_start_seconds" in r:
             notes.append(f"workers started in {r['worker_start_seconds']:.2f}s, "
                          f"{r['runs_warm']} runs warm, {r['fallbacks']} fallbacks")
@@ -431,6 +454,10 @@ def main(argv: list[str] | None = None) -> int:
         if "two_process_over_in_process_warm" in rt:
             print(f"{name}: two-process / in-process, warm {rt['two_process_over_in_process_warm']}x "
                   f"(target <= 1.5x), cold {rt.get('two_process_over_in_process_cold')}x")
+        if "cold_candidate_over_warm_candidate" in rt:
+            print(f"{name}: warm two-process, candidate started cold / forked warm "
+                  f"{rt['cold_candidate_over_warm_candidate']}x; cold candidate / in-process warm "
+                  f"{rt.get('two_process_cold_candidate_over_in_process_warm')}x")
     if rtt:
         _print_round_trip(rtt)
     return 0

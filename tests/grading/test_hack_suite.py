@@ -95,6 +95,9 @@ def test_hacks_earn_nothing_warm(bwrap: Sandbox) -> None:
     tasks = [t for t in python_sample_tasks() if t.id in ("coding/interval-merge", "interface-spec/kv-cli")]
     with Grader(bwrap, warm=True) as grader:
         results = grade_hacks(grader, tasks, HACKS)
+        stats = grader.warm_stats
+    # Both sides warm: the candidates were forked by warm candidate parents.
+    assert stats is not None and stats.warm_candidates > 0, stats
     for hack in HACKS:
         assert_earns_nothing(results, hack)
 

@@ -218,13 +218,46 @@ def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int) -> Non
         target = os.path.join(WORKDIR, str(rel))
         if os.path.isfile(target) and not os.path.islink(target):
             _mount("/dev/null", target, None, _MS_BIND)
+    if candidate.get("warm"):
+        export_candidate_mounts()
+
+
+# --------------------------------------------------------------------------------------------
+# Two-process runs served by a warm candidate parent (verify_candidate_parent.py)
+
+_SYS_OPEN_TREE = 428  # x86_64 and aarch64 share the new mount API's numbers
+_OPEN_TREE_CLONE = 1
+_OPEN_TREE_CLOEXEC = os.O_CLOEXEC
+#: Detached copies of the candidate's work folder, /tmp and channel folder, once exported.
+_EXPORTED_MOUNTS: list[int] = []
+
+
+def export_candidate_mounts() -> None:
+    """Detached copies (``open_tree(OPEN_TREE_CLONE)``, not recursive: none of the mounts over
+    them) of the candidate's view of the work folder, of ``/tmp`` and of the channel folder, for
+    the host to hand to the warm candidate parent, which attaches them in the run's candidate
+    sandbox. Where the kernel refuses, nothing is exported and the run starts its candidate cold."""
+    handles: list[int] = []
+    try:
+        for path in (CANDIDATE_WORK, "/tmp", CANDIDATE_CHANNEL):
+            fd = _libc.syscall(_SYS_OPEN_TREE, -100, path.encode(),
+                               ctypes.c_uint(_OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC))
+            if fd < 0:
+                raise OSError(ctypes.get_errno(), f"open_tree {path}")
+            handles.append(fd)
+    except OSError:
+        for fd in handles:
+            os.close(fd)
+        return
+    _EXPORTED_MOUNTS[:] = handles
 
 
 def start_candidate(job: dict[str, Any]) -> None:
     """Start the run's candidate process (its own sandbox: a bwrap command line built by the
-    host) with nothing of this process's environment."""
+    host) with nothing of this process's environment; none where the host starts it in the
+    warm candidate parent from the exported mounts."""
     candidate = job.get("candidate")
-    if not candidate:
+    if not candidate or _EXPORTED_MOUNTS:
         return
     import subprocess
 
@@ -337,8 +370,11 @@ def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.so
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         results_fd = isolate(job)
-        socket.send_fds(job_sock, [json.dumps({"op": "ready"}).encode()], [results_fd])
+        socket.send_fds(job_sock, [json.dumps({"op": "ready"}).encode()],
+                         [results_fd, *_EXPORTED_MOUNTS])
         os.close(results_fd)
+        for fd in _EXPORTED_MOUNTS:
+            os.close(fd)
         os.chdir(WORKDIR)
         os.environ.clear()
         os.environ.update(job["env"])

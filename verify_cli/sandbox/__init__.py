@@ -9,6 +9,7 @@ from verify_cli.sandbox.base import (
     Sandbox,
     Verdict,
 )
+from verify_cli.sandbox.bwrap_candidate import WARM_CANDIDATE_ENV
 from verify_cli.sandbox.environment import HARNESS_DIR, pinned_environment
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import (
@@ -30,6 +31,7 @@ __all__ = [
     "RunSpec",
     "Sandbox",
     "Verdict",
+    "WARM_CANDIDATE_ENV",
     "create_sandbox",
     "pinned_environment",
     "register_sandbox",

@@ -171,6 +171,9 @@ class WarmStats:
     workers_started: int = 0
     workers_replaced: int = 0
     last_error: str = ""
+    #: Two-process runs whose candidate a warm candidate parent forked, and those started cold.
+    warm_candidates: int = 0
+    cold_candidates: int = 0
 
 
 WarmHow = Literal["warm", "cold", "fallback"]

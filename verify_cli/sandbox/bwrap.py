@@ -22,6 +22,7 @@ from pathlib import Path
 
 from verify_cli.sandbox.base import Availability, CandidateProcess, RunSpec, WarmHost
 from verify_cli.sandbox.environment import (
+    CANDIDATE_HARNESS_DIR,
     CHANNEL_SOCKET,
     HARNESS_DIR,
     SANDBOX_CANDIDATE_HARNESS,
@@ -182,6 +183,20 @@ def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_W
     for name, value in sorted(env.items()):
         argv += ["--setenv", name, value]
     return [*argv, "--", *candidate.command]
+
+
+def candidate_parent_argv(scratch: Path, command: Sequence[str]) -> list[str]:
+    """The sandbox of a warm candidate parent (:mod:`verify_cli.sandbox.bwrap_candidate`): a
+    run's namespaces and read-only system, its own ``/proc`` (its own pid namespace), the
+    candidate-side harness and runtime, empty read-only mount points for a run's work folder,
+    ``/tmp`` and channel folder, and nothing else: no task files, results, harness or secret.
+    Its environment is the caller's (a candidate environment), not the run's."""
+    argv = _system_argv(scratch)
+    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+             "--ro-bind", str(CANDIDATE_HARNESS_DIR), SANDBOX_CANDIDATE_HARNESS, *runtime_binds()]
+    for d in (SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_CHANNEL_DIR):
+        argv += ["--dir", d]
+    return [*argv, "--remount-ro", "/", "--chdir", "/", "--", *command]
 
 
 @register_sandbox("bwrap")

@@ -37,7 +37,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +56,7 @@ from verify_cli.sandbox.base import (
     WarmStats,
 )
 from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, BwrapSandbox, candidate_argv
+from verify_cli.sandbox.bwrap_candidate import CandidateParent, CandidateParentError, WarmCandidates
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
@@ -94,9 +95,12 @@ class WorkerError(VerifyError):
 
     exit_code = ExitCode.INFRA
 
-    def __init__(self, message: str, *, worker_ok: bool = False) -> None:
+    def __init__(self, message: str, *, worker_ok: bool = False, fallback: bool = False) -> None:
         super().__init__(message)
         self.worker_ok = worker_ok
+        #: The run failed part-way (a warm candidate side): counted and reported as a fallback
+        #: even where the worker itself may serve on.
+        self.fallback = fallback or not worker_ok
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,6 +210,10 @@ class _Worker:
         self.failed: dict[str, str] = {}
         self.runs = 0
         self.last_used = time.monotonic()
+        #: The warm candidate side of two-process runs, and the pool's way to run a start on its
+        #: spawner thread.
+        self.candidates = WarmCandidates(self.scratch / "candidate")
+        self.submit: Callable[[Callable[[], None]], Any] | None = None
 
     # Popen must happen on a thread that outlives the worker: bwrap's --die-with-parent fires
     # when the *thread* that started it ends.
@@ -269,6 +277,7 @@ class _Worker:
         return self.proc is not None and self.proc.poll() is None
 
     def close(self) -> None:
+        self.candidates.drop(self.infra)
         if self.ctl is not None:
             with contextlib.suppress(OSError):
                 self.ctl.close()
@@ -349,11 +358,16 @@ class _Worker:
             "results_bytes": min(limits.file_bytes, RESULTS_FOLDER_BYTES),
             "results_files": RESULTS_MAX_FILES * 2, "report_imports": report_imports,
         }
+        parent = self.candidates.parent_for(spec.candidate, self.cgroup, self.infra, self.submit)
+        cand_out = cand_err = -1
         if spec.candidate is not None:
             request["candidate"] = {
                 "argv": candidate_argv(spec.candidate, work_source=CANDIDATE_WORK,
                                        channel_source=CANDIDATE_CHANNEL),
-                "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private)}
+                "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private),
+                "warm": parent is not None}
+            if parent is not None:
+                cand_out, cand_err = os.dup(out_w), os.dup(err_w)
         results_fd: int | None = None
         drains: list[threading.Thread] = []
         start = time.monotonic()
@@ -368,7 +382,16 @@ class _Worker:
                 os.close(err_w)
                 child_job.close()
             drains = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
-            child_pid, results_fd = self._await_setup(host_job, start + SETUP_TIMEOUT)
+            child_pid, results_fd, mounts = self._await_setup(host_job, start + SETUP_TIMEOUT)
+            if parent is not None:
+                try:
+                    self._start_candidate(parent, job_id, request, dict(spec.candidate.env)
+                                          if spec.candidate is not None else {}, mounts,
+                                          cand_out, cand_err, start + SETUP_TIMEOUT)
+                finally:  # the parent has its own copies now (or the run is over)
+                    os.close(cand_out)
+                    os.close(cand_err)
+                    cand_out = cand_err = -1
             status = self._await_exit(job_id, child_pid, start, limits.wall_seconds, stop, wake_r,
                                       reason)
             wall = time.monotonic() - start
@@ -385,6 +408,8 @@ class _Worker:
             why = reason.get("why")
             results = {} if why is Verdict.OUTPUT_LIMIT else read_results_dir(results_fd)
             imports = self._imports(host_job) if report_imports else []
+            if parent is not None and self.candidates.last == "warm":
+                self._finish_candidate(parent)
             if not self.alive or self.cgroup.pids() != self.infra:
                 raise WorkerError("the warm worker died during the run")
             prepared = Prepared(argv=[], env={}, cwd="/", results_dir=self.scratch / "results",
@@ -403,8 +428,8 @@ class _Worker:
             finally:
                 for t in drains:
                     t.join(timeout=1)
-                for fd in (results_fd, wake_r, wake_w):
-                    if fd is not None:
+                for fd in (results_fd, wake_r, wake_w, cand_out, cand_err):
+                    if fd is not None and fd >= 0:
                         with contextlib.suppress(OSError):
                             os.close(fd)
                 if not drains:
@@ -413,21 +438,42 @@ class _Worker:
                             os.close(fd)
                 host_job.close()
 
-    def _await_setup(self, host_job: socket.socket, deadline: float) -> tuple[int, int]:
-        """(host pid of the run's child, handle on its results folder), sent once its sandbox
-        is built."""
+    def _start_candidate(self, parent: CandidateParent, job_id: str, request: dict[str, Any],
+                         extra_env: Mapping[str, str], mounts: list[int], out_fd: int, err_fd: int,
+                         deadline: float) -> None:
+        try:
+            self.candidates.start(parent, job_id, cpu_seconds=int(request["cpu_seconds"]),
+                                  file_bytes=int(request["file_bytes"]), extra_env=extra_env,
+                                  mounts=mounts, out_fd=out_fd, err_fd=err_fd, deadline=deadline,
+                                  infra=self.infra)
+        except CandidateParentError as e:
+            raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
+                              fallback=True) from e
+
+    def _finish_candidate(self, parent: CandidateParent) -> None:
+        """A candidate parent that died or lost track of its run fails the run (re-run cold)."""
+        try:
+            self.candidates.finish(parent, self.infra)
+        except CandidateParentError as e:
+            self._kill_run()
+            raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
+                              fallback=True) from e
+
+    def _await_setup(self, host_job: socket.socket, deadline: float) -> tuple[int, int, list[int]]:
+        """(host pid of the run's child, handle on its results folder, the detached mounts it
+        exported for a warm candidate), sent once its sandbox is built."""
         assert self.ctl is not None
         ready = _wait_readable([host_job.fileno(), self.ctl.fileno()], deadline - time.monotonic())
         if not ready:
             raise WorkerError("the run's sandbox was not set up in time")
         if host_job.fileno() not in ready:
             raise WorkerError(self._unexpected_control())
-        data, fds, pid = _recv(host_job)
+        data, fds, pid = _recv(host_job, max_fds=4)
         msg: dict[str, Any] = {}
         with contextlib.suppress(ValueError):
             msg = json.loads(data) if data else {}
-        if msg.get("op") == "ready" and len(fds) == 1 and pid:
-            return pid, fds[0]
+        if msg.get("op") == "ready" and len(fds) in (1, 4) and pid:
+            return pid, fds[0], fds[1:]
         for fd in fds:
             os.close(fd)
         why = msg.get("message", "no answer")
@@ -590,11 +636,16 @@ class WarmPool(WarmHost):
         try:
             result, imports = worker.run(spec, inv, env, report_imports)
             healthy = ran = worker.alive
+            with self._cond:
+                if worker.candidates.last == "warm":
+                    self._stats.warm_candidates += 1
+                elif worker.candidates.last == "cold":
+                    self._stats.cold_candidates += 1
         except WorkerError as e:
             healthy = e.worker_ok and worker.alive
-            how = "cold" if e.worker_ok else "fallback"
+            how = "fallback" if e.fallback else "cold"
             with self._cond:
-                if e.worker_ok:
+                if not e.fallback:
                     self._stats.cold_runs += 1
                 else:
                     self._stats.fallbacks += 1
@@ -635,6 +686,7 @@ class WarmPool(WarmHost):
         for old in evict:
             old.close()
         worker = _Worker(self.sandbox, key)
+        worker.submit = lambda fn: self._spawner.submit(fn).result()
         try:
             self._spawner.submit(worker.spawn).result()
             worker.await_ready(self.start_timeout)

@@ -1,0 +1,325 @@
+"""The warm candidate side of two-process grading (bwrap): a candidate parent forks per run.
+
+Warm two-process runs, whose candidate a warm candidate parent forks, give the verdicts of cold
+two-process runs; the forked candidate sees what a cold one sees; nothing one run's candidate
+leaves (a daemon, files, environment, module state) reaches the next run's in the same parent;
+and a candidate parent killed between or during runs never yields a score of its own making (the
+run is re-run cold). Every test checks the pool's counters, so that none passes vacuously.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase
+from verify_cli.sandbox.base import Sandbox, WarmStats
+from verify_cli.sandbox.bwrap_candidate import CandidateParent
+from verify_cli.sandbox.registry import create_sandbox
+from verify_cli.tasks import load_task
+
+pytestmark = pytest.mark.bwrap
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[Sandbox]:
+    with create_sandbox("bwrap") as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def cold(box: Sandbox) -> Grader:
+    return Grader(box)
+
+
+@pytest.fixture
+def warm(box: Sandbox) -> Iterator[Grader]:
+    with Grader(box, warm=True) as grader:
+        yield grader
+
+
+def _stats(grader: Grader) -> WarmStats:
+    stats = grader.warm_stats
+    return WarmStats(**vars(stats)) if stats is not None else WarmStats()
+
+
+def _parents(grader: Grader) -> list[CandidateParent]:
+    """The candidate parents of the grader's warm pool (test-only look inside)."""
+    runner = grader._warm
+    host = getattr(runner, "host", None)
+    keys = getattr(host, "_keys", {})
+    return [w.candidates.parent for state in keys.values() for w in state.idle
+            if w.candidates.parent is not None]
+
+
+def _parent_python(parent: CandidateParent) -> int:
+    for pid in parent.pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"bwrap" not in argv[0] and any(a.endswith(b"verify_candidate_parent.py") for a in argv):
+            return pid
+    raise AssertionError(f"no candidate parent interpreter among {parent.pids}")
+
+
+def _evidence(r: GradeResult) -> tuple[Any, ...]:
+    return (r.status, r.score, r.passed, r.run.verdict, r.isolation,
+            sorted((t.id, t.outcome.value) for t in r.tests))
+
+
+def _probe_task(make_task: Callable[..., Path], tests: str, name: str = "probe") -> Path:
+    def mutate(doc: dict[str, Any]) -> None:
+        doc["editable"] = ["probe.py"]
+        doc["test"]["command"] = ('python -m pytest -q -s -p no:cacheprovider '
+                                  '--junitxml="$VERIFY_RESULTS_DIR/junit.xml" tests')
+
+    return make_task(name, mutate=mutate, files={
+        "starter/solution.py": None, "solution/solution.py": None, "tests/test_solution.py": None,
+        "starter/probe.py": "", "solution/probe.py": "", "tests/test_probe.py": tests})
+
+
+def _candidate(root: Path, code: str) -> GradeRequest:
+    return GradeRequest(load_task(root), Phase.CANDIDATE, candidate={"probe.py": code.encode()})
+
+
+# --- what the forked candidate sees ---------------------------------------------------------
+
+OBSERVER = '''
+import os
+import resource
+import socket
+import sys
+
+
+def observe():
+    seen = {
+        "cwd": os.getcwd(), "ids": [os.getuid(), os.getgid(), os.geteuid(), os.getegid()],
+        "pid": os.getpid(), "ppid": os.getppid(), "session_leader": os.getsid(0) == os.getpid(),
+        "hostname": socket.gethostname(), "env": dict(os.environ),
+        # /proc: a cold candidate has none, a warm one an empty read-only folder
+        "root": sorted(n for n in os.listdir("/") if n != "proc"),
+        "proc": os.listdir("/proc") if os.path.isdir("/proc") else [],
+        "tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")),
+        "workspace": sorted(os.listdir(".")),
+        "tests": os.listdir("tests") if os.path.isdir("tests") else [], "path": sys.path, "argv": sys.argv,
+        "main": getattr(sys.modules["__main__"], "__file__", None),
+        "interfaces": sorted(name for _, name in socket.if_nameindex()),
+        "limits": [resource.getrlimit(r) for r in (resource.RLIMIT_CPU, resource.RLIMIT_FSIZE,
+                                                   resource.RLIMIT_CORE, resource.RLIMIT_NOFILE)],
+        "umask": os.umask(0o022),
+    }
+    import ctypes
+    seen["new_user_namespace"] = ctypes.CDLL(None).unshare(0x10000000) == 0  # CLONE_NEWUSER
+    return seen
+'''
+
+OBSERVER_TESTS = '''
+import json
+from probe import observe
+
+
+def test_observe():
+    print("OBSERVED=" + json.dumps(observe(), sort_keys=True))
+'''
+
+
+def _observed(r: GradeResult) -> dict[str, Any]:
+    for line in r.run.stdout.text.splitlines():
+        if line.startswith("OBSERVED="):
+            return dict(json.loads(line[len("OBSERVED="):]))
+    raise AssertionError(r.run.stdout.text[-3000:])
+
+
+def test_the_warm_candidate_sees_what_a_cold_one_sees(cold: Grader, warm: Grader,
+                                                        make_task: Callable[..., Path]) -> None:
+    root = _probe_task(make_task, OBSERVER_TESTS)
+    req = _candidate(root, OBSERVER)
+    cold_seen = _observed(cold.grade(req))
+    warm_seen = [_observed(warm.grade(req)) for _ in range(2)]
+    assert _stats(warm).warm_candidates == 2 and _stats(warm).cold_candidates == 0, _stats(warm)
+    for seen in warm_seen:
+        for key in cold_seen:
+            assert seen[key] == cold_seen[key], key
+    assert warm_seen[0].keys() == cold_seen.keys()
+    assert cold_seen["proc"] == [] and cold_seen["new_user_namespace"] is False
+    # (the test folder is an empty mount point of the trusted side's view)
+    assert "VERIFY_SEAL_KEY" not in cold_seen["env"] and cold_seen["tests"] == []
+
+
+# --- nothing of one run reaches the next -------------------------------------------------------
+
+POLLUTE = '''
+import json
+import os
+import subprocess
+import time
+
+PATHS = ("/tmp/leak", "/dev/shm/leak", "/workspace/leak", "/leak", "/dev/leak", "/var/leak",
+         "/opt/verify-candidate/leak", os.path.expanduser("~/leak"), "/tmp/daemon")
+os.environ["LEAKED"] = "1"
+json.LEAKED = 1
+for path in PATHS:
+    try:
+        with open(path, "w") as fh:
+            fh.write("from an earlier run")
+    except OSError:
+        pass
+subprocess.Popen(["sleep", "987654"], start_new_session=True)
+if os.fork() == 0:  # a daemon that keeps writing wherever it can
+    os.setsid()
+    if os.fork() == 0:
+        while True:
+            for path in ("/tmp/daemon", "/workspace/daemon", "/dev/shm/daemon"):
+                try:
+                    with open(path, "w") as fh:
+                        fh.write("a daemon of an earlier run")
+                except OSError:
+                    pass
+            time.sleep(0.05)
+    os._exit(0)
+'''
+
+LEFTOVERS = '''
+import json
+import os
+
+
+def leftovers():
+    found = [p for p in ("/tmp/leak", "/dev/shm/leak", "/workspace/leak", "/leak", "/dev/leak",
+                         "/var/leak", "/opt/verify-candidate/leak", os.path.expanduser("~/leak"),
+                         "/tmp/daemon", "/workspace/daemon", "/dev/shm/daemon") if os.path.exists(p)]
+    if "LEAKED" in os.environ:
+        found.append("environment")
+    if hasattr(json, "LEAKED"):
+        found.append("module state")
+    return found
+'''
+
+LEFTOVER_TESTS = '''
+from probe import leftovers
+
+
+def test_nothing_is_left_over():
+    assert leftovers() == []
+'''
+
+
+def _sleepers() -> list[int]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == b"sleep\0987654\0":
+                out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def test_nothing_one_run_leaves_reaches_the_next(warm: Grader, make_task: Callable[..., Path]) -> None:
+    root = _probe_task(make_task, LEFTOVER_TESTS)
+    # Polluting, then looking in the same run: the look does see what was left...
+    dirty = warm.grade(_candidate(root, POLLUTE + LEFTOVERS))
+    assert dirty.score == 0.0, dirty.run.stdout.text[-2000:]
+    parents = _parents(warm)
+    assert len(parents) == 1
+    pid = _parent_python(parents[0])
+    assert _sleepers() == []  # ...the run's processes died with it...
+    clean = warm.grade(_candidate(root, LEFTOVERS))
+    # ...and the next run, forked by the same parent, finds nothing.
+    assert clean.passed, (clean.failed_tests, clean.run.stdout.text[-2000:])
+    assert [_parent_python(p) for p in _parents(warm)] == [pid]
+    stats = _stats(warm)
+    assert stats.warm_candidates == 2 and stats.fallbacks == 0 and stats.workers_started == 1, stats
+
+
+# --- a killed candidate parent -----------------------------------------------------------------
+
+ECHO = "def echo(x):\n    return x\n"
+SLOW_TESTS = '''
+import time
+from probe import echo
+
+
+def test_echo_twice():
+    assert echo(1) == 1
+    time.sleep(float(__import__("os").environ.get("PAUSE", "2")))
+    assert echo(2) == 2
+'''
+
+
+def test_a_candidate_parent_killed_between_runs_is_replaced(cold: Grader, warm: Grader,
+                                                            make_task: Callable[..., Path]) -> None:
+    root = _probe_task(make_task, SLOW_TESTS.replace('"2"', '"0"'))
+    first = warm.grade(_candidate(root, ECHO))
+    assert first.passed
+    (parent,) = _parents(warm)
+    os.kill(_parent_python(parent), signal.SIGKILL)
+    second = warm.grade(_candidate(root, ECHO))
+    assert _evidence(second) == _evidence(cold.grade(_candidate(root, ECHO)))
+    assert second.passed
+    stats = _stats(warm)
+    assert stats.warm_candidates == 2 and stats.fallbacks == 0, stats  # a new parent served it
+
+
+def test_a_candidate_parent_killed_mid_run_falls_back_never_scores(
+        cold: Grader, warm: Grader, make_task: Callable[..., Path]) -> None:
+    root = _probe_task(make_task, SLOW_TESTS)
+    assert warm.grade(_candidate(root, ECHO)).passed  # starts the parent
+    (parent,) = _parents(warm)
+    python = _parent_python(parent)
+    killed = threading.Event()
+
+    def kill_once_a_run_is_forked() -> None:
+        children = Path(f"/proc/{python}/task/{python}/children")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if children.read_text().split():
+                    time.sleep(0.3)  # the first call has crossed; the second has not
+                    os.kill(python, signal.SIGKILL)
+                    killed.set()
+                    return
+            except OSError:
+                return
+            time.sleep(0.01)
+
+    before = _stats(warm)
+    killer = threading.Thread(target=kill_once_a_run_is_forked)
+    killer.start()
+    result = warm.grade(_candidate(root, ECHO))
+    killer.join()
+    assert killed.is_set()
+    after = _stats(warm)
+    # Without the fallback the second call would fail on a closed channel (score 0).
+    assert after.fallbacks == before.fallbacks + 1, after
+    assert "candidate" in after.last_error, after.last_error
+    assert _evidence(result) == _evidence(cold.grade(_candidate(root, ECHO)))
+    assert result.passed
+
+
+# --- the same verdicts as cold ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_warm_candidates_give_the_verdicts_of_cold_ones(cold: Grader, warm: Grader) -> None:
+    from tests.grading.test_two_process_parity import honest_requests, parity_tasks, roomy, verdict
+
+    requests = [req for task in map(roomy, parity_tasks()) for req in honest_requests(task, 2)]
+    warm_results = {(r.task_id, r.label): r for r in warm.grade_many(requests, jobs=1)}
+    cold_results = {(r.task_id, r.label): r for r in cold.grade_many(requests, jobs=1)}
+    assert warm_results.keys() == cold_results.keys()
+    for key in sorted(warm_results):
+        assert warm_results[key].isolation == "two-process"
+        assert verdict(warm_results[key]) == verdict(cold_results[key]), key
+    stats = _stats(warm)
+    assert stats.warm_candidates == len(requests) and stats.fallbacks == 0, stats
+    assert any(r.passed for r in warm_results.values()) and not all(r.passed for r in warm_results.values())

@@ -1,0 +1,312 @@
+"""The warm candidate side of two-process grading on bwrap: a long-lived candidate parent.
+
+A cold two-process run starts the candidate server in a nested bwrap: a new interpreter that
+imports the server, its wire codec and peer, on every run. A warm trusted worker
+(:mod:`verify_cli.sandbox.bwrap_warm`) instead pairs with a :class:`CandidateParent`: a process
+started once, in a sandbox of the candidate's kind, running
+``verify_cli/harness/candidate/verify_candidate_parent.py``, that has those modules imported and
+forks one server per run.
+
+What the parent can see is what a cold candidate sees, minus any run: the read-only system and
+runtime, the candidate-side harness, the candidate's environment (``--clearenv``), its own
+``/proc`` (a pid namespace of its own: only itself). No task's files, tests, results folder,
+trusted harness or seal key were ever in its view.
+
+How a run's folders reach the child, which lives in other namespaces than the trusted side's:
+the trusted side's run child lays out the work folder as today and makes detached copies of the
+candidate's view of it, of ``/tmp`` and of the channel folder with ``open_tree(OPEN_TREE_CLONE)``
+(non-recursive: the test folders bound over the work folder do not come along); the handles
+travel over SCM_RIGHTS (trusted child -> host -> candidate parent -> its child), which attaches
+them with ``move_mount`` at the paths a cold candidate has. Both sides then share the same file
+systems, so the tests see what the candidate writes, exactly as with the cold start's bind mounts.
+(``fchdir`` into a passed directory handle would give the candidate a working folder but no
+``/workspace``, no shared ``/tmp`` and paths that do not resolve; bind mounts by path cannot
+cross the two sandboxes' mount namespaces.) A kernel that refuses ``open_tree`` makes the
+trusted child start its candidate cold, and the pool stops asking for the warm one.
+
+Limits: the parent lives in the trusted worker's cgroup, which the pool re-limits for each run
+and empties after it, so the candidate's processes are born inside the run's memory and process
+limits, shared with the tests' side exactly as in a cold two-process run, and die with the run;
+CPU and file-size rlimits are the run's, as a cold candidate inherits them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from verify_cli.sandbox.base import CandidateProcess
+from verify_cli.sandbox.bwrap import candidate_parent_argv
+from verify_cli.sandbox.cgroup import RunCgroup
+from verify_cli.sandbox.environment import (
+    CHANNEL_SOCKET,
+    SANDBOX_CANDIDATE_HARNESS,
+    SANDBOX_CHANNEL_DIR,
+    SANDBOX_TMP,
+    SANDBOX_WORKDIR,
+    candidate_environment,
+)
+from verify_cli.sandbox.process import runtime_path
+
+#: The Python candidate server's start command (two-process pytest, calls and stdio runners):
+#: the runs a warm candidate parent can serve.
+PYTHON_SERVER_COMMAND = ("/bin/sh", "-c", 'exec python "$VERIFY_CANDIDATE_HARNESS/verify_candidate_server.py"')
+#: ``VERIFY_WARM_CANDIDATE=0`` in verify-cli's environment: two-process runs on warm workers
+#: start their candidate cold (a diagnostic switch; the benchmark compares both in one run).
+WARM_CANDIDATE_ENV = "VERIFY_WARM_CANDIDATE"
+PARENT_SCRIPT = f"{SANDBOX_CANDIDATE_HARNESS}/verify_candidate_parent.py"
+START_TIMEOUT = 60.0
+SETUP_TIMEOUT = 20.0
+EXIT_GRACE = 3.0
+
+
+class CandidateParentError(Exception):
+    """The candidate parent, not the candidate, failed: the run must not be scored."""
+
+
+def candidate_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """The whole environment of a run's candidate server (what a cold start gives it)."""
+    return candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
+                                 channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
+                                 candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=runtime_path(),
+                                 extra=extra)
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(max(0.0, timeout) * 1000))
+
+
+class CandidateParent:
+    """One warm candidate parent, in the cgroup of the trusted worker it serves; one run at a time.
+
+    ``env`` is the candidate environment it was started with: it serves only runs whose
+    candidate environment is the same (the hash seed is read at interpreter start).
+    """
+
+    def __init__(self, cgroup: RunCgroup, scratch: Path, extra_env: Mapping[str, str]) -> None:
+        self.cgroup = cgroup
+        self.scratch = scratch
+        self.env = candidate_env(extra_env)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.ctl: socket.socket | None = None
+        self.pids: set[int] = set()
+        self._job: socket.socket | None = None
+        self._job_id = ""
+
+    def serves(self, extra_env: Mapping[str, str]) -> bool:
+        return self.alive and candidate_env(extra_env) == self.env
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def spawn(self) -> None:
+        """Start the parent (on a thread that outlives it: bwrap's --die-with-parent)."""
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        host_ctl, parent_ctl = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.ctl = host_ctl
+        try:
+            argv = candidate_parent_argv(self.scratch, [
+                "/bin/sh", "-c", f'exec python "{PARENT_SCRIPT}" "$@"', "sh",
+                "--control-fd", str(parent_ctl.fileno())])
+            log = open(self.scratch / "candidate-parent.log", "wb")  # noqa: SIM115 - the child's
+            try:
+                self.proc = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env, cwd="/",
+                    pass_fds=[parent_ctl.fileno()], start_new_session=True, close_fds=True,
+                    preexec_fn=self.cgroup.join_self)
+            finally:
+                log.close()
+        finally:
+            parent_ctl.close()
+
+    def await_ready(self, before: set[int], timeout: float = START_TIMEOUT) -> None:
+        """Wait for the parent's warm-up; ``before`` are the cgroup's processes without it."""
+        assert self.ctl is not None
+        if not _readable(self.ctl.fileno(), timeout):
+            raise CandidateParentError(f"the candidate parent did not start in {timeout:g}s{self.log_tail()}")
+        msg = self._recv()
+        if msg.get("op") != "ready":
+            raise CandidateParentError(f"the candidate parent could not warm up{self.log_tail()}")
+        self.pids = self.cgroup.pids() - before
+        assert self.proc is not None
+        if self.proc.pid not in self.pids:
+            raise CandidateParentError("the candidate parent is not in its worker's cgroup")
+        for pid in self.pids:  # a run's memory bomb, not the parent, is the one to go
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{pid}/oom_score_adj").write_text("-1000")
+
+    def _recv(self) -> dict[str, Any]:
+        assert self.ctl is not None
+        data, fds, _flags, _addr = socket.recv_fds(self.ctl, 1 << 20, 8)
+        for fd in fds:
+            os.close(fd)
+        if not data:
+            raise CandidateParentError("the candidate parent exited")
+        try:
+            msg = json.loads(data)
+        except ValueError as e:
+            raise CandidateParentError(f"unreadable message from the candidate parent: {e}") from e
+        return msg if isinstance(msg, dict) else {}
+
+    def log_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            tail = (self.scratch / "candidate-parent.log").read_bytes()[-2000:].decode("utf-8", "replace")
+            return f"\n{tail}" if tail.strip() else ""
+        return ""
+
+    def start(self, job_id: str, *, cpu_seconds: int, file_bytes: int, out_fd: int, err_fd: int,
+              mounts: list[int], extra_env: Mapping[str, str],
+              deadline: float) -> None:
+        """Fork the run's candidate child over ``mounts`` (work folder, /tmp, channel folder) and
+        wait until its sandbox is built; raises CandidateParentError otherwise."""
+        if not self.alive or self.ctl is None:
+            raise CandidateParentError("the candidate parent is not running")
+        host_job, child_job = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._job, self._job_id = host_job, job_id
+        request = {"op": "run", "id": job_id, "env": candidate_env(extra_env),
+                   "cpu_seconds": cpu_seconds, "file_bytes": file_bytes}
+        try:
+            socket.send_fds(self.ctl, [json.dumps(request).encode()],
+                            [out_fd, err_fd, child_job.fileno(), *mounts])
+        except OSError as e:
+            raise CandidateParentError(f"cannot reach the candidate parent: {e}") from e
+        finally:
+            child_job.close()
+        if not _readable(host_job.fileno(), deadline - time.monotonic()):
+            raise CandidateParentError("the run's candidate sandbox was not set up in time")
+        data = host_job.recv(1 << 16)
+        msg: dict[str, Any] = {}
+        with contextlib.suppress(ValueError):
+            msg = json.loads(data) if data else {}
+        if msg.get("op") != "ready":
+            why = msg.get("message", "no answer")
+            raise CandidateParentError(f"the run's candidate sandbox could not be set up: {why}")
+
+    def finish(self, timeout: float = EXIT_GRACE) -> None:
+        """After the run's processes were killed: the parent must report its child's end."""
+        job, self._job = self._job, None
+        if job is None:
+            return
+        job.close()
+        if self.ctl is None or not _readable(self.ctl.fileno(), timeout):
+            raise CandidateParentError("the candidate parent did not report its run's end")
+        msg = self._recv()
+        if msg.get("op") != "exit" or msg.get("id") != self._job_id:
+            raise CandidateParentError(f"unexpected message from the candidate parent: {msg!r:.200}")
+
+    def close(self) -> None:
+        if self._job is not None:
+            self._job.close()
+            self._job = None
+        if self.ctl is not None:
+            with contextlib.suppress(OSError):
+                self.ctl.close()
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, 9)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class WarmCandidates:
+    """The warm candidate side of one trusted worker: its candidate parent (started on the first
+    two-process run it can serve), why the worker starts candidates cold instead, and how the
+    last run's candidate started (``"warm"``, ``"cold"``, or ``""`` for a run without one).
+    ``infra`` arguments are the worker's own processes, kept up to date with the parent's."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.parent: CandidateParent | None = None
+        self.off = ""
+        self.last = ""
+
+    def parent_for(self, candidate: CandidateProcess | None, cgroup: RunCgroup | None,
+                   infra: set[int], submit: Callable[[Callable[[], None]], Any] | None
+                   ) -> CandidateParent | None:
+        """The parent that serves this run's candidate; None where it starts cold (not the
+        Python server, switched off, or no parent can be had: never a score, it starts cold)."""
+        self.last = "" if candidate is None else "cold"
+        if candidate is None or cgroup is None or submit is None or tuple(candidate.command) != PYTHON_SERVER_COMMAND \
+                or self.off or os.environ.get(WARM_CANDIDATE_ENV, "1") == "0":
+            return None
+        if self.parent is not None and self.parent.serves(candidate.env):
+            return self.parent
+        self.drop(infra)
+        try:
+            self.parent = open_candidate_parent(cgroup, self.scratch, candidate.env, set(infra), submit)
+        except CandidateParentError as e:
+            self.off = f"the warm candidate parent could not start: {e}"
+            return None
+        infra |= self.parent.pids
+        return self.parent
+
+    def drop(self, infra: set[int]) -> None:
+        parent, self.parent = self.parent, None
+        if parent is not None:
+            parent.close()
+            infra -= parent.pids
+
+    def start(self, parent: CandidateParent, job_id: str, *, cpu_seconds: int, file_bytes: int,
+              extra_env: Mapping[str, str], mounts: list[int], out_fd: int, err_fd: int,
+              deadline: float, infra: set[int]) -> None:
+        """Hand the run's exported mounts to the parent (closed here either way). Where the
+        trusted child exported none (the kernel refused), it started the candidate cold itself."""
+        try:
+            if len(mounts) != 3:
+                self.off = "the kernel refused to export the run's folders (open_tree)"
+                self.drop(infra)
+                return
+            try:
+                parent.start(job_id, cpu_seconds=cpu_seconds, file_bytes=file_bytes, out_fd=out_fd,
+                             err_fd=err_fd, mounts=mounts, extra_env=extra_env, deadline=deadline)
+            except CandidateParentError as e:
+                self.drop(infra)
+                if "could not be set up" in str(e):
+                    self.off = str(e)
+                raise
+            self.last = "warm"
+        finally:
+            for fd in mounts:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def finish(self, parent: CandidateParent, infra: set[int]) -> None:
+        """After the run: a parent that died or lost track of its run raises (never a score)."""
+        try:
+            parent.finish()
+            if not parent.alive:
+                raise CandidateParentError("the candidate parent died during the run")
+        except CandidateParentError:
+            self.drop(infra)
+            raise
+
+
+def open_candidate_parent(cgroup: RunCgroup, scratch: Path, extra_env: Mapping[str, str],
+                          infra: set[int], submit: Callable[[Callable[[], None]], Any]) -> CandidateParent:
+    """Start a parent in ``cgroup`` (``infra``: its processes so far) through ``submit`` (runs a
+    function on the pool's spawner thread and waits); raises CandidateParentError."""
+    parent = CandidateParent(cgroup, scratch, extra_env)
+    try:
+        submit(parent.spawn)
+        parent.await_ready(infra)
+    except (CandidateParentError, OSError, ValueError, RuntimeError) as e:
+        parent.close()
+        raise CandidateParentError(str(e)) from e
+    return parent
+
+
+__all__ = ["PYTHON_SERVER_COMMAND", "WARM_CANDIDATE_ENV", "CandidateParent", "CandidateParentError",
+           "WarmCandidates", "candidate_env", "open_candidate_parent"]
