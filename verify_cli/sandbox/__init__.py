@@ -24,6 +24,7 @@ from verify_cli.sandbox.registry import (
 __all__ = [
     "ENTRY_POINT_GROUP",
     "HARNESS_DIR",
+    "WARM_CANDIDATE_ENV",
     "Availability",
     "CapturedOutput",
     "Limits",
@@ -31,7 +32,6 @@ __all__ = [
     "RunSpec",
     "Sandbox",
     "Verdict",
-    "WARM_CANDIDATE_ENV",
     "create_sandbox",
     "pinned_environment",
     "register_sandbox",
