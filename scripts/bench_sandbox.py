@@ -237,7 +237,7 @@ def _throughput(box: object, task: Task, runs: int, jobs: int, warm: bool = Fals
     ``warm``: through the warm pytest path, as check-tasks grades (else every run cold)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from verify_cli.grading.warm import WarmRunner
+    from verify_cli.grading import WarmRunner
 
     works = [Path(tempfile.mkdtemp(prefix="bench-tp-")) for _ in range(jobs)]
     runner = WarmRunner(box, workers_per_key=jobs) if warm else None  # type: ignore[arg-type]

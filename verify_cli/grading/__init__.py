@@ -11,8 +11,10 @@ from verify_cli.grading.grader import (
 )
 from verify_cli.grading.junit import Outcome, TestOutcome, parse_junit
 from verify_cli.grading.pytest_command import parse_pytest_command
+from verify_cli.grading.warm import WarmRunner
 from verify_cli.grading.workspace import Phase, lay_out, solution_as_candidate
 
 __all__ = ["GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase", "TestOutcome",
+           "WarmRunner",
            "judge", "lay_out", "parse_junit", "parse_pytest_command", "run_environment",
            "solution_as_candidate", "task_limits"]
