@@ -237,6 +237,7 @@ def test_equivalent_mutants_are_reported_apart_and_not_counted(make_task: Any, g
     assert m.score == 100.0 * m.killed / (m.killed + len(m.survived))
     doc = m.to_dict()
     assert {e["id"] for e in doc["equivalent"]} == {e.id for e in m.equivalent}
+    assert {e["reason"] for e in doc["equivalent"]} == {"bytecode"}
     assert doc["total"] == len(m.mutants)
 
 
@@ -258,3 +259,58 @@ def test_a_task_graded_in_process_is_marked_as_trusting_its_candidate(
     captured = capsys.readouterr()
     assert "trusts its candidate" in captured.out + captured.err  # stderr after an earlier --json -
     assert json.loads((tmp_path / "a.json").read_text())["tasks"][0]["trusts_candidate"] is True
+
+
+# A reference whose mutants survive in two ways: changes the tests' inputs never reach (a list
+# of over 100 values), and a change to what it prints, which no test checks but which crosses
+# back to the tests' process with every call.
+OBSERVED = (
+    "def total(values):\n"
+    "    limit = 100\n"
+    "    if len(values) > limit:\n"
+    "        raise ValueError('too many values')\n"
+    "    print('summing', 2 * len(values))\n"
+    "    return sum(values)\n"
+)
+
+
+def test_survivors_that_answer_every_tested_call_as_the_reference_are_equivalent(
+        make_task: Any, grader: Grader) -> None:
+    root = make_task(files={"solution/solution.py": OBSERVED})
+    options = AuditOptions(flaky=False, probes=False, labelled=False, jobs=2, max_mutants=None)
+    (audit,) = audit_tasks(load_task_set(root), grader, options)
+    m = audit.mutation
+    assert m is not None and m.score is not None
+    observed = {e.line: e for e in m.equivalent if e.reason == "observed"}
+    survivors = {s.line: s for s in m.survived}
+    # `limit = 100` -> 101, `>` -> `>=`: no tested input has 100 values or more
+    assert 2 in observed and 3 in observed, (observed, survivors)
+    assert all(e.status is MutantStatus.EQUIVALENT and "identical" in e.message for e in observed.values())
+    # the printed count differs on every tested input: a survivor, not equivalent
+    assert 5 in survivors and 5 not in observed
+    assert "observably different from the reference" in survivors[5].message
+    # the bytecode ones are still told apart by their reason; none of them is counted
+    assert all(e.reason in ("bytecode", "observed") for e in m.equivalent)
+    assert not {e.id for e in m.equivalent} & {r.id for r in m.mutants}
+    assert m.score == 100.0 * m.killed / (m.killed + len(m.survived))
+    doc = m.to_dict()
+    assert {e["id"]: e["reason"] for e in doc["equivalent"]} == {e.id: e.reason for e in m.equivalent}
+
+
+def test_only_identical_traces_prove_equivalence(make_task: Any) -> None:
+    from verify_cli.checks.audit.observed import Trace, _normalise, first_difference, traceable
+
+    def in_process(doc: dict[str, Any]) -> None:
+        doc["isolation"] = "in-process"
+
+    assert traceable(load_task(make_task("a")))
+    assert not traceable(load_task(make_task("b", mutate=in_process)))  # no stand-in, no trace
+    # the candidate's releases of handles (its garbage collection) are not behaviour
+    assert _normalise({"test": "t", "served": {"id": 3, "op": "release", "handles": [1]}}) is None
+    assert _normalise({"test": "t", "served": {"id": 3, "op": "call"}}) == {"served": {"op": "call"}}
+    ran = (("t::a", "passed"),)
+    same = Trace(("x", "y"), ("t::a", "t::a"), ran)
+    assert first_difference(same, Trace(("x", "y"), ("t::a", "t::a"), ran)) is None
+    assert first_difference(same, Trace(("x", "z"), ("t::a", "t::a"), ran)) == "message 2 (in t::a) differs"
+    assert first_difference(same, Trace(("x",), ("t::a",), ran)) is not None
+    assert first_difference(same, Trace(("x", "y"), ("t::a", "t::a"), ())) is not None
