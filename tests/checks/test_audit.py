@@ -277,7 +277,8 @@ OBSERVED = (
 def test_survivors_that_answer_every_tested_call_as_the_reference_are_equivalent(
         make_task: Any, grader: Grader) -> None:
     root = make_task(files={"solution/solution.py": OBSERVED})
-    options = AuditOptions(flaky=False, probes=False, labelled=False, jobs=2, max_mutants=None)
+    options = AuditOptions(flaky=False, probes=False, labelled=False, jobs=2, max_mutants=None,
+                           observed_equivalence=True)
     (audit,) = audit_tasks(load_task_set(root), grader, options)
     m = audit.mutation
     assert m is not None and m.score is not None
@@ -314,3 +315,29 @@ def test_only_identical_traces_prove_equivalence(make_task: Any) -> None:
     assert first_difference(same, Trace(("x", "z"), ("t::a", "t::a"), ran)) == "message 2 (in t::a) differs"
     assert first_difference(same, Trace(("x",), ("t::a",), ran)) is not None
     assert first_difference(same, Trace(("x", "y"), ("t::a", "t::a"), ())) is not None
+
+
+def test_stdio_survivors_are_equivalent_only_when_every_case_prints_the_same(tmp_path: Path, grader: Grader) -> None:
+    from verify_cli.importers.model import TaskDraft
+    from verify_cli.importers.writer import write_task
+    from verify_cli.tasks.model import TaskKind
+
+    solution = ("import sys\nx = int(input())\nif x > 100:\n    x = 100\nprint(x * 2)\n"
+                "print('read', x, file=sys.stderr)\n")
+    files = {"starter/main.py": "", "solution/main.py": solution}
+    for name, (given, expected) in {"one": ("1\n", "2\n"), "five": ("5\n", "10\n")}.items():
+        files[f"hidden_tests/cases/{name}.in"], files[f"hidden_tests/cases/{name}.out"] = given, expected
+    draft = TaskDraft(id="t/stdio", prompt="p", kind=TaskKind.STDIO, files=files, editable=["main.py"],
+                      table={"program": "python main.py"}, wall_seconds=20.0)
+    task = load_task(write_task(draft, tmp_path))
+    options = AuditOptions(flaky=False, probes=False, labelled=False, jobs=2, max_mutants=None,
+                           observed_equivalence=True)
+    (audit,) = audit_tasks([task], grader, options)
+    m = audit.mutation
+    assert m is not None
+    observed = {(e.line, e.description) for e in m.equivalent if e.reason == "observed"}
+    assert (3, "replaced '>' with '>='") in observed  # no case reaches 100
+    # what it writes to stderr differs on every case: not equivalent, though no case checks it
+    stderr = [s for s in m.survived if s.line == 6]
+    assert stderr and all("observably different" in s.message for s in stderr)
+    assert not any(line == 6 for line, _ in observed)

@@ -35,6 +35,10 @@ class AuditOptions:
     fail_fast: bool = True
     select_by_coverage: bool = True
     probe_names: frozenset[str] | None = None
+    #: Rerun survivors traced and set apart those whose calls all answer as the reference's
+    #: (checks/audit/observed.py). Off by default: with tests that check every result, a mutant
+    #: that only the missing inputs would catch (a weak test's typical survivor) is one of them.
+    observed_equivalence: bool = False
 
 
 class MutantStatus(StrEnum):

@@ -46,8 +46,9 @@ class Trace:
 
 
 def traceable(task: Task) -> bool:
-    """Whether a run of ``task`` can be traced: the Python stand-in carries its calls."""
-    if task.kind is TaskKind.CALLS:
+    """Whether a run of ``task`` can be traced: the Python stand-in carries its calls; the stdio
+    runner records each case's output, exit status and limits."""
+    if task.kind in (TaskKind.CALLS, TaskKind.STDIO):
         return True
     return (task.kind is TaskKind.TESTS and task.test.framework == "pytest"
             and task.language == "python" and task.isolation is not Isolation.IN_PROCESS)
@@ -80,7 +81,7 @@ def read_trace(task: Task, result: GradeResult) -> Trace | None:
     a run that was not two-process or did not pass)."""
     if result.status is not GradeStatus.GRADED or not result.passed or not result.tests:
         return None
-    if result.isolation != TWO_PROCESS and task.kind is not TaskKind.CALLS:
+    if result.isolation != TWO_PROCESS and task.kind is TaskKind.TESTS:
         return None  # in-process: the candidate shared the process that wrote the file
     data = result.run.results.get(TRACE_FILE)
     if data is None:
@@ -138,4 +139,5 @@ def judge_observed(task: Task, survivor: MutantResult, reference: Trace | None,
     return replace(survivor, status=MutantStatus.EQUIVALENT, reason="observed", killed_by=(),
                    seconds=survivor.seconds + result.seconds,
                    message=f"no observable difference from the reference: {len(mutant.records)} "
-                           f"messages to and from the candidate over {len(result.tests)} tests, identical")
+                           f"traced crossings to and from the candidate over {len(result.tests)} tests, "
+                           "identical")

@@ -184,7 +184,8 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
     stream.run(wave2)
     if beside is not None:
         beside.join()
-    _observe_survivors(live, stream)
+    if options.observed_equivalence:
+        _observe_survivors(live, stream)
 
     for state in live:
         if state.plan is not None and state.mutants is not None:
