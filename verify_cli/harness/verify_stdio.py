@@ -141,9 +141,9 @@ def _trace_case(results_dir: str, case_id: str, program: Program) -> None:
     if not os.environ.get("VERIFY_TRACE_CALLS"):
         return
     path = os.path.join(results_dir, "verify-call-trace.jsonl")
-    record: dict[str, object] = {"test": case_id, "case": {"stdout": program.stdout.hex(), "stderr": program.stderr.hex(),
-                                        "returncode": program.returncode, "timed_out": program.timed_out,
-                                        "truncated": program.truncated}}
+    did = {"stdout": program.stdout.hex(), "stderr": program.stderr.hex(), "returncode": program.returncode,
+           "timed_out": program.timed_out, "truncated": program.truncated}
+    record: dict[str, object] = {"test": case_id, "case": did}
     try:
         if os.path.getsize(path) > 8 * 1024 * 1024:
             record = {"truncated": True}
