@@ -40,9 +40,13 @@ ruff check verify_cli tests scripts
 echo "== mypy" >&2
 mypy verify_cli
 echo "== pytest (2 workers; the slowest tests are listed at the end)" >&2
-# loadgroup: tests sharing a costly module fixture (the local Ray cluster) stay on one worker.
+# loadfile: each test module runs on one worker, so its module-scoped fixtures (sandboxes and
+# warm pools, the hack suite's grading of every hack on every sample task, the local Ray cluster,
+# a whole training run) are set up once, not once per worker. (--dist loadgroup hands every
+# ungrouped test out on its own, and with pytest 9.2 and pytest-xdist 3.8 it does not group at
+# all: xdist renames item._nodeid, which pytest 9.2 no longer reads.)
 set +e
-python -m pytest -n 2 --dist loadgroup -o console_output_style=progress --durations=15 "$@"
+python -m pytest -n 2 --dist loadfile -o console_output_style=progress --durations=15 "$@"
 rc=$?
 set -e
 echo "== pytest: exit $rc; total $((SECONDS - started))s" >&2

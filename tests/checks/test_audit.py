@@ -237,6 +237,7 @@ def test_equivalent_mutants_are_reported_apart_and_not_counted(make_task: Any, g
     assert m.score == 100.0 * m.killed / (m.killed + len(m.survived))
     doc = m.to_dict()
     assert {e["id"] for e in doc["equivalent"]} == {e.id for e in m.equivalent}
+    assert {e["reason"] for e in doc["equivalent"]} == {"bytecode"}
     assert doc["total"] == len(m.mutants)
 
 
@@ -258,3 +259,85 @@ def test_a_task_graded_in_process_is_marked_as_trusting_its_candidate(
     captured = capsys.readouterr()
     assert "trusts its candidate" in captured.out + captured.err  # stderr after an earlier --json -
     assert json.loads((tmp_path / "a.json").read_text())["tasks"][0]["trusts_candidate"] is True
+
+
+# A reference whose mutants survive in two ways: changes the tests' inputs never reach (a list
+# of over 100 values), and a change to what it prints, which no test checks but which crosses
+# back to the tests' process with every call.
+OBSERVED = (
+    "def total(values):\n"
+    "    limit = 100\n"
+    "    if len(values) > limit:\n"
+    "        raise ValueError('too many values')\n"
+    "    print('summing', 2 * len(values))\n"
+    "    return sum(values)\n"
+)
+
+
+def test_survivors_that_answer_every_tested_call_as_the_reference_are_equivalent(
+        make_task: Any, grader: Grader) -> None:
+    root = make_task(files={"solution/solution.py": OBSERVED})
+    options = AuditOptions(flaky=False, probes=False, labelled=False, jobs=2, max_mutants=None,
+                           observed_equivalence=True)
+    (audit,) = audit_tasks(load_task_set(root), grader, options)
+    m = audit.mutation
+    assert m is not None and m.score is not None
+    observed = {e.line: e for e in m.equivalent if e.reason == "observed"}
+    survivors = {s.line: s for s in m.survived}
+    # `limit = 100` -> 101, `>` -> `>=`: no tested input has 100 values or more
+    assert 2 in observed and 3 in observed, (observed, survivors)
+    assert all(e.status is MutantStatus.EQUIVALENT and "identical" in e.message for e in observed.values())
+    # the printed count differs on every tested input: a survivor, not equivalent
+    assert 5 in survivors and 5 not in observed
+    assert "observably different from the reference" in survivors[5].message
+    # the bytecode ones are still told apart by their reason; none of them is counted
+    assert all(e.reason in ("bytecode", "observed") for e in m.equivalent)
+    assert not {e.id for e in m.equivalent} & {r.id for r in m.mutants}
+    assert m.score == 100.0 * m.killed / (m.killed + len(m.survived))
+    doc = m.to_dict()
+    assert {e["id"]: e["reason"] for e in doc["equivalent"]} == {e.id: e.reason for e in m.equivalent}
+
+
+def test_only_identical_traces_prove_equivalence(make_task: Any) -> None:
+    from verify_cli.checks.audit.observed import Trace, _normalise, first_difference, traceable
+
+    def in_process(doc: dict[str, Any]) -> None:
+        doc["isolation"] = "in-process"
+
+    assert traceable(load_task(make_task("a")))
+    assert not traceable(load_task(make_task("b", mutate=in_process)))  # no stand-in, no trace
+    # the candidate's releases of handles (its garbage collection) are not behaviour
+    assert _normalise({"test": "t", "served": {"id": 3, "op": "release", "handles": [1]}}) is None
+    assert _normalise({"test": "t", "served": {"id": 3, "op": "call"}}) == {"served": {"op": "call"}}
+    ran = (("t::a", "passed"),)
+    same = Trace(("x", "y"), ("t::a", "t::a"), ran)
+    assert first_difference(same, Trace(("x", "y"), ("t::a", "t::a"), ran)) is None
+    assert first_difference(same, Trace(("x", "z"), ("t::a", "t::a"), ran)) == "message 2 (in t::a) differs"
+    assert first_difference(same, Trace(("x",), ("t::a",), ran)) is not None
+    assert first_difference(same, Trace(("x", "y"), ("t::a", "t::a"), ())) is not None
+
+
+def test_stdio_survivors_are_equivalent_only_when_every_case_prints_the_same(tmp_path: Path, grader: Grader) -> None:
+    from verify_cli.importers.model import TaskDraft
+    from verify_cli.importers.writer import write_task
+    from verify_cli.tasks.model import TaskKind
+
+    solution = ("import sys\nx = int(input())\nif x > 100:\n    x = 100\nprint(x * 2)\n"
+                "print('read', x, file=sys.stderr)\n")
+    files = {"starter/main.py": "", "solution/main.py": solution}
+    for name, (given, expected) in {"one": ("1\n", "2\n"), "five": ("5\n", "10\n")}.items():
+        files[f"hidden_tests/cases/{name}.in"], files[f"hidden_tests/cases/{name}.out"] = given, expected
+    draft = TaskDraft(id="t/stdio", prompt="p", kind=TaskKind.STDIO, files=files, editable=["main.py"],
+                      table={"program": "python main.py"}, wall_seconds=20.0)
+    task = load_task(write_task(draft, tmp_path))
+    options = AuditOptions(flaky=False, probes=False, labelled=False, jobs=2, max_mutants=None,
+                           observed_equivalence=True)
+    (audit,) = audit_tasks([task], grader, options)
+    m = audit.mutation
+    assert m is not None
+    observed = {(e.line, e.description) for e in m.equivalent if e.reason == "observed"}
+    assert (3, "replaced '>' with '>='") in observed  # no case reaches 100
+    # what it writes to stderr differs on every case: not equivalent, though no case checks it
+    stderr = [s for s in m.survived if s.line == 6]
+    assert stderr and all("observably different" in s.message for s in stderr)
+    assert not any(line == 6 for line, _ in observed)

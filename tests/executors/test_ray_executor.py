@@ -22,7 +22,7 @@ from verify_cli.executors import ExecutorUnavailableError
 from verify_cli.grading import GradeRequest, GradeStatus, Phase
 from verify_cli.tasks import load_task
 
-# One cluster for the module: under xdist (--dist loadgroup) these tests share one worker.
+# One cluster for the module: under xdist (--dist loadfile, scripts/test.sh) these tests share one worker.
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
 
 

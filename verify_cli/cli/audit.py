@@ -55,6 +55,10 @@ def audit_command(
         "--no-fail-fast", help="Run every selected test of a mutant (exact per-test kill counts).")] = False,
     no_coverage: Annotated[bool, typer.Option(
         "--no-coverage", help="Run every test for every mutant (no coverage-based selection).")] = False,
+    observed_equivalence: Annotated[bool, typer.Option(
+        "--observed-equivalence",
+        help="Set apart (as equivalent, not counted) survivors whose every call from the tests "
+             "answers as the reference's did (traced reruns; README: Equivalent mutants).")] = False,
     fail_under: Annotated[float, typer.Option(
         "--fail-under", min=0, max=100,
         help="A task whose mutation score (0-100) is below this is unreliable (exit 1); 0 turns it off.")
@@ -85,6 +89,7 @@ def audit_command(
                            labelled=not no_labelled, reruns=reruns, max_mutants=max_mutants,
                            max_per_operator=max_per_operator, seed=seed, jobs=jobs or default_jobs(),
                            fail_fast=not no_fail_fast, select_by_coverage=not no_coverage,
+                           observed_equivalence=observed_equivalence,
                            probe_names=frozenset(probe) if probe else None)
     runner = open_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=not cold,
                            ray_address=ray_address, docker_mode=docker_mode)

@@ -234,11 +234,14 @@ def _mutation_lines(audit: Any) -> list[Any]:
         f" of {len(m.mutants)}" + (f", {m.errors} lost to the sandbox" if m.errors else "")
         + f" [dim]({m.dropped_uncompilable} uncompilable dropped; {escape(m.selection)}"
         + ("; fail-fast" if m.fail_fast else "") + ")[/]"))
-    if m.equivalent:
-        lines.append(Text.from_markup(
-            f"  [dim]{len(m.equivalent)} equivalent mutant(s) set apart, not counted (they compile to the "
-            f"reference's bytecode): {escape(', '.join(f'{e.path}:{e.line}' for e in m.equivalent[:6]))}"
-            + (" ..." if len(m.equivalent) > 6 else "") + "[/]"))
+    for reason, why in (("bytecode", "they compile to the reference's bytecode"),
+                        ("observed", "every call the tests made answered as the reference's did")):
+        same = [e for e in m.equivalent if (e.reason or "bytecode") == reason]
+        if same:
+            lines.append(Text.from_markup(
+                f"  [dim]{len(same)} equivalent mutant(s) set apart, not counted ({why}): "
+                f"{escape(', '.join(f'{e.path}:{e.line}' for e in same[:6]))}"
+                + (" ..." if len(same) > 6 else "") + "[/]"))
     for s in m.survived[:SHOWN_SURVIVORS]:
         where = "no test executes it" if s.status.value == "not_covered" else "every test passed"
         lines.append(Text.from_markup(
@@ -348,7 +351,7 @@ def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options
                         title=f"[bold]{escape(a.task_id)}[/] [{_AUDIT_STYLE[verdict]}]{verdict}[/]",
                         title_align="left", subtitle=escape(a.path), subtitle_align="right"))
     table = Table(title=f"audit: {len(audits)} task(s), sandbox [bold]{backend}[/]", title_justify="left")
-    for col in ("task", "verdict", "mutation", "survived", "flaky", "hacked by", "findings"):
+    for col in ("task", "verdict", "mutation", "survived", "equivalent", "flaky", "hacked by", "findings"):
         table.add_column(col, overflow="fold")
     for a in audits:
         verdict = a.verdict(fail_under).value
@@ -358,7 +361,8 @@ def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options
         hacks = ", ".join(p.name for p in a.hacks) if a.probes is not None else "-"
         name = escape(a.task_id) + ("\n[yellow](trusts its candidate)[/]" if a.trusts_candidate else "")
         table.add_row(name, f"[{_AUDIT_STYLE[verdict]}]{verdict}[/]", score,
-                      "-" if m is None else str(len(m.survived)), flaky, escape(hacks) or "none",
+                      "-" if m is None else str(len(m.survived)),
+                      "-" if m is None else str(len(m.equivalent)), flaky, escape(hacks) or "none",
                       escape("; ".join(a.findings(fail_under) + a.problems)) or "-")
     out.print(table)
     counts = {v: sum(a.verdict(fail_under).value == v for a in audits) for v in _AUDIT_STYLE}

@@ -64,6 +64,9 @@ class GradeRequest:
     coverage_files: tuple[str, ...] = ()
     #: A tighter wall-clock limit than the task's (never a looser one).
     wall_seconds: float | None = None
+    #: Two-process runs (the stand-in's) record every message crossing to and from the candidate
+    #: into ``verify-call-trace.jsonl`` in the run's results (audit's observed equivalence).
+    trace_calls: bool = False
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,8 @@ def request_environment(req: GradeRequest, seal_key: str | None = None) -> dict[
         env[SEAL_KEY_ENV] = seal_key  # verify_node_guard.js takes it out for the seal reporter
     if seal_key and uses_builtin_runner(req.task):
         env[SEAL_KEY_ENV] = seal_key
+    if req.trace_calls:
+        env["VERIFY_TRACE_CALLS"] = "1"
     if req.task.test.framework == "pytest":
         if seal_key:
             env[SEAL_KEY_ENV] = seal_key

@@ -41,6 +41,11 @@ NO_CANDIDATE_FILE = "verify-no-candidate-process.txt"
 #: Dunders the candidate may call on objects the tests passed in (besides public names).
 SERVED_DUNDERS = {"__call__", "__len__", "__iter__", "__next__", "__getitem__", "__contains__",
                   "__str__", "__repr__"}
+#: Opt-in (audit's mutation runs): every message crossing between the tests and the candidate is
+#: appended, as sent, to ``$VERIFY_RESULTS_DIR/verify-call-trace.jsonl`` (checks/audit/observed.py).
+TRACE_ENV = "VERIFY_TRACE_CALLS"
+TRACE_FILE = "verify-call-trace.jsonl"
+TRACE_MAX_BYTES = 8 * 1024 * 1024
 
 
 class CandidateUnavailable(RuntimeError):
@@ -102,6 +107,32 @@ class _Channel:
 CHANNEL = _Channel()
 
 
+class _Tracer:
+    """The call trace of one session, when ``VERIFY_TRACE_CALLS`` asks for it (else inert)."""
+
+    def __init__(self) -> None:
+        results = os.environ.get("VERIFY_RESULTS_DIR", "")
+        self.path = os.path.join(results, TRACE_FILE) if results and os.environ.get(TRACE_ENV) else ""
+        self.written = 0
+
+    def record(self, kind: str, message: Any) -> None:
+        if not self.path or self.written > TRACE_MAX_BYTES:
+            return
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+        line = json.dumps({"test": test, kind: message}, sort_keys=True, default=repr) + "\n"
+        self.written += len(line)
+        if self.written > TRACE_MAX_BYTES:
+            line = json.dumps({"truncated": True}) + "\n"
+        try:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line)
+        except OSError:
+            self.path = ""
+
+
+TRACER = _Tracer()
+
+
 def _mark_infrastructure_fault(message: str) -> None:
     results = os.environ.get("VERIFY_RESULTS_DIR", "")
     if results:
@@ -114,6 +145,7 @@ def _mark_infrastructure_fault(message: str) -> None:
 
 def _echo_output(msg: dict[str, Any]) -> None:
     """What candidate code printed during a call, into this process's (captured) streams."""
+    TRACER.record("answer", msg)
     out, err = msg.get("stdout"), msg.get("stderr")
     if type(out) is str and out:
         sys.stdout.write(out)
@@ -141,6 +173,7 @@ def _describe_trusted(obj: Any) -> dict[str, Any]:
 def _serve_candidate(op: str, msg: dict[str, Any]) -> Any:
     """Requests from the candidate: it may call what the tests handed it, nothing else."""
     peer = CHANNEL.get()
+    TRACER.record("served", msg)
     if op == "release":
         ids = msg.get("handles", [])
         peer.release([i for i in ids if type(i) is int] if type(ids) is list else [])
@@ -163,6 +196,7 @@ def _serve_candidate(op: str, msg: dict[str, Any]) -> Any:
 def _cross(op: str, **fields: Any) -> Any:
     """Ask the candidate; its exceptions are raised here as built-in types or stand-ins."""
     peer = CHANNEL.get()
+    TRACER.record("request", {"op": op, **fields})
     try:
         return peer.request(op, **fields)
     except RemoteError as e:
@@ -511,9 +545,10 @@ def install() -> StandInFinder | None:
 
     Per session, not per import of this module: a warm worker imports the plugin once and
     forks one run per candidate, each with its own channel and modules."""
-    global CHANNEL
+    global CHANNEL, TRACER
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, StandInFinder)]
     CHANNEL = _Channel()
+    TRACER = _Tracer()
     if not os.environ.get(CHANNEL_ENV):
         return None
     try:

@@ -16,6 +16,7 @@ two-process grading the runner starts no process itself.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -138,6 +139,27 @@ def _load_cases(root: str) -> list[tuple[CaseResult, bytes, bytes, str, str]]:
     return out
 
 
+def _trace_case(results_dir: str, case_id: str, program: Program) -> None:
+    """Opt-in (``VERIFY_TRACE_CALLS``, audit's mutation runs): what the program did on this
+    case, appended to the call trace that checks/audit/observed.py compares."""
+    if not os.environ.get("VERIFY_TRACE_CALLS"):
+        return
+    path = os.path.join(results_dir, "verify-call-trace.jsonl")
+    did = {"stdout": program.stdout.hex(), "stderr": program.stderr.hex(), "returncode": program.returncode,
+           "timed_out": program.timed_out, "truncated": program.truncated}
+    record: dict[str, object] = {"test": case_id, "case": did}
+    try:
+        if os.path.getsize(path) > 8 * 1024 * 1024:
+            record = {"truncated": True}
+    except OSError:
+        pass
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, sort_keys=True) + "\n")
+    except OSError:
+        pass
+
+
 def main() -> None:
     key = take_seal_key()
     config = read_config()
@@ -166,6 +188,7 @@ def main() -> None:
         program = run_program(program_command, cwd=root, stdin=stdin, seconds=limit,
                               output_limit=output_limit)
         case.seconds = program.seconds
+        _trace_case(results_dir, case.id, program)
         why = _verdict(program, limit)
         if not why and mode == "checker":
             # The checker lives in the test folders, which the candidate could reach: run it

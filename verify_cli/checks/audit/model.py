@@ -35,6 +35,10 @@ class AuditOptions:
     fail_fast: bool = True
     select_by_coverage: bool = True
     probe_names: frozenset[str] | None = None
+    #: Rerun survivors traced and set apart those whose calls all answer as the reference's
+    #: (checks/audit/observed.py). Off by default: with tests that check every result, a mutant
+    #: that only the missing inputs would catch (a weak test's typical survivor) is one of them.
+    observed_equivalence: bool = False
 
 
 class MutantStatus(StrEnum):
@@ -42,7 +46,9 @@ class MutantStatus(StrEnum):
     TIMEOUT = "timeout"  # killed by running past its time limit
     SURVIVED = "survived"  # every selected test passed
     NOT_COVERED = "not_covered"  # no test executes the mutated statement: survives without a run
-    EQUIVALENT = "equivalent"  # proven to behave as the reference (same bytecode): not run, not counted
+    #: proven to behave as the reference: not counted (MutantResult.reason says how: "bytecode",
+    #: never run; "observed", every call the tests made crossed by value and matched the reference's)
+    EQUIVALENT = "equivalent"
     ERROR = "error"  # the sandbox failed: counts neither way
 
     @property
@@ -67,12 +73,16 @@ class MutantResult:
     selected_tests: int | None = None  # None: every test ran
     seconds: float = 0.0
     message: str = ""
+    reason: str = ""  # for an equivalent mutant: "bytecode" or "observed"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "path": self.path, "operator": self.operator, "line": self.line,
-                "description": self.description, "status": self.status.value,
-                "killed_by": list(self.killed_by), "selected_tests": self.selected_tests,
-                "seconds": round(self.seconds, 4), "message": self.message, "diff": self.diff}
+        out = {"id": self.id, "path": self.path, "operator": self.operator, "line": self.line,
+               "description": self.description, "status": self.status.value,
+               "killed_by": list(self.killed_by), "selected_tests": self.selected_tests,
+               "seconds": round(self.seconds, 4), "message": self.message, "diff": self.diff}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass

@@ -145,16 +145,18 @@ def equivalent_result(mutant: Mutant) -> MutantResult:
     """A mutant proven to behave as the reference: never run, never counted."""
     return MutantResult(id=mutant.id, path=mutant.path, operator=mutant.operator, line=mutant.line,
                         description=mutant.description, diff=mutant.diff(),
-                        status=MutantStatus.EQUIVALENT,
+                        status=MutantStatus.EQUIVALENT, reason="bytecode",
                         message="compiles to the same bytecode as the reference")
 
 
 def summarise(plan: MutationPlan | None, mutants: MutantSet, results: Iterable[MutantResult],
               *, skipped: str = "") -> MutationReport:
-    ordered = sorted(results, key=lambda m: (m.path, m.line, m.id))
+    ranked = sorted(results, key=lambda m: (m.path, m.line, m.id))
+    ordered = [m for m in ranked if m.status is not MutantStatus.EQUIVALENT]
+    observed = [m for m in ranked if m.status is MutantStatus.EQUIVALENT]  # equivalent by their traces
     report = MutationReport(mutants=ordered, dropped_uncompilable=mutants.dropped_uncompilable,
                             by_operator=dict(mutants.by_operator), skipped=skipped,
-                            equivalent=[equivalent_result(m) for m in mutants.equivalent])
+                            equivalent=[equivalent_result(m) for m in mutants.equivalent] + observed)
     if plan is None:
         return report
     report.fail_fast = plan.fail_fast

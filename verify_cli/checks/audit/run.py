@@ -21,6 +21,7 @@ from verify_cli.checks.audit.model import (
     AuditOptions,
     LabelledReport,
     MutantResult,
+    MutantStatus,
     MutationReport,
     TaskAudit,
 )
@@ -31,6 +32,14 @@ from verify_cli.checks.audit.mutation import (
     make_mutants,
     plan_mutants,
     summarise,
+)
+from verify_cli.checks.audit.observed import (
+    Trace,
+    judge_observed,
+    mutant_request,
+    read_trace,
+    reference_request,
+    traceable,
 )
 from verify_cli.checks.audit.probing import judge_probe, probe_requests, trick_files
 from verify_cli.checks.mutation import MutantSet
@@ -66,6 +75,7 @@ class _TaskState:
     mutant_results: list[MutantResult] = field(default_factory=list)
     mutants_done_at: float | None = None  # time.monotonic() of the last mutant result
     reruns: list[GradeResult] = field(default_factory=list)
+    reference_trace: Trace | None = None
 
 
 class _Stream:
@@ -174,6 +184,8 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
     stream.run(wave2)
     if beside is not None:
         beside.join()
+    if options.observed_equivalence:
+        _observe_survivors(live, stream)
 
     for state in live:
         if state.plan is not None and state.mutants is not None:
@@ -192,6 +204,46 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
             if lost:
                 state.audit.problems.append(f"probe(s) lost to the sandbox: {', '.join(lost)}")
     return [s.audit if isinstance(s, _TaskState) else s for s in states]
+
+
+def _observe_survivors(live: list[_TaskState], stream: _Stream) -> None:
+    """Survivors of traceable tasks: a traced reference run, then a traced run of each, judged
+    equivalent (observed) when the traces match (checks/audit/observed.py)."""
+    waiting = [s for s in live if s.plan is not None and traceable(s.task)
+               and any(m.status is MutantStatus.SURVIVED for m in s.mutant_results)]
+    if not waiting:
+        return
+    references = []
+    for state in waiting:
+        assert state.plan is not None
+        references.append(stream.add(reference_request(state.plan, state.task.id), "reference (traced)",
+                                     _on_reference(state)))
+    stream.total += len(references)
+    stream.run(references)
+    confirms = []
+    for state in waiting:
+        if state.plan is None or state.reference_trace is None:
+            continue
+        by_id = {m.id: m for m in state.plan.mutants.mutants}
+        for i, m in enumerate(state.mutant_results):
+            if m.status is MutantStatus.SURVIVED and m.id in by_id:
+                confirms.append(stream.add(mutant_request(state.plan, by_id[m.id], state.task.id),
+                                           "survivor (traced)", _on_traced_survivor(state, i)))
+    stream.total += len(confirms)
+    stream.run(confirms)
+
+
+def _on_reference(state: _TaskState) -> Callable[[GradeResult], None]:
+    def handle(result: GradeResult) -> None:
+        state.reference_trace = read_trace(state.task, result)
+    return handle
+
+
+def _on_traced_survivor(state: _TaskState, index: int) -> Callable[[GradeResult], None]:
+    def handle(result: GradeResult) -> None:
+        state.mutant_results[index] = judge_observed(state.task, state.mutant_results[index],
+                                                     state.reference_trace, result)
+    return handle
 
 
 def _on_baseline(state: _TaskState, options: AuditOptions) -> Callable[[GradeResult], None]:
