@@ -48,7 +48,7 @@ def python_cold(docker: Sandbox) -> dict[tuple[str, str], GradeResult]:
 def node_cold(docker: Sandbox) -> dict[tuple[str, str], GradeResult]:
     requests = []
     for name in JS_TASKS:
-        task = load_task(ROOT / "sample_tasks" / name)
+        task = parity.roomy(load_task(ROOT / "sample_tasks" / name))  # node starts slowly under load
         for hack in node_hacks.ALL_HACKS:
             files = {node_hacks.TASKS[name]: (node_hacks.HACKS / f"{hack}.js").read_bytes()}
             requests.append(GradeRequest(task, Phase.CANDIDATE, candidate=files, label=f"{hack}|{name}"))
@@ -57,8 +57,7 @@ def node_cold(docker: Sandbox) -> dict[tuple[str, str], GradeResult]:
 
 
 def test_node_mode_declares_two_process(docker: Sandbox) -> None:
-    assert docker.two_process
-    assert all("VERIFY_CANDIDATE_EXEC" in gap for gap in docker.two_process_gaps)
+    assert docker.two_process and docker.two_process_gaps == ()
 
 
 @pytest.mark.parametrize("hack", HACKS)
@@ -95,8 +94,9 @@ def test_each_side_sees_only_its_own_on_docker(docker: Sandbox, tmp_path: Path) 
 # -- parity with bwrap, honest candidates ----------------------------------------------------------
 
 def honest(task: Task) -> list[GradeRequest]:
+    task = parity.roomy(task)
     if task.test.framework == "pytest":
-        return parity.honest_requests(parity.roomy(task), mutants=1)
+        return parity.honest_requests(task, mutants=1)
     return [GradeRequest(task, Phase.REFERENCE, label="reference"), GradeRequest(task, Phase.STARTER, label="starter")]
 
 
@@ -176,3 +176,53 @@ def test_the_tests_side_cannot_start_the_candidate_outside_its_sandbox(docker: S
         result = grader.grade(GradeRequest(task, Phase.REFERENCE))
     assert result.isolation == "two-process"
     assert result.passed, (result.problems, result.run.stdout.text[-3000:])
+
+
+NODE_CLI_TEST = """
+const assert = require('node:assert');
+const { spawnSync } = require('node:child_process');
+const { test } = require('node:test');
+const fs = require('node:fs');
+
+test('the candidate runs as a program in its own sandbox', () => {
+  const prefix = (process.env.VERIFY_CANDIDATE_EXEC || '').split(' ').filter(Boolean);
+  assert.ok(prefix.length, 'two-process grading sets VERIFY_CANDIDATE_EXEC');
+  const r = spawnSync(prefix[0], [...prefix.slice(1), 'node', 'shout.js', 'quiet'],
+                       { input: 'words', env: { PATH: process.env.PATH } });
+  assert.strictEqual(r.status, 3, String(r.stderr));
+  assert.strictEqual(String(r.stdout), 'QUIET WORDS|tests:0');
+  assert.strictEqual(fs.readFileSync('out.txt', 'utf8'), 'written');
+});
+"""
+
+NODE_CLI = """
+const fs = require('node:fs');
+const input = fs.readFileSync(0, 'utf8');
+const seen = fs.existsSync('tests') ? fs.readdirSync('tests').length : 0;
+fs.writeFileSync('out.txt', 'written');
+process.stdout.write(`${process.argv[2]} ${input}`.toUpperCase() + `|tests:${seen}`);
+process.exit(3);
+"""
+
+
+def test_a_node_cli_task_starts_the_candidate_without_python(docker: Sandbox, tmp_path: Path) -> None:
+    """verify-cli/node:20 has no Python: VERIFY_CANDIDATE_EXEC falls back to the node exec
+    client; the program runs in the candidate's sandbox (no tests folder content), gets its
+    arguments and stdin, and its output, status and files reach the tests."""
+    src = ROOT / "sample_tasks" / "coding-word-wrap-js"
+    root = tmp_path / "node-cli"
+    for folder in ("starter", "solution", "tests"):
+        (root / folder).mkdir(parents=True)
+    toml = (src / "task.toml").read_text().replace("coding/word-wrap-js", "fixture/node-cli")
+    (root / "task.toml").write_text(toml.replace("wrap.js", "shout.js").replace("wrap.test.js", "shout.test.js"))
+    (root / "prompt.md").write_text("Shout.\n")
+    (root / "starter" / "shout.js").write_text("process.exit(1);\n")
+    (root / "solution" / "shout.js").write_text(NODE_CLI)
+    (root / "tests" / "shout.test.js").write_text(NODE_CLI_TEST)
+    task = parity.roomy(load_task(root))
+    with Grader(docker) as grader:
+        result = grader.grade(GradeRequest(task, Phase.REFERENCE))
+        starter = grader.grade(GradeRequest(task, Phase.STARTER))
+    assert result.isolation == "two-process"
+    assert result.passed, (result.problems, [t.message[-1500:] for t in result.tests], result.run.stderr.text[-2000:])
+    assert starter.status is GradeStatus.GRADED and not starter.passed

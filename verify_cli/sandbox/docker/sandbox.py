@@ -162,11 +162,7 @@ class DockerSandbox(DockerExecs, Sandbox):
     MODES = ("node", "single-use")
     #: Node mode runs two-process (:mod:`.two_process`); single-use mode does not (below).
     two_process: ClassVar[bool] = True
-    two_process_gaps: ClassVar[tuple[str, ...]] = (
-        "VERIFY_CANDIDATE_EXEC (how tests start the candidate as a program) runs python3 of the "
-        "task's image: in an image without python3 (verify-cli/node:20) CLI tests cannot start "
-        "the candidate",
-    )
+    two_process_gaps: ClassVar[tuple[str, ...]] = ()
     SINGLE_USE_NO_TWO_PROCESS = (
         "docker single-use mode does not run two-process (its containers run the command without "
         "bubblewrap, so the candidate has no sandbox of its own; the default node mode does)")

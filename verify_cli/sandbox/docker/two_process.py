@@ -42,7 +42,6 @@ from verify_cli.sandbox.environment import (
     SANDBOX_TMP,
     SANDBOX_WORKDIR,
     candidate_environment,
-    candidate_exec_prefix,
 )
 
 #: The shared work folder and the test folders' stash, on the outer run's /workspace tmpfs.
@@ -51,8 +50,10 @@ HELD_TESTS = f"{SANDBOX_WORKDIR}/.verify-held"
 #: The channel folder, on the outer run's /tmp (which both sides share anyway).
 CHANNEL_HOLD = f"{SANDBOX_TMP}/.verify-channel"
 TRUSTED_CHANNEL = f"{CHANNEL_HOLD}/{CHANNEL_SOCKET}"
-#: The interpreter word of ``VERIFY_CANDIDATE_EXEC`` (the image's Python).
-EXEC_PYTHON = "python3"
+#: ``VERIFY_CANDIDATE_EXEC``: the harness's launcher runs the exec client under the image's
+#: python3, or under node in an image without Python (verify-cli/node:20).
+CANDIDATE_EXEC = shlex.join(["/bin/sh", f"{SANDBOX_HARNESS}/verify_candidate_exec.sh",
+                             "--channel", TRUSTED_CHANNEL, "--"])
 #: Processes the two nested bubblewraps add to a run (the candidate's: bwrap, its pid 1; the
 #: tests': bwrap), on top of the run's own limit.
 NESTED_PIDS = 4
@@ -89,8 +90,7 @@ def two_process_job(spec: RunSpec) -> TwoProcessJob:
         after_unpack=moves + candidate_start(candidate),
         command_prefix=trusted_argv(spec),
         env={"VERIFY_CHANNEL": TRUSTED_CHANNEL,
-             "VERIFY_CANDIDATE_EXEC": candidate_exec_prefix(EXEC_PYTHON, SANDBOX_HARNESS,
-                                                           TRUSTED_CHANNEL)})
+             "VERIFY_CANDIDATE_EXEC": CANDIDATE_EXEC})
 
 
 def trusted_argv(spec: RunSpec) -> list[str]:
