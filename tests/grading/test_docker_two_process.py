@@ -9,6 +9,7 @@ and node tasks included. Single-use mode stays in-process and says why.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -228,3 +229,59 @@ def test_a_node_cli_task_starts_the_candidate_without_python(docker: Sandbox, tm
     assert result.isolation == "two-process"
     assert result.passed, (result.problems, [t.message[-1500:] for t in result.tests], result.run.stderr.text[-2000:])
     assert starter.status is GradeStatus.GRADED and not starter.passed
+
+
+DETACH_CANDIDATE = '''
+import os
+
+
+def detach():
+    """Remove the (empty, in this view) test folders and put a file of its own in their place:
+    where that works, the kernel detaches the tests' bind mounts on them in the other namespace."""
+    done = []
+    for name in ("tests", "hidden_tests"):
+        try:
+            os.rmdir(name)
+            os.mkdir(name)
+            with open(os.path.join(name, "planted.txt"), "w") as fh:
+                fh.write("the candidate's")
+            done.append(name)
+        except OSError as e:
+            done.append(f"{name}: {e.strerror}")
+    return done
+'''
+
+DETACH_TESTS = '''
+import os
+from probe import detach
+
+
+def test_the_candidate_cannot_swap_the_test_folders():
+    before = sorted(os.listdir("tests")), sorted(os.listdir("hidden_tests"))
+    print(detach())
+    assert (sorted(os.listdir("tests")), sorted(os.listdir("hidden_tests"))) == before
+'''
+
+
+@pytest.mark.parametrize("backend", ["docker", pytest.param("bwrap", marks=pytest.mark.bwrap)])
+def test_the_candidate_cannot_replace_the_test_folders(docker: Sandbox, backend: str, tmp_path: Path) -> None:
+    """The test folders are mount points in the candidate's view too (an empty read-only tmpfs),
+    so it cannot remove them and plant its own tests where the tests' side looks (cold runs)."""
+    src = ROOT / "sample_tasks" / "coding-interval-merge"
+    root = tmp_path / "detach"
+    for folder in ("starter", "solution", "tests", "hidden_tests"):
+        (root / folder).mkdir(parents=True)
+    toml = (src / "task.toml").read_text().replace('editable = ["intervals.py"]', 'editable = ["probe.py"]')
+    (root / "task.toml").write_text(toml.replace("coding/interval-merge", "fixture/detach")
+                                    .replace(" tests'", " tests hidden_tests'"))
+    (root / "prompt.md").write_text("Try to swap the tests.\n")
+    (root / "starter" / "probe.py").write_text("def detach():\n    return []\n")
+    (root / "solution" / "probe.py").write_text(DETACH_CANDIDATE)
+    (root / "tests" / "test_detach.py").write_text(DETACH_TESTS)
+    (root / "hidden_tests" / "test_hidden.py").write_text("def test_hidden_exists():\n    assert True\n")
+    with contextlib.ExitStack() as stack:
+        box = docker if backend == "docker" else stack.enter_context(create_sandbox("bwrap"))
+        with Grader(box) as grader:
+            result = grader.grade(GradeRequest(load_task(root), Phase.REFERENCE))
+    assert result.isolation == "two-process"
+    assert result.passed, [(t.id, t.message[-500:]) for t in result.tests]

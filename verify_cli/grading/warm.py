@@ -56,7 +56,7 @@ from verify_cli.grading.pytest_command import (
 from verify_cli.grading.workspace import Phase
 from verify_cli.harness.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, WARMUP_TEST
 from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
-from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, candidate_argv
+from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, candidate_argv, held_folders
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
@@ -349,7 +349,8 @@ class _Worker:
         if spec.candidate is not None:
             request["candidate"] = {
                 "argv": candidate_argv(spec.candidate, work_source=CANDIDATE_WORK,
-                                       channel_source=CANDIDATE_CHANNEL),
+                                       channel_source=CANDIDATE_CHANNEL,
+                                       held=held_folders(spec.candidate, Path(spec.workdir))),
                 "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private)}
         results_fd: int | None = None
         drains: list[threading.Thread] = []

@@ -87,10 +87,17 @@ def two_process_job(spec: RunSpec) -> TwoProcessJob:
         before_unpack=(f"mkdir -p {SHARED_WORK} {HELD_TESTS} {CHANNEL_HOLD} && "
                        f"chmod 0700 {HELD_TESTS} {CHANNEL_HOLD} || exit 125\n"),
         unpack_into=SHARED_WORK,
-        after_unpack=moves + candidate_start(candidate),
+        after_unpack=moves + candidate_start(candidate, held=held_folders(spec)),
         command_prefix=trusted_argv(spec),
         env={"VERIFY_CHANNEL": TRUSTED_CHANNEL,
              "VERIFY_CANDIDATE_EXEC": CANDIDATE_EXEC})
+
+
+def held_folders(spec: RunSpec) -> list[str]:
+    """The test folders (of ``CandidateProcess.hidden``) this run has."""
+    assert spec.candidate is not None
+    return [rel for rel in spec.candidate.hidden
+            if (spec.workdir / rel).is_dir() and not (spec.workdir / rel).is_symlink()]
 
 
 def trusted_argv(spec: RunSpec) -> list[str]:
@@ -99,19 +106,23 @@ def trusted_argv(spec: RunSpec) -> list[str]:
     source = spec.workdir
     argv = ["bwrap", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--die-with-parent", "--dev-bind", "/", "/", "--bind", SHARED_WORK, SANDBOX_WORKDIR]
-    for rel in spec.candidate.hidden:
-        if (source / rel).is_dir() and not (source / rel).is_symlink():
-            argv += ["--ro-bind", f"{HELD_TESTS}/{rel}", f"{SANDBOX_WORKDIR}/{rel}"]
+    for rel in held_folders(spec):
+        argv += ["--ro-bind", f"{HELD_TESTS}/{rel}", f"{SANDBOX_WORKDIR}/{rel}"]
     for rel in spec.candidate.private:
         if (source / rel).is_file() and not (source / rel).is_symlink():
             argv += ["--ro-bind", "/dev/null", f"{SANDBOX_WORKDIR}/{rel}"]
     return [*argv, "--chdir", SANDBOX_WORKDIR, "--"]
 
 
-def candidate_start(candidate: CandidateProcess) -> str:
+def candidate_start(candidate: CandidateProcess, *, held: list[str]) -> str:
     """Shell lines (in the outer run's wrapper) that start the candidate's nested bubblewrap in
     the background. The image's top-level folders are listed there; ``set --`` builds the
-    argument list in a subshell, so the wrapper's own ``$@`` (the run's command) is untouched."""
+    argument list in a subshell, so the wrapper's own ``$@`` (the run's command) is untouched.
+
+    Each test folder in ``held`` is an empty read-only tmpfs in the candidate's view: a mount
+    point there, so the candidate cannot remove or rename the folder (the kernel would detach
+    the tests' bind mount on it in the other namespace, and the candidate could put its own
+    tests in their place)."""
     head = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--hostname", "candidate", "--clearenv"]
@@ -119,6 +130,8 @@ def candidate_start(candidate: CandidateProcess) -> str:
             "--bind", CHANNEL_HOLD, SANDBOX_CHANNEL_DIR,
             "--ro-bind", f"{SANDBOX_HARNESS}/candidate", SANDBOX_CANDIDATE_HARNESS,
             "--chdir", SANDBOX_WORKDIR]
+    for rel in held:
+        tail[-2:-2] = ["--perms", "0555", "--size", "4096", "--tmpfs", f"{SANDBOX_WORKDIR}/{rel}"]
     env = candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
                                 channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
                                 candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=DEFAULT_PATH,
