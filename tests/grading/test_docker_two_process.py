@@ -263,10 +263,11 @@ def test_the_candidate_cannot_swap_the_test_folders():
 '''
 
 
-@pytest.mark.parametrize("backend", ["docker", pytest.param("bwrap", marks=pytest.mark.bwrap)])
+@pytest.mark.parametrize("backend", ["docker", pytest.param("bwrap", marks=pytest.mark.bwrap),
+                                     pytest.param("bwrap-warm", marks=pytest.mark.bwrap)])
 def test_the_candidate_cannot_replace_the_test_folders(docker: Sandbox, backend: str, tmp_path: Path) -> None:
     """The test folders are mount points in the candidate's view too (an empty read-only tmpfs),
-    so it cannot remove them and plant its own tests where the tests' side looks (cold runs)."""
+    so it cannot remove them and plant its own tests where the tests' side looks."""
     src = ROOT / "sample_tasks" / "coding-interval-merge"
     root = tmp_path / "detach"
     for folder in ("starter", "solution", "tests", "hidden_tests"):
@@ -281,7 +282,7 @@ def test_the_candidate_cannot_replace_the_test_folders(docker: Sandbox, backend:
     (root / "hidden_tests" / "test_hidden.py").write_text("def test_hidden_exists():\n    assert True\n")
     with contextlib.ExitStack() as stack:
         box = docker if backend == "docker" else stack.enter_context(create_sandbox("bwrap"))
-        with Grader(box) as grader:
+        with Grader(box, warm=backend.endswith("warm")) as grader:
             result = grader.grade(GradeRequest(load_task(root), Phase.REFERENCE))
     assert result.isolation == "two-process"
     assert result.passed, [(t.id, t.message[-500:]) for t in result.tests]

@@ -350,7 +350,7 @@ class _Worker:
             request["candidate"] = {
                 "argv": candidate_argv(spec.candidate, work_source=CANDIDATE_WORK,
                                        channel_source=CANDIDATE_CHANNEL,
-                                       held=held_folders(spec.candidate, Path(spec.workdir))),
+                                       held=held_folders(spec.candidate, self.jobs / job_id)),
                 "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private)}
         results_fd: int | None = None
         drains: list[threading.Thread] = []
