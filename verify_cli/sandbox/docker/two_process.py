@@ -16,7 +16,8 @@ folder of the run lives on one of the run's own tmpfs mounts.
   with the tests; ``.verify-shared`` as ``/workspace``; the channel folder at
   ``/.verify-channel``; the candidate-side harness read-only at ``/opt/verify-candidate``; and a
   cleared environment. The tests, hidden tests, results folder, harness, ``/proc`` and the seal
-  key are absent from its view, as on the bwrap backend.
+  key are absent from its view, as on the bwrap backend; where the test folders were, it sees
+  empty read-only mount points, which it cannot remove (see :func:`candidate_start`).
 - The run's command runs in a nested bubblewrap (a user namespace of its own) that sees the
   outer run's file systems with ``.verify-shared`` as ``/workspace``, the test folders bound
   read-only back in place, and the candidate's code files covered by ``/dev/null``.
