@@ -167,3 +167,23 @@ def test_programs_run_through_the_candidate_exec_runner(pair: tuple[Path, Path])
          "sh", "-c", "cat; echo oops >&2; exit 3"],
         input=b"to stdin\n", capture_output=True, timeout=60, cwd=trusted)
     assert (proc.returncode, proc.stdout, proc.stderr) == (3, b"to stdin\n", b"oops\n")
+
+
+def test_the_node_exec_runner_matches_the_python_one(pair: tuple[Path, Path]) -> None:
+    """verify_candidate_exec.js (images without Python; the docker backend's launcher picks it):
+    arguments, stdin, output, exit status and environment cross as with the Python runner, and
+    NODE_OPTIONS set aside by the launcher reaches the program again."""
+    trusted, sock = pair
+    for _ in range(200):
+        if sock.exists():
+            break
+        time.sleep(0.05)
+    proc = subprocess.run(
+        ["node", str(HARNESS_DIR / "verify_candidate_exec.js"), "--channel", str(sock), "--",
+         "sh", "-c", 'cat; echo "$NODE_OPTIONS|$WHO" >&2; exit 3'],
+        input=b"to stdin\n", capture_output=True, timeout=60, cwd=trusted,
+        env=_env(WHO="tests", VERIFY_EXEC_NODE_OPTIONS="--no-warnings"))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (3, b"to stdin\n", b"--no-warnings|tests\n")
+    gone = subprocess.run(["node", str(HARNESS_DIR / "verify_candidate_exec.js"), "--channel",
+                           str(sock.parent / "absent.sock"), "--", "true"], capture_output=True, timeout=60)
+    assert gone.returncode == 125 and b"cannot reach the candidate sandbox" in gone.stderr

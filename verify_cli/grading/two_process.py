@@ -81,8 +81,8 @@ def plan_isolation(task: Task, sandbox: Sandbox, *, coverage: bool = False) -> I
         return IsolationPlan(IN_PROCESS, (f"test framework {task.test.framework!r} has no two-process "
                                           "runtime: the candidate's code runs in the test process",))
     if not sandbox.two_process:
-        return IsolationPlan(IN_PROCESS, (f"the {sandbox.name} backend does not run two-process yet: "
-                                          "the candidate's code runs in the test process",))
+        why = sandbox.two_process_missing or f"the {sandbox.name} backend does not run two-process yet"
+        return IsolationPlan(IN_PROCESS, (f"{why}: the candidate's code runs in the test process",))
     return IsolationPlan(TWO_PROCESS, tuple(sandbox.two_process_gaps), runtime)
 
 

@@ -239,6 +239,9 @@ class Sandbox(ABC):
     #: which guarantees of two-process grading do not hold on it (shown in every report).
     two_process: ClassVar[bool] = False
     two_process_gaps: ClassVar[tuple[str, ...]] = ()
+    #: Why ``two_process`` is false, where the backend can say more than "not yet" (shown in
+    #: every in-process result's notes).
+    two_process_missing: ClassVar[str] = ""
 
     @classmethod
     def availability(cls) -> Availability:

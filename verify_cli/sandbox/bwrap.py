@@ -146,21 +146,30 @@ def _trusted_argv(source: Path, candidate: CandidateProcess) -> list[str]:
 
 
 def candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_WORKDIR,
-                   channel_source: str = SANDBOX_CHANNEL_DIR) -> list[str]:
+                   channel_source: str = SANDBOX_CHANNEL_DIR, held: Sequence[str] = ()) -> list[str]:
     """:func:`_candidate_argv` for a process whose work folder and channel folder are at
     ``work_source`` and ``channel_source`` (the warm worker's run children)."""
-    return _candidate_argv(candidate, work_source=work_source, channel_source=channel_source)
+    return _candidate_argv(candidate, work_source=work_source, channel_source=channel_source, held=held)
+
+
+def held_folders(candidate: CandidateProcess, source: Path) -> list[str]:
+    """The test folders (of ``candidate.hidden``) present in the host folder ``source``."""
+    return [rel for rel in candidate.hidden
+            if (source / rel).is_dir() and not (source / rel).is_symlink()]
 
 
 def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_WORKDIR,
-                    channel_source: str = SANDBOX_CHANNEL_DIR) -> list[str]:
+                    channel_source: str = SANDBOX_CHANNEL_DIR, held: Sequence[str] = ()) -> list[str]:
     """The inner bwrap that starts the candidate process from inside the run's sandbox.
 
     Its own user, pid, IPC, network and UTS namespaces (no further user namespaces), no /proc,
     the read-only system and runtime, the work folder and /tmp shared with the tests (so the
     tests see what it writes; the test folders were never copied into it), the channel folder,
     the candidate-side harness, and a cleared environment: the seal key, the results folder and
-    the harness are absent from its mount namespace and its environment.
+    the harness are absent from its mount namespace and its environment. Each test folder in
+    ``held`` (those the tests' side binds back) is an empty read-only tmpfs in its view: a mount
+    point, which it cannot remove or rename (that would detach the tests' bind mount in their
+    namespace and let it put its own tests in their place).
     """
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
@@ -176,6 +185,8 @@ def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_W
     argv += ["--bind", channel_source, SANDBOX_CHANNEL_DIR,
              "--ro-bind", f"{SANDBOX_HARNESS}/candidate", SANDBOX_CANDIDATE_HARNESS,
              *runtime_binds(), "--chdir", SANDBOX_WORKDIR]
+    for rel in held:
+        argv[-2:-2] = ["--perms", "0555", "--size", "4096", "--tmpfs", f"{SANDBOX_WORKDIR}/{rel}"]
     env = candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
                                 channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
                                 candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=runtime_path(),
@@ -240,7 +251,8 @@ class BwrapSandbox(LocalSandbox):
                     f'  if [ -e "$f" ] || [ -L "$f" ]; then cp -R "$f" {SANDBOX_WORKDIR}/ || exit; fi\n'
                     'done\n'
                     f'cd {SANDBOX_WORKDIR} || exit\n'
-                    + shlex.join(_candidate_argv(spec.candidate)) + " &\n")
+                    + shlex.join(_candidate_argv(spec.candidate, held=held_folders(spec.candidate, source)))
+                    + " &\n")
             command = [*_trusted_argv(source, spec.candidate), *command]
         argv += [*runtime_binds(), "--chdir", SANDBOX_WORKDIR, "--"]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,

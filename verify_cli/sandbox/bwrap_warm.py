@@ -55,7 +55,7 @@ from verify_cli.sandbox.base import (
     WarmOutcome,
     WarmStats,
 )
-from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, BwrapSandbox, candidate_argv
+from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, BwrapSandbox, candidate_argv, held_folders
 from verify_cli.sandbox.bwrap_candidate import CandidateParent, CandidateParentError, WarmCandidates
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import (
@@ -363,7 +363,8 @@ class _Worker:
         if spec.candidate is not None:
             request["candidate"] = {
                 "argv": candidate_argv(spec.candidate, work_source=CANDIDATE_WORK,
-                                       channel_source=CANDIDATE_CHANNEL),
+                                       channel_source=CANDIDATE_CHANNEL,
+                                       held=held_folders(spec.candidate, self.jobs / job_id)),
                 "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private),
                 "warm": parent is not None}
             if parent is not None:

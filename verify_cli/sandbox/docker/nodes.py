@@ -66,6 +66,7 @@ from verify_cli.sandbox.docker.node_pool import NodePool
 from verify_cli.sandbox.docker.scripts import ENV_NAME
 from verify_cli.sandbox.docker.seccomp import node_profile
 from verify_cli.sandbox.docker.streams import Clock, Conn, ExecOutcome, Killer, ReadyGate
+from verify_cli.sandbox.docker.two_process import NESTED_PIDS, two_process_job
 from verify_cli.sandbox.docker.verdicts import copy_error, judge_run
 from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SANDBOX_TMP, SANDBOX_WORKDIR
 from verify_cli.sandbox.judging import read_results_tar
@@ -73,7 +74,8 @@ from verify_cli.sandbox.output import BoundedCapture
 
 #: Processes of the node's own during a run: pid 1 and its sleep, the supervisor, its subshell,
 #: head, the drain, bubblewrap (two) and its init in the run's pid namespace, the wrapper shell.
-NODE_OWN_PIDS = 10
+#: Plus the two nested bubblewraps of a two-process run (.two_process).
+NODE_OWN_PIDS = 10 + NESTED_PIDS
 #: What the container's own /tmp holds: the results archive of the run in flight.
 NODE_TMP_MIB = 96
 RESULTS_FILE = "/tmp/verify-results.tar"
@@ -160,15 +162,21 @@ def job_script(spec: RunSpec, marker: str, nonce: str, tar_bytes: int, stdin_byt
     evaluates (every value shell-quoted)."""
     limits = spec.limits
     source = "" if not stdin_bytes else f"head -c {tar_bytes} | "
+    # A two-process run (spec.candidate) lays the work folder out for two sandboxes (.two_process).
+    two = two_process_job(spec) if spec.candidate is not None else None
     wrapper = run_wrapper(
         unpack=("(echo 1000 > /proc/self/oom_score_adj) 2>/dev/null\n"
-                f"e=$({source}TAR_OPTIONS= tar -x -f - -C {SANDBOX_WORKDIR} 2>&1) || "
-                f"{{ printf '\\002%s\\n' \"$e\" >&2; exit {UNPACK_FAILED}; }}"),
+                + (two.before_unpack if two else "")
+                + f"e=$({source}TAR_OPTIONS= tar -x -f - -C {two.unpack_into if two else SANDBOX_WORKDIR} 2>&1) || "
+                f"{{ printf '\\002%s\\n' \"$e\" >&2; exit {UNPACK_FAILED}; }}"
+                + ("\n" + two.after_unpack.rstrip("\n") if two else "")),
         ready="printf '\\001' >&2\n", close_fds=" 3>&-", results_to="&3")
-    env = {**base_environment(), **spec.env}
+    env = {**base_environment(), **spec.env, **(two.env if two else {})}
     # The wrapper shell drops variables whose names a shell cannot hold; env(1) restores them.
     odd = [f"{name}={value}" for name, value in spec.env.items() if not ENV_NAME.match(name)]
     command = ["env", "--", *odd, *spec.command] if odd else list(spec.command)
+    if two:
+        command = [*two.command_prefix, *command]
     argv = [*bwrap_argv(spec, env=env), "/bin/sh", "-c", wrapper, "sh", *command]
     rlimits = [f"ulimit -f {max(1, limits.file_bytes // 512)}"]
     if limits.cpu_seconds is not None:

@@ -162,6 +162,12 @@ class DockerSandbox(DockerExecs, Sandbox):
         "limits), each run in fresh namespaces (bubblewrap; pytest: a warm parent's fork) "
         "with private tmpfs folders, its own rlimits and its process tree killed at the end")
     MODES = ("node", "single-use")
+    #: Node mode runs two-process (:mod:`.two_process`); single-use mode does not (below).
+    two_process: ClassVar[bool] = True
+    two_process_gaps: ClassVar[tuple[str, ...]] = ()
+    SINGLE_USE_NO_TWO_PROCESS = (
+        "docker single-use mode does not run two-process (its containers run the command without "
+        "bubblewrap, so the candidate has no sandbox of its own; the default node mode does)")
 
     def __init__(self, *, pool_size: int = 0, client: Any = None, mode: str = "node",
                  max_containers: int | None = None, idle_timeout_s: float = 30.0,
@@ -182,6 +188,10 @@ class DockerSandbox(DockerExecs, Sandbox):
         self._digests: dict[str, str] = {}
         self._digest_lock = threading.Lock()
         self._nodes: WarmNodeEngine | None = None
+        if mode == "single-use":
+            self.two_process = False  # type: ignore[misc]
+            self.two_process_gaps = ()  # type: ignore[misc]
+            self.two_process_missing = self.SINGLE_USE_NO_TWO_PROCESS  # type: ignore[misc]
         if mode == "node":
             self.isolation = self.NODE_ISOLATION  # type: ignore[misc]
             self._nodes = WarmNodeEngine(
@@ -281,6 +291,8 @@ class DockerSandbox(DockerExecs, Sandbox):
         return result
 
     def _run_single_use(self, spec: RunSpec) -> RunResult:
+        if spec.candidate is not None:
+            return self._setup_error(self.SINGLE_USE_NO_TWO_PROCESS)
         if not spec.image:
             return self._setup_error("the docker backend needs an image (the task's environment "
                                      "names none)")

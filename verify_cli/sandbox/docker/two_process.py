@@ -1,0 +1,154 @@
+"""Two-process runs in the docker backend's node mode (a RunSpec with ``candidate``).
+
+A node run is one bubblewrap sandbox inside a long-lived container (:mod:`.nodes`). A
+two-process run lays its outer sandbox out as the bwrap backend's does, with what the container
+allows: the root there is the image, read-only, so no new top-level folder can be made and every
+folder of the run lives on one of the run's own tmpfs mounts.
+
+- The work folder's tar is unpacked into ``/workspace/.verify-shared``; the test folders
+  (``CandidateProcess.hidden``) are then moved to ``/workspace/.verify-held`` (a rename: nothing
+  is copied). The channel folder is ``/tmp/.verify-channel``.
+- The candidate starts first, in the background, in a nested bubblewrap of its own (its own
+  user, pid, mount, network, IPC and UTS namespaces; no further user namespaces; a new session)
+  whose root is a fresh tmpfs holding: the image's top-level folders read-only (listed inside
+  the run, since the image is only known there) except ``/proc``, ``/sys``, ``/dev``, ``/tmp``,
+  ``/workspace``, ``/results`` and ``/opt/verify-harness``; a fresh ``/dev``; ``/tmp`` shared
+  with the tests; ``.verify-shared`` as ``/workspace``; the channel folder at
+  ``/.verify-channel``; the candidate-side harness read-only at ``/opt/verify-candidate``; and a
+  cleared environment. The tests, hidden tests, results folder, harness, ``/proc`` and the seal
+  key are absent from its view, as on the bwrap backend; where the test folders were, it sees
+  empty read-only mount points, which it cannot remove (see :func:`candidate_start`).
+- The run's command runs in a nested bubblewrap (a user namespace of its own) that sees the
+  outer run's file systems with ``.verify-shared`` as ``/workspace``, the test folders bound
+  read-only back in place, and the candidate's code files covered by ``/dev/null``.
+
+The wrapper's end (``kill -KILL -1`` in the outer pid namespace) takes the candidate down with
+the run, as on the bwrap backend.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from verify_cli.sandbox.base import CandidateProcess, RunSpec
+from verify_cli.sandbox.bwrap import SANDBOX_UID
+from verify_cli.sandbox.environment import (
+    CHANNEL_SOCKET,
+    DEFAULT_PATH,
+    SANDBOX_CANDIDATE_HARNESS,
+    SANDBOX_CHANNEL_DIR,
+    SANDBOX_HARNESS,
+    SANDBOX_RESULTS,
+    SANDBOX_TMP,
+    SANDBOX_WORKDIR,
+    candidate_environment,
+)
+
+#: The shared work folder and the test folders' stash, on the outer run's /workspace tmpfs.
+SHARED_WORK = f"{SANDBOX_WORKDIR}/.verify-shared"
+HELD_TESTS = f"{SANDBOX_WORKDIR}/.verify-held"
+#: The channel folder, on the outer run's /tmp (which both sides share anyway).
+CHANNEL_HOLD = f"{SANDBOX_TMP}/.verify-channel"
+TRUSTED_CHANNEL = f"{CHANNEL_HOLD}/{CHANNEL_SOCKET}"
+#: ``VERIFY_CANDIDATE_EXEC``: the harness's launcher runs the exec client under the image's
+#: python3, or under node in an image without Python (verify-cli/node:20).
+CANDIDATE_EXEC = shlex.join(["/bin/sh", f"{SANDBOX_HARNESS}/verify_candidate_exec.sh",
+                             "--channel", TRUSTED_CHANNEL, "--"])
+#: Processes the two nested bubblewraps add to a run (the candidate's: bwrap, its pid 1; the
+#: tests': bwrap), on top of the run's own limit.
+NESTED_PIDS = 4
+
+#: Top-level paths of the container the candidate never sees (besides dot-entries, which the
+#: shell's ``/*`` never lists).
+_NOT_FOR_THE_CANDIDATE = ("/proc", "/sys", "/dev", SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_RESULTS,
+                          "/opt", SANDBOX_HARNESS, SANDBOX_CANDIDATE_HARNESS)
+
+
+@dataclass(frozen=True)
+class TwoProcessJob:
+    """What a two-process run changes in a node job: shell lines before and after the work
+    folder's unpacking, where it is unpacked, the command's prefix and its extra variables."""
+
+    before_unpack: str
+    unpack_into: str
+    after_unpack: str
+    command_prefix: list[str]
+    env: dict[str, str]
+
+
+def two_process_job(spec: RunSpec) -> TwoProcessJob:
+    assert spec.candidate is not None
+    candidate = spec.candidate
+    moves = "".join(
+        f'if [ -e {SHARED_WORK}/{q} ] || [ -L {SHARED_WORK}/{q} ]; then '
+        f'mv {SHARED_WORK}/{q} {HELD_TESTS}/ || exit 125; fi\n'
+        for q in map(shlex.quote, candidate.hidden))
+    return TwoProcessJob(
+        before_unpack=(f"mkdir -p {SHARED_WORK} {HELD_TESTS} {CHANNEL_HOLD} && "
+                       f"chmod 0700 {HELD_TESTS} {CHANNEL_HOLD} || exit 125\n"),
+        unpack_into=SHARED_WORK,
+        after_unpack=moves + candidate_start(candidate, held=held_folders(spec)),
+        command_prefix=trusted_argv(spec),
+        env={"VERIFY_CHANNEL": TRUSTED_CHANNEL,
+             "VERIFY_CANDIDATE_EXEC": CANDIDATE_EXEC})
+
+
+def held_folders(spec: RunSpec) -> list[str]:
+    """The test folders (of ``CandidateProcess.hidden``) this run has."""
+    assert spec.candidate is not None
+    return [rel for rel in spec.candidate.hidden
+            if (spec.workdir / rel).is_dir() and not (spec.workdir / rel).is_symlink()]
+
+
+def trusted_argv(spec: RunSpec) -> list[str]:
+    """The nested bubblewrap the run's command runs in (see the module's docstring)."""
+    assert spec.candidate is not None
+    source = spec.workdir
+    argv = ["bwrap", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--die-with-parent", "--dev-bind", "/", "/", "--bind", SHARED_WORK, SANDBOX_WORKDIR]
+    for rel in held_folders(spec):
+        argv += ["--ro-bind", f"{HELD_TESTS}/{rel}", f"{SANDBOX_WORKDIR}/{rel}"]
+    for rel in spec.candidate.private:
+        if (source / rel).is_file() and not (source / rel).is_symlink():
+            argv += ["--ro-bind", "/dev/null", f"{SANDBOX_WORKDIR}/{rel}"]
+    return [*argv, "--chdir", SANDBOX_WORKDIR, "--"]
+
+
+def candidate_start(candidate: CandidateProcess, *, held: list[str]) -> str:
+    """Shell lines (in the outer run's wrapper) that start the candidate's nested bubblewrap in
+    the background. The image's top-level folders are listed there; ``set --`` builds the
+    argument list in a subshell, so the wrapper's own ``$@`` (the run's command) is untouched.
+
+    Each test folder in ``held`` is an empty read-only tmpfs in the candidate's view: a mount
+    point there, so the candidate cannot remove or rename the folder (the kernel would detach
+    the tests' bind mount on it in the other namespace, and the candidate could put its own
+    tests in their place)."""
+    head = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--hostname", "candidate", "--clearenv"]
+    tail = ["--dev", "/dev", "--bind", SANDBOX_TMP, SANDBOX_TMP, "--bind", SHARED_WORK, SANDBOX_WORKDIR,
+            "--bind", CHANNEL_HOLD, SANDBOX_CHANNEL_DIR,
+            "--ro-bind", f"{SANDBOX_HARNESS}/candidate", SANDBOX_CANDIDATE_HARNESS,
+            "--chdir", SANDBOX_WORKDIR]
+    for rel in held:
+        tail[-2:-2] = ["--perms", "0555", "--size", "4096", "--tmpfs", f"{SANDBOX_WORKDIR}/{rel}"]
+    env = candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
+                                channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
+                                candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=DEFAULT_PATH,
+                                extra=candidate.env)
+    for name, value in sorted(env.items()):
+        tail += ["--setenv", name, value]
+    tail += ["--", *candidate.command]
+    skip = "|".join(_NOT_FOR_THE_CANDIDATE)
+    return ("(set --\n"
+            "for d in /* /opt/*; do\n"
+            f'  case "$d" in {skip}) continue;; esac\n'
+            '  if [ -L "$d" ]; then set -- "$@" --symlink "$(readlink "$d")" "$d"\n'
+            '  elif [ -e "$d" ]; then set -- "$@" --ro-bind "$d" "$d"; fi\n'
+            "done\n"
+            f'exec {shlex.join(head)} "$@" {shlex.join(tail)}\n'
+            ") </dev/null 3>&- &\n")
+
+
+__all__ = ["NESTED_PIDS", "TwoProcessJob", "candidate_start", "trusted_argv", "two_process_job"]
