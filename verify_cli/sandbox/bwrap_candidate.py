@@ -40,7 +40,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +168,7 @@ class CandidateParent:
 
     def start(self, job_id: str, *, cpu_seconds: int, file_bytes: int, out_fd: int, err_fd: int,
               mounts: list[int], extra_env: Mapping[str, str],
-              deadline: float) -> None:
+              deadline: float, held: Sequence[str] = ()) -> None:
         """Fork the run's candidate child over ``mounts`` (work folder, /tmp, channel folder) and
         wait until its sandbox is built; raises CandidateParentError otherwise."""
         if not self.alive or self.ctl is None:
@@ -176,7 +176,7 @@ class CandidateParent:
         host_job, child_job = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._job, self._job_id = host_job, job_id
         request = {"op": "run", "id": job_id, "env": candidate_env(extra_env),
-                   "cpu_seconds": cpu_seconds, "file_bytes": file_bytes}
+                   "cpu_seconds": cpu_seconds, "file_bytes": file_bytes, "held": list(held)}
         try:
             socket.send_fds(self.ctl, [json.dumps(request).encode()],
                             [out_fd, err_fd, child_job.fileno(), *mounts])
@@ -261,7 +261,7 @@ class WarmCandidates:
 
     def start(self, parent: CandidateParent, job_id: str, *, cpu_seconds: int, file_bytes: int,
               extra_env: Mapping[str, str], mounts: list[int], out_fd: int, err_fd: int,
-              deadline: float, infra: set[int]) -> None:
+              deadline: float, infra: set[int], held: Sequence[str] = ()) -> None:
         """Hand the run's exported mounts to the parent (closed here either way). Where the
         trusted child exported none (the kernel refused), it started the candidate cold itself."""
         try:
@@ -271,7 +271,8 @@ class WarmCandidates:
                 return
             try:
                 parent.start(job_id, cpu_seconds=cpu_seconds, file_bytes=file_bytes, out_fd=out_fd,
-                             err_fd=err_fd, mounts=mounts, extra_env=extra_env, deadline=deadline)
+                             err_fd=err_fd, mounts=mounts, extra_env=extra_env, deadline=deadline,
+                             held=held)
             except CandidateParentError as e:
                 self.drop(infra)
                 if "could not be set up" in str(e):

@@ -361,10 +361,11 @@ class _Worker:
         parent = self.candidates.parent_for(spec.candidate, self.cgroup, self.infra, self.submit)
         cand_out = cand_err = -1
         if spec.candidate is not None:
+            held = held_folders(spec.candidate, self.jobs / job_id)
             request["candidate"] = {
                 "argv": candidate_argv(spec.candidate, work_source=CANDIDATE_WORK,
-                                       channel_source=CANDIDATE_CHANNEL,
-                                       held=held_folders(spec.candidate, self.jobs / job_id)),
+                                       channel_source=CANDIDATE_CHANNEL, held=held),
+                "held": held,
                 "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private),
                 "warm": parent is not None}
             if parent is not None:
@@ -446,7 +447,7 @@ class _Worker:
             self.candidates.start(parent, job_id, cpu_seconds=int(request["cpu_seconds"]),
                                   file_bytes=int(request["file_bytes"]), extra_env=extra_env,
                                   mounts=mounts, out_fd=out_fd, err_fd=err_fd, deadline=deadline,
-                                  infra=self.infra)
+                                  infra=self.infra, held=list(request["candidate"].get("held", [])))
         except CandidateParentError as e:
             raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
                               fallback=True) from e

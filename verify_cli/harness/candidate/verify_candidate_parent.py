@@ -133,7 +133,7 @@ def _drop_capabilities() -> None:
     _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
-def isolate(work_fd: int, tmp_fd: int, channel_fd: int) -> None:
+def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = ()) -> None:
     """The run's namespaces and file systems (see the module's docstring), then no capabilities."""
     uid, gid = os.getuid(), os.getgid()
     fresh = (_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET | _CLONE_NEWUTS
@@ -152,6 +152,14 @@ def isolate(work_fd: int, tmp_fd: int, channel_fd: int) -> None:
                    if os.path.realpath(p).startswith(TMP + "/")})
     handles = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in keep]
     _attach(work_fd, WORKDIR)
+    # Each test folder the tests' side binds back is a mount point here too (an empty read-only
+    # tmpfs): removing it would detach the tests' bind mount in their namespace and let the
+    # candidate plant its own tests there (the cold start's bwrap does the same).
+    for rel in held:
+        target = os.path.join(WORKDIR, rel)
+        if "/" not in rel and rel not in ("", ".", "..") and os.path.isdir(target) \
+                and not os.path.islink(target):
+            _mount("tmpfs", target, "tmpfs", flags | _MS_RDONLY, "size=4k,mode=0555")
     _attach(tmp_fd, TMP)
     _attach(channel_fd, CHANNEL_DIR)
     for path, fd in handles:
@@ -250,7 +258,7 @@ def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType) -> None
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        isolate(work_fd, tmp_fd, channel_fd)
+        isolate(work_fd, tmp_fd, channel_fd, tuple(str(h) for h in job.get("held", [])))
         for fd in (work_fd, tmp_fd, channel_fd):
             os.close(fd)
         init = os.fork()  # pid 1 of the new pid namespace
