@@ -16,9 +16,11 @@ from verify_cli.tasks import load_task_set
 def _verdicts(path: Path, backend: str) -> dict[str, tuple[str, list[str]]]:
     with create_sandbox(backend, pool_size=2) as box, Grader(box, warm=True) as grader:
         reports: list[TaskReport] = check_tasks(load_task_set(path), grader, CheckOptions(repeats=3, jobs=2))
-        stats = grader.warm_stats()
-        # Both backends grade the pytest tasks warm (docker: warm nodes inside its containers).
-        assert stats is not None and stats.warm_runs > 0, stats
+        stats = grader.warm_stats
+        # bwrap grades the pytest tasks warm. Docker's warm nodes take in-process runs only: its
+        # two-process runs (every sample pytest task) go cold in its containers.
+        if backend == "bwrap":
+            assert stats is not None and stats.warm_runs > 0, stats
     return {r.task_id: (r.verdict.value, sorted(c.name for c in r.defects)) for r in reports}
 
 

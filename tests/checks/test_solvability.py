@@ -10,6 +10,7 @@ from verify_cli.checks.editable import editable_reach
 from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
 from verify_cli.checks.solvability import CheckOptions, Progress, check_tasks, evaluate
 from verify_cli.grading import Grader, GradeResult, GradeStatus, Outcome, Phase, TestOutcome
+from verify_cli.grading.workspace import HARNESS_MODULES
 from verify_cli.sandbox.base import RunResult, Sandbox, Verdict
 from verify_cli.sandbox.testing import FakeSandbox
 from verify_cli.tasks import load_task, load_task_set
@@ -211,10 +212,12 @@ def test_an_editable_glob_reaching_tests_or_harness_files_is_a_warning(
     assert report.verdict is TaskVerdict.SOUND  # the grader refuses those files: a warning only
     editable = next(c for c in report.checks if c.name == "editable")
     assert editable.status is CheckStatus.WARN
+    more = len(HARNESS_MODULES)  # the harness modules, after the three files named
     assert editable.message == (
         "editable glob '**/*.py' matches test files (tests/check.py, tests/test_x.py, tests/conftest.py "
         "and 4 more), which the grader always takes from the task; and harness files "
-        "(conftest.py, sitecustomize.py, usercustomize.py and 13 more), which the grader refuses from a wildcard")
+        f"(conftest.py, sitecustomize.py, usercustomize.py and {more} more), which the grader refuses from a "
+        "wildcard")
 
 
 def test_an_editable_harness_file_named_exactly_is_taken_and_warned_about(defective_tasks_dir: Path) -> None:

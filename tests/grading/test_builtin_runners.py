@@ -129,7 +129,7 @@ def test_a_program_cannot_forge_the_results(tmp_path: Path, grader: Grader, isol
              "        if pid.isdigit() and b'verify_stdio' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
              "            os.kill(int(pid), 9)\n"
              "    except OSError:\n        pass\n"
-             "print(4)\n")
+             "print(5)\n")  # a wrong answer: only a forged result could pass it
     assert not grade(grader, task, forge).passed
 
 
