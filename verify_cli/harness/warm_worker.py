@@ -326,7 +326,8 @@ def run_pytest_as_command(mode: str, program: str, args: list[str], argv0: str) 
     """Run pytest in this process as ``python -m pytest ARGS`` (``mode == "module"``) or as the
     ``pytest`` console script ``program`` would; returns the exit status a cold run would have,
     after the interpreter's own shutdown steps (threads joined, atexit, streams flushed)."""
-    try:
+
+    def start() -> None:
         if mode == "module":
             sys.orig_argv = [argv0, "-m", "pytest", *args]
             sys.argv = ["-m", *args]
@@ -337,6 +338,15 @@ def run_pytest_as_command(mode: str, program: str, args: list[str], argv0: str) 
             sys.argv = [program, *args]
             sys.path[0] = os.path.dirname(program)
             runpy.run_path(program, run_name="__main__")
+
+    return _run_as_main(start)
+
+
+def _run_as_main(start: Any) -> int:
+    """Call ``start()`` as the interpreter runs a main module: the exit status an uncaught
+    SystemExit or exception gives, after the interpreter's own shutdown steps."""
+    try:
+        start()
         code = 0
     except SystemExit as e:
         code = _exit_code_of(e)
@@ -496,23 +506,16 @@ def run_runner_as_command(module: str, argv0: str) -> int:
     module's file); returns the exit status a cold run would have, after the interpreter's own
     shutdown steps. The module is the one the worker imported from the harness, never a file of
     the same name in the work folder."""
-    try:
+
+    def start() -> None:
         main_function = runner_main(module)
         runner = sys.modules[module]
         sys.orig_argv = [argv0, "-m", module]
         sys.argv = [str(getattr(runner, "__file__", module))]
         sys.path[0] = os.getcwd()
         main_function()
-        code = 0
-    except SystemExit as e:
-        code = _exit_code_of(e)
-    except BaseException:
-        with contextlib.suppress(BaseException):
-            sys.excepthook(*sys.exc_info())
-        code = 1
-    with contextlib.suppress(BaseException):
-        code = _finalize(code)
-    return code
+
+    return _run_as_main(start)
 
 
 def _send(sock: socket.socket, msg: dict[str, Any]) -> None:

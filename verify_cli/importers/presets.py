@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from verify_cli.importers.call_based import call_based_draft, is_call_based
+from verify_cli.importers.call_based import call_based_draft, io_mapping, is_call_based
 from verify_cli.importers.model import RowError, TaskDraft, required_text, task_id
 from verify_cli.importers.python_source import (
     called_function,
@@ -203,13 +203,7 @@ def _io_text(value: Any) -> str:
 
 def stdio_pairs(value: Any) -> list[tuple[str, str]]:
     """(input, expected output) pairs from an ``input_output`` value (JSON text or a mapping)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise RowError("input_output is not valid JSON") from None
-    if not isinstance(value, Mapping):
-        raise RowError(f"input_output is {type(value).__name__}, not an object with inputs and outputs")
+    value = io_mapping(value)
     if value.get("fn_name"):
         raise RowError(f"a call-based problem (fn_name {value['fn_name']!r}), not stdin/stdout")
     inputs, outputs = value.get("inputs"), value.get("outputs")
