@@ -263,6 +263,11 @@ def test_a_candidate_parent_killed_between_runs_is_replaced(cold: Grader, warm: 
     assert first.passed
     (parent,) = _parents(warm)
     os.kill(_parent_python(parent), signal.SIGKILL)
+    # The parent's sandbox ends a moment after its Python (a run that starts in between finds a
+    # parent that is going and re-runs cold: the mid-run test below); wait for it to be gone.
+    deadline = time.monotonic() + 30
+    while parent.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
     second = warm.grade(_candidate(root, ECHO))
     assert _evidence(second) == _evidence(cold.grade(_candidate(root, ECHO)))
     assert second.passed
