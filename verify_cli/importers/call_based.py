@@ -47,8 +47,8 @@ def is_call_based(value: Any) -> bool:
         return False
 
 
-def table_rows(io: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The runner's table rows: arguments, expected value and, for a wrapped one, either."""
+def io_cases(io: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
+    """The ``inputs`` and ``outputs`` lists of an ``input_output`` mapping, checked to pair up."""
     inputs, outputs = io.get("inputs"), io.get("outputs")
     if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)):
         raise RowError("input_output needs lists 'inputs' and 'outputs'")
@@ -56,6 +56,12 @@ def table_rows(io: Mapping[str, Any]) -> list[dict[str, Any]]:
         raise RowError(f"input_output has {len(inputs)} inputs but {len(outputs)} outputs")
     if not inputs:
         raise RowError("input_output holds no cases")
+    return list(inputs), list(outputs)
+
+
+def table_rows(io: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The runner's table rows: arguments, expected value and, for a wrapped one, either."""
+    inputs, outputs = io_cases(io)
     rows: list[dict[str, Any]] = []
     for i, (args, expected) in enumerate(zip(inputs, outputs, strict=True), start=1):
         if not isinstance(args, (list, tuple)):

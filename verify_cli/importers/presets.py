@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from verify_cli.importers.call_based import call_based_draft, io_mapping, is_call_based
+from verify_cli.importers.call_based import call_based_draft, io_cases, io_mapping, is_call_based
 from verify_cli.importers.model import RowError, TaskDraft, required_text, task_id
 from verify_cli.importers.python_source import (
     called_function,
@@ -206,13 +206,7 @@ def stdio_pairs(value: Any) -> list[tuple[str, str]]:
     value = io_mapping(value)
     if value.get("fn_name"):
         raise RowError(f"a call-based problem (fn_name {value['fn_name']!r}), not stdin/stdout")
-    inputs, outputs = value.get("inputs"), value.get("outputs")
-    if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)):
-        raise RowError("input_output needs lists 'inputs' and 'outputs'")
-    if len(inputs) != len(outputs):
-        raise RowError(f"input_output has {len(inputs)} inputs but {len(outputs)} outputs")
-    if not inputs:
-        raise RowError("input_output holds no cases")
+    inputs, outputs = io_cases(value)
     return [(_io_text(i), _io_text(o)) for i, o in zip(inputs, outputs, strict=True)]
 
 
