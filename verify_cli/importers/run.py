@@ -99,7 +99,13 @@ def import_rows(source: str | None, out: Path, *, preset: str | None = None,
     columns = {**chosen.columns, **mapping}
     prefix = id_prefix if id_prefix is not None else (chosen.id_prefix or _stem(source))
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: is a file, not a folder", hint="give --out a folder (made if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{out}: cannot make the output folder ({e.strerror or e})",
+                         hint="give --out a folder you can write to") from None
     report = ImportReport(source=source, preset=chosen.name, out=out)
     started = time.monotonic()
     seen: dict[str, int] = {}
@@ -112,7 +118,11 @@ def import_rows(source: str | None, out: Path, *, preset: str | None = None,
             draft = chosen.convert(row, columns, prefix)
             if draft.id in seen:
                 raise RowError(f"id {draft.id!r} is already used by row {seen[draft.id]}")
-            write_task(draft, out, check)
+            try:
+                write_task(draft, out, check)
+            except OSError as e:  # the disk, not the row: no later row would fare better
+                raise UsageError(f"{out / draft.id}: cannot write the task folder ({e.strerror or e})",
+                                 hint="check that --out is writable and has space") from None
             seen[draft.id] = row.index
             report.written.append(draft.id)
         except (RowError, TaskFormatError) as e:

@@ -20,14 +20,16 @@ class Row:
 
 
 def _jsonl(path: Path) -> Iterator[Row]:
-    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz"
-          else open(path, encoding="utf-8")) as fh:
+    # Bytes, decoded line by line: a line that is not UTF-8 is that row's failure, not the file's.
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fh:
         index = 0
-        for line in fh:
-            if not line.strip():
+        for raw in fh:
+            if not raw.strip():
                 continue
             try:
-                value = json.loads(line)
+                value = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                value = {"__error__": f"not UTF-8 text ({e.reason} at byte {e.start})"}
             except ValueError as e:
                 value = {"__error__": f"not valid JSON ({e})"}
             yield Row(index, value if isinstance(value, dict) else {"__error__": "not a JSON object"})
@@ -89,7 +91,29 @@ def _hub(name: str) -> Iterator[Row]:
 
 
 def read_rows(source: str) -> Iterator[Row]:
-    """The rows of ``source``, in order, each with its index (and split for datasets)."""
+    """The rows of ``source``, in order, each with its index (and split for datasets).
+
+    A file that cannot be read to its end (a broken gzip stream, a truncated Parquet file, a
+    damaged datasets folder) raises UsageError naming it, after the rows read before."""
+    return _reporting_read_errors(source, _open_rows(source))
+
+
+def _reporting_read_errors(source: str, rows: Iterator[Row]) -> Iterator[Row]:
+    import pyarrow as pa
+
+    last = -1
+    try:
+        for row in rows:
+            last = row.index
+            yield row
+    except (OSError, EOFError, ValueError, pa.ArrowException) as e:
+        where = "cannot read it" if last < 0 else f"cannot read past row {last}"
+        raise UsageError(f"{source}: {where} ({type(e).__name__}: {str(e)[:200]})",
+                         hint="the file is damaged or not in the format its name says"
+                              + ("" if last < 0 else "; the rows before were imported")) from None
+
+
+def _open_rows(source: str) -> Iterator[Row]:
     path = Path(source)
     if path.is_dir():
         if (path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file():

@@ -1,0 +1,58 @@
+"""Bad input to ``import`` / ``export``: a clear error naming the file and what to do, an exit
+code from the one table, never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from verify_cli.cli.app import main
+
+ROW = {"problem_id": 1, "question": "Echo.", "solutions": json.dumps(["print(input())"]),
+       "input_output": json.dumps({"inputs": ["a\n"], "outputs": ["a\n"]})}
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(args)
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "Traceback" not in text
+    return code, text
+
+
+def test_a_damaged_source_file_is_named_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad_gz = tmp_path / "rows.jsonl.gz"
+    bad_gz.write_bytes(b"not gzip at all")
+    code, text = _run(["import", str(bad_gz), "--preset", "stdio", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and f"{bad_gz}: cannot read it" in text
+
+    whole = gzip.compress("".join(json.dumps({**ROW, "problem_id": i}) + "\n" for i in range(50)).encode())
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) - 40])
+    code, text = _run(["import", str(cut), "--preset", "stdio", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "cannot read past row" in text
+
+
+def test_a_line_that_is_not_utf8_is_that_rows_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "rows.jsonl"
+    source.write_bytes(json.dumps(ROW).encode() + b"\n" + b'{"question": "\xff\xfe"}\n')
+    code, text = _run(["import", str(source), "--preset", "stdio", "--out", str(tmp_path / "o"),
+                       "--json", str(tmp_path / "r.json")], capsys)
+    assert code == 1
+    failed = json.loads((tmp_path / "r.json").read_text())["failed"]
+    assert [f["index"] for f in failed] == [1] and "not UTF-8" in failed[0]["reason"]
+
+
+def test_an_out_that_is_a_file_or_unwritable_is_a_usage_error(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "rows.jsonl"
+    source.write_text(json.dumps(ROW) + "\n")
+    a_file = tmp_path / "taken"
+    a_file.write_text("x")
+    code, text = _run(["import", str(source), "--preset", "stdio", "--out", str(a_file)], capsys)
+    assert code == 2 and "is a file, not a folder" in text
+    code, text = _run(["import", str(source), "--preset", "stdio", "--out", str(a_file / "below")], capsys)
+    assert code == 2 and "cannot make the output folder" in text
