@@ -39,7 +39,7 @@ def test_a_damaged_source_file_is_named_not_a_traceback(tmp_path: Path, capsys: 
 def test_a_line_that_is_not_utf8_is_that_rows_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "rows.jsonl"
     source.write_bytes(json.dumps(ROW).encode() + b"\n" + b'{"question": "\xff\xfe"}\n')
-    code, text = _run(["import", str(source), "--preset", "stdio", "--out", str(tmp_path / "o"),
+    code, _ = _run(["import", str(source), "--preset", "stdio", "--out", str(tmp_path / "o"),
                        "--json", str(tmp_path / "r.json")], capsys)
     assert code == 1
     failed = json.loads((tmp_path / "r.json").read_text())["failed"]
