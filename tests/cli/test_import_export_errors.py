@@ -56,3 +56,28 @@ def test_an_out_that_is_a_file_or_unwritable_is_a_usage_error(tmp_path: Path,
     assert code == 2 and "is a file, not a folder" in text
     code, text = _run(["import", str(source), "--preset", "stdio", "--out", str(a_file / "below")], capsys)
     assert code == 2 and "cannot make the output folder" in text
+
+
+@pytest.fixture
+def task_set(tmp_path: Path) -> Path:
+    source = tmp_path / "rows.jsonl"
+    source.write_text(json.dumps(ROW) + "\n")
+    assert main(["import", str(source), "--preset", "stdio", "--out", str(tmp_path / "set")]) == 0
+    return tmp_path / "set"
+
+
+@pytest.mark.parametrize("fmt", ["verl", "jsonl", "datasets"])
+def test_export_to_a_file_where_a_folder_goes_is_a_usage_error(task_set: Path, tmp_path: Path, fmt: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    a_file = tmp_path / "taken.txt"
+    a_file.write_text("x")
+    code, text = _run(["export", str(task_set), "--format", fmt, "--out", str(a_file)], capsys)
+    assert code == 2 and f"{a_file}: a file, where the {fmt} export writes a folder" in text
+    code, text = _run(["export", str(task_set), "--format", fmt, "--out", str(a_file / "below")], capsys)
+    assert code == 2 and "cannot write the export" in text
+
+
+def test_a_datasets_export_over_the_task_set_is_refused(task_set: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = _run(["export", str(task_set), "--format", "datasets", "--out", str(task_set)], capsys)
+    assert code == 2 and "holds tasks" in text
+    assert not (task_set / "dataset_dict.json").exists()

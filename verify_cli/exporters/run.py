@@ -97,7 +97,9 @@ def export_tasks(path: Path, fmt: str, out: Path, *, split: str = "train",
     except ValueError:
         raise UsageError(f"unknown export format {fmt!r}",
                          hint=f"formats: {', '.join(f.value for f in ExportFormat)}") from None
-    report = ExportReport(chosen, Path(out))
+    out = Path(out)
+    _check_destination(Path(path), out, chosen)
+    report = ExportReport(chosen, out)
     rows: list[dict[str, Any]] = []
     items: Iterable[Task | TaskLoadFailure] = load_task_set(path)
     for item in items:
@@ -111,5 +113,31 @@ def export_tasks(path: Path, fmt: str, out: Path, *, split: str = "train",
     if not rows:
         raise UsageError(f"{path}: no task could be loaded to export",
                          hint="run 'verify-cli check-tasks' on it to see why")
-    report.out = _WRITERS[chosen](rows, Path(out))
+    try:
+        report.out = _WRITERS[chosen](rows, out)
+    except OSError as e:
+        raise UsageError(f"{e.filename or out}: cannot write the export ({e.strerror or e})",
+                         hint="give --out a place you can write to") from None
     return report
+
+
+#: Formats written as one file when --out ends with one of these suffixes (else into a folder).
+_FILE_SUFFIXES = {ExportFormat.VERL: (".parquet",), ExportFormat.JSONL: (".jsonl", ".ndjson"),
+                  ExportFormat.DATASETS: ()}
+
+
+def _check_destination(source: Path, out: Path, fmt: ExportFormat) -> None:
+    """Refuse a datasets folder written over the task set itself, a file where a folder is
+    written, and a folder where a file is."""
+    if fmt is ExportFormat.DATASETS and (out.resolve() == source.resolve() or (out / "task.toml").is_file()):
+        raise UsageError(f"{out}: holds tasks; the datasets export writes a folder of its own",
+                         hint="give --out a new folder (this one would then read as a datasets folder)")
+    if out.suffix in _FILE_SUFFIXES[fmt]:
+        if out.is_dir():
+            raise UsageError(f"{out}: a folder, where the {fmt.value} export writes a file",
+                             hint="remove it or give another name")
+        return
+    if out.exists() and not out.is_dir():
+        files = " / ".join(_FILE_SUFFIXES[fmt])
+        raise UsageError(f"{out}: a file, where the {fmt.value} export writes a folder",
+                         hint=f"give a folder{f' or a {files} file' if files else ''}")
