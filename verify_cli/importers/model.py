@@ -63,7 +63,7 @@ def task_id(raw: object, prefix: str) -> str:
 def required_text(row: dict[str, Any], column: str, what: str) -> str:
     """The text in ``column``, or a RowError naming the column."""
     if column not in row:
-        raise RowError(f"no column {column!r} ({what}); map one with --map {what}=COLUMN")
+        raise RowError(f"column {column!r} ({what}) is missing or null; map another with --map {what}=COLUMN")
     value = row[column]
     if value is None or (isinstance(value, str) and not value.strip()):
         raise RowError(f"column {column!r} ({what}) is empty")

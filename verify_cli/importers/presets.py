@@ -77,8 +77,14 @@ def _fields(row: Row, columns: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _text(fields: dict[str, Any], name: str, columns: Mapping[str, str]) -> str:
-    return required_text(fields, name, name) if name in fields else required_text(
-        {}, columns.get(name, name), name)
+    """Field ``name`` as text; a failure names the column it comes from (``--map`` changes it)."""
+    column = columns.get(name, name)
+    return required_text({column: fields[name]} if name in fields else {}, column, name)
+
+
+def _missing(columns: Mapping[str, str], name: str) -> RowError:
+    column = columns.get(name, name)
+    return RowError(f"column {column!r} ({name}) is missing or null; map another with --map {name}=COLUMN")
 
 
 def _row_id(fields: dict[str, Any], row: Row, prefix: str) -> str:
@@ -159,7 +165,7 @@ def convert_asserts(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDr
     text = _text(fields, "prompt", columns)
     solution = _text(fields, "solution", columns).replace("\r\n", "\n")
     if "tests" not in fields:
-        raise RowError(f"no column {columns.get('tests', 'tests')!r} (tests); map one with --map tests=COLUMN")
+        raise _missing(columns, "tests")
     asserts = [str(a).replace("\r\n", "\n").strip() for a in _as_list(fields["tests"], "tests")]
     asserts = [a for a in asserts if a]
     if not asserts:
@@ -251,7 +257,7 @@ def convert_stdio(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraf
     fields = _fields(row, columns)
     prompt = _text(fields, "prompt", columns)
     if "tests" not in fields:
-        raise RowError(f"no column {columns.get('tests', 'tests')!r} (tests); map one with --map tests=COLUMN")
+        raise _missing(columns, "tests")
     if "solution" not in fields:
         raise RowError(f"no reference solution (column {columns.get('solution')!r}); "
                        "map one with --map solution=COLUMN")
@@ -316,7 +322,7 @@ def convert_verl(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft
     if payload is not None:
         return draft_from_payload(payload, row)
     if "prompt" not in fields:
-        raise RowError(f"no column {columns['prompt']!r} (prompt)")
+        raise _missing(columns, "prompt")
     prompt = _chat_text(fields["prompt"])
     truth = fields.get("ground_truth")
     if truth is None:
