@@ -111,6 +111,21 @@ def test_assert_list_preset(tmp_path: Path, write_jsonl: Callable[..., Path], ch
     assert "assert_1" in wrong.defects[0].message
 
 
+def test_mbpp_sanitized_test_imports_reach_the_asserts(tmp_path: Path, write_jsonl: Callable[..., Path],
+                                                       check_set: Any) -> None:
+    """MBPP's sanitized layout: ``prompt`` for the text, and ``test_imports`` that the asserts
+    need (``math.isclose``), kept apart from them."""
+    rows = [{"task_id": 21, "prompt": "Square root.", "code": "import math\ndef root(x):\n    return math.sqrt(x)\n",
+             "test_imports": ["import math"], "test_list": ["assert math.isclose(root(4), 2.0)"]},
+            {"task_id": 22, "prompt": "Broken imports.", "code": "def f():\n    return 1\n",
+             "test_imports": ["import (("], "test_list": ["assert f() == 1"]}]
+    report = import_rows(str(write_jsonl("sanitized.jsonl", rows)), tmp_path / "out", preset="asserts",
+                         mapping={"prompt": "prompt"})
+    assert report.written == ["sanitized/21"]
+    assert [f.index for f in report.failures] == [1] and "test imports" in report.failures[0].reason
+    assert check_set(tmp_path / "out")["sanitized/21"].verdict is TaskVerdict.SOUND
+
+
 def apps_row(pid: int, solution: str, inputs: list[str], outputs: list[str]) -> dict[str, Any]:
     return {"problem_id": pid, "question": f"Problem {pid}: read numbers, print their sum.",
             "solutions": json.dumps([solution]),

@@ -175,6 +175,13 @@ def convert_asserts(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDr
         bad = next((a for a in asserts if not a.startswith("assert")), asserts[0])
         raise RowError(f"each test must be one assert statement; not: {bad[:60]!r}")
     setup = str(fields.get("setup") or "").replace("\r\n", "\n").strip()
+    # MBPP (sanitized) lists the imports its asserts need (``math.isclose``) apart from them.
+    imports = fields.get("imports") or []
+    imports = [imports] if isinstance(imports, str) else _as_list(imports, "imports")
+    imports = [str(i).replace("\r\n", "\n").strip() for i in imports if str(i).strip()]
+    if imports:
+        parse("\n".join(imports), "the test imports")
+        setup = "\n".join([*imports, setup]).strip()
     entry = str(fields.get("entry_point") or "").strip()
     solution_tree = parse(solution, "the solution")
     if not entry:
@@ -349,10 +356,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("function", "function completion: prompt, solution, check(candidate) test, entry point",
            {"id": "task_id", "prompt": "prompt", "solution": "canonical_solution", "test": "test",
             "entry_point": "entry_point", "difficulty": "difficulty"}, convert_function),
-    Preset("asserts", "a list of assert statements (MBPP: text, code, test_list, test_setup_code)",
+    Preset("asserts", "a list of assert statements (MBPP: text, code, test_list, test_setup_code, test_imports)",
            {"id": "task_id", "prompt": "text", "solution": "code", "tests": "test_list",
-            "setup": "test_setup_code", "entry_point": "entry_point", "difficulty": "difficulty"},
-           convert_asserts),
+            "setup": "test_setup_code", "imports": "test_imports", "entry_point": "entry_point",
+            "difficulty": "difficulty"}, convert_asserts),
     Preset("stdio", "stdin/stdout pairs (APPS/TACO: question, solutions, input_output JSON; rows "
                     "whose input_output names a fn_name become function-call tasks)",
            {"id": "problem_id", "prompt": "question", "solution": "solutions", "tests": "input_output",
