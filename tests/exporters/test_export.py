@@ -97,3 +97,40 @@ def test_jsonl_rows_hold_the_generic_fields(task_set: Path, tmp_path: Path) -> N
     assert row["kind"] == "stdio" and row["solution"] == "print(input())"
     assert json.loads(row["ground_truth"])["inputs"] == ["héllo\n"]
     assert row["difficulty"] is None and row["difficulty_bucket"] == "unmeasured"
+
+
+def test_a_verl_export_without_the_task_payload_keeps_difficulty_and_split(task_set: Path, tmp_path: Path) -> None:
+    """A verl file that went through other tools (the task folder column dropped) imports from
+    its verl columns: the measured difficulty (JSON in extra_info.difficulty) comes back as a
+    record, with its bucket, and the split as extra_info.split says."""
+    import pyarrow.parquet as pq
+
+    dest = export_tasks(task_set, "verl", tmp_path / "v.parquet", split="test").out
+    table = pq.read_table(dest)
+    info = table.column("extra_info").combine_chunks()
+    names = [f.name for f in info.type if f.name != "verify_cli_task"]
+    stripped = pa.StructArray.from_arrays([info.field(n) for n in names], names=names)
+    table = table.set_column(table.schema.get_field_index("extra_info"), "extra_info", stripped)
+    pq.write_table(table, tmp_path / "stripped.parquet")
+
+    report = import_rows(str(tmp_path / "stripped.parquet"), tmp_path / "back", preset="verl",
+                         mapping={"solution": "extra_info.solution"})
+    assert "mbpp/3" not in report.written  # a calls task's ground truth is its test code, not i/o pairs
+    back = tmp_path / "back" / "apps" / "7"
+    assert difficulty_bucket(difficulty_record(back)) == "interview"
+    source = json.loads((back / "source.json").read_text())
+    assert source["split"] == "test"
+
+    # A stdio task with a measured record: the record itself comes back, not its JSON text.
+    record = {"pass_rate": 0.25, "bucket": "hard", "n": 8, "model": "tiny", "date": "2026-11-30"}
+    toml = task_set / "apps" / "8" / "task.toml"
+    table_text = "".join(f"{k} = {json.dumps(v)}\n" for k, v in record.items())
+    toml.write_text(toml.read_text() + "\n[difficulty]\n" + table_text)
+    assert not export_tasks(task_set, "verl", tmp_path / "v2.parquet").skipped
+    table = pq.read_table(tmp_path / "v2.parquet")
+    info = table.column("extra_info").combine_chunks()
+    stripped = pa.StructArray.from_arrays([info.field(n) for n in names], names=names)
+    pq.write_table(table.set_column(table.schema.get_field_index("extra_info"), "extra_info", stripped),
+                   tmp_path / "stripped2.parquet")
+    import_rows(str(tmp_path / "stripped2.parquet"), tmp_path / "back2", preset="verl")
+    assert difficulty_record(tmp_path / "back2" / "apps" / "8") == record

@@ -95,11 +95,24 @@ def _source(row: Row, fields: dict[str, Any], data_source: str) -> dict[str, Any
     out: dict[str, Any] = {"data_source": data_source, "index": row.index}
     if "id" in fields:
         out["original_id"] = fields["id"]
-    if row.split:
-        out["split"] = row.split
+    split = row.split or str(fields.get("split") or "")
+    if split:
+        out["split"] = split
     if "difficulty" in fields:
-        out["difficulty"] = fields["difficulty"]
+        out["difficulty"] = _difficulty(fields["difficulty"])
     return out
+
+
+def _difficulty(value: Any) -> Any:
+    """A row's difficulty: a label or number as it is, a record given as JSON text (verl's
+    ``extra_info.difficulty`` in verify-cli's exports) as the record."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        return parsed if isinstance(parsed, dict) else value
+    return value
 
 
 def _as_list(value: Any, what: str) -> list[Any]:
@@ -368,7 +381,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                    "own exports come back exactly",
            {"prompt": "prompt", "ground_truth": "reward_model.ground_truth", "data_source": "data_source",
             "task": f"extra_info.{TASK_PAYLOAD}", "solution": "extra_info.solution",
-            "id": "extra_info.task_id", "difficulty": "extra_info.difficulty"}, convert_verl),
+            "id": "extra_info.task_id", "difficulty": "extra_info.difficulty", "split": "extra_info.split"},
+           convert_verl),
     Preset("verify", "verify-cli's own JSONL / datasets exports",
            {"task": TASK_PAYLOAD, "id": "id"}, convert_verify),
 ]}
