@@ -33,3 +33,23 @@ def test_a_failure_names_the_column_not_the_field(tmp_path: Path) -> None:
     mapped = _import(tmp_path, [{"q": 7, "s": "print(1)", "io": {"inputs": ["\n"], "outputs": ["1\n"]}}], "stdio",
                      mapping={"prompt": "q", "solution": "s", "tests": "io"})
     assert mapped == {0: "column 'q' (prompt) is int, not text"}
+
+
+def test_a_reference_that_is_not_python_is_reported_at_import(tmp_path: Path) -> None:
+    """The stdio preset takes the first solution that is valid Python 3 (APPS lists several,
+    some Python 2) and reports a row with none; the function preset reports a reference that
+    does not parse."""
+    py2_then_py3 = {**GOOD, "solutions": json.dumps(["print 'x'", "print(input())"])}
+    only_py2 = {**GOOD, "problem_id": 2, "solutions": json.dumps(["print 'x'", "print input()"])}
+    nul = {**GOOD, "problem_id": 3, "solutions": json.dumps(["print(1)\x00"])}
+    failed = _import(tmp_path, [py2_then_py3, only_py2, nul], "stdio")
+    assert set(failed) == {1, 2}
+    assert failed[1].startswith("none of the 2 solutions is valid Python 3 (first: line 1:")
+    assert failed[2] == "the reference solution is not valid Python 3 (source code string cannot contain null bytes)"
+    assert (tmp_path / "out" / "rows" / "1" / "solution" / "main.py").read_text() == "print(input())"
+
+    row = {"task_id": "F/0", "prompt": "def add(a, b):\n", "canonical_solution": "    return a +\n",
+           "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"}
+    failed = _import(tmp_path, [row, {**row, "task_id": "F/1", "test": "def check(c):\n    pass\x00\n"}], "function")
+    assert failed[0].startswith("the reference solution (prompt + canonical solution) is not valid Python")
+    assert "not valid Python" in failed[1]

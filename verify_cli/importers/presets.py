@@ -151,6 +151,7 @@ def convert_function(row: Row, columns: Mapping[str, str], prefix: str) -> TaskD
         solution = prompt + body
     if entry not in _TOP_LEVEL_DEF.findall(solution):
         raise RowError(f"neither the prompt nor the solution defines {entry}() at top level")
+    parse(solution, "the reference solution (prompt + canonical solution)")
     starter = prompt.rstrip("\n") + "\n    raise NotImplementedError(\"not written yet\")\n"
     try:
         compile(starter, "starter", "exec")
@@ -237,21 +238,32 @@ def stdio_pairs(value: Any) -> list[tuple[str, str]]:
 
 
 def _first_solution(value: Any) -> str:
+    """The row's reference: the first of its solutions that is valid Python 3 (APPS/TACO rows
+    list several, some written for Python 2)."""
     if isinstance(value, str):
         try:
             parsed = json.loads(value)
         except ValueError:
-            return value  # a single program
+            parsed = value  # a single program
         value = parsed
     if hasattr(value, "tolist"):
         value = value.tolist()
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (list, tuple)):
-        for v in value:
-            if isinstance(v, str) and v.strip():
-                return v
-    raise RowError("no reference solution (the solutions list is empty)")
+    candidates = [value] if isinstance(value, str) else (
+        [v for v in value if isinstance(v, str) and v.strip()] if isinstance(value, (list, tuple)) else [])
+    if not candidates:
+        raise RowError("no reference solution (the solutions list is empty)")
+    first_error = ""
+    for code in candidates:
+        try:
+            ast.parse(code.replace("\r\n", "\n"))
+            return code
+        except SyntaxError as e:
+            first_error = first_error or (f"line {e.lineno}: {e.msg}" if e.lineno else e.msg)
+        except ValueError as e:  # Python 3.11: a NUL byte in the source
+            first_error = first_error or str(e)
+    if len(candidates) == 1:
+        raise RowError(f"the reference solution is not valid Python 3 ({first_error})")
+    raise RowError(f"none of the {len(candidates)} solutions is valid Python 3 (first: {first_error})")
 
 
 STARTER_PROGRAM = "import sys\n\n# Read the input from stdin and print the answer to stdout.\n"

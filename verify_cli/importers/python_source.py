@@ -12,6 +12,8 @@ def parse(code: str, what: str) -> ast.Module:
         return ast.parse(code)
     except SyntaxError as e:
         raise RowError(f"{what} is not valid Python (line {e.lineno}: {e.msg})") from None
+    except ValueError as e:  # Python 3.11: a NUL byte in the source
+        raise RowError(f"{what} is not valid Python ({e})") from None
 
 
 def defines(tree: ast.Module, name: str) -> bool:
