@@ -241,3 +241,35 @@ def test_verl_preset(tmp_path: Path, check_set: Any) -> None:
     assert task.prompt == "Problem 0: double the number." and task.kind.value == "stdio"
     reports = check_set(tmp_path / "out")
     assert all(r.verdict is TaskVerdict.SOUND for r in reports.values())
+
+
+def test_codecontests_preset(tmp_path: Path, check_set: Any) -> None:
+    """CodeContests rows (Parquet, as the data set ships): public, private and generated tests
+    together are the cases; the first Python 3 solution is the reference."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def tests(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
+        return {"input": [i for i, _ in pairs], "output": [o for _, o in pairs]}
+
+    def row(name: str, solutions: dict[str, list[Any]], public: list[tuple[str, str]]) -> dict[str, Any]:
+        return {"name": name, "description": f"{name}: print twice the number.", "difficulty": 7,
+                "public_tests": tests(public), "private_tests": tests([("5\n", "10\n")]),
+                "generated_tests": tests([]), "solutions": solutions}
+
+    double_cpp = "int main(){int n;std::cin>>n;std::cout<<2*n;}"
+    rows = [row("1A. Double", {"language": [2, 1, 3], "solution": [double_cpp, "print 2*input()",
+                                                                    "print(2 * int(input()))"]}, [("2\n", "4\n")]),
+            row("1B. Only C++", {"language": [2], "solution": [double_cpp]}, [("1\n", "2\n")]),  # broken
+            row("1C. Wrong", {"language": [3], "solution": ["print(3 * int(input()))"]}, [("0\n", "0\n")])]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "cc.parquet")
+    report = import_rows(str(tmp_path / "cc.parquet"), tmp_path / "out", preset="codecontests")
+    assert report.written == ["codecontests/1a.-double", "codecontests/1c.-wrong"]
+    assert [f.index for f in report.failures] == [1] and "no Python solution" in report.failures[0].reason
+    cases = tmp_path / "out" / "codecontests" / "1a.-double" / "hidden_tests" / "cases"
+    assert sorted(p.name for p in cases.iterdir()) == ["001.in", "001.out", "002.in", "002.out"]
+
+    reports = check_set(tmp_path / "out")
+    assert reports["codecontests/1a.-double"].verdict is TaskVerdict.SOUND
+    wrong = reports["codecontests/1c.-wrong"]
+    assert wrong.verdict is TaskVerdict.DEFECTIVE and [c.name for c in wrong.defects] == ["reference-passes"]

@@ -49,7 +49,10 @@ def is_call_based(value: Any) -> bool:
 
 def io_cases(io: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
     """The ``inputs`` and ``outputs`` lists of an ``input_output`` mapping, checked to pair up."""
-    inputs, outputs = io.get("inputs"), io.get("outputs")
+    # CodeContests names them 'input' / 'output'; Parquet readers may give numpy arrays.
+    inputs = io.get("inputs", io.get("input"))
+    outputs = io.get("outputs", io.get("output"))
+    inputs, outputs = (v.tolist() if hasattr(v, "tolist") else v for v in (inputs, outputs))
     if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)):
         raise RowError("input_output needs lists 'inputs' and 'outputs'")
     if len(inputs) != len(outputs):

@@ -309,6 +309,55 @@ def io_draft(row: Row, fields: dict[str, Any], prefix: str, prompt: str, solutio
 
 
 # --------------------------------------------------------------------------------------------
+# CodeContests: public, private and generated tests, solutions by language
+
+#: CodeContests' language codes: 3 is Python 3, 1 Python 2 (tried after, if it parses as 3).
+_CC_PYTHON = (3, 1)
+_CC_TEST_FIELDS = ("tests", "private_tests", "generated_tests")
+
+
+def _cc_solutions(value: Any) -> Any:
+    """CodeContests' ``solutions`` (``{"language": [...], "solution": [...]}``) as the Python
+    programs, Python 3 first; any other value as it is."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    if not isinstance(value, Mapping) or "solution" not in value:
+        return value
+    programs = _as_list(value["solution"], "solutions.solution")
+    languages = _as_list(value.get("language", [3] * len(programs)), "solutions.language")
+    if len(languages) != len(programs):
+        raise RowError("solutions has a different number of languages and programs")
+    python = [p for lang in _CC_PYTHON for p, code in zip(programs, languages, strict=True) if code == lang]
+    if not python:
+        raise RowError("no Python solution (CodeContests language 3 or 1) to be the reference")
+    return python
+
+
+def convert_codecontests(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft:
+    fields = _fields(row, columns)
+    prompt = _text(fields, "prompt", columns)
+    if "solution" not in fields:
+        raise _missing(columns, "solution")
+    pairs: list[tuple[str, str]] = []
+    for name in _CC_TEST_FIELDS:
+        if name in fields:
+            try:
+                inputs, outputs = io_cases(io_mapping(fields[name]))
+            except RowError as e:
+                if "holds no cases" in str(e):
+                    continue  # CodeContests leaves some of the three empty
+                raise RowError(f"{columns.get(name, name)}: {e}") from None
+            pairs.extend((_io_text(i), _io_text(o)) for i, o in zip(inputs, outputs, strict=True))
+    if not pairs:
+        raise RowError(f"no test cases in {', '.join(repr(columns.get(n, n)) for n in _CC_TEST_FIELDS)}")
+    solution = _first_solution(_cc_solutions(fields["solution"]))
+    return stdio_draft(row, fields, prefix, prompt, solution, pairs)
+
+
+# --------------------------------------------------------------------------------------------
 # verl Parquet rows, and verify-cli's own exports
 
 
@@ -389,6 +438,11 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                     "whose input_output names a fn_name become function-call tasks)",
            {"id": "problem_id", "prompt": "question", "solution": "solutions", "tests": "input_output",
             "difficulty": "difficulty"}, convert_stdio),
+    Preset("codecontests", "CodeContests: description, public/private/generated tests (input/output "
+                           "lists), solutions by language (the first Python 3 one is the reference)",
+           {"id": "name", "prompt": "description", "solution": "solutions", "tests": "public_tests",
+            "private_tests": "private_tests", "generated_tests": "generated_tests", "difficulty": "difficulty"},
+           convert_codecontests, "codecontests"),
     Preset("verl", "verl Parquet rows (prompt messages, reward_model.ground_truth); verify-cli's "
                    "own exports come back exactly",
            {"prompt": "prompt", "ground_truth": "reward_model.ground_truth", "data_source": "data_source",
