@@ -134,3 +134,29 @@ def test_a_verl_export_without_the_task_payload_keeps_difficulty_and_split(task_
                    tmp_path / "stripped2.parquet")
     import_rows(str(tmp_path / "stripped2.parquet"), tmp_path / "back2", preset="verl")
     assert difficulty_record(tmp_path / "back2" / "apps" / "8") == record
+
+
+@pytest.mark.parametrize("bad_id", ["../../victim", "/tmp/abs-victim", "Upper/../x"])
+def test_an_exported_row_cannot_write_outside_the_out_folder(task_set: Path, tmp_path: Path, bad_id: str) -> None:
+    """The id in an exported row's task.toml names the folder the import writes (and replaces):
+    a doctored row is that row's failure, and nothing outside --out is touched."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("precious")
+    dest = export_tasks(task_set, "jsonl", tmp_path / "e.jsonl").out
+    rows = [json.loads(line) for line in dest.read_text().splitlines()]
+    payload = json.loads(rows[0]["verify_cli_task"])
+    payload["task_toml"] = payload["task_toml"].replace(f'id = "{rows[0]["id"]}"', f'id = "{bad_id}"', 1)
+    rows[0]["verify_cli_task"] = json.dumps(payload)
+    payload = json.loads(rows[1]["verify_cli_task"])
+    payload["task_toml"] = payload["task_toml"].replace('kind = "stdio"', 'kind = "bogus"', 1)
+    rows[1]["verify_cli_task"] = json.dumps(payload)
+    doctored = tmp_path / "doctored.jsonl"
+    doctored.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    out = tmp_path / "a" / "b" / "out"
+    report = import_rows(str(doctored), out, preset="verify")
+    failed = {f.index: f.reason for f in report.failures}
+    assert set(failed) == {0, 1} and failed[0].startswith("/id:") and failed[1].startswith("/kind:")
+    assert (victim / "keep.txt").read_text() == "precious" and not Path("/tmp/abs-victim").exists()
+    assert [p.name for p in victim.iterdir()] == ["keep.txt"]

@@ -371,18 +371,26 @@ def _payload(value: Any) -> dict[str, Any] | None:
 
 
 def draft_from_payload(payload: Mapping[str, Any], row: Row) -> TaskDraft:
-    """The exact task folder an export carried (task.toml text, prompt, files)."""
+    """The exact task folder an export carried (task.toml text, prompt, files).
+
+    The task.toml is validated like any task's before anything is written: its id names the
+    folder under --out, so a row cannot write (or replace) a folder outside it."""
     import tomllib
+    from pathlib import Path
+
+    from verify_cli.tasks.loader import validate_document
 
     try:
         doc = tomllib.loads(str(payload["task_toml"]))
         files = dict(payload.get("files") or {})
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
         raise RowError(f"the exported task is unreadable ({e})") from None
-    source = dict(payload.get("source") or {})
-    return TaskDraft(id=str(doc.get("id", row.index)), prompt=str(payload.get("prompt", "")),
+    validate_document(Path(str(doc.get("id", row.index))) / "task.toml", doc)  # TaskFormatError: the row's failure
+    source = payload.get("source") or {}
+    return TaskDraft(id=str(doc["id"]), prompt=str(payload.get("prompt", "")),
                      kind=TaskKind(doc.get("kind", "tests")), files={str(k): str(v) for k, v in files.items()},
-                     editable=list(doc.get("editable", [])), source=source, task_toml=str(payload["task_toml"]))
+                     editable=list(doc.get("editable", [])), source=dict(source) if isinstance(source, Mapping) else {},
+                     task_toml=str(payload["task_toml"]))
 
 
 def _chat_text(value: Any) -> str:

@@ -137,6 +137,9 @@ def write_task(draft: TaskDraft, out: Path, check: DocumentCheck | None = None) 
         why = unsafe_relative_path(rel)
         if why:
             raise RowError(f"file path {rel!r} {why}")
+    if len(draft.id) > 200 or not _ID.match(draft.id):
+        # The id names the folder under ``out`` (which is replaced): never a path out of it.
+        raise RowError(f"task id {draft.id[:80]!r} is not a valid id (lowercase a-z0-9._- parts joined by '/')")
     folder = out / draft.id
     if draft.task_toml is not None:
         text = draft.task_toml
