@@ -53,3 +53,17 @@ def test_a_reference_that_is_not_python_is_reported_at_import(tmp_path: Path) ->
     failed = _import(tmp_path, [row, {**row, "task_id": "F/1", "test": "def check(c):\n    pass\x00\n"}], "function")
     assert failed[0].startswith("the reference solution (prompt + canonical solution) is not valid Python")
     assert "not valid Python" in failed[1]
+
+
+def test_ids_and_prefixes_become_safe_task_ids(tmp_path: Path) -> None:
+    from verify_cli.importers.model import task_id
+
+    assert task_id("HumanEval/32", "x") == "humaneval/32"
+    assert task_id("7", "../x") == "x/7"
+    assert task_id("7", "/abs/My Set/") == "abs/my-set/7"
+    assert task_id("../../etc", "p") == "p/etc"
+    rows = [{**GOOD, "problem_id": 1}]
+    source = tmp_path / "rows.jsonl"
+    source.write_text(json.dumps(rows[0]) + "\n")
+    report = import_rows(str(source), tmp_path / "out", preset="stdio", id_prefix="../up")
+    assert report.written == ["up/1"] and (tmp_path / "out" / "up" / "1" / "task.toml").is_file()

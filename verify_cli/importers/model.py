@@ -50,14 +50,19 @@ _ID_BAD = re.compile(r"[^a-z0-9._/-]+")
 def task_id(raw: object, prefix: str) -> str:
     """A valid task id from a row's own id (``HumanEval/32`` -> ``humaneval/32``), under
     ``prefix`` when the row's id has no namespace of its own."""
-    text = _ID_BAD.sub("-", str(raw).strip().lower())
-    parts = [p.strip("-._") for p in text.split("/")]
-    parts = [p for p in parts if p]
+    parts = _id_parts(str(raw))
     if not parts:
         raise RowError("the row's id is empty")
     if len(parts) == 1 and prefix:
-        parts.insert(0, _ID_BAD.sub("-", prefix.lower()).strip("-._") or "task")
-    return "/".join(parts)[:200]
+        parts[:0] = _id_parts(prefix) or ["task"]
+    return "/".join(parts)[:200].rstrip("/-._")
+
+
+def _id_parts(text: str) -> list[str]:
+    """The parts of a task id made of ``text``: lowercase, [a-z0-9._-], none empty or only dots
+    (so '../x' is 'x', never a path out of the task set's folder)."""
+    parts = [p.strip("-._") for p in _ID_BAD.sub("-", text.strip().lower()).split("/")]
+    return [p for p in parts if p]
 
 
 def required_text(row: dict[str, Any], column: str, what: str) -> str:
