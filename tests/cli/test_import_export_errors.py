@@ -81,3 +81,9 @@ def test_a_datasets_export_over_the_task_set_is_refused(task_set: Path, capsys: 
     code, text = _run(["export", str(task_set), "--format", "datasets", "--out", str(task_set)], capsys)
     assert code == 2 and "holds tasks" in text
     assert not (task_set / "dataset_dict.json").exists()
+
+
+def test_tasks_with_an_unknown_sandbox_is_a_usage_error(task_set: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("list", "stats"):
+        code, text = _run(["tasks", command, str(task_set), "--sandbox", "bogus"], capsys)
+        assert code == 2 and "unknown sandbox backend 'bogus'" in text

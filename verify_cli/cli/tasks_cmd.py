@@ -20,7 +20,7 @@ from verify_cli.report.task_set import (
     statuses_from_report,
     task_set_stats,
 )
-from verify_cli.sandbox.registry import resolve_backend_name
+from verify_cli.sandbox.registry import resolve_backend_name, sandbox_class
 from verify_cli.tasks.catalog import TaskEntry, catalog
 
 tasks_app = typer.Typer(name="tasks", no_args_is_help=True, help="Look at a task set: list its tasks, count them.")
@@ -39,6 +39,7 @@ def _statuses(entries: Sequence[TaskEntry], checks: Path | None, sandbox: str, r
     if checks is not None:
         return statuses_from_report(checks)
     backend, _ = resolve_backend_name(sandbox)
+    sandbox_class(backend)  # an unknown name is a usage error, not every task 'unchecked'
     return statuses_from_cache(entries, cache_dir or default_cache_dir(), backend, repeats)
 
 
