@@ -87,3 +87,10 @@ def test_tasks_with_an_unknown_sandbox_is_a_usage_error(task_set: Path, capsys: 
     for command in ("list", "stats"):
         code, text = _run(["tasks", command, str(task_set), "--sandbox", "bogus"], capsys)
         assert code == 2 and "unknown sandbox backend 'bogus'" in text
+
+
+def test_strict_names_the_file_and_the_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "rows.jsonl"
+    source.write_text(json.dumps(ROW) + "\n" + json.dumps({**ROW, "input_output": "{nope"}) + "\n")
+    code, text = _run(["import", str(source), "--preset", "stdio", "--out", str(tmp_path / "o"), "--strict"], capsys)
+    assert code == 2 and f"{source}: row 1: input_output is not valid JSON" in text

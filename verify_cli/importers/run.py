@@ -131,7 +131,7 @@ def import_rows(source: str | None, out: Path, *, preset: str | None = None,
                 reason = f"{e.pointer}: {reason}"
             failure = RowFailure(row.index, reason)
             if strict:
-                raise ImportStopped(f"row {row.index}: {reason}",
+                raise ImportStopped(f"{source}: row {row.index}: {reason}",
                                     hint="leave out --strict to import the other rows") from None
             report.failures.append(failure)
         if on_row is not None:
