@@ -174,3 +174,14 @@ def test_a_candidate_that_exits_does_not_pass(tmp_path: Path, grader: Grader) ->
                       "def check(candidate):\n    assert candidate(1) == 1\n")
     assert not grade(grader, task, "import os\n\ndef f(x):\n    os._exit(0)\n", "solution.py").passed
     assert not grade(grader, task, "import sys\nsys.exit(0)\n", "solution.py").passed
+
+
+def test_a_table_row_expecting_nan_passes_a_nan_only(tmp_path: Path, grader: Grader) -> None:
+    """JSON tables may hold NaN (Python's json writes it); NaN == NaN is false in Python, which
+    failed the reference itself. A NaN still never equals a number."""
+    rows = [{"args": [0], "expected": float("nan")}, {"args": [1], "expected": [1.0, float("nan")]}]
+    task = calls_task(tmp_path, "def f(x):\n    return float('nan') if x == 0 else [1.0, float('nan')]\n",
+                      "table.json", json.dumps(rows), style="table")
+    assert grader.grade(GradeRequest(task, Phase.REFERENCE)).passed
+    result = grade(grader, task, "def f(x):\n    return 0.0 if x == 0 else [float('nan'), 1.0]\n", "solution.py")
+    assert outcomes(result) == {"row_1": "failed", "row_2": "failed"}
