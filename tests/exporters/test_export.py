@@ -39,6 +39,9 @@ def task_set(tmp_path: Path) -> Path:
     record = {"pass_rate": 0.25, "bucket": "hard", "n": 16, "model": "tiny", "date": "2026-11-30"}
     doc = {**json.loads(source.read_text()), "difficulty": record}
     source.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")  # as the importer writes it
+    # Files that are not UTF-8 text (a binary fixture, Latin-1 data) must come back byte for byte.
+    (out / "apps" / "7" / "hidden_tests" / "fixture.bin").write_bytes(bytes(range(256)))
+    (out / "apps" / "7" / "hidden_tests" / "latin1.txt").write_bytes("café\r\n".encode("latin-1"))
     return out
 
 
@@ -136,12 +139,14 @@ def test_a_verl_export_without_the_task_payload_keeps_difficulty_and_split(task_
     assert difficulty_record(tmp_path / "back2" / "apps" / "8") == record
 
 
-@pytest.mark.parametrize("bad_id", ["../../victim", "/tmp/abs-victim", "Upper/../x"])
+@pytest.mark.parametrize("bad_id", ["../../victim", "ABSOLUTE", "Upper/../x"])
 def test_an_exported_row_cannot_write_outside_the_out_folder(task_set: Path, tmp_path: Path, bad_id: str) -> None:
     """The id in an exported row's task.toml names the folder the import writes (and replaces):
     a doctored row is that row's failure, and nothing outside --out is touched."""
     victim = tmp_path / "victim"
     victim.mkdir()
+    absolute = tmp_path / "abs-victim"
+    bad_id = bad_id.replace("ABSOLUTE", str(absolute))
     (victim / "keep.txt").write_text("precious")
     dest = export_tasks(task_set, "jsonl", tmp_path / "e.jsonl").out
     rows = [json.loads(line) for line in dest.read_text().splitlines()]
@@ -158,5 +163,5 @@ def test_an_exported_row_cannot_write_outside_the_out_folder(task_set: Path, tmp
     report = import_rows(str(doctored), out, preset="verify")
     failed = {f.index: f.reason for f in report.failures}
     assert set(failed) == {0, 1} and failed[0].startswith("/id:") and failed[1].startswith("/kind:")
-    assert (victim / "keep.txt").read_text() == "precious" and not Path("/tmp/abs-victim").exists()
+    assert (victim / "keep.txt").read_text() == "precious" and not absolute.exists()
     assert [p.name for p in victim.iterdir()] == ["keep.txt"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -13,14 +14,22 @@ from verify_cli.tasks.paths import list_files
 TASK_PAYLOAD = "verify_cli_task"
 
 
-def _text(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
-
-
-def task_files(task: Task) -> dict[str, str]:
-    """Every file of the task folder but task.toml, prompt.md and source.json, as text."""
+def task_files(task: Task) -> tuple[dict[str, str], dict[str, str]]:
+    """Every file of the task folder but task.toml, prompt.md and source.json: the UTF-8 ones
+    as text, the others (binary fixtures, Latin-1 data) as base64, so they come back byte for
+    byte."""
     skip = {TASK_FILE, PROMPT_FILE, SOURCE_FILE}
-    return {rel: _text(p.read_bytes()) for rel, p in list_files(task.root).items() if rel not in skip}
+    text: dict[str, str] = {}
+    binary: dict[str, str] = {}
+    for rel, p in list_files(task.root).items():
+        if rel in skip:
+            continue
+        data = p.read_bytes()
+        try:
+            text[rel] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            binary[rel] = base64.b64encode(data).decode("ascii")
+    return text, binary
 
 
 def ground_truth(task: Task, files: dict[str, str]) -> dict[str, Any]:
@@ -49,11 +58,13 @@ def main_solution(task: Task, files: dict[str, str]) -> str:
 
 def export_row(task: Task, *, split: str) -> dict[str, Any]:
     """The generic row of ``task`` (the JSONL and datasets formats write it as is)."""
-    files = task_files(task)
+    files, binary = task_files(task)
     source = task_source(task)
     record = difficulty_record(task)
-    payload = {"task_toml": task.task_file.read_text(encoding="utf-8"), "prompt": task.prompt,
-               "files": files, "source": source}
+    payload: dict[str, Any] = {"task_toml": task.task_file.read_text(encoding="utf-8"), "prompt": task.prompt,
+                               "files": files, "source": source}
+    if binary:
+        payload["binary_files"] = binary
     return {
         "id": task.id,
         "title": task.title,

@@ -15,12 +15,13 @@ class RowError(Exception):
 
 @dataclass
 class TaskDraft:
-    """A task folder before it is written: ``files`` maps paths in the folder to text."""
+    """A task folder before it is written: ``files`` maps paths in the folder to their text
+    (or bytes, for a file that is not UTF-8)."""
 
     id: str
     prompt: str
     kind: TaskKind
-    files: dict[str, str]
+    files: dict[str, str | bytes]
     editable: list[str]
     table: dict[str, Any] = field(default_factory=dict)  # the [stdio] / [calls] table
     title: str = ""

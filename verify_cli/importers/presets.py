@@ -9,6 +9,8 @@ turn into a task, and never guesses a reference solution that the row does not h
 from __future__ import annotations
 
 import ast
+import base64
+import binascii
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -271,7 +273,8 @@ STARTER_PROGRAM = "import sys\n\n# Read the input from stdin and print the answe
 
 def stdio_draft(row: Row, fields: dict[str, Any], prefix: str, prompt: str, solution: str,
                 pairs: list[tuple[str, str]], compare: str = "tokens") -> TaskDraft:
-    files = {f"starter/{PROGRAM_FILE}": STARTER_PROGRAM, f"solution/{PROGRAM_FILE}": solution.replace("\r\n", "\n")}
+    files: dict[str, str | bytes] = {f"starter/{PROGRAM_FILE}": STARTER_PROGRAM,
+                                     f"solution/{PROGRAM_FILE}": solution.replace("\r\n", "\n")}
     width = max(3, len(str(len(pairs))))
     for i, (given, expected) in enumerate(pairs, start=1):
         files[f"hidden_tests/cases/{i:0{width}d}.in"] = given
@@ -382,13 +385,15 @@ def draft_from_payload(payload: Mapping[str, Any], row: Row) -> TaskDraft:
 
     try:
         doc = tomllib.loads(str(payload["task_toml"]))
-        files = dict(payload.get("files") or {})
-    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+        files: dict[str, str | bytes] = {str(k): str(v) for k, v in dict(payload.get("files") or {}).items()}
+        files.update({str(k): base64.b64decode(str(v), validate=True)
+                      for k, v in dict(payload.get("binary_files") or {}).items()})
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError, binascii.Error) as e:
         raise RowError(f"the exported task is unreadable ({e})") from None
     validate_document(Path(str(doc.get("id", row.index))) / "task.toml", doc)  # TaskFormatError: the row's failure
     source = payload.get("source") or {}
     return TaskDraft(id=str(doc["id"]), prompt=str(payload.get("prompt", "")),
-                     kind=TaskKind(doc.get("kind", "tests")), files={str(k): str(v) for k, v in files.items()},
+                     kind=TaskKind(doc.get("kind", "tests")), files=files,
                      editable=list(doc.get("editable", [])), source=dict(source) if isinstance(source, Mapping) else {},
                      task_toml=str(payload["task_toml"]))
 

@@ -126,9 +126,13 @@ class DocumentCheck:
             validate_document(path, doc)
 
 
-def _write(path: str, text: str) -> None:
+def _write(path: str, content: str | bytes) -> None:
+    if isinstance(content, bytes):
+        with open(path, "wb") as fh:
+            fh.write(content)
+        return
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+        fh.write(content)
 
 
 def write_task(draft: TaskDraft, out: Path, check: DocumentCheck | None = None) -> Path:
