@@ -273,3 +273,16 @@ def test_codecontests_preset(tmp_path: Path, check_set: Any) -> None:
     assert reports["codecontests/1a.-double"].verdict is TaskVerdict.SOUND
     wrong = reports["codecontests/1c.-wrong"]
     assert wrong.verdict is TaskVerdict.DEFECTIVE and [c.name for c in wrong.defects] == ["reference-passes"]
+
+
+def test_a_stdio_task_with_a_large_expected_output_is_sound(tmp_path: Path, write_jsonl: Callable[..., Path],
+                                                            check_set: Any) -> None:
+    """The task's output limit fits its largest expected output (2 MB here): with the 1 MiB
+    default the right program was cut off and check-tasks found the task defective."""
+    n = 300_000
+    row = apps_row(1, "n = int(input())\nprint('\\n'.join(map(str, range(n))))\n", [f"{n}\n"],
+                   ["\n".join(map(str, range(n))) + "\n"])
+    import_rows(str(write_jsonl("big.jsonl", [row])), tmp_path / "out", preset="stdio")
+    assert load_task(tmp_path / "out" / "big" / "1").limits.output_bytes > 2_000_000
+    report = check_set(tmp_path / "out")["big/1"]
+    assert report.verdict is TaskVerdict.SOUND, [(c.name, c.message) for c in report.defects]

@@ -8,6 +8,8 @@ from typing import Any
 
 from verify_cli.tasks.model import TaskKind
 
+DEFAULT_OUTPUT_BYTES = 1 << 20
+
 
 class RowError(Exception):
     """A row that cannot become a task; the message says why (the row's index is added later)."""
@@ -29,6 +31,9 @@ class TaskDraft:
     domain: str = "coding"
     language: str = "python"
     wall_seconds: float = 30.0
+    #: The program's output limit; raised above the default for a task whose expected outputs
+    #: are large (a correct program must be able to print them).
+    output_bytes: int = DEFAULT_OUTPUT_BYTES
     #: Where the row came from (data source, split, row index, original id) and what was
     #: measured of it (difficulty): written to ``source.json`` beside task.toml.
     source: dict[str, Any] = field(default_factory=dict)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verify_cli.importers.call_based import call_based_draft, io_cases, io_mapping, is_call_based
-from verify_cli.importers.model import RowError, TaskDraft, required_text, task_id
+from verify_cli.importers.model import DEFAULT_OUTPUT_BYTES, RowError, TaskDraft, required_text, task_id
 from verify_cli.importers.python_source import (
     called_function,
     defines,
@@ -284,6 +284,7 @@ def stdio_draft(row: Row, fields: dict[str, Any], prefix: str, prompt: str, solu
         editable=[PROGRAM_FILE],
         table={"program": f"python {PROGRAM_FILE}", "compare": compare, "case_seconds": 5.0},
         wall_seconds=float(min(600, max(30, 2 * len(pairs)))),
+        output_bytes=max(DEFAULT_OUTPUT_BYTES, 2 * max(len(o.encode("utf-8")) for _, o in pairs)),
         tags=["stdin-stdout"], source=_source(row, fields, prefix),
     )
 

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from verify_cli.importers.model import RowError, TaskDraft
+from verify_cli.importers.model import DEFAULT_OUTPUT_BYTES, RowError, TaskDraft
 from verify_cli.tasks.loader import validate_document
 from verify_cli.tasks.metadata import SOURCE_FILE
 from verify_cli.tasks.model import PROMPT_FILE, RUNNER_COMMANDS, RUNNER_RESULTS, TASK_FILE, TaskKind
@@ -76,6 +76,8 @@ def task_document(draft: TaskDraft) -> dict[str, Any]:
     doc["test"] = {"command": RUNNER_COMMANDS[draft.kind], "results": RUNNER_RESULTS}
     doc["scoring"] = {"policy": "all-or-nothing"}
     doc["limits"] = {"wall_seconds": draft.wall_seconds, "memory_mb": 1024}
+    if draft.output_bytes != DEFAULT_OUTPUT_BYTES:
+        doc["limits"]["output_bytes"] = draft.output_bytes
     doc[draft.kind.value] = draft.table
     return doc
 
