@@ -185,3 +185,17 @@ def test_a_table_row_expecting_nan_passes_a_nan_only(tmp_path: Path, grader: Gra
     assert grader.grade(GradeRequest(task, Phase.REFERENCE)).passed
     result = grade(grader, task, "def f(x):\n    return 0.0 if x == 0 else [float('nan'), 1.0]\n", "solution.py")
     assert outcomes(result) == {"row_1": "failed", "row_2": "failed"}
+
+
+def test_numeric_comparison_holds_integers_exact(tmp_path: Path, grader: Grader) -> None:
+    """The tolerance is for real numbers: an integer answer off by one fails however large it is
+    (a relative tolerance of 1e-6 passed 1000001 for 1000000, and as floats integers past 2**53
+    that differ compare equal); a float printed for an integer answer is held to the tolerance."""
+    task = stdio_task(tmp_path, "print(int(input()) * 1000)\n",
+                      {"big": ("1000\n", "1000000\n"), "huge": ("12345678901234567\n", "12345678901234567000\n")},
+                      compare="numeric", tolerance=1e-6)
+    assert grader.grade(GradeRequest(task, Phase.REFERENCE)).passed
+    off_by_one = grade(grader, task, "print(int(input()) * 1000 + 1)\n")
+    assert outcomes(off_by_one) == {"big": "failed", "huge": "failed"}
+    as_float = grade(grader, task, "x = int(input())\nprint(f'{x * 1000:.1f}' if x < 10**6 else x * 1000)\n")
+    assert outcomes(as_float) == {"big": "passed", "huge": "passed"}
