@@ -275,6 +275,18 @@ def test_codecontests_preset(tmp_path: Path, check_set: Any) -> None:
     assert wrong.verdict is TaskVerdict.DEFECTIVE and [c.name for c in wrong.defects] == ["reference-passes"]
 
 
+def test_stdio_rows_compare_numbers_as_their_data_sets_graders_do(tmp_path: Path, write_jsonl: Callable[..., Path],
+                                                                  check_set: Any) -> None:
+    """APPS/TACO's graders accept a real number printed with other digits (within a tolerance):
+    a reference printing 0.3333333333 for an expected 0.333333333 is right. Integers stay exact."""
+    rows = [apps_row(1, "a, b = map(int, input().split())\nprint(a / b)\n", ["1 3\n"], ["0.333333333\n"]),
+            apps_row(2, "print(int(input()) + 1)\n", ["999999\n"], ["1000001\n"])]  # wrong: expects +2
+    import_rows(str(write_jsonl("floats.jsonl", rows)), tmp_path / "out", preset="stdio")
+    reports = check_set(tmp_path / "out")
+    assert reports["floats/1"].verdict is TaskVerdict.SOUND
+    assert reports["floats/2"].verdict is TaskVerdict.DEFECTIVE
+
+
 def test_a_stdio_task_with_a_large_expected_output_is_sound(tmp_path: Path, write_jsonl: Callable[..., Path],
                                                             check_set: Any) -> None:
     """The task's output limit fits its largest expected output (2 MB here): with the 1 MiB

@@ -272,7 +272,7 @@ STARTER_PROGRAM = "import sys\n\n# Read the input from stdin and print the answe
 
 
 def stdio_draft(row: Row, fields: dict[str, Any], prefix: str, prompt: str, solution: str,
-                pairs: list[tuple[str, str]], compare: str = "tokens") -> TaskDraft:
+                pairs: list[tuple[str, str]], compare: str = "numeric") -> TaskDraft:
     files: dict[str, str | bytes] = {f"starter/{PROGRAM_FILE}": STARTER_PROGRAM,
                                      f"solution/{PROGRAM_FILE}": solution.replace("\r\n", "\n")}
     width = max(3, len(str(len(pairs))))
