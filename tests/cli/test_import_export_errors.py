@@ -94,3 +94,16 @@ def test_strict_names_the_file_and_the_row(tmp_path: Path, capsys: pytest.Captur
     source.write_text(json.dumps(ROW) + "\n" + json.dumps({**ROW, "input_output": "{nope"}) + "\n")
     code, text = _run(["import", str(source), "--preset", "stdio", "--out", str(tmp_path / "o"), "--strict"], capsys)
     assert code == 2 and f"{source}: row 1: input_output is not valid JSON" in text
+
+
+def test_export_names_a_task_that_does_not_load_and_exits_1(task_set: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    broken = task_set / "rows" / "broken"
+    broken.mkdir()
+    (broken / "task.toml").write_text('id = "rows/broken"\n')
+    code, text = _run(["export", str(task_set), "--format", "jsonl", "--out", str(tmp_path / "e.jsonl"),
+                       "--json", str(tmp_path / "r.json")], capsys)
+    assert code == 1 and "skipped" in text and "rows/broken" in text
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["exported"] == 1 and [s["path"] for s in doc["skipped"]] == [str(broken)]
+    assert len((tmp_path / "e.jsonl").read_text().splitlines()) == 1

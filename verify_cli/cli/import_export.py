@@ -94,9 +94,13 @@ def export_command(
     _show_export(report, time.monotonic() - started)
     if json_out:
         write_json(json_out, {"command": "export", **report.to_dict()})
+    if report.skipped:  # as import does for rows: the rest were written, but not everything
+        raise typer.Exit(ExitCode.DEFECTIVE)
 
 
 def _show_export(report: ExportReport, seconds: float) -> None:
     console.info(f"exported {len(report.exported)} task(s) as {report.format.value} to {report.out} in {seconds:.2f}s")
     for folder, why in report.skipped[:MAX_SHOWN]:
         console.warning(f"skipped {folder}: {why}")
+    if len(report.skipped) > MAX_SHOWN:
+        console.warning(f"and {len(report.skipped) - MAX_SHOWN} more skipped (--json has them all)")
