@@ -67,3 +67,15 @@ def test_ids_and_prefixes_become_safe_task_ids(tmp_path: Path) -> None:
     source.write_text(json.dumps(rows[0]) + "\n")
     report = import_rows(str(source), tmp_path / "out", preset="stdio", id_prefix="../up")
     assert report.written == ["up/1"] and (tmp_path / "out" / "up" / "1" / "task.toml").is_file()
+
+
+def test_deepcoder_test_lists_become_stdio_cases(tmp_path: Path) -> None:
+    """DeepCoder's rows give their tests as a JSON list of {"input", "output", "testtype"}."""
+    cases = [{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}, {"input": "2 2\n", "output": "4\n"}]
+    functional = [{"input": "[1, 2]", "output": "3", "testtype": "functional"}]
+    rows = [{"problem": "Add.", "solutions": ["print(sum(map(int, input().split())))"], "tests": json.dumps(cases)},
+            {"problem": "Add.", "solutions": ["def f(a, b):\n    return a + b\n"], "tests": json.dumps(functional)}]
+    failed = _import(tmp_path, rows, "stdio", mapping={"prompt": "problem", "tests": "tests"})
+    assert list(failed) == [1] and "testtype 'functional'" in failed[1]
+    case_dir = tmp_path / "out" / "rows" / "0" / "hidden_tests" / "cases"
+    assert (case_dir / "002.in").read_text() == "2 2\n" and (case_dir / "002.out").read_text() == "4\n"

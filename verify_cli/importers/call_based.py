@@ -34,8 +34,18 @@ def io_mapping(value: Any) -> Mapping[str, Any]:
             value = json.loads(value)
         except ValueError:
             raise RowError("input_output is not valid JSON") from None
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)) and value and all(
+            isinstance(t, Mapping) and "input" in t and "output" in t for t in value):
+        # DeepCoder's layout: a list of {"input", "output"[, "testtype"]} cases.
+        if any(str(t.get("testtype") or "stdin") != "stdin" for t in value):
+            raise RowError("the tests are not all stdin/stdout cases (testtype 'functional'); "
+                           "only stdin cases of this layout import")
+        return {"inputs": [t["input"] for t in value], "outputs": [t["output"] for t in value]}
     if not isinstance(value, Mapping):
-        raise RowError(f"input_output is {type(value).__name__}, not an object with inputs and outputs")
+        raise RowError(f"input_output is {type(value).__name__}, not an object with inputs and outputs "
+                       "(or a list of input/output cases)")
     return value
 
 
