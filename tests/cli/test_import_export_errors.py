@@ -36,6 +36,20 @@ def test_a_damaged_source_file_is_named_not_a_traceback(tmp_path: Path, capsys: 
     assert code == 2 and "cannot read past row" in text
 
 
+def test_a_damaged_parquet_file_or_datasets_folder_is_named(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    whole = tmp_path / "whole.parquet"
+    pq.write_table(pa.Table.from_pylist([{**ROW, "problem_id": i} for i in range(200)]), whole)
+    data = whole.read_bytes()
+    damaged = tmp_path / "damaged.parquet"
+    damaged.write_bytes(data[:8] + bytes(len(data) // 2) + data[8 + len(data) // 2:])
+    code, text = _run(["import", str(damaged), "--preset", "stdio", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and f"{damaged}: cannot read" in text
+
+
 def test_a_line_that_is_not_utf8_is_that_rows_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "rows.jsonl"
     source.write_bytes(json.dumps(ROW).encode() + b"\n" + b'{"question": "\xff\xfe"}\n')

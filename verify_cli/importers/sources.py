@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,14 +100,17 @@ def read_rows(source: str) -> Iterator[Row]:
 
 
 def _reporting_read_errors(source: str, rows: Iterator[Row]) -> Iterator[Row]:
-    import pyarrow as pa
-
     last = -1
     try:
         for row in rows:
             last = row.index
             yield row
-    except (OSError, EOFError, ValueError, pa.ArrowException) as e:
+    except Exception as e:
+        # pyarrow's errors, where Parquet or datasets read the rows (not imported for JSONL).
+        arrow = sys.modules.get("pyarrow")
+        if not isinstance(e, (OSError, EOFError, ValueError)) and not (
+                arrow is not None and isinstance(e, arrow.ArrowException)):
+            raise
         where = "cannot read it" if last < 0 else f"cannot read past row {last}"
         raise UsageError(f"{source}: {where} ({type(e).__name__}: {str(e)[:200]})",
                          hint="the file is damaged or not in the format its name says"
