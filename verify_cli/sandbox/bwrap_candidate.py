@@ -69,6 +69,18 @@ SETUP_TIMEOUT = 20.0
 EXIT_GRACE = 3.0
 
 
+def stop_sandbox(ctl: socket.socket | None, proc: subprocess.Popen[bytes] | None) -> None:
+    """Close a warm sandbox's control socket, then kill its process group and wait for it."""
+    if ctl is not None:
+        with contextlib.suppress(OSError):
+            ctl.close()
+    if proc is not None and proc.poll() is None:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, 9)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+
+
 class CandidateParentError(Exception):
     """The candidate parent, not the candidate, failed: the run must not be scored."""
 
@@ -210,14 +222,7 @@ class CandidateParent:
         if self._job is not None:
             self._job.close()
             self._job = None
-        if self.ctl is not None:
-            with contextlib.suppress(OSError):
-                self.ctl.close()
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, 9)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)
+        stop_sandbox(self.ctl, self.proc)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 

@@ -56,7 +56,12 @@ from verify_cli.sandbox.base import (
     WarmStats,
 )
 from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, BwrapSandbox, candidate_argv, held_folders
-from verify_cli.sandbox.bwrap_candidate import CandidateParent, CandidateParentError, WarmCandidates
+from verify_cli.sandbox.bwrap_candidate import (
+    CandidateParent,
+    CandidateParentError,
+    WarmCandidates,
+    stop_sandbox,
+)
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
@@ -278,14 +283,7 @@ class _Worker:
 
     def close(self) -> None:
         self.candidates.drop(self.infra)
-        if self.ctl is not None:
-            with contextlib.suppress(OSError):
-                self.ctl.close()
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, 9)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)
+        stop_sandbox(self.ctl, self.proc)
         if self.cgroup is not None:
             self.cgroup.remove()
         shutil.rmtree(self.scratch, ignore_errors=True)
