@@ -99,8 +99,9 @@ def _copy_tree(src: str, dst: str) -> None:
                         fout.write(chunk)
 
 
-def isolate(job: dict[str, Any]) -> int:
-    """Fresh namespaces and file systems for one run, then no capabilities at all.
+def isolate(job: dict[str, Any], job_sock: socket.socket | None = None) -> int:
+    """Fresh namespaces and file systems for one run, then no capabilities at all. Mounts
+    exported for a warm candidate go to the host over ``job_sock`` as soon as they are made.
 
     Returns a directory handle on the run's private results folder (a size-limited tmpfs)."""
     ns.enter_user_namespace(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET
@@ -120,6 +121,8 @@ def isolate(job: dict[str, Any]) -> int:
     candidate = job.get("candidate")
     if candidate:
         _lay_out_two_process(f"{JOBS_MOUNT}/{job['id']}", candidate, flags)
+        if job_sock is not None and _EXPORTED_MOUNTS:
+            hand_over_mounts(job_sock)
     else:
         _copy_tree(f"{JOBS_MOUNT}/{job['id']}", WORKDIR)
     # Hide every job folder (this run's and any other) behind an empty read-only file system.
@@ -177,8 +180,10 @@ def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int) -> Non
 _SYS_OPEN_TREE = 428  # x86_64 and aarch64 share the new mount API's numbers
 _OPEN_TREE_CLONE = 1
 _OPEN_TREE_CLOEXEC = os.O_CLOEXEC
-#: Detached copies of the candidate's work folder, /tmp and channel folder, once exported.
+#: Detached copies of the candidate's work folder, /tmp and channel folder, once exported;
+#: whether they were handed to the host (the run's candidate then starts warm).
 _EXPORTED_MOUNTS: list[int] = []
+_HANDED_OVER: list[bool] = []
 
 
 def export_candidate_mounts() -> None:
@@ -201,12 +206,22 @@ def export_candidate_mounts() -> None:
     _EXPORTED_MOUNTS[:] = handles
 
 
+def hand_over_mounts(job_sock: socket.socket) -> None:
+    """Send the exported mounts to the host at once (``{"op": "mounts"}``), so that the
+    candidate's sandbox is built while this child finishes its own."""
+    socket.send_fds(job_sock, [json.dumps({"op": "mounts"}).encode()], _EXPORTED_MOUNTS)
+    for fd in _EXPORTED_MOUNTS:
+        os.close(fd)
+    _EXPORTED_MOUNTS.clear()
+    _HANDED_OVER.append(True)
+
+
 def start_candidate(job: dict[str, Any]) -> None:
     """Start the run's candidate process (its own sandbox: a bwrap command line built by the
     host) with nothing of this process's environment; none where the host starts it in the
     warm candidate parent from the exported mounts."""
     candidate = job.get("candidate")
-    if not candidate or _EXPORTED_MOUNTS:
+    if not candidate or _HANDED_OVER:
         return
     import subprocess
 
@@ -328,12 +343,9 @@ def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.so
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        results_fd = isolate(job)
-        socket.send_fds(job_sock, [json.dumps({"op": "ready"}).encode()],
-                         [results_fd, *_EXPORTED_MOUNTS])
+        results_fd = isolate(job, job_sock)
+        socket.send_fds(job_sock, [json.dumps({"op": "ready"}).encode()], [results_fd])
         os.close(results_fd)
-        for fd in _EXPORTED_MOUNTS:
-            os.close(fd)
         os.chdir(WORKDIR)
         os.environ.clear()
         os.environ.update(job["env"])
@@ -346,6 +358,11 @@ def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.so
         code = run_runner_as_command(job["program"], job["argv0"])
     else:
         code = run_pytest_as_command(job["mode"], job["program"], list(job["args"]), job["argv0"])
+    if job.get("candidate"):
+        # The tests are done: the host may end the candidate's side now, while this process's
+        # own exit (its namespaces' teardown) goes on.
+        with contextlib.suppress(Exception):
+            ns.send(job_sock, {"op": "finished"})
     if job.get("report_imports"):
         with contextlib.suppress(Exception):
             report = {"op": "imports", "modules": _imports_report(baseline)}

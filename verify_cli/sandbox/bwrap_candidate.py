@@ -55,6 +55,7 @@ from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
     candidate_environment,
 )
+from verify_cli.sandbox.killing import stop_sandbox
 from verify_cli.sandbox.process import runtime_path
 
 #: The Python candidate server's start command (two-process pytest, calls and stdio runners):
@@ -67,18 +68,6 @@ PARENT_SCRIPT = f"{SANDBOX_CANDIDATE_HARNESS}/verify_candidate_parent.py"
 START_TIMEOUT = 60.0
 SETUP_TIMEOUT = 20.0
 EXIT_GRACE = 3.0
-
-
-def stop_sandbox(ctl: socket.socket | None, proc: subprocess.Popen[bytes] | None) -> None:
-    """Close a warm sandbox's control socket, then kill its process group and wait for it."""
-    if ctl is not None:
-        with contextlib.suppress(OSError):
-            ctl.close()
-    if proc is not None and proc.poll() is None:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, 9)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
 
 
 class CandidateParentError(Exception):
