@@ -46,7 +46,6 @@ from typing import Any
 from verify_cli.errors import ExitCode, VerifyError
 from verify_cli.harness.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, WARMUP_TEST
 from verify_cli.sandbox.base import (
-    CandidateProcess,
     PytestInvocation,
     RunResult,
     RunSpec,
@@ -56,8 +55,13 @@ from verify_cli.sandbox.base import (
     WarmOutcome,
     WarmStats,
 )
-from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, BwrapSandbox, candidate_argv, held_folders
-from verify_cli.sandbox.bwrap_candidate import CandidateParent, CandidateParentError, WarmCandidates
+from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, BwrapSandbox, held_folders
+from verify_cli.sandbox.bwrap_candidate import (
+    CandidateParent,
+    CandidateParentError,
+    WarmCandidates,
+    cold_candidate_argv,
+)
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
@@ -146,23 +150,6 @@ def _move_in(src: Path, dest: Path) -> bool:
     except OSError:
         shutil.copytree(src, dest, symlinks=True)
         return False
-
-
-#: The warm runs' cold candidate command lines (used only where the kernel refuses to export
-#: the run's folders), by (command, environment, held folders): building one costs more than
-#: a millisecond of path handling, on every run.
-_CANDIDATE_ARGVS: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]], list[str]] = {}
-
-
-def _candidate_argv(candidate: CandidateProcess, held: list[str]) -> list[str]:
-    key = (tuple(candidate.command), tuple(sorted(candidate.env.items())), tuple(held))
-    argv = _CANDIDATE_ARGVS.get(key)
-    if argv is None:
-        if len(_CANDIDATE_ARGVS) >= 256:
-            _CANDIDATE_ARGVS.clear()
-        argv = _CANDIDATE_ARGVS[key] = candidate_argv(candidate, work_source=CANDIDATE_WORK,
-                                                      channel_source=CANDIDATE_CHANNEL, held=held)
-    return list(argv)
 
 
 def _set_limits(cgroup: RunCgroup, memory_bytes: int, max_pids: int) -> None:
@@ -375,7 +362,7 @@ class _Worker:
         if spec.candidate is not None:
             held = held_folders(spec.candidate, self.jobs / job_id)
             request["candidate"] = {
-                "argv": _candidate_argv(spec.candidate, held),
+                "argv": cold_candidate_argv(spec.candidate, held),
                 "held": held,
                 "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private),
                 "warm": parent is not None}
