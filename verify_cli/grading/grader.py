@@ -35,6 +35,7 @@ from verify_cli.grading.two_process import (
 from verify_cli.grading.warm import WarmRunner, WarmStats
 from verify_cli.grading.workspace import Phase, lay_out
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Sandbox, Verdict
+from verify_cli.sandbox.environment import scratch_root
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Task
 from verify_cli.tasks.paths import glob_matches
 
@@ -351,7 +352,8 @@ class Grader:
         """Lay out the phase, run the task's test command, judge the evidence."""
         started = time.monotonic()
         task = req.task
-        root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-", dir=self.work_root))
+        root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-",
+                                    dir=self.work_root if self.work_root is not None else scratch_root()))
         seal_key = new_seal_key() if is_sealed(task) or task.test.framework == "node" else None
         try:
             laid = lay_out(task, req.phase, root, req.candidate)

@@ -65,7 +65,11 @@ class _Channel:
     def get(self) -> Peer:
         if self.peer is not None:
             return self.peer
-        deadline = time.monotonic() + CONNECT_SECONDS
+        started = time.monotonic()
+        deadline = started + CONNECT_SECONDS
+        # The server starts beside this runner and listens within milliseconds: poll finely for
+        # the first second (a coarse pause is paid on every run), then every 50 ms.
+        pause = 0.0002
         while True:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -76,7 +80,8 @@ class _Channel:
                 if time.monotonic() > deadline:
                     _mark_infrastructure_fault(f"cannot reach the candidate process at {self.path}: {e}")
                     raise CandidateUnavailable(f"cannot reach the candidate process: {e}") from None
-                time.sleep(0.005)
+                time.sleep(pause)
+                pause = min(pause * 1.5, 0.001 if time.monotonic() - started < 1.0 else 0.05)
         self.peer = Peer(sock, "trusted", describe=_describe_trusted, make_remote=self.remote,
                          dispatch=_serve_candidate, on_answer=_echo_output, remote_ref=_candidate_ref)
         return self.peer

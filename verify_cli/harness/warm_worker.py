@@ -28,14 +28,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
-import gc
 import json
 import os
 import resource
 import runpy
 import socket
-import struct
 import sys
 import threading
 import time
@@ -47,76 +44,39 @@ WARMUP_DIR = "/.verify-warmup"
 WORKDIR = "/workspace"
 RESULTS = "/results"
 SETUP_FAILED_EXIT = 111  # never scored: the host re-runs the job cold
-MAX_MESSAGE = 1 << 20
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWUTS = 0x04000000
-_CLONE_NEWIPC = 0x08000000
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWNET = 0x40000000
-_MS_RDONLY = 1
-_MS_NOSUID = 2
-_MS_NODEV = 4
-_MS_REC = 16384
-_MS_REMOUNT = 32
-_MS_BIND = 4096
-_MS_PRIVATE = 1 << 18
-_PR_SET_DUMPABLE = 4
-_PR_CAPBSET_DROP = 24
-_SIOCGIFFLAGS = 0x8913
-_SIOCSIFFLAGS = 0x8914
-_IFF_UP = 0x1
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class SetupError(Exception):
-    """The child could not build the run's sandbox: an infrastructure fault, never a score."""
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise SetupError(f"{what}: {os.strerror(err)}")
-
-
-def _mount(source: str, target: str, fstype: str | None, flags: int,
-           data: str | None = None) -> None:
-    _check(_libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None,
-                       ctypes.c_ulong(flags), data.encode() if data else None), f"mount {target}")
-
-
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
+if __package__:  # imported by verify-cli itself, for its constants
+    from verify_cli.harness.candidate import verify_namespaces as ns
+else:  # the worker: this folder is sys.path[0]; the shared helpers live in the candidate side's
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
     try:
-        os.write(fd, text.encode())
+        import verify_namespaces as ns  # type: ignore[no-redef]
     finally:
-        os.close(fd)
+        sys.path.pop()
+SetupError = ns.SetupError
 
-
-def _loopback_up() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        req = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(s, _SIOCGIFFLAGS, req))[1]
-        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
+# The names the docker node worker (docker_node_warm.py) uses from this module.
+_libc = ns.libc
+_check = ns.check
+_mount = ns.mount
+_write = ns.write_file
+_loopback_up = ns.loopback_up
+_CLONE_NEWNS = ns.CLONE_NEWNS
+_CLONE_NEWUTS = ns.CLONE_NEWUTS
+_CLONE_NEWIPC = ns.CLONE_NEWIPC
+_CLONE_NEWUSER = ns.CLONE_NEWUSER
+_CLONE_NEWNET = ns.CLONE_NEWNET
+_MS_RDONLY = ns.MS_RDONLY
+_MS_NOSUID = ns.MS_NOSUID
+_MS_NODEV = ns.MS_NODEV
+_MS_REC = ns.MS_REC
+_MS_BIND = ns.MS_BIND
+_MS_PRIVATE = ns.MS_PRIVATE
+_PR_SET_DUMPABLE = ns.PR_SET_DUMPABLE
 
 
 def _drop_capabilities() -> None:
-    for cap in range(64):
-        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break  # EINVAL past the last capability the kernel knows
-    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
-    data = (_CapData * 2)()
-    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    ns.drop_capabilities(no_new_privs=False)
 
 
 def _copy_tree(src: str, dst: str) -> None:
@@ -139,30 +99,21 @@ def _copy_tree(src: str, dst: str) -> None:
                         fout.write(chunk)
 
 
-def isolate(job: dict[str, Any]) -> int:
-    """Fresh namespaces and file systems for one run, then no capabilities at all.
+def isolate(job: dict[str, Any], job_sock: socket.socket | None = None) -> int:
+    """Fresh namespaces and file systems for one run, then no capabilities at all. Mounts
+    exported for a warm candidate go to the host over ``job_sock`` as soon as they are made.
 
     Returns a directory handle on the run's private results folder (a size-limited tmpfs)."""
-    uid, gid = os.getuid(), os.getgid()
-    fresh = _CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET | _CLONE_NEWUTS
-    _check(_libc.unshare(fresh), "unshare")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    ns.enter_user_namespace(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET
+                            | _CLONE_NEWUTS)
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
     disk = int(job["disk_bytes"])
     flags = _MS_NOSUID | _MS_NODEV
     # The interpreter's own installation may live under /tmp (a CI checkout's venv): keep a
     # handle on it and bind it back, read-only, over the fresh /tmp.
-    keep = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)
-                   if os.path.realpath(p).startswith("/tmp/")})
-    handles = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in keep]
+    handles = ns.runtime_handles_under("/tmp")
     _mount("tmpfs", "/tmp", "tmpfs", flags, f"size={disk},mode=0755")
-    for path, fd in handles:
-        os.makedirs(path, exist_ok=True)
-        _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
-        _mount("none", path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags)
-        os.close(fd)
+    ns.bind_back_read_only(handles, flags)
     _mount("tmpfs", WORKDIR, "tmpfs", flags, f"size={disk},mode=0755")
     _mount("tmpfs", "/dev/shm", "tmpfs", flags, "mode=0755")
     _mount("tmpfs", RESULTS, "tmpfs", flags,
@@ -170,6 +121,8 @@ def isolate(job: dict[str, Any]) -> int:
     candidate = job.get("candidate")
     if candidate:
         _lay_out_two_process(f"{JOBS_MOUNT}/{job['id']}", candidate, flags)
+        if job_sock is not None and _EXPORTED_MOUNTS:
+            hand_over_mounts(job_sock)
     else:
         _copy_tree(f"{JOBS_MOUNT}/{job['id']}", WORKDIR)
     # Hide every job folder (this run's and any other) behind an empty read-only file system.
@@ -212,8 +165,7 @@ def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int) -> Non
         if os.path.isdir(folder) and not os.path.islink(folder):
             target = os.path.join(WORKDIR, rel)
             os.makedirs(target, exist_ok=True)
-            _mount(folder, target, None, _MS_BIND | _MS_REC)
-            _mount("none", target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags)
+            ns.bind_read_only(folder, target, flags)
     for rel in candidate.get("private", []):
         target = os.path.join(WORKDIR, str(rel))
         if os.path.isfile(target) and not os.path.islink(target):
@@ -228,8 +180,10 @@ def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int) -> Non
 _SYS_OPEN_TREE = 428  # x86_64 and aarch64 share the new mount API's numbers
 _OPEN_TREE_CLONE = 1
 _OPEN_TREE_CLOEXEC = os.O_CLOEXEC
-#: Detached copies of the candidate's work folder, /tmp and channel folder, once exported.
+#: Detached copies of the candidate's work folder, /tmp and channel folder, once exported;
+#: whether they were handed to the host (the run's candidate then starts warm).
 _EXPORTED_MOUNTS: list[int] = []
+_HANDED_OVER: list[bool] = []
 
 
 def export_candidate_mounts() -> None:
@@ -252,12 +206,22 @@ def export_candidate_mounts() -> None:
     _EXPORTED_MOUNTS[:] = handles
 
 
+def hand_over_mounts(job_sock: socket.socket) -> None:
+    """Send the exported mounts to the host at once (``{"op": "mounts"}``), so that the
+    candidate's sandbox is built while this child finishes its own."""
+    socket.send_fds(job_sock, [json.dumps({"op": "mounts"}).encode()], _EXPORTED_MOUNTS)
+    for fd in _EXPORTED_MOUNTS:
+        os.close(fd)
+    _EXPORTED_MOUNTS.clear()
+    _HANDED_OVER.append(True)
+
+
 def start_candidate(job: dict[str, Any]) -> None:
     """Start the run's candidate process (its own sandbox: a bwrap command line built by the
     host) with nothing of this process's environment; none where the host starts it in the
     warm candidate parent from the exported mounts."""
     candidate = job.get("candidate")
-    if not candidate or _EXPORTED_MOUNTS:
+    if not candidate or _HANDED_OVER:
         return
     import subprocess
 
@@ -379,12 +343,9 @@ def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.so
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        results_fd = isolate(job)
-        socket.send_fds(job_sock, [json.dumps({"op": "ready"}).encode()],
-                         [results_fd, *_EXPORTED_MOUNTS])
+        results_fd = isolate(job, job_sock)
+        socket.send_fds(job_sock, [json.dumps({"op": "ready"}).encode()], [results_fd])
         os.close(results_fd)
-        for fd in _EXPORTED_MOUNTS:
-            os.close(fd)
         os.chdir(WORKDIR)
         os.environ.clear()
         os.environ.update(job["env"])
@@ -392,15 +353,16 @@ def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.so
         _reseed_copied_generators()
         start_candidate(job)
     except BaseException as e:
-        try:
-            job_sock.sendall(json.dumps({"op": "setup_error",
-                                         "message": f"{type(e).__name__}: {e}"}).encode())
-        finally:
-            os._exit(SETUP_FAILED_EXIT)
+        ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
     if job["mode"] == "runner":
         code = run_runner_as_command(job["program"], job["argv0"])
     else:
         code = run_pytest_as_command(job["mode"], job["program"], list(job["args"]), job["argv0"])
+    if job.get("candidate"):
+        # The tests are done: the host may end the candidate's side now, while this process's
+        # own exit (its namespaces' teardown) goes on.
+        with contextlib.suppress(Exception):
+            ns.send(job_sock, {"op": "finished"})
     if job.get("report_imports"):
         with contextlib.suppress(Exception):
             report = {"op": "imports", "modules": _imports_report(baseline)}
@@ -518,36 +480,20 @@ def run_runner_as_command(module: str, argv0: str) -> int:
     return _run_as_main(start)
 
 
-def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
-    sock.sendall(json.dumps(msg).encode())
-
-
 def serve(control: socket.socket, preload: list[str], runners: list[str] | None = None) -> int:
     _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # candidates may not ptrace us or open /proc/PPID/*
     loaded, failed = warm_up_runners(runners, preload) if runners else warm_up(preload)
     baseline = set(sys.modules)
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    gc.collect()
-    gc.freeze()  # children share the warmed heap instead of copying it on the first collection
-    _send(control, {"op": "ready", "pid": os.getpid(), "loaded": loaded, "failed": failed})
+    ns.announce_ready(control, {"op": "ready", "pid": os.getpid(), "loaded": loaded,
+                                "failed": failed})
     while True:
-        try:
-            data, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, 3)
-        except OSError:
+        msg, fds = ns.next_request(control, ("run", "ping"), 3)
+        if msg is None:
             return 0
-        if not data:
-            return 0  # the host is gone
-        msg = json.loads(data)
-        if msg.get("op") == "ping":
+        if msg["op"] == "ping":
             for fd in fds:
                 os.close(fd)
-            _send(control, {"op": "pong"})
-            continue
-        if msg.get("op") != "run" or len(fds) != 3:
-            for fd in fds:
-                os.close(fd)
-            _send(control, {"op": "error", "message": "bad request"})
+            ns.send(control, {"op": "pong"})
             continue
         out_fd, err_fd, sock_fd = fds
         job_sock = socket.socket(fileno=sock_fd)
@@ -559,7 +505,7 @@ def serve(control: socket.socket, preload: list[str], runners: list[str] | None 
         os.close(err_fd)
         job_sock.close()
         _, status, usage = os.wait4(pid, 0)
-        _send(control, {"op": "exit", "id": msg["id"], "status": status,
+        ns.send(control, {"op": "exit", "id": msg["id"], "status": status,
                         "cpu": usage.ru_utime + usage.ru_stime})
 
 

@@ -44,8 +44,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from verify_cli.harness.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK
 from verify_cli.sandbox.base import CandidateProcess
-from verify_cli.sandbox.bwrap import candidate_parent_argv
+from verify_cli.sandbox.bwrap import candidate_argv, candidate_parent_argv
 from verify_cli.sandbox.cgroup import RunCgroup
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
@@ -55,6 +56,7 @@ from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
     candidate_environment,
 )
+from verify_cli.sandbox.killing import stop_sandbox
 from verify_cli.sandbox.process import runtime_path
 
 #: The Python candidate server's start command (two-process pytest, calls and stdio runners):
@@ -67,6 +69,25 @@ PARENT_SCRIPT = f"{SANDBOX_CANDIDATE_HARNESS}/verify_candidate_parent.py"
 START_TIMEOUT = 60.0
 SETUP_TIMEOUT = 20.0
 EXIT_GRACE = 3.0
+
+
+#: The warm runs' cold candidate command lines (used only where the kernel refuses to export
+#: the run's folders), by (command, environment, held folders): building one costs more than
+#: a millisecond of path handling, on every run.
+_CANDIDATE_ARGVS: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]], list[str]] = {}
+
+
+def cold_candidate_argv(candidate: CandidateProcess, held: list[str]) -> list[str]:
+    """The command line that starts the run's candidate cold inside the warm worker's run child
+    (where the kernel refuses to export the run's folders), from a cache."""
+    key = (tuple(candidate.command), tuple(sorted(candidate.env.items())), tuple(held))
+    argv = _CANDIDATE_ARGVS.get(key)
+    if argv is None:
+        if len(_CANDIDATE_ARGVS) >= 256:
+            _CANDIDATE_ARGVS.clear()
+        argv = _CANDIDATE_ARGVS[key] = candidate_argv(candidate, work_source=CANDIDATE_WORK,
+                                                      channel_source=CANDIDATE_CHANNEL, held=held)
+    return list(argv)
 
 
 class CandidateParentError(Exception):
@@ -210,14 +231,7 @@ class CandidateParent:
         if self._job is not None:
             self._job.close()
             self._job = None
-        if self.ctl is not None:
-            with contextlib.suppress(OSError):
-                self.ctl.close()
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, 9)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)
+        stop_sandbox(self.ctl, self.proc)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
@@ -310,4 +324,4 @@ def open_candidate_parent(cgroup: RunCgroup, scratch: Path, extra_env: Mapping[s
 
 
 __all__ = ["PYTHON_SERVER_COMMAND", "WARM_CANDIDATE_ENV", "CandidateParent", "CandidateParentError",
-           "WarmCandidates", "candidate_env", "open_candidate_parent"]
+           "WarmCandidates", "candidate_env", "cold_candidate_argv", "open_candidate_parent"]

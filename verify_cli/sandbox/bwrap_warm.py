@@ -55,8 +55,13 @@ from verify_cli.sandbox.base import (
     WarmOutcome,
     WarmStats,
 )
-from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, BwrapSandbox, candidate_argv, held_folders
-from verify_cli.sandbox.bwrap_candidate import CandidateParent, CandidateParentError, WarmCandidates
+from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, BwrapSandbox, held_folders
+from verify_cli.sandbox.bwrap_candidate import (
+    CandidateParent,
+    CandidateParentError,
+    WarmCandidates,
+    cold_candidate_argv,
+)
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
@@ -67,7 +72,9 @@ from verify_cli.sandbox.environment import (
     candidate_exec_prefix,
     compile_harness,
     pinned_environment,
+    scratch_root,
 )
+from verify_cli.sandbox.killing import kill_all_but, stop_sandbox
 from verify_cli.sandbox.local import RESULTS_MAX_FILES, Prepared, read_results_dir
 from verify_cli.sandbox.output import BoundedCapture, start_drain
 from verify_cli.sandbox.process import runtime_path
@@ -199,7 +206,7 @@ class _Worker:
     def __init__(self, sandbox: BwrapSandbox, key: WorkerKey) -> None:
         self.sandbox = sandbox
         self.key = key
-        self.scratch = Path(tempfile.mkdtemp(prefix="verify-warm-"))
+        self.scratch = Path(tempfile.mkdtemp(prefix="verify-warm-", dir=scratch_root()))
         self.jobs = self.scratch / "jobs"
         self.jobs.mkdir(mode=0o755)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -214,6 +221,8 @@ class _Worker:
         #: spawner thread.
         self.candidates = WarmCandidates(self.scratch / "candidate")
         self.submit: Callable[[Callable[[], None]], Any] | None = None
+        #: The limits the worker's cgroup holds (memory bytes, processes), once a run set them.
+        self._limits: tuple[int, int] | None = None
 
     # Popen must happen on a thread that outlives the worker: bwrap's --die-with-parent fires
     # when the *thread* that started it ends.
@@ -278,14 +287,7 @@ class _Worker:
 
     def close(self) -> None:
         self.candidates.drop(self.infra)
-        if self.ctl is not None:
-            with contextlib.suppress(OSError):
-                self.ctl.close()
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, 9)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)
+        stop_sandbox(self.ctl, self.proc)
         if self.cgroup is not None:
             self.cgroup.remove()
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -311,24 +313,21 @@ class _Worker:
     def _kill_run(self) -> None:
         """SIGKILL every process of the cgroup but the worker's own, until none is left."""
         assert self.cgroup is not None
-        deadline = time.monotonic() + 5
-        while True:
-            strays = self.cgroup.pids() - self.infra
-            if not strays:
-                return
-            if time.monotonic() > deadline:
-                raise WorkerError(f"cannot kill the run's processes {sorted(strays)[:5]}")
-            for pid in strays:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, 9)
-            time.sleep(0.002)
+        strays = kill_all_but(self.cgroup.pids, self.infra)
+        if strays:
+            raise WorkerError(f"cannot kill the run's processes {sorted(strays)[:5]}")
 
     def _run(self, spec: RunSpec, inv: PytestInvocation, env: Mapping[str, str],
              report_imports: bool, job_id: str) -> tuple[RunResult, list[str]]:
         assert self.ctl is not None and self.cgroup is not None
         limits = spec.limits
+        wanted = (limits.memory_mb * 1024 * 1024, limits.processes + 4)
         try:
-            _set_limits(self.cgroup, limits.memory_mb * 1024 * 1024, limits.processes + 4)
+            # Nothing in the worker's sandbox can write its cgroup: limits set stay set.
+            if self._limits != wanted:
+                self._limits = None
+                _set_limits(self.cgroup, *wanted)
+                self._limits = wanted
         except OSError as e:  # e.g. a memory limit below what the warm interpreter holds
             raise WorkerError(f"cannot set the run's limits on the worker's cgroup: {e}",
                               worker_ok=True) from e
@@ -363,8 +362,7 @@ class _Worker:
         if spec.candidate is not None:
             held = held_folders(spec.candidate, self.jobs / job_id)
             request["candidate"] = {
-                "argv": candidate_argv(spec.candidate, work_source=CANDIDATE_WORK,
-                                       channel_source=CANDIDATE_CHANNEL, held=held),
+                "argv": cold_candidate_argv(spec.candidate, held),
                 "held": held,
                 "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private),
                 "warm": parent is not None}
@@ -384,18 +382,29 @@ class _Worker:
                 os.close(err_w)
                 child_job.close()
             drains = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
-            child_pid, results_fd, mounts = self._await_setup(host_job, start + SETUP_TIMEOUT)
-            if parent is not None:
-                try:
-                    self._start_candidate(parent, job_id, request, dict(spec.candidate.env)
-                                          if spec.candidate is not None else {}, mounts,
-                                          cand_out, cand_err, start + SETUP_TIMEOUT)
-                finally:  # the parent has its own copies now (or the run is over)
-                    os.close(cand_out)
-                    os.close(cand_err)
-                    cand_out = cand_err = -1
+            handed: list[list[int]] = []
+
+            def on_mounts(mounts: list[int]) -> None:
+                handed.append(mounts)
+                if parent is None:
+                    for fd in mounts:
+                        os.close(fd)
+                    return
+                self._start_candidate(parent, job_id, request, dict(spec.candidate.env)
+                                      if spec.candidate is not None else {}, mounts,
+                                      cand_out, cand_err, start + SETUP_TIMEOUT)
+
+            try:
+                child_pid, results_fd = self._await_setup(host_job, start + SETUP_TIMEOUT, on_mounts)
+                if parent is not None and not handed:  # none exported: the child started it cold
+                    on_mounts([])
+            finally:  # the parent has its own copies now (or the run is over)
+                for dup in (cand_out, cand_err):
+                    if dup >= 0:
+                        os.close(dup)
+                cand_out = cand_err = -1
             status = self._await_exit(job_id, child_pid, start, limits.wall_seconds, stop, wake_r,
-                                      reason)
+                                      reason, host_job if spec.candidate is not None else None)
             wall = time.monotonic() - start
             self._kill_run()
             if status is None:  # stopped early (timeout, flood): the worker reaps the child now
@@ -461,21 +470,28 @@ class _Worker:
             raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
                               fallback=True) from e
 
-    def _await_setup(self, host_job: socket.socket, deadline: float) -> tuple[int, int, list[int]]:
-        """(host pid of the run's child, handle on its results folder, the detached mounts it
-        exported for a warm candidate), sent once its sandbox is built."""
+    def _await_setup(self, host_job: socket.socket, deadline: float,
+                     on_mounts: Callable[[list[int]], None]) -> tuple[int, int]:
+        """(host pid of the run's child, handle on its results folder), sent once its sandbox
+        is built. The detached mounts it exports for a warm candidate on the way (before its own
+        sandbox is done) go to ``on_mounts`` at once."""
         assert self.ctl is not None
-        ready = _wait_readable([host_job.fileno(), self.ctl.fileno()], deadline - time.monotonic())
-        if not ready:
-            raise WorkerError("the run's sandbox was not set up in time")
-        if host_job.fileno() not in ready:
-            raise WorkerError(self._unexpected_control())
-        data, fds, pid = _recv(host_job, max_fds=4)
-        msg: dict[str, Any] = {}
-        with contextlib.suppress(ValueError):
-            msg = json.loads(data) if data else {}
-        if msg.get("op") == "ready" and len(fds) in (1, 4) and pid:
-            return pid, fds[0], fds[1:]
+        while True:
+            ready = _wait_readable([host_job.fileno(), self.ctl.fileno()], deadline - time.monotonic())
+            if not ready:
+                raise WorkerError("the run's sandbox was not set up in time")
+            if host_job.fileno() not in ready:
+                raise WorkerError(self._unexpected_control())
+            data, fds, pid = _recv(host_job, max_fds=3)
+            msg: dict[str, Any] = {}
+            with contextlib.suppress(ValueError):
+                msg = json.loads(data) if data else {}
+            if msg.get("op") == "mounts" and len(fds) == 3:
+                on_mounts(fds)
+                continue
+            if msg.get("op") == "ready" and len(fds) == 1 and pid:
+                return pid, fds[0]
+            break
         for fd in fds:
             os.close(fd)
         why = msg.get("message", "no answer")
@@ -492,11 +508,13 @@ class _Worker:
         return "the warm worker exited" if not data else f"unexpected worker message {data[:200]!r}"
 
     def _await_exit(self, job_id: str, child_pid: int, start: float, limit: float,
-                    stop: threading.Event, wake_r: int, reason: dict[str, Verdict]
-                    ) -> tuple[int, float] | None:
+                    stop: threading.Event, wake_r: int, reason: dict[str, Verdict],
+                    host_job: socket.socket | None = None) -> tuple[int, float] | None:
         """(wait status, cpu seconds) of the run's child, or None if the run had to be stopped
-        (``reason`` says why). A worker that cannot report an ended child raises WorkerError."""
-        assert self.ctl is not None
+        (``reason`` says why). A worker that cannot report an ended child raises WorkerError.
+        With ``host_job`` (a two-process run), the candidate's side is killed as soon as the
+        child says its tests are done, while the child's own exit goes on."""
+        assert self.ctl is not None and self.cgroup is not None
         ended_at: float | None = None
         while True:
             now = time.monotonic()
@@ -505,7 +523,16 @@ class _Worker:
             if now - start >= limit:
                 reason.setdefault("why", Verdict.TIMEOUT)
                 return None
-            ready = _wait_readable([self.ctl.fileno(), wake_r], min(_TICK, limit - (now - start)))
+            watch = [self.ctl.fileno(), wake_r] + ([host_job.fileno()] if host_job is not None else [])
+            ready = _wait_readable(watch, min(_TICK, limit - (now - start)))
+            if host_job is not None and host_job.fileno() in ready:
+                data, fds, _ = _recv(host_job)
+                for fd in fds:
+                    os.close(fd)
+                if data == b'{"op": "finished"}':
+                    kill_all_but(self.cgroup.pids, self.infra | {child_pid})
+                host_job = None  # one look: what follows is read after the run
+                continue
             if self.ctl.fileno() in ready:
                 data, fds, _ = _recv(self.ctl)
                 for fd in fds:

@@ -37,6 +37,36 @@ def compile_harness() -> None:
         compileall.compile_dir(str(HARNESS_DIR), quiet=2)
 
 
+#: A RAM-backed folder for per-run scratch, and the free space it must have to be used.
+RAM_SCRATCH = "/dev/shm"
+RAM_SCRATCH_MIN_FREE = 1 << 30
+_scratch_root: list[str | None] = []
+
+
+def scratch_root() -> str | None:
+    """Where per-run scratch folders go (work folders, warm workers' job folders): a RAM-backed
+    file system where one is mounted, writable and has room, since creating and removing a run's
+    few folders on a disk file system can cost milliseconds each (several with online discard),
+    as much as a warm run itself; None (the system's temporary folder) where there is none, or
+    where ``TMPDIR`` chooses one."""
+    if _scratch_root:
+        return _scratch_root[0]
+    import os
+
+    found: str | None = None
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as fh:
+            tmpfs = any(line.split()[1:3] == [RAM_SCRATCH, "tmpfs"] for line in fh if line.strip())
+        st = os.statvfs(RAM_SCRATCH)
+        if (tmpfs and not os.environ.get("TMPDIR") and os.access(RAM_SCRATCH, os.W_OK | os.X_OK)
+                and st.f_bavail * st.f_frsize >= RAM_SCRATCH_MIN_FREE):
+            found = RAM_SCRATCH
+    except OSError:
+        found = None
+    _scratch_root.append(found)
+    return found
+
+
 def pinned_environment(*, workdir: str, results_dir: str, harness_dir: str, tmp_dir: str,
                        path: str = DEFAULT_PATH, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The whole environment of a sandboxed command: nothing of the host's leaks in.

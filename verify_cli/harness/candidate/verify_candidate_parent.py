@@ -29,18 +29,18 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
-import gc
 import json
 import os
 import resource
 import socket
-import struct
 import sys
 import time
 import traceback
 import types
 from typing import Any
+
+import verify_namespaces as ns
+from verify_namespaces import check, libc, mount
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "verify_candidate_server.py")
@@ -48,109 +48,30 @@ WORKDIR = "/workspace"
 TMP = "/tmp"
 CHANNEL_DIR = "/.verify-channel"
 SETUP_FAILED_EXIT = 111
-MAX_MESSAGE = 1 << 20
 HOSTNAME = b"candidate"
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWUTS = 0x04000000
-_CLONE_NEWIPC = 0x08000000
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWPID = 0x20000000
-_CLONE_NEWNET = 0x40000000
-_MS_RDONLY = 1
-_MS_NOSUID = 2
-_MS_NODEV = 4
-_MS_REC = 16384
-_MS_REMOUNT = 32
-_MS_BIND = 4096
-_MS_PRIVATE = 1 << 18
-_PR_SET_DUMPABLE = 4
-_PR_CAPBSET_DROP = 24
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_PDEATHSIG = 1
 _SYS_MOVE_MOUNT = 429  # x86_64 and aarch64 share the new mount API's numbers
 _MOVE_MOUNT_F_EMPTY_PATH = 0x4
 _AT_FDCWD = -100
-_SIOCGIFFLAGS = 0x8913
-_SIOCSIFFLAGS = 0x8914
-_IFF_UP = 0x1
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class SetupError(Exception):
-    """The run's candidate sandbox could not be built: an infrastructure fault, never a score."""
-
-
-def _check(rc: int, what: str) -> None:
-    if rc < 0:
-        err = ctypes.get_errno()
-        raise SetupError(f"{what}: {os.strerror(err)}")
-
-
-def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _check(_libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None,
-                       ctypes.c_ulong(flags), data.encode() if data else None), f"mount {target}")
-
-
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
 
 
 def _attach(mount_fd: int, target: str) -> None:
     """Attach a detached mount (an ``open_tree`` handle) at ``target``."""
-    _check(_libc.syscall(_SYS_MOVE_MOUNT, mount_fd, b"", _AT_FDCWD, target.encode(),
-                         ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH)), f"move_mount {target}")
-
-
-def _loopback_up() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        req = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(s, _SIOCGIFFLAGS, req))[1]
-        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
-
-
-def _drop_capabilities() -> None:
-    for cap in range(64):
-        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break  # EINVAL past the last capability the kernel knows
-    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
-    data = (_CapData * 2)()
-    _check(_libc.capset(ctypes.byref(header), data), "capset")
-    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    check(libc.syscall(_SYS_MOVE_MOUNT, mount_fd, b"", _AT_FDCWD, target.encode(),
+                       ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH)), f"move_mount {target}")
 
 
 def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = ()) -> None:
     """The run's namespaces and file systems (see the module's docstring), then no capabilities."""
-    uid, gid = os.getuid(), os.getgid()
-    fresh = (_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET | _CLONE_NEWUTS
-             | _CLONE_NEWPID)
-    _check(_libc.unshare(fresh), "unshare")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    ns.enter_user_namespace(ns.CLONE_NEWUSER | ns.CLONE_NEWNS | ns.CLONE_NEWIPC | ns.CLONE_NEWNET
+                            | ns.CLONE_NEWUTS | ns.CLONE_NEWPID)
     # No user namespace below this one (bwrap's --disable-userns for the cold candidate).
-    _write("/proc/sys/user/max_user_namespaces", "0")
-    _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
-    flags = _MS_NOSUID | _MS_NODEV
+    ns.write_file("/proc/sys/user/max_user_namespaces", "0")
+    mount("none", "/", None, ns.MS_REC | ns.MS_PRIVATE)
+    flags = ns.MS_NOSUID | ns.MS_NODEV
     # The interpreter's own installation may live under /tmp (a CI checkout's venv): keep a
     # handle on it and bind it back, read-only, over the run's /tmp.
-    keep = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)
-                   if os.path.realpath(p).startswith(TMP + "/")})
-    handles = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in keep]
+    handles = ns.runtime_handles_under(TMP)
     _attach(work_fd, WORKDIR)
     # Each test folder the tests' side binds back is a mount point here too (an empty read-only
     # tmpfs): removing it would detach the tests' bind mount in their namespace and let the
@@ -159,19 +80,15 @@ def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = 
         target = os.path.join(WORKDIR, rel)
         if "/" not in rel and rel not in ("", ".", "..") and os.path.isdir(target) \
                 and not os.path.islink(target):
-            _mount("tmpfs", target, "tmpfs", flags | _MS_RDONLY, "size=4k,mode=0555")
+            mount("tmpfs", target, "tmpfs", flags | ns.MS_RDONLY, "size=4k,mode=0555")
     _attach(tmp_fd, TMP)
     _attach(channel_fd, CHANNEL_DIR)
-    for path, fd in handles:
-        os.makedirs(path, exist_ok=True)
-        _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
-        _mount("none", path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags)
-        os.close(fd)
-    _mount("tmpfs", "/dev/shm", "tmpfs", flags, "mode=1777")
-    _mount("tmpfs", "/proc", "tmpfs", flags | _MS_RDONLY, "size=4k,mode=0555")
-    _check(_libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
-    _loopback_up()
-    _drop_capabilities()
+    ns.bind_back_read_only(handles, flags)
+    mount("tmpfs", "/dev/shm", "tmpfs", flags, "mode=1777")
+    mount("tmpfs", "/proc", "tmpfs", flags | ns.MS_RDONLY, "size=4k,mode=0555")
+    check(libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
+    ns.loopback_up()
+    ns.drop_capabilities(no_new_privs=True)
 
 
 def _server_code() -> types.CodeType:
@@ -238,7 +155,7 @@ def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType) -> None
     out_fd, err_fd, sock_fd, work_fd, tmp_fd, channel_fd = fds
     job_sock = socket.socket(fileno=sock_fd)
     try:
-        _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # like any fresh process (the parent is not)
+        libc.prctl(ns.PR_SET_DUMPABLE, 1, 0, 0, 0)  # like any fresh process (the parent is not)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out_fd, 1)
@@ -252,7 +169,7 @@ def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType) -> None
         # The parent is shielded from the OOM killer (-1000, inherited): a run's candidate is
         # as killable as a cold one (raising the value needs no privilege).
         with contextlib.suppress(OSError):
-            _write("/proc/self/oom_score_adj", "0")
+            ns.write_file("/proc/self/oom_score_adj", "0")
         cpu = int(job["cpu_seconds"])
         fsize = int(job["file_bytes"])
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -267,42 +184,21 @@ def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType) -> None
             os._exit(init_and_serve(code, {str(k): str(v) for k, v in job["env"].items()}))
         job_sock.sendall(json.dumps({"op": "ready"}).encode())
     except BaseException as e:
-        try:
-            job_sock.sendall(json.dumps({"op": "setup_error",
-                                         "message": f"{type(e).__name__}: {e}"}).encode())
-        finally:
-            os._exit(SETUP_FAILED_EXIT)
+        ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
     job_sock.close()
     _, status = os.waitpid(init, 0)
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
-def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
-    sock.sendall(json.dumps(msg).encode())
-
-
 def serve(control: socket.socket) -> int:
-    _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # run children may not ptrace the parent
+    libc.prctl(ns.PR_SET_DUMPABLE, 0, 0, 0, 0)  # run children may not ptrace the parent
     code = _server_code()
     warm_up(code)
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    gc.collect()
-    gc.freeze()
-    _send(control, {"op": "ready", "pid": os.getpid()})
+    ns.announce_ready(control, {"op": "ready", "pid": os.getpid()})
     while True:
-        try:
-            data, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, 6)
-        except OSError:
+        msg, fds = ns.next_request(control, ("run",), 6)
+        if msg is None:
             return 0
-        if not data:
-            return 0  # the host is gone
-        msg = json.loads(data)
-        if msg.get("op") != "run" or len(fds) != 6:
-            for fd in fds:
-                os.close(fd)
-            _send(control, {"op": "error", "message": "bad request"})
-            continue
         pid = os.fork()
         if pid == 0:
             control.detach()
@@ -310,7 +206,7 @@ def serve(control: socket.socket) -> int:
         for fd in fds:
             os.close(fd)
         _, status = os.waitpid(pid, 0)
-        _send(control, {"op": "exit", "id": msg.get("id"), "status": status})
+        ns.send(control, {"op": "exit", "id": msg.get("id"), "status": status})
 
 
 def main(argv: list[str]) -> int:
