@@ -15,6 +15,7 @@ CI installs bubblewrap and Docker, so in CI nothing that matters is skipped.
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -71,7 +72,40 @@ _PREREQUISITES: dict[str, Callable[[], Availability]] = {
 }
 
 
+#: Rough seconds of the slowest test modules on CI (2 xdist workers on 2 cores), slowest first.
+#: Under xdist (``scripts/test.sh``: ``--dist loadfile --no-loadscope-reorder``) the modules are
+#: handed out in collection order, and this puts these first: the long ones start at once, and
+#: the many short ones balance the two workers at the end. (xdist's own order, by number of
+#: tests, would start the suite's longest modules, which have few tests, last.) Only the order
+#: changes; a module missing here runs after these, in its usual place.
+MODULE_SECONDS: dict[str, float] = {
+    "grading/test_docker_two_process.py": 200,
+    "grading/test_two_process_parity.py": 170,
+    "grading/test_hack_suite.py": 150,
+    "grading/test_warm.py": 130,
+    "checks/test_probes.py": 130,
+    "checks/test_backend_parity.py": 85,
+    "grading/test_warm_docker.py": 60,
+    "sandbox/test_docker_backend.py": 60,
+    "grading/test_warm_candidate.py": 50,
+    "executors/test_ray_executor.py": 45,
+    "rollout/test_loop.py": 45,
+    "rollout/test_toy_training.py": 38,
+    "checks/test_solvability.py": 35,
+}
+
+
+def _slowest_modules_first(items: list[pytest.Item]) -> None:
+    def cost(item: pytest.Item) -> float:
+        rel = item.path.relative_to(REPO_ROOT / "tests").as_posix() if item.path.is_relative_to(REPO_ROOT) else ""
+        return MODULE_SECONDS.get(rel, 0.0)
+
+    items.sort(key=lambda item: -cost(item))  # stable: each module's tests keep their order
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _slowest_modules_first(items)
     checked: dict[str, Availability] = {}
     for item in items:
         for marker, probe in _PREREQUISITES.items():
