@@ -72,35 +72,41 @@ _PREREQUISITES: dict[str, Callable[[], Availability]] = {
 }
 
 
-#: Rough seconds of the slowest test modules on CI (2 xdist workers on 2 cores), slowest first.
-#: Under xdist (``scripts/test.sh``: ``--dist loadfile --no-loadscope-reorder``) the modules are
-#: handed out in collection order, and this puts these first: the long ones start at once, and
-#: the many short ones balance the two workers at the end. (xdist's own order, by number of
-#: tests, would start the suite's longest modules, which have few tests, last.) Only the order
-#: changes; a module missing here runs after these, in its usual place.
-MODULE_SECONDS: dict[str, float] = {
-    "grading/test_docker_two_process.py": 200,
-    "grading/test_two_process_parity.py": 170,
+#: The slowest test modules, with rough seconds on CI (2 xdist workers on 2 cores), in the order
+#: they start: slowest first, docker-heavy and bwrap-heavy ones alternating (so that the two
+#: workers do not both wait on the one Docker engine). Under xdist (``scripts/test.sh``:
+#: ``--dist loadfile --no-loadscope-reorder``) modules are handed out in collection order, and
+#: this puts these first: the long ones start at once and the many short ones balance the two
+#: workers at the end. (xdist's own order, most tests first, starts the suite's longest modules,
+#: which have few tests, last.) Only the order changes; the other modules follow in their usual
+#: order. The seconds are for whoever updates the list (`--durations` of a CI run).
+SLOW_MODULES: dict[str, float] = {
+    "grading/test_warm_docker.py": 200,
+    "grading/test_two_process_parity.py": 160,
+    "grading/test_docker_two_process.py": 180,
     "grading/test_hack_suite.py": 150,
-    "grading/test_warm.py": 130,
-    "checks/test_probes.py": 130,
     "checks/test_backend_parity.py": 85,
-    "grading/test_warm_docker.py": 60,
-    "sandbox/test_docker_backend.py": 60,
-    "grading/test_warm_candidate.py": 50,
-    "executors/test_ray_executor.py": 45,
-    "rollout/test_loop.py": 45,
+    "grading/test_warm.py": 130,
+    "sandbox/test_docker_backend.py": 50,
+    "checks/test_probes.py": 130,
+    "sandbox/test_docker_nodes.py": 45,
+    "rollout/test_loop.py": 70,
+    "sandbox/test_conformance.py": 55,
+    "executors/test_ray_executor.py": 50,
     "rollout/test_toy_training.py": 38,
     "checks/test_solvability.py": 35,
+    "sandbox/test_verdicts.py": 25,
 }
+_START_RANK = {name: rank for rank, name in enumerate(SLOW_MODULES)}
 
 
 def _slowest_modules_first(items: list[pytest.Item]) -> None:
-    def cost(item: pytest.Item) -> float:
-        rel = item.path.relative_to(REPO_ROOT / "tests").as_posix() if item.path.is_relative_to(REPO_ROOT) else ""
-        return MODULE_SECONDS.get(rel, 0.0)
+    def rank(item: pytest.Item) -> int:
+        path = item.path
+        rel = path.relative_to(REPO_ROOT / "tests").as_posix() if path.is_relative_to(REPO_ROOT / "tests") else ""
+        return _START_RANK.get(rel, len(_START_RANK))
 
-    items.sort(key=lambda item: -cost(item))  # stable: each module's tests keep their order
+    items.sort(key=rank)  # stable: each module's tests keep their order
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
