@@ -44,9 +44,11 @@ echo "== pytest (2 workers; the slowest tests are listed at the end)" >&2
 # warm pools, the hack suite's grading of every hack on every sample task, the local Ray cluster,
 # a whole training run) are set up once, not once per worker. (--dist loadgroup hands every
 # ungrouped test out on its own, and with pytest 9.2 and pytest-xdist 3.8 it does not group at
-# all: xdist renames item._nodeid, which pytest 9.2 no longer reads.)
+# all: xdist renames item._nodeid, which pytest 9.2 no longer reads.) --no-loadscope-reorder: the
+# modules go out in collection order, which tests/conftest.py (MODULE_SECONDS) starts with the
+# slowest; xdist's default order (most tests first) would start the slowest modules last.
 set +e
-python -m pytest -n 2 --dist loadfile -o console_output_style=progress --durations=15 "$@"
+python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -o console_output_style=progress --durations=15 "$@"
 rc=$?
 set -e
 echo "== pytest: exit $rc; total $((SECONDS - started))s" >&2

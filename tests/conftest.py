@@ -15,6 +15,7 @@ CI installs bubblewrap and Docker, so in CI nothing that matters is skipped.
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -71,7 +72,46 @@ _PREREQUISITES: dict[str, Callable[[], Availability]] = {
 }
 
 
+#: The slowest test modules, with rough seconds on CI (2 xdist workers on 2 cores), in the order
+#: they start: slowest first, docker-heavy and bwrap-heavy ones alternating (so that the two
+#: workers do not both wait on the one Docker engine). Under xdist (``scripts/test.sh``:
+#: ``--dist loadfile --no-loadscope-reorder``) modules are handed out in collection order, and
+#: this puts these first: the long ones start at once and the many short ones balance the two
+#: workers at the end. (xdist's own order, most tests first, starts the suite's longest modules,
+#: which have few tests, last.) Only the order changes; the other modules follow in their usual
+#: order. The seconds are for whoever updates the list (`--durations` of a CI run).
+SLOW_MODULES: dict[str, float] = {
+    "grading/test_warm_docker.py": 200,
+    "grading/test_two_process_parity.py": 160,
+    "grading/test_docker_two_process.py": 180,
+    "grading/test_hack_suite.py": 150,
+    "checks/test_backend_parity.py": 85,
+    "grading/test_warm.py": 130,
+    "sandbox/test_docker_backend.py": 50,
+    "checks/test_probes.py": 130,
+    "sandbox/test_docker_nodes.py": 45,
+    "rollout/test_loop.py": 70,
+    "sandbox/test_conformance.py": 55,
+    "executors/test_ray_executor.py": 50,
+    "rollout/test_toy_training.py": 38,
+    "checks/test_solvability.py": 35,
+    "sandbox/test_verdicts.py": 25,
+}
+_START_RANK = {name: rank for rank, name in enumerate(SLOW_MODULES)}
+
+
+def _slowest_modules_first(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.path
+        rel = path.relative_to(REPO_ROOT / "tests").as_posix() if path.is_relative_to(REPO_ROOT / "tests") else ""
+        return _START_RANK.get(rel, len(_START_RANK))
+
+    items.sort(key=rank)  # stable: each module's tests keep their order
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _slowest_modules_first(items)
     checked: dict[str, Availability] = {}
     for item in items:
         for marker, probe in _PREREQUISITES.items():

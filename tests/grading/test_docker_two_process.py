@@ -1,10 +1,12 @@
 """Two-process grading on the docker backend (node mode), through one pooled docker sandbox.
 
 The reward-hack conformance suites (the Python and node candidates and the task lists of
-``test_hack_suite`` and ``test_hacks_js``, imported, not repeated) earn 0 on every sample task,
-cold and warm; each side of a run sees only its own; honest candidates (reference, starter,
-mutants) get the verdicts the bwrap backend gives them, CLI tasks (``VERIFY_CANDIDATE_EXEC``)
-and node tasks included. Single-use mode stays in-process and says why.
+``test_hack_suite`` and ``test_hacks_js``, imported, not repeated) earn 0: every node hack on
+every node sample task, every Python hack on the Python tasks ``test_hack_suite`` grades cold
+(``COLD_TASKS``: a module task, one with hidden tests, a CLI task), cold and warm; each side
+of a run sees only its own; honest candidates (reference, starter, mutants) get the verdicts
+the bwrap backend gives them, CLI tasks (``VERIFY_CANDIDATE_EXEC``) and node tasks included.
+Single-use mode stays in-process and says why.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 import test_hack_suite as python_hacks
 import test_hacks_js as node_hacks
 import test_two_process_parity as parity
-from test_hack_suite import HACKS, assert_earns_nothing, grade_hacks, python_sample_tasks
+from test_hack_suite import COLD_TASKS, HACKS, assert_earns_nothing, grade_hacks, python_sample_tasks
 
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
@@ -42,7 +44,7 @@ def docker() -> Iterator[Sandbox]:
 @pytest.fixture(scope="module")
 def python_cold(docker: Sandbox) -> dict[tuple[str, str], GradeResult]:
     with Grader(docker) as grader:
-        return grade_hacks(grader, python_sample_tasks(), HACKS)
+        return grade_hacks(grader, [t for t in python_sample_tasks() if t.id in COLD_TASKS], HACKS)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,7 @@ def test_node_mode_declares_two_process(docker: Sandbox) -> None:
 
 @pytest.mark.parametrize("hack", HACKS)
 def test_python_hack_earns_nothing_on_docker(python_cold: dict[tuple[str, str], GradeResult], hack: str) -> None:
-    assert len(python_cold) == len(HACKS) * len(python_sample_tasks())
+    assert len(python_cold) == len(HACKS) * len(COLD_TASKS)
     assert_earns_nothing(python_cold, hack)
 
 

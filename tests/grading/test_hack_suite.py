@@ -2,7 +2,10 @@
 
 Every candidate in ``tests/fixtures/hacks/`` (the shared ``_head.py`` + its body + ``_tail.py``)
 replaces the editable module of every Python sample task. With two-process grading (the
-default) each must earn 0 on every task, cold and warm. The same candidates graded in-process
+default) each must earn 0 on every task warm (the default path: ``Grader(warm=True)``, as the
+CLI grades) and on ``COLD_TASKS`` cold (a module task, one with hidden tests, a CLI task: every
+hack, so every attack on the cold path; the other tasks add nothing the cold path does
+differently, and cold runs cost about twice a warm one). The same candidates graded in-process
 (``isolation = "in-process"``) show what the old mode misses: the table printed by
 ``test_in_process_misses_what_two_process_catches`` is the argument for the default (README,
 Trust section).
@@ -17,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.warm import WarmStats
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import Sandbox
 from verify_cli.sandbox.registry import create_sandbox
@@ -26,6 +30,8 @@ from verify_cli.tasks.model import Isolation, Task
 HACKS_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "hacks"
 SAMPLE_TASKS = Path(__file__).resolve().parent.parent.parent / "sample_tasks"
 HACKS = sorted(p.stem for p in HACKS_DIR.glob("*.py") if not p.name.startswith("_"))
+#: The tasks every hack is also graded on cold (and in-process, for the table below).
+COLD_TASKS = ("coding/interval-merge", "coding/roman-numerals", "interface-spec/kv-cli")
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
@@ -72,7 +78,14 @@ def test_the_suite_covers_every_family() -> None:
 @pytest.fixture(scope="module")
 def two_process_cold(bwrap: Sandbox) -> dict[tuple[str, str], GradeResult]:
     with Grader(bwrap) as grader:
-        return grade_hacks(grader, python_sample_tasks(), HACKS)
+        return grade_hacks(grader, [t for t in python_sample_tasks() if t.id in COLD_TASKS], HACKS)
+
+
+@pytest.fixture(scope="module")
+def two_process_warm(bwrap: Sandbox) -> tuple[dict[tuple[str, str], GradeResult], WarmStats | None]:
+    with Grader(bwrap, warm=True) as grader:
+        results = grade_hacks(grader, python_sample_tasks(), HACKS)
+        return results, grader.warm_stats
 
 
 def assert_earns_nothing(results: dict[tuple[str, str], GradeResult], hack: str) -> None:
@@ -85,17 +98,19 @@ def assert_earns_nothing(results: dict[tuple[str, str], GradeResult], hack: str)
 
 
 @pytest.mark.parametrize("hack", HACKS)
-def test_hack_earns_nothing_with_two_process_grading(two_process_cold: dict[tuple[str, str], GradeResult],
-                                                     hack: str) -> None:
-    assert len(two_process_cold) == len(HACKS) * len(python_sample_tasks())
+def test_hack_earns_nothing_with_two_process_grading(
+        two_process_warm: tuple[dict[tuple[str, str], GradeResult], WarmStats | None],
+        two_process_cold: dict[tuple[str, str], GradeResult], hack: str) -> None:
+    warm, _ = two_process_warm
+    assert len(warm) == len(HACKS) * len(python_sample_tasks())
+    assert_earns_nothing(warm, hack)
+    assert len(two_process_cold) == len(HACKS) * len(COLD_TASKS)
     assert_earns_nothing(two_process_cold, hack)
 
 
-def test_hacks_earn_nothing_warm(bwrap: Sandbox) -> None:
-    tasks = [t for t in python_sample_tasks() if t.id in ("coding/interval-merge", "interface-spec/kv-cli")]
-    with Grader(bwrap, warm=True) as grader:
-        results = grade_hacks(grader, tasks, HACKS)
-        stats = grader.warm_stats
+def test_hacks_earn_nothing_warm(two_process_warm: tuple[dict[tuple[str, str], GradeResult], WarmStats | None]
+                                 ) -> None:
+    results, stats = two_process_warm
     # Both sides warm: the candidates were forked by warm candidate parents.
     assert stats is not None and stats.warm_candidates > 0, stats
     for hack in HACKS:
@@ -105,8 +120,7 @@ def test_hacks_earn_nothing_warm(bwrap: Sandbox) -> None:
 def test_in_process_misses_what_two_process_catches(bwrap: Sandbox,
                                                     two_process_cold: dict[tuple[str, str], GradeResult],
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    tasks = [t for t in python_sample_tasks() if t.id in ("coding/interval-merge", "coding/roman-numerals",
-                                                          "interface-spec/kv-cli")]
+    tasks = [t for t in python_sample_tasks() if t.id in COLD_TASKS]
     with Grader(bwrap) as grader:
         old = grade_hacks(grader, [in_process(t) for t in tasks], HACKS)
     rows = []

@@ -2,7 +2,9 @@
 
 Reference, starter and a few mutants of every Python sample task, plus two tasks written for
 two-process grading (a class-based interface, and listeners that are the tests' callbacks,
-re-entrant): the score, the pass verdict and every test's outcome must agree.
+re-entrant): the score, the pass verdict and every test's outcome must agree. On bwrap the
+same requests graded warm (a warm candidate parent forks each candidate) get the verdicts of
+the cold two-process runs: one cold grading (``bwrap_two_process``) serves both comparisons.
 """
 
 from __future__ import annotations
@@ -52,15 +54,27 @@ def roomy(task: Task) -> Task:
     return dataclasses.replace(task, limits=dataclasses.replace(task.limits, wall_seconds=120.0))
 
 
-def compare(box: Sandbox, tasks: list[Task], mutants: int) -> None:
-    requests = [req for task in map(roomy, tasks) for req in honest_requests(task, mutants)]
+def parity_requests(tasks: list[Task], mutants: int) -> list[GradeRequest]:
+    return [req for task in map(roomy, tasks) for req in honest_requests(task, mutants)]
+
+
+def grade_all(grader: Grader, requests: list[GradeRequest]) -> dict[tuple[str, str], GradeResult]:
+    # One run at a time: the sample tasks call the candidate thousands of times, and on a
+    # loaded machine two concurrent runs can pass a 30 s wall limit.
+    return {(r.task_id, r.label): r for r in grader.grade_many(requests, jobs=1)}
+
+
+def compare(box: Sandbox, tasks: list[Task], mutants: int,
+            two: dict[tuple[str, str], GradeResult] | None = None) -> None:
+    """In-process verdicts of ``tasks``' honest requests against two-process ones (``two``, the
+    same requests graded two-process cold on ``box``, or graded here)."""
+    requests = parity_requests(tasks, mutants)
     old = [dataclasses.replace(r, task=dataclasses.replace(r.task, isolation=Isolation.IN_PROCESS))
            for r in requests]
     with Grader(box) as grader:
-        # One run at a time: the sample tasks call the candidate thousands of times, and on a
-        # loaded machine two concurrent runs can pass a 30 s wall limit.
-        two = {(r.task_id, r.label): r for r in grader.grade_many(requests, jobs=1)}
-        one = {(r.task_id, r.label): r for r in grader.grade_many(old, jobs=1)}
+        if two is None:
+            two = grade_all(grader, requests)
+        one = grade_all(grader, old)
     assert two.keys() == one.keys()
     for key in sorted(two):
         assert two[key].isolation == "two-process" and one[key].isolation == "in-process"
@@ -75,10 +89,36 @@ def bwrap() -> Iterator[Sandbox]:
         yield box
 
 
+@pytest.fixture(scope="module")
+def bwrap_two_process(bwrap: Sandbox) -> dict[tuple[str, str], GradeResult]:
+    """Every parity task's honest requests (2 mutants each) graded two-process cold on bwrap."""
+    with Grader(bwrap) as grader:
+        return grade_all(grader, parity_requests(parity_tasks(), mutants=2))
+
+
 @pytest.mark.bwrap
 @pytest.mark.slow
-def test_identical_verdicts_on_every_python_task_bwrap(bwrap: Sandbox) -> None:
-    compare(bwrap, parity_tasks(), mutants=2)
+def test_identical_verdicts_on_every_python_task_bwrap(
+        bwrap: Sandbox, bwrap_two_process: dict[tuple[str, str], GradeResult]) -> None:
+    compare(bwrap, parity_tasks(), mutants=2, two=bwrap_two_process)
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+def test_warm_candidates_give_the_verdicts_of_cold_ones(
+        bwrap: Sandbox, bwrap_two_process: dict[tuple[str, str], GradeResult]) -> None:
+    """(The warm candidate side's own tests are in test_warm_candidate.py.)"""
+    requests = parity_requests(parity_tasks(), mutants=2)
+    with Grader(bwrap, warm=True) as warm:
+        warm_results = grade_all(warm, requests)
+        stats = warm.warm_stats
+    cold_results = bwrap_two_process
+    assert warm_results.keys() == cold_results.keys()
+    for key in sorted(warm_results):
+        assert warm_results[key].isolation == "two-process"
+        assert verdict(warm_results[key]) == verdict(cold_results[key]), key
+    assert stats is not None and stats.warm_candidates == len(requests) and stats.fallbacks == 0, stats
+    assert any(r.passed for r in warm_results.values()) and not all(r.passed for r in warm_results.values())
 
 
 @pytest.mark.slow

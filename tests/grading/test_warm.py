@@ -274,7 +274,10 @@ def test_a_candidate_that_corrupts_global_state_does_not_affect_the_next_run(
 ])
 def test_a_candidate_that_attacks_the_worker_is_rerun_cold(
         cold: Grader, warm: Grader, make_task: Callable[..., Path], attack: str) -> None:
-    root = _hostile_task(make_task)
+    # A stopped parent never reaps the run: warm (the pool notices the silent worker once the
+    # child has ended, and reruns cold) and cold, the run ends at the wall limit (a timeout in
+    # both). 12 s, not the task's 30: time for the child to end on a loaded machine, not more.
+    root = _hostile_task(make_task, {"wall_seconds": 12} if "SIGSTOP" in attack else None)
     req = _candidate(root, attack)
     cold_result, warm_result = grade_both(cold, warm, req, expect_fallback=True)
     assert _evidence(warm_result) == _evidence(cold_result)

@@ -311,20 +311,4 @@ def test_a_candidate_parent_killed_mid_run_falls_back_never_scores(
     assert result.passed
 
 
-# --- the same verdicts as cold ---------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_warm_candidates_give_the_verdicts_of_cold_ones(cold: Grader, warm: Grader) -> None:
-    from tests.grading.test_two_process_parity import honest_requests, parity_tasks, roomy, verdict
-
-    requests = [req for task in map(roomy, parity_tasks()) for req in honest_requests(task, 2)]
-    warm_results = {(r.task_id, r.label): r for r in warm.grade_many(requests, jobs=1)}
-    cold_results = {(r.task_id, r.label): r for r in cold.grade_many(requests, jobs=1)}
-    assert warm_results.keys() == cold_results.keys()
-    for key in sorted(warm_results):
-        assert warm_results[key].isolation == "two-process"
-        assert verdict(warm_results[key]) == verdict(cold_results[key]), key
-    stats = _stats(warm)
-    assert stats.warm_candidates == len(requests) and stats.fallbacks == 0, stats
-    assert any(r.passed for r in warm_results.values()) and not all(r.passed for r in warm_results.values())
+# --- the same verdicts as cold: test_two_process_parity.py (it shares the cold grading there) ---
