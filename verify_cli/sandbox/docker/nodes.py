@@ -49,11 +49,13 @@ from verify_cli.sandbox.bwrap import RUN_NAMESPACES, SANDBOX_UID, run_wrapper
 from verify_cli.sandbox.docker.archives import write_workdir_tar
 from verify_cli.sandbox.docker.containers import (
     COLLECT_TIMEOUT_S,
+    COPY_TIMEOUT_S,
     LABEL,
     MAX_RESULTS_ARCHIVE_BYTES,
     NANO_CPUS,
     OWNER_LABEL,
     POOL_LABEL,
+    ROOT,
     USER,
     Shape,
     base_environment,
@@ -82,6 +84,9 @@ RESULTS_FILE = "/tmp/verify-results.tar"
 START_TIMEOUT_S = 60.0
 UNPACK_FAILED = 125
 UNFIT = 97
+#: An empty tar archive: what the supervisors unpack into the harness folder, which root filled
+#: before them (the folder is root's, so no run can write to it: see NodeEngine._create).
+EMPTY_ARCHIVE = bytes(1024)
 _READY_LINE = b"verify-node-ready\n"
 _UNFIT_PREFIX = b"verify-node-unfit "
 #: Reads the cgroup's CPU (ns into $c) and OOM-kill count ($o) with shell builtins (v1 and v2).
@@ -99,9 +104,10 @@ _COUNTERS = (
     "cnt() { n=0; for p in /proc/[0-9]*; do "
     "read -r _ _ z _ < \"$p/stat\" 2>/dev/null && [ \"$z\" != Z ] && n=$((n + 1)); done; }\n")
 #: The supervisor: ``$0`` is a per-container secret that heads every job (``SECRET SIZE`` on a
-#: line, then SIZE bytes of script), ``$1`` the size of the harness archive that comes first on
-#: stdin. It checks that bubblewrap can make a run's namespaces here, says it is ready, then
-#: evaluates one job script after another; a job out of step ends it.
+#: line, then SIZE bytes of script), ``$1`` the size of the archive that comes first on stdin
+#: (empty: root has unpacked the harness already). It checks that bubblewrap can make a run's
+#: namespaces here, says it is ready, then evaluates one job script after another; a job out of
+#: step ends it.
 _SUPERVISOR = (
     _COUNTERS
     + f"head -c \"$1\" | tar -x -f - -C {SANDBOX_HARNESS} || exit {UNFIT}\n"
@@ -292,7 +298,13 @@ class NodeEngine(DockerExecs):
                  max_runs: int) -> None:
         self._api = api
         self._backend = backend
-        self._harness = harness
+        #: The harness, unpacked by root into the node's root-owned harness folder. The
+        #: supervisors' own unpacking (``_harness``) gets an empty archive: a folder uid 1000
+        #: could write to would be writable by every run (uid 1000 too), and what one run
+        #: planted there (a ``sitecustomize.py`` on the runs' PYTHONPATH, a changed harness
+        #: module) would reach the next.
+        self._harness_files = harness
+        self._harness = EMPTY_ARCHIVE
         self._digest_of = digest_of
         self._remove = remove
         self.pool: NodePool[Node] = NodePool(self._create, self._destroy, max_nodes=max_nodes,
@@ -313,8 +325,12 @@ class NodeEngine(DockerExecs):
             # kernel refuses while Docker's masks cover parts of the container's /proc.
             security_opt=["no-new-privileges", f"seccomp={node_profile()}"],
             read_only=True,
+            # The harness folder is root's (filled by a root exec below). /dev/mqueue (the
+            # container's IPC namespace's, which a warm run's view keeps) is covered by an empty
+            # root-owned tmpfs: a run's message queues live in the run's own IPC namespace.
             tmpfs={SANDBOX_TMP: f"size={NODE_TMP_MIB}m,mode=1777",
-                   SANDBOX_HARNESS: "size=8m,uid=1000,gid=1000,mode=0755"},
+                   SANDBOX_HARNESS: "size=8m,mode=0755",
+                   "/dev/mqueue": "size=4k,mode=0755"},
             ulimits=[Ulimit(name="core", soft=0, hard=0)],
             log_config=LogConfig(type="none"),
         )
@@ -326,6 +342,7 @@ class NodeEngine(DockerExecs):
             host_config=host_config, network_disabled=True)["Id"]
         try:
             self._api.start(container_id)
+            self._install_harness(container_id, shape.image)
             nonce = f"verify-job-{secrets.token_hex(12)}"
             argv, env = self._supervisor(shape, nonce)
             _, conn = self._start_exec(container_id, argv, user=USER, env=env, workdir="/")
@@ -339,6 +356,18 @@ class NodeEngine(DockerExecs):
             self._remove_now(container_id)
             raise
         return Node(container_id, shape, conn, nonce, digest)
+
+    def _install_harness(self, container_id: str, image: str) -> None:
+        """Unpack the harness as root (no capabilities) into the node's root-owned harness
+        folder, read-only for uid 1000 and so for every run."""
+        said = BoundedCapture(4096)
+        outcome = self._exec(container_id, ["tar", "-x", "-f", "-", "--no-same-owner", "-C",
+                                            SANDBOX_HARNESS], user=ROOT,
+                             feed=lambda w: w.write(self._harness_files), stdout=said,
+                             stderr=said, timeout_s=COPY_TIMEOUT_S)
+        if outcome.exit_code != 0:
+            raise ImageUnfit(image, "could not unpack the harness into the node (the image "
+                                    f"needs tar): {said.result().text[-500:]}")
 
     def _supervisor(self, shape: Shape, nonce: str) -> tuple[list[str], dict[str, str]]:
         """The node's supervisor exec (argv, environment): the job shell (warm nodes: see

@@ -1,0 +1,119 @@
+"""Node mode against an adversary: what a run can reach inside a long-lived container.
+
+Each test runs a hostile run and then a probe in the *same* container (a pool of one per
+shape) and checks that nothing of the first reached the second, or that the hostile run got the
+verdict a bwrap run gets (never ``infra_error``, which would mask a wrong answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sandbox.test_docker_nodes import _SKIP, PYTHON_IMAGE
+from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Verdict
+
+pytestmark = [pytest.mark.docker, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
+
+if _SKIP is None:
+    from verify_cli.sandbox.docker import DockerSandbox
+
+LIMITS = Limits(wall_seconds=20, memory_mb=256, processes=64)
+ARGS = ["-q", "-s", "-p", "no:cacheprovider", "tests", "--junitxml=/results/junit.xml"]
+
+
+@pytest.fixture(scope="module")
+def one() -> Iterator[DockerSandbox]:
+    """At most one container per shape: a run and the next of its shape share it."""
+    box = DockerSandbox(max_containers=1, idle_timeout_s=120)
+    yield box
+    box.close()
+
+
+def _cold(box: DockerSandbox, work: Path, script: str, *, limits: Limits = LIMITS) -> RunResult:
+    work.mkdir(parents=True, exist_ok=True)
+    return box.run(RunSpec(["sh", "-c", script], work, limits=limits, image=PYTHON_IMAGE))
+
+
+def _warm(box: DockerSandbox, work: Path, test_body: str) -> tuple[RunResult, str]:
+    (work / "tests").mkdir(parents=True, exist_ok=True)
+    (work / "tests" / "test_it.py").write_text(test_body)
+    spec = RunSpec(["python", "-m", "pytest", *ARGS], work, limits=LIMITS, image=PYTHON_IMAGE)
+    return box.run_warm_pytest(spec, mode="module", argv0="python", args=ARGS)
+
+
+#: Plants a file in every folder of the container a run might write to.
+_PLANT = '''
+import os
+PLACES = ["/opt/verify-harness", "/dev/mqueue", "/dev/shm", "/dev", "/tmp", "/var/tmp", "/run",
+          "/run/lock", "/home", "/etc", "/", "/usr/local/lib/python3.11/site-packages"]
+def test_plant():
+    planted = []
+    for place in PLACES:
+        for name in ("sitecustomize.py", "PLANTED_c0ffee"):
+            try:
+                with open(os.path.join(place, name), "w") as fh:
+                    fh.write("print('PLANTED_RAN')\\n")
+                planted.append(place)
+            except OSError:
+                pass
+    print("planted in", sorted(set(planted)))
+'''
+
+#: Looks for what _PLANT left, and starts an interpreter (a planted sitecustomize would run).
+_LOOK = '''
+import os, subprocess, sys
+PLACES = ["/opt/verify-harness", "/dev/mqueue", "/dev/shm", "/dev", "/tmp", "/var/tmp", "/run",
+          "/run/lock", "/home", "/etc", "/", "/usr/local/lib/python3.11/site-packages"]
+def test_look():
+    left = [p for p in PLACES
+            for n in ("sitecustomize.py", "PLANTED_c0ffee") if os.path.exists(os.path.join(p, n))]
+    out = subprocess.run([sys.executable, "-c", "print('child')"], capture_output=True,
+                         text=True).stdout
+    assert left == [] and out == "child\\n", (left, out)
+'''
+
+
+def test_a_warm_run_cannot_leave_files_for_the_next_run_in_its_container(
+        one: DockerSandbox, tmp_path: Path) -> None:
+    planted, how = _warm(one, tmp_path / "plant", _PLANT)
+    assert how == "warm" and planted.verdict is Verdict.OK, (how, planted.message)
+    assert "planted in" in planted.stdout.text
+    before = one.container_stats()["reused"]
+    look, how = _warm(one, tmp_path / "look", _LOOK)
+    assert how == "warm" and one.container_stats()["reused"] == before + 1  # the same node
+    assert look.verdict is Verdict.OK, look.stdout.text[-2000:]
+
+
+def test_a_cold_run_cannot_leave_files_for_the_next_run_in_its_container(
+        one: DockerSandbox, tmp_path: Path) -> None:
+    for name, body in (("plant", _PLANT), ("look", _LOOK)):
+        work = tmp_path / name
+        work.mkdir()
+        (work / "probe.py").write_text(body + f"\ntest_{name}()\n")
+        result = _cold(one, work, "python probe.py")
+        assert result.verdict is Verdict.OK, (name, result.stdout.text, result.stderr.text)
+
+
+def test_a_run_over_its_cpu_time_is_a_timeout_and_the_next_run_is_fine(
+        one: DockerSandbox, tmp_path: Path) -> None:
+    limits = Limits(wall_seconds=20, memory_mb=256, processes=64, cpu_seconds=1)
+    spin = _cold(one, tmp_path / "spin", "python -c 'while True: pass'", limits=limits)
+    assert spin.verdict is Verdict.TIMEOUT, (spin.message, spin.stderr.text)
+    assert "CPU" in spin.message and spin.wall_seconds < 10
+    fine = _cold(one, tmp_path / "fine", "ulimit -t; echo fine", limits=limits)
+    assert fine.verdict is Verdict.OK, (fine.message, fine.stderr.text)
+    assert fine.stdout.text == "1\nfine\n"  # the run's own CPU limit, set without complaint
+
+
+def test_a_run_that_floods_its_results_channel_gets_output_limit_not_infra_error(
+        one: DockerSandbox, tmp_path: Path) -> None:
+    # The in-run wrapper (pid 2) holds the results channel open; its /proc entry is the run's.
+    flood = _cold(one, tmp_path / "flood", (
+        "for fd in /proc/2/fd/*; do case $(readlink $fd) in *verify-results*) "
+        "head -c 90000000 /dev/zero > $fd;; esac; done; echo wrote"))
+    assert flood.stdout.text == "wrote\n"
+    assert flood.verdict is Verdict.OUTPUT_LIMIT, (flood.verdict, flood.message)
+    assert _cold(one, tmp_path / "next", "echo next").stdout.text == "next\n"
