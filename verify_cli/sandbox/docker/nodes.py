@@ -187,7 +187,9 @@ def job_script(spec: RunSpec, marker: str, nonce: str, tar_bytes: int, stdin_byt
     rlimits = [f"ulimit -f {max(1, limits.file_bytes // 512)}"]
     if limits.cpu_seconds is not None:
         secs = max(1, int(limits.cpu_seconds + 0.999))
-        rlimits += [f"ulimit -H -t {secs + 1}", f"ulimit -S -t {secs}"]
+        # Soft first: a hard limit below the current (unlimited) soft one is refused, and the
+        # shell's complaint would come before the ready byte (an infra error).
+        rlimits += [f"ulimit -S -t {secs}", f"ulimit -H -t {secs + 1}"]
     total = tar_bytes + stdin_bytes
     lines = [
         f"m={marker}",
