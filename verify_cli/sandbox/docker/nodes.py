@@ -145,6 +145,9 @@ class _Trailer:
     oom_kills: int
     processes: int
     results: dict[str, bytes]
+    #: The results archive was over MAX_RESULTS_ARCHIVE_BYTES (the run wrote into the channel
+    #: its wrapper holds open: its /proc entry is the run's); the stream is out of step.
+    flooded: bool = False
 
 
 def bwrap_argv(spec: RunSpec, *, env: dict[str, str]) -> list[str]:
@@ -264,7 +267,8 @@ def _read_job(reader: IO[bytes], out: _Splitter, err: _Splitter, on_end: Callabl
                 if match is not None:
                     size = int(match.group(5))
                     if size > MAX_RESULTS_ARCHIVE_BYTES:
-                        return None
+                        return _Trailer(int(match.group(1)), int(match.group(2)),
+                                        int(match.group(3)), int(match.group(4)), {}, flooded=True)
                     if len(out.rest) >= match.end() + size:
                         if len(out.rest) > match.end() + size:
                             return None  # more than the protocol allows: out of step
@@ -497,6 +501,12 @@ class NodeEngine(DockerExecs):
                              stdout=stdout.result(), stderr=stderr.result(),
                              message="the node's supervisor died during the run; the container "
                                      "was recycled"), False
+        if trailer.flooded:  # as the bwrap backend judges a flooded results channel
+            return RunResult(Verdict.OUTPUT_LIMIT, name, exit_code=trailer.status,
+                             wall_seconds=elapsed, cpu_seconds=max(0, trailer.cpu_ns) / 1e9,
+                             stdout=stdout.result(), stderr=stderr.result(), message=(
+                                 f"the results folder's archive exceeded "
+                                 f"{MAX_RESULTS_ARCHIVE_BYTES} bytes")), False
         err: CapturedOutput = stderr.result()
         verdict, sig, message = judge_run(ExecOutcome(trailer.status, None, elapsed),
                                           trailer.status, trailer.oom_kills > 0, spec.limits, err)
