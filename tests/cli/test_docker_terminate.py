@@ -1,0 +1,63 @@
+"""A check-tasks on docker that is terminated (SIGTERM: a CI job cancelled, a timeout) removes
+its long-lived containers before it exits, as Ctrl-C does; none is left running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.sandbox.test_docker_nodes import _SKIP
+
+pytestmark = [pytest.mark.docker, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
+
+if _SKIP is None:
+    from docker.client import DockerClient
+
+    from verify_cli.sandbox.docker.containers import OWNER_LABEL
+
+
+def _containers_of(pid: int) -> list[str]:
+    client = DockerClient.from_env(timeout=30)
+    try:
+        found = client.api.containers(
+            all=True, filters={"label": [f"{OWNER_LABEL}={socket.gethostname()}/{pid}"]})
+        return [c["Id"] for c in found]
+    finally:
+        client.close()
+
+
+def test_a_terminated_check_tasks_leaves_no_container(sample_tasks_dir: Path) -> None:
+    task = sample_tasks_dir / "coding-interval-merge"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "verify_cli", "check-tasks", str(task), "--sandbox", "docker",
+         "--no-cache", "--repeats", "8", "--jobs", "1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 90
+        while not _containers_of(proc.pid) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.2)
+        assert _containers_of(proc.pid), "no container started"
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    left = _containers_of(proc.pid)
+    if left:  # clean up after a failure, then fail
+        client = DockerClient.from_env(timeout=30)
+        for cid in left:
+            client.api.remove_container(cid, force=True)
+        client.close()
+    assert left == [], f"{len(left)} container(s) left behind"
+    assert code == 130
+    assert b"Traceback" not in (proc.stderr.read() if proc.stderr else b"")
