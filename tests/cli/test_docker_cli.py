@@ -61,3 +61,28 @@ def test_a_terminated_check_tasks_leaves_no_container(sample_tasks_dir: Path) ->
     assert left == [], f"{len(left)} container(s) left behind"
     assert code == 130
     assert b"Traceback" not in (proc.stderr.read() if proc.stderr else b"")
+
+
+@pytest.mark.parametrize("mode", ["node", "single-use"])
+def test_an_absent_image_names_the_task_file_and_field(mode: str, sample_tasks_dir: Path,
+                                                        tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import shutil
+
+    from verify_cli.cli.app import main
+
+    task = tmp_path / "coding-interval-merge"
+    shutil.copytree(sample_tasks_dir / "coding-interval-merge", task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("verify-cli/python:3.11", "verify-cli/python:0.0-absent"))
+    code = main(["check-tasks", str(task), "--sandbox", "docker", "--docker-mode", mode,
+                 "--repeats", "1", "--no-cache", "--json", str(tmp_path / "r.json")])
+    assert code == 3  # infrastructure: nothing could be concluded
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err
+    checks = json.loads((tmp_path / "r.json").read_text())["tasks"][0]["checks"]
+    failed = [c["message"] for c in checks if c["status"] == "error"]
+    assert failed and all("'verify-cli/python:0.0-absent' is not present" in m for m in failed)
+    assert all(f"{toml}: /environment/image" in m for m in failed), failed
+    assert all("scripts/build_images.sh" in m for m in failed)
