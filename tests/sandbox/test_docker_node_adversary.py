@@ -117,3 +117,32 @@ def test_a_run_that_floods_its_results_channel_gets_output_limit_not_infra_error
     assert flood.stdout.text == "wrote\n"
     assert flood.verdict is Verdict.OUTPUT_LIMIT, (flood.verdict, flood.message)
     assert _cold(one, tmp_path / "next", "echo next").stdout.text == "next\n"
+
+
+@pytest.mark.parametrize("mode", ["node", "single-use"])
+def test_the_digest_recorded_is_the_image_the_run_ran_in_after_a_retag(mode: str,
+                                                                        tmp_path: Path) -> None:
+    from docker.client import DockerClient
+
+    client = DockerClient.from_env(timeout=60)
+    tag = "verify-cli/accept-retag:1"
+    python_id = client.images.get(PYTHON_IMAGE).id
+    node_id = client.images.get("verify-cli/node:20").id
+    client.images.get(PYTHON_IMAGE).tag(tag)
+    box = DockerSandbox(max_containers=1, max_runs=1, mode=mode)  # a new container every run
+    try:
+        def which(work: Path) -> RunResult:
+            work.mkdir()
+            return box.run(RunSpec(["sh", "-c", "command -v node || echo none"], work,
+                                   limits=LIMITS, image=tag))
+
+        first = which(tmp_path / "a")
+        assert first.stdout.text == "none\n" and first.image_digest == python_id
+        client.images.get("verify-cli/node:20").tag(tag)  # the name now means another image
+        second = which(tmp_path / "b")
+        ran_in = python_id if second.stdout.text == "none\n" else node_id
+        assert second.image_digest == ran_in, (second.stdout.text, second.image_digest)
+    finally:
+        box.close()
+        client.images.remove(tag)
+        client.close()

@@ -343,8 +343,10 @@ class NodeEngine(DockerExecs):
         host_config["MaskedPaths"] = []  # as `--security-opt systempaths=unconfined`
         host_config["ReadonlyPaths"] = []
         labels = {LABEL: "1", OWNER_LABEL: owner(), POOL_LABEL: "node"}
+        # Made from the digest it records, not the name: a name re-tagged meanwhile (an image
+        # rebuilt) would run one image and record another.
         container_id: str = self._api.create_container(
-            shape.image, ["/bin/sh", "-c", _INIT, "verify-node-init"], user=USER, working_dir="/", labels=labels,
+            digest, ["/bin/sh", "-c", _INIT, "verify-node-init"], user=USER, working_dir="/", labels=labels,
             host_config=host_config, network_disabled=True)["Id"]
         try:
             self._api.start(container_id)
