@@ -86,3 +86,37 @@ def test_an_absent_image_names_the_task_file_and_field(mode: str, sample_tasks_d
     assert failed and all("'verify-cli/python:0.0-absent' is not present" in m for m in failed)
     assert all(f"{toml}: /environment/image" in m for m in failed), failed
     assert all("scripts/build_images.sh" in m for m in failed)
+
+
+def test_cached_verdicts_name_their_image_and_a_rebuilt_image_is_checked_again(
+        sample_tasks_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import shutil
+
+    from verify_cli.cli.app import main
+
+    client = DockerClient.from_env(timeout=60)
+    tag = "verify-cli/accept-cache:1"
+    python = client.images.get("verify-cli/python:3.11")
+    python.tag(tag)
+    task = tmp_path / "coding-interval-merge"
+    shutil.copytree(sample_tasks_dir / "coding-interval-merge", task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("verify-cli/python:3.11", tag))
+    args = ["check-tasks", str(task), "--sandbox", "docker", "--repeats", "1", "--jobs", "1",
+            "--cache-dir", str(tmp_path / "cache"), "--json", str(tmp_path / "r.json")]
+    try:
+        for cached in (False, True):
+            assert main(args) == 0
+            doc = json.loads((tmp_path / "r.json").read_text())
+            assert doc["tasks"][0]["cached"] is cached
+            assert doc["sandbox"]["image_digests"] == {tag: python.id}
+            assert f"image {tag}: {python.id}" in capsys.readouterr().out
+        client.images.get("verify-cli/node:20").tag(tag)  # "rebuilt": now without python
+        assert main(args) == 1  # checked again, in the new image: defective
+        doc = json.loads((tmp_path / "r.json").read_text())
+        assert doc["tasks"][0]["cached"] is False
+        assert doc["sandbox"]["image_digests"] == {tag: client.images.get("verify-cli/node:20").id}
+    finally:
+        client.images.remove(tag)
+        client.close()
