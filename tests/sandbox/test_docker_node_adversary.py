@@ -146,3 +146,30 @@ def test_the_digest_recorded_is_the_image_the_run_ran_in_after_a_retag(mode: str
         box.close()
         client.images.remove(tag)
         client.close()
+
+
+def test_an_image_without_bubblewrap_says_what_node_mode_needs_and_single_use_runs_it(
+        tmp_path: Path) -> None:
+    import io
+
+    from docker.client import DockerClient
+
+    client = DockerClient.from_env(timeout=120)
+    tag = "verify-cli/accept-nobwrap:1"
+    dockerfile = (f"FROM {PYTHON_IMAGE}\nUSER root\nRUN rm -f /usr/bin/bwrap\n"
+                  "USER 1000:1000\n").encode()
+    client.images.build(fileobj=io.BytesIO(dockerfile), tag=tag, rm=True, network_mode="none")
+    try:
+        work = tmp_path / "w"
+        work.mkdir()
+        spec = RunSpec(["sh", "-c", "echo fine"], work, limits=LIMITS, image=tag)
+        with DockerSandbox(max_containers=1) as node:
+            result = node.run(spec)
+        assert result.verdict is Verdict.SETUP_ERROR, result.message
+        assert "bwrap" in result.message and "--docker-mode single-use" in result.message
+        assert "verify-job-" not in result.message  # the node's secret stays its own
+        with DockerSandbox(mode="single-use") as single:
+            assert single.run(spec).stdout.text == "fine\n"
+    finally:
+        client.images.remove(tag, force=True)
+        client.close()

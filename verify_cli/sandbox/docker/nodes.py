@@ -88,6 +88,8 @@ UNFIT = 97
 #: before them (the folder is root's, so no run can write to it: see NodeEngine._create).
 EMPTY_ARCHIVE = bytes(1024)
 _READY_LINE = b"verify-node-ready\n"
+_NODE_NEEDS = ("sh, tar, head and bwrap in node mode; --docker-mode single-use runs images without "
+               "bwrap")
 _UNFIT_PREFIX = b"verify-node-unfit "
 #: Reads the cgroup's CPU (ns into $c) and OOM-kill count ($o) with shell builtins (v1 and v2).
 _COUNTERS = (
@@ -356,7 +358,7 @@ class NodeEngine(DockerExecs):
             _, conn = self._start_exec(container_id, argv, user=USER, env=env, workdir="/")
             try:
                 conn.sock.sendall(self._harness)
-                self._await_ready(shape.image, conn)
+                self._await_ready(shape.image, conn, nonce)
             except BaseException:
                 conn.close()
                 raise
@@ -383,20 +385,22 @@ class NodeEngine(DockerExecs):
         return (["/bin/sh", "-c", _SUPERVISOR, nonce, str(len(self._harness))],
                 {"PATH": "/usr/local/bin:/usr/bin:/bin"})
 
-    def _await_ready(self, image: str, conn: Conn) -> None:
+    def _await_ready(self, image: str, conn: Conn, nonce: str) -> None:
         said = b""
         conn.sock.settimeout(START_TIMEOUT_S)
         try:
             while _READY_LINE not in said:
                 header = conn.reader.read(8)
                 if len(header) < 8:
+                    # The shell names itself by its $0, the node's job secret: not for reports.
                     text = said.removeprefix(_UNFIT_PREFIX).decode("utf-8", "replace")
-                    raise ImageUnfit(image, "the node's supervisor could not start bubblewrap "
-                                            f"(the image needs bwrap, sh, tar, head): {text}")
+                    raise ImageUnfit(image, "bubblewrap could not make a run's namespaces in it: "
+                                            + text.replace(nonce, "node"), needs=_NODE_NEEDS)
                 _kind, size = struct.unpack(">BxxxL", header)
                 said += conn.reader.read(size)
                 if len(said) > 65536:
-                    raise ImageUnfit(image, said[-500:].decode("utf-8", "replace"))
+                    raise ImageUnfit(image, said[-500:].decode("utf-8", "replace").replace(nonce, "node"),
+                                     needs=_NODE_NEEDS)
         finally:
             conn.sock.settimeout(None)
 
