@@ -173,3 +173,20 @@ def test_an_image_without_bubblewrap_says_what_node_mode_needs_and_single_use_ru
     finally:
         client.images.remove(tag, force=True)
         client.close()
+
+
+def test_a_container_is_never_shared_between_images_or_limit_shapes(tmp_path: Path) -> None:
+    box = DockerSandbox(max_containers=1, idle_timeout_s=120)
+    try:
+        shapes = [(PYTHON_IMAGE, LIMITS), (PYTHON_IMAGE, Limits(wall_seconds=20, memory_mb=384)),
+                  (PYTHON_IMAGE, Limits(wall_seconds=20, memory_mb=256, processes=32)),
+                  ("verify-cli/node:20", LIMITS)]
+        for i, (image, limits) in enumerate(shapes * 2):
+            work = tmp_path / str(i)
+            work.mkdir()
+            result = box.run(RunSpec(["sh", "-c", "echo ok"], work, limits=limits, image=image))
+            assert result.verdict is Verdict.OK, result.message
+        stats = box.container_stats()
+        assert stats["started"] == 4 and stats["reused"] == 4, stats  # one per shape, reused once
+    finally:
+        box.close()
