@@ -190,3 +190,64 @@ def test_a_container_is_never_shared_between_images_or_limit_shapes(tmp_path: Pa
         assert stats["started"] == 4 and stats["reused"] == 4, stats  # one per shape, reused once
     finally:
         box.close()
+
+
+_HOLDER = '''
+import sys, time
+from pathlib import Path
+from verify_cli.sandbox.base import Limits, RunSpec
+from verify_cli.sandbox.docker import DockerSandbox
+box = DockerSandbox(max_containers=1, idle_timeout_s=600)
+work = Path(sys.argv[1])
+(work / "tests").mkdir(parents=True)
+(work / "tests" / "test_it.py").write_text("def test_ok():\\n    pass\\n")
+args = ["-q", "-p", "no:cacheprovider", "tests"]
+spec = RunSpec(["python", "-m", "pytest", *args], work,
+               limits=Limits(wall_seconds=30, memory_mb=256), image=sys.argv[2])
+if sys.argv[3] == "warm":
+    result, how = box.run_warm_pytest(spec, mode="module", argv0="python", args=args)
+    assert how == "warm", how
+else:
+    result = box.run(spec)
+assert result.verdict.value == "ok", result.message
+print("ran", flush=True)
+time.sleep(600)
+'''
+
+
+@pytest.mark.parametrize("how", ["cold", "warm"])
+def test_a_killed_process_leaves_no_running_node(how: str, tmp_path: Path) -> None:
+    """SIGKILL runs no clean-up: the node stops by itself once its supervisor is gone (what is
+    left is a stopped container for ``sandbox cleanup``, holding no process or memory)."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from docker.client import DockerClient
+
+    from verify_cli.sandbox.docker.containers import OWNER_LABEL
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path / "w"), PYTHON_IMAGE, how],
+                            env=env, stdout=subprocess.PIPE)
+    client = DockerClient.from_env(timeout=30)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ran\n"
+        owned = {"label": [f"{OWNER_LABEL}={socket.gethostname()}/{proc.pid}"]}
+        assert len(client.api.containers(filters=owned)) == 1  # running
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 45
+        while client.api.containers(filters=owned) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert client.api.containers(filters=owned) == [], "the node still runs"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for c in client.api.containers(all=True, filters={
+                "label": [f"{OWNER_LABEL}={socket.gethostname()}/{proc.pid}"]}):
+            client.api.remove_container(c["Id"], force=True)
+        client.close()

@@ -123,7 +123,12 @@ _SUPERVISOR = (
 
 #: pid 1 of a node: reaps what bubblewrap's intermediate processes leave to it (a bare ``sleep``
 #: would let zombies pile up against the process limit). Its own processes: the shell and sleep.
-_INIT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done"
+#: Once it has been alone in the container on two checks in a row (the supervisor is gone: the
+#: process that made the node was killed and the daemon closed the supervisor's stdin), it
+#: exits, and the container with it: a node outlives its process by seconds, holding nothing.
+_INIT = ("trap 'exit 0' TERM; a=0; while :; do sleep 5 & wait; "
+         "n=0; for p in /proc/[0-9]*; do n=$((n + 1)); done; "
+         "if [ $n -le 1 ]; then a=$((a + 1)); [ $a -ge 2 ] && exit 0; else a=0; fi; done")
 #: Processes alive between runs: pid 1, its sleep and the supervisor; more means a run escaped.
 _BASELINE_PROCESSES = 3
 
