@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 import typer
 
@@ -52,9 +56,33 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(cluster_app, name="cluster")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (a cancelled CI job, a timeout) ends the command as Ctrl-C does, so its clean-up
+    runs (the docker backend removes its long-lived containers); by default it would die at once."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; expected errors become messages and exit codes, Ctrl-C exits 130."""
+    """Run the CLI; expected errors become messages and exit codes, Ctrl-C (or SIGTERM) exits 130."""
     console.use_stdout()
+    with _sigterm_interrupts():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         code = app(args=argv, standalone_mode=False)
     except VerifyError as e:

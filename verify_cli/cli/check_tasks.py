@@ -55,6 +55,15 @@ def check_tasks_command(
                            ray_address=ray_address, docker_mode=docker_mode)
     backend = runner.backend
     cache = None if no_cache else ResultCache(cache_dir or default_cache_dir(), "check-tasks")
+    backend_id, digests = f"{backend}", {}
+    if backend == "docker" and cache is not None and executor == "local":
+        from verify_cli.sandbox.docker.digests import image_digests  # the docker SDK: only here
+
+        # A verdict holds for the image it was graded in: a rebuilt image is checked again, and
+        # cached verdicts still name their image's digest.
+        digests = image_digests(i.environment.image for i in items
+                                if not isinstance(i, TaskLoadFailure) and i.environment.image)
+        backend_id += "".join(f" {image}@{digest}" for image, digest in sorted(digests.items()))
     options = CheckOptions(repeats=repeats, jobs=jobs or default_jobs())
     total_runs = sum(repeats + 1 for i in items if not isinstance(i, TaskLoadFailure))
     with runner, console.progress_bar("checking tasks", total_runs) as advance:
@@ -62,15 +71,19 @@ def check_tasks_command(
             advance(f"{p.task_id} ({p.phase})", completed=p.done, total=p.total)
 
         reports = check_tasks(items, runner, options, cache=cache,
-                              backend_id=f"{backend}", on_progress=on_progress)
+                              backend_id=backend_id, on_progress=on_progress)
     report_cluster(runner)
     console.check_tasks_table(reports, backend=backend, isolation=runner.isolation, repeats=repeats,
                               power=options.power)
-    console.sandbox_facts(runner.facts())
+    facts = runner.facts()
+    if digests:  # the images of cached verdicts too (no run of theirs told the sandbox)
+        known = facts.get("image_digests")
+        facts = {**facts, "image_digests": {**digests, **(known if isinstance(known, dict) else {})}}
+    console.sandbox_facts(facts)
     if json_out:
         write_json(json_out, {
             "tool": "verify-cli", "version": __version__, "command": "check-tasks",
-            "sandbox": {"backend": backend, "isolation": runner.isolation, **runner.facts()}, "executor": executor,
+            "sandbox": {"backend": backend, "isolation": runner.isolation, **facts}, "executor": executor,
             "repeats": repeats,
             "flakiness_power": options.power.to_dict(),
             "summary": {v.value: sum(r.verdict is v for r in reports) for v in TaskVerdict},

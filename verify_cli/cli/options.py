@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 SandboxOpt = Annotated[str, typer.Option("--sandbox", "-s", help="Sandbox backend: auto, bwrap, docker, process.")]
-PoolOpt = Annotated[int, typer.Option("--pool-size", min=0,
-                                      help="Warm containers kept per image and limits (docker backend).")]
+PoolOpt = Annotated[int, typer.Option("--pool-size", min=0, help=(
+    "docker --docker-mode single-use: warm containers kept per image and limits. (Node mode sizes "
+    "its pools itself: up to one container per core per shape, VERIFY_DOCKER_MAX_CONTAINERS to change.)"))]
 DockerModeOpt = Annotated[str, typer.Option(
     "--docker-mode", help="docker backend: node (runs isolated inside long-lived containers) or single-use "
                           "(a fresh container per run).")]

@@ -260,6 +260,11 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
         reason = run.results[NO_CANDIDATE_FILE].decode("utf-8", "replace")[:500]
         run = replace(run, verdict=Verdict.INFRA_ERROR, message=f"two-process grading: {reason}")
         common["run"] = run
+    image = task.environment.image
+    if run.verdict is Verdict.SETUP_ERROR and image and repr(image) in run.message:
+        # The sandbox could not use the image the task names (absent, unfit): say where.
+        run = replace(run, message=f"{run.message} ({task.task_file}: /environment/image)")
+        common["run"] = run
     if run.verdict.is_infrastructure:
         return GradeResult(status=GradeStatus.INFRA_ERROR, score=None, passed=False, tests=(),
                            problems=(f"sandbox {run.verdict.value}: {run.message}",),

@@ -19,9 +19,9 @@ DAEMON_ERRORS: tuple[type[BaseException], ...] = (DockerException, RequestExcept
 class ImageUnfit(DockerException):
     """The image lacks what the backend needs (tar, sleep, sh)."""
 
-    def __init__(self, image: str, detail: str) -> None:
-        super().__init__(f"image {image!r} cannot host verify-cli runs (it needs sh, tar and "
-                         f"sleep): {detail.strip()[-500:]}")
+    def __init__(self, image: str, detail: str, needs: str = "sh, tar and sleep") -> None:
+        super().__init__(f"image {image!r} cannot host verify-cli runs (it needs {needs}): "
+                         f"{detail.strip()[-500:]}")
 
 
 def parse_docker_time(text: str) -> float | None:

@@ -49,11 +49,13 @@ from verify_cli.sandbox.bwrap import RUN_NAMESPACES, SANDBOX_UID, run_wrapper
 from verify_cli.sandbox.docker.archives import write_workdir_tar
 from verify_cli.sandbox.docker.containers import (
     COLLECT_TIMEOUT_S,
+    COPY_TIMEOUT_S,
     LABEL,
     MAX_RESULTS_ARCHIVE_BYTES,
     NANO_CPUS,
     OWNER_LABEL,
     POOL_LABEL,
+    ROOT,
     USER,
     Shape,
     base_environment,
@@ -82,7 +84,12 @@ RESULTS_FILE = "/tmp/verify-results.tar"
 START_TIMEOUT_S = 60.0
 UNPACK_FAILED = 125
 UNFIT = 97
+#: An empty tar archive: what the supervisors unpack into the harness folder, which root filled
+#: before them (the folder is root's, so no run can write to it: see NodeEngine._create).
+EMPTY_ARCHIVE = bytes(1024)
 _READY_LINE = b"verify-node-ready\n"
+_NODE_NEEDS = ("sh, tar, head and bwrap in node mode; --docker-mode single-use runs images without "
+               "bwrap")
 _UNFIT_PREFIX = b"verify-node-unfit "
 #: Reads the cgroup's CPU (ns into $c) and OOM-kill count ($o) with shell builtins (v1 and v2).
 _COUNTERS = (
@@ -99,9 +106,10 @@ _COUNTERS = (
     "cnt() { n=0; for p in /proc/[0-9]*; do "
     "read -r _ _ z _ < \"$p/stat\" 2>/dev/null && [ \"$z\" != Z ] && n=$((n + 1)); done; }\n")
 #: The supervisor: ``$0`` is a per-container secret that heads every job (``SECRET SIZE`` on a
-#: line, then SIZE bytes of script), ``$1`` the size of the harness archive that comes first on
-#: stdin. It checks that bubblewrap can make a run's namespaces here, says it is ready, then
-#: evaluates one job script after another; a job out of step ends it.
+#: line, then SIZE bytes of script), ``$1`` the size of the archive that comes first on stdin
+#: (empty: root has unpacked the harness already). It checks that bubblewrap can make a run's
+#: namespaces here, says it is ready, then evaluates one job script after another; a job out of
+#: step ends it.
 _SUPERVISOR = (
     _COUNTERS
     + f"head -c \"$1\" | tar -x -f - -C {SANDBOX_HARNESS} || exit {UNFIT}\n"
@@ -115,7 +123,12 @@ _SUPERVISOR = (
 
 #: pid 1 of a node: reaps what bubblewrap's intermediate processes leave to it (a bare ``sleep``
 #: would let zombies pile up against the process limit). Its own processes: the shell and sleep.
-_INIT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done"
+#: Once it has been alone in the container on two checks in a row (the supervisor is gone: the
+#: process that made the node was killed and the daemon closed the supervisor's stdin), it
+#: exits, and the container with it: a node outlives its process by seconds, holding nothing.
+_INIT = ("trap 'exit 0' TERM; a=0; while :; do sleep 5 & wait; "
+         "n=0; for p in /proc/[0-9]*; do n=$((n + 1)); done; "
+         "if [ $n -le 1 ]; then a=$((a + 1)); [ $a -ge 2 ] && exit 0; else a=0; fi; done")
 #: Processes alive between runs: pid 1, its sleep and the supervisor; more means a run escaped.
 _BASELINE_PROCESSES = 3
 
@@ -139,6 +152,9 @@ class _Trailer:
     oom_kills: int
     processes: int
     results: dict[str, bytes]
+    #: The results archive was over MAX_RESULTS_ARCHIVE_BYTES (the run wrote into the channel
+    #: its wrapper holds open: its /proc entry is the run's); the stream is out of step.
+    flooded: bool = False
 
 
 def bwrap_argv(spec: RunSpec, *, env: dict[str, str]) -> list[str]:
@@ -181,7 +197,9 @@ def job_script(spec: RunSpec, marker: str, nonce: str, tar_bytes: int, stdin_byt
     rlimits = [f"ulimit -f {max(1, limits.file_bytes // 512)}"]
     if limits.cpu_seconds is not None:
         secs = max(1, int(limits.cpu_seconds + 0.999))
-        rlimits += [f"ulimit -H -t {secs + 1}", f"ulimit -S -t {secs}"]
+        # Soft first: a hard limit below the current (unlimited) soft one is refused, and the
+        # shell's complaint would come before the ready byte (an infra error).
+        rlimits += [f"ulimit -S -t {secs}", f"ulimit -H -t {secs + 1}"]
     total = tar_bytes + stdin_bytes
     lines = [
         f"m={marker}",
@@ -256,7 +274,8 @@ def _read_job(reader: IO[bytes], out: _Splitter, err: _Splitter, on_end: Callabl
                 if match is not None:
                     size = int(match.group(5))
                     if size > MAX_RESULTS_ARCHIVE_BYTES:
-                        return None
+                        return _Trailer(int(match.group(1)), int(match.group(2)),
+                                        int(match.group(3)), int(match.group(4)), {}, flooded=True)
                     if len(out.rest) >= match.end() + size:
                         if len(out.rest) > match.end() + size:
                             return None  # more than the protocol allows: out of step
@@ -292,7 +311,13 @@ class NodeEngine(DockerExecs):
                  max_runs: int) -> None:
         self._api = api
         self._backend = backend
-        self._harness = harness
+        #: The harness, unpacked by root into the node's root-owned harness folder. The
+        #: supervisors' own unpacking (``_harness``) gets an empty archive: a folder uid 1000
+        #: could write to would be writable by every run (uid 1000 too), and what one run
+        #: planted there (a ``sitecustomize.py`` on the runs' PYTHONPATH, a changed harness
+        #: module) would reach the next.
+        self._harness_files = harness
+        self._harness = EMPTY_ARCHIVE
         self._digest_of = digest_of
         self._remove = remove
         self.pool: NodePool[Node] = NodePool(self._create, self._destroy, max_nodes=max_nodes,
@@ -313,25 +338,32 @@ class NodeEngine(DockerExecs):
             # kernel refuses while Docker's masks cover parts of the container's /proc.
             security_opt=["no-new-privileges", f"seccomp={node_profile()}"],
             read_only=True,
+            # The harness folder is root's (filled by a root exec below). /dev/mqueue (the
+            # container's IPC namespace's, which a warm run's view keeps) is covered by an empty
+            # root-owned tmpfs: a run's message queues live in the run's own IPC namespace.
             tmpfs={SANDBOX_TMP: f"size={NODE_TMP_MIB}m,mode=1777",
-                   SANDBOX_HARNESS: "size=8m,uid=1000,gid=1000,mode=0755"},
+                   SANDBOX_HARNESS: "size=8m,mode=0755",
+                   "/dev/mqueue": "size=4k,mode=0755"},
             ulimits=[Ulimit(name="core", soft=0, hard=0)],
             log_config=LogConfig(type="none"),
         )
         host_config["MaskedPaths"] = []  # as `--security-opt systempaths=unconfined`
         host_config["ReadonlyPaths"] = []
         labels = {LABEL: "1", OWNER_LABEL: owner(), POOL_LABEL: "node"}
+        # Made from the digest it records, not the name: a name re-tagged meanwhile (an image
+        # rebuilt) would run one image and record another.
         container_id: str = self._api.create_container(
-            shape.image, ["/bin/sh", "-c", _INIT, "verify-node-init"], user=USER, working_dir="/", labels=labels,
+            digest, ["/bin/sh", "-c", _INIT, "verify-node-init"], user=USER, working_dir="/", labels=labels,
             host_config=host_config, network_disabled=True)["Id"]
         try:
             self._api.start(container_id)
+            self._install_harness(container_id, shape.image)
             nonce = f"verify-job-{secrets.token_hex(12)}"
             argv, env = self._supervisor(shape, nonce)
             _, conn = self._start_exec(container_id, argv, user=USER, env=env, workdir="/")
             try:
                 conn.sock.sendall(self._harness)
-                self._await_ready(shape.image, conn)
+                self._await_ready(shape.image, conn, nonce)
             except BaseException:
                 conn.close()
                 raise
@@ -340,26 +372,40 @@ class NodeEngine(DockerExecs):
             raise
         return Node(container_id, shape, conn, nonce, digest)
 
+    def _install_harness(self, container_id: str, image: str) -> None:
+        """Unpack the harness as root (no capabilities) into the node's root-owned harness
+        folder, read-only for uid 1000 and so for every run."""
+        said = BoundedCapture(4096)
+        outcome = self._exec(container_id, ["tar", "-x", "-f", "-", "--no-same-owner", "-C",
+                                            SANDBOX_HARNESS], user=ROOT,
+                             feed=lambda w: w.write(self._harness_files), stdout=said,
+                             stderr=said, timeout_s=COPY_TIMEOUT_S)
+        if outcome.exit_code != 0:
+            raise ImageUnfit(image, "could not unpack the harness into the node (the image "
+                                    f"needs tar): {said.result().text[-500:]}")
+
     def _supervisor(self, shape: Shape, nonce: str) -> tuple[list[str], dict[str, str]]:
         """The node's supervisor exec (argv, environment): the job shell (warm nodes: see
         :mod:`.warm_nodes`)."""
         return (["/bin/sh", "-c", _SUPERVISOR, nonce, str(len(self._harness))],
                 {"PATH": "/usr/local/bin:/usr/bin:/bin"})
 
-    def _await_ready(self, image: str, conn: Conn) -> None:
+    def _await_ready(self, image: str, conn: Conn, nonce: str) -> None:
         said = b""
         conn.sock.settimeout(START_TIMEOUT_S)
         try:
             while _READY_LINE not in said:
                 header = conn.reader.read(8)
                 if len(header) < 8:
+                    # The shell names itself by its $0, the node's job secret: not for reports.
                     text = said.removeprefix(_UNFIT_PREFIX).decode("utf-8", "replace")
-                    raise ImageUnfit(image, "the node's supervisor could not start bubblewrap "
-                                            f"(the image needs bwrap, sh, tar, head): {text}")
+                    raise ImageUnfit(image, "bubblewrap could not make a run's namespaces in it: "
+                                            + text.replace(nonce, "node"), needs=_NODE_NEEDS)
                 _kind, size = struct.unpack(">BxxxL", header)
                 said += conn.reader.read(size)
                 if len(said) > 65536:
-                    raise ImageUnfit(image, said[-500:].decode("utf-8", "replace"))
+                    raise ImageUnfit(image, said[-500:].decode("utf-8", "replace").replace(nonce, "node"),
+                                     needs=_NODE_NEEDS)
         finally:
             conn.sock.settimeout(None)
 
@@ -466,6 +512,12 @@ class NodeEngine(DockerExecs):
                              stdout=stdout.result(), stderr=stderr.result(),
                              message="the node's supervisor died during the run; the container "
                                      "was recycled"), False
+        if trailer.flooded:  # as the bwrap backend judges a flooded results channel
+            return RunResult(Verdict.OUTPUT_LIMIT, name, exit_code=trailer.status,
+                             wall_seconds=elapsed, cpu_seconds=max(0, trailer.cpu_ns) / 1e9,
+                             stdout=stdout.result(), stderr=stderr.result(), message=(
+                                 f"the results folder's archive exceeded "
+                                 f"{MAX_RESULTS_ARCHIVE_BYTES} bytes")), False
         err: CapturedOutput = stderr.result()
         verdict, sig, message = judge_run(ExecOutcome(trailer.status, None, elapsed),
                                           trailer.status, trailer.oom_kills > 0, spec.limits, err)

@@ -362,8 +362,8 @@ class DockerSandbox(DockerExecs, Sandbox):
         if labels is None:
             run_labels[POOL_LABEL] = "1"
         env = base_environment()
-        container_id: str = self._api.create_container(
-            shape.image, ["/bin/sh", "-c", COLLECTOR, "verify-collector"], user=USER,
+        container_id: str = self._api.create_container(  # from the digest runs record
+            self.image_digest(shape.image), ["/bin/sh", "-c", COLLECTOR, "verify-collector"], user=USER,
             working_dir=SANDBOX_WORKDIR, environment=env, labels=run_labels,
             host_config=host_config, network_disabled=True, stdin_open=True)["Id"]
         try:
