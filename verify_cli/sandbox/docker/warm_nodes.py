@@ -32,6 +32,7 @@ from verify_cli.sandbox.docker.containers import WARM_MAX_FAILURES, Shape, base_
 from verify_cli.sandbox.docker.errors import DAEMON_ERRORS, ImageUnfit, daemon_failure, short
 from verify_cli.sandbox.docker.nodes import NodeEngine
 from verify_cli.sandbox.docker.scripts import read_at_start
+from verify_cli.sandbox.docker.two_process import two_process_env, warm_candidate
 from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SANDBOX_TMP, SANDBOX_WORKDIR
 
 WARM_NODE_SCRIPT = f"{SANDBOX_HARNESS}/docker_node_warm.py"
@@ -58,8 +59,10 @@ def warm_job(spec: RunSpec, nonce: str, marker: str, tar_bytes: int,
     limits = spec.limits
     mem = limits.memory_mb
     cpu = limits.cpu_seconds
+    two = spec.candidate is not None
     header = json.dumps({
-        "env": {**base_environment(), **spec.env}, "args": list(args),
+        "env": {**base_environment(), **spec.env, **(two_process_env() if two else {})},
+        "args": list(args), "candidate": warm_candidate(spec) if two else None,
         "cpu_seconds": None if cpu is None else max(1, int(cpu + 0.999)),
         "file_bytes": max(1, limits.file_bytes // 512) * 512,  # as the cold run's ulimit -f
         "tmp_bytes": tmpfs_mib(SANDBOX_TMP, mem) * _MIB,
