@@ -289,11 +289,30 @@ def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, 
         for rel in cand["covered"]:
             target = os.path.join(shared, str(rel))
             if os.path.isfile(target) and not os.path.islink(target):
-                warm_worker._mount("/dev/null", target, None, warm_worker._MS_BIND)
+                _cover(target)
         warm_worker._mount(shared, warm_worker.WORKDIR, None, warm_worker._MS_BIND | warm_worker._MS_REC)
         os.write(go_w, b"go")
     finally:
         os.close(go_w)
+
+
+#: statvfs flags a read-only remount keeps from the source mount (the kernel refuses to clear
+#: them on a mount of a more privileged namespace), as mount flags.
+_KEPT_FLAGS = ((os.ST_NOEXEC, 8), (os.ST_NOATIME, 1024), (os.ST_NODIRATIME, 2048),
+               (os.ST_RELATIME, 1 << 21))
+
+
+def _cover(target: str) -> None:
+    """``/dev/null`` over ``target``, read-only and with device access off, as bubblewrap's
+    ``--ro-bind /dev/null TARGET`` makes it in the cold run: opening it fails."""
+    warm_worker._mount("/dev/null", target, None, warm_worker._MS_BIND)
+    flags = (warm_worker._MS_BIND | warm_worker._MS_REMOUNT | warm_worker._MS_RDONLY
+             | warm_worker._MS_NOSUID | warm_worker._MS_NODEV)
+    have = os.statvfs(target).f_flag
+    for st_flag, ms_flag in _KEPT_FLAGS:
+        if have & st_flag:
+            flags |= ms_flag
+    warm_worker._mount("none", target, None, flags)
 
 
 def _image_binds(skip: list[str]) -> list[str]:

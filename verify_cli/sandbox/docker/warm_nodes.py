@@ -21,6 +21,7 @@ scored; after ``WARM_MAX_FAILURES`` failed starts a key runs cold.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -70,6 +71,12 @@ def warm_job(spec: RunSpec, nonce: str, marker: str, tar_bytes: int,
         "results_bytes": tmpfs_mib(SANDBOX_RESULTS, mem) * _MIB,
     }).encode()
     return f"{nonce} {len(header)} {tar_bytes}\n".encode() + header, f"{marker}\n".encode()
+
+
+def warm_two_process() -> bool:
+    """Whether two-process runs may go warm in warm nodes (``VERIFY_DOCKER_WARM_TWO_PROCESS=0``
+    sends them cold, as before: for comparisons and as an off switch)."""
+    return os.environ.get("VERIFY_DOCKER_WARM_TWO_PROCESS", "1") != "0"
 
 
 class WarmNodeEngine(NodeEngine):
@@ -130,4 +137,4 @@ class WarmNodeEngine(NodeEngine):
         return replace(result, image_digest=node.digest), "warm"
 
 
-__all__ = ["WarmNodeEngine", "warm_job"]
+__all__ = ["WarmNodeEngine", "warm_job", "warm_two_process"]
