@@ -21,6 +21,12 @@ rlimits, unpacks the work folder with ``tar`` exactly as a cold run does (``\\x0
 complaint and exit 125 when it cannot), sets the run's environment, writes the ready byte
 ``\\x01`` on stderr and runs pytest in-process (``warm_worker.run_pytest_as_command``).
 
+A two-process job (the header's ``candidate``: see ``verify_cli.sandbox.docker.two_process``)
+is laid out as the cold node run lays it out, and its candidate starts in the same nested
+bubblewrap, from a process that never saw the tests' view (``_lay_out_two_process``); pytest
+then runs warm in ``P`` on the tests' side, with ``VERIFY_CHANNEL`` and
+``VERIFY_CANDIDATE_EXEC`` in its environment as in the cold run.
+
 Memory and process limits are the container's (the node's envelope is the run's shape: memory
 limit, process limit plus the node's own few); per-run cgroups are not writable inside the
 container. The marker that frames the run's end is read from stdin only after the fork, so no

@@ -24,6 +24,12 @@ folder of the run lives on one of the run's own tmpfs mounts.
 
 The wrapper's end (``kill -KILL -1`` in the outer pid namespace) takes the candidate down with
 the run, as on the bwrap backend.
+
+A warm node (:mod:`.warm_nodes`) lays a two-process run out the same way from
+:func:`warm_candidate` (``harness/docker_node_warm.py``): the same folders, the same candidate
+command line, and the tests' view (test folders bound back read-only, code files covered) made
+in a mount namespace of the tests' side only, before the candidate starts; pytest there runs
+forked from the node's warm parent instead of in a nested bubblewrap.
 """
 
 from __future__ import annotations

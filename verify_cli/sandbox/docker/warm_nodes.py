@@ -16,6 +16,12 @@ interpreter word, the preload set, and the variables the interpreter and pytest 
 (``env -i``). A run that cannot go warm runs cold; a warm node that cannot start (no interpreter,
 no pytest) or fails to set a run up is recycled and the run re-runs cold ("fallback"), never
 scored; after ``WARM_MAX_FAILURES`` failed starts a key runs cold.
+
+Two-process runs (a RunSpec with ``candidate``) go warm too: the job's header carries the
+layout and the candidate's sandbox of the cold node run (:func:`.two_process.warm_candidate`),
+which the forked run builds before pytest starts in it; the candidate's process itself starts
+cold (a nested bubblewrap and its interpreter), as in the cold run.
+``VERIFY_DOCKER_WARM_TWO_PROCESS=0`` sends two-process runs cold.
 """
 
 from __future__ import annotations
