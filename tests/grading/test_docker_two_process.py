@@ -79,12 +79,13 @@ def test_node_hack_earns_nothing_on_docker(node_cold: dict[tuple[str, str], Grad
 
 
 def test_hacks_earn_nothing_warm_on_docker(docker: Sandbox) -> None:
-    """``Grader(warm=True)``: whatever the warm path does on docker (node mode runs pytest cold
-    today), a run stays two-process and every hack earns 0. One task: the cold suite above
-    covers them all."""
-    tasks = [t for t in python_sample_tasks() if t.id == "interface-spec/kv-cli"]
+    """``Grader(warm=True)``: node mode runs two-process runs from warm nodes (pytest forked
+    warm, the candidate in its nested sandbox); every hack earns 0 on every Python sample task
+    there too, and the runs did go warm."""
     with Grader(docker, warm=True) as grader:
-        results = grade_hacks(grader, tasks, HACKS)
+        results = grade_hacks(grader, python_sample_tasks(), HACKS)
+        stats = grader.warm_stats
+    assert stats is not None and stats.warm_runs == len(results) and stats.fallbacks == 0, stats
     for hack in HACKS:
         assert_earns_nothing(results, hack)
 

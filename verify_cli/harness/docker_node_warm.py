@@ -21,6 +21,12 @@ rlimits, unpacks the work folder with ``tar`` exactly as a cold run does (``\\x0
 complaint and exit 125 when it cannot), sets the run's environment, writes the ready byte
 ``\\x01`` on stderr and runs pytest in-process (``warm_worker.run_pytest_as_command``).
 
+A two-process job (the header's ``candidate``: see ``verify_cli.sandbox.docker.two_process``)
+is laid out as the cold node run lays it out, and its candidate starts in the same nested
+bubblewrap, from a process that never saw the tests' view (``_lay_out_two_process``); pytest
+then runs warm in ``P`` on the tests' side, with ``VERIFY_CHANNEL`` and
+``VERIFY_CANDIDATE_EXEC`` in its environment as in the cold run.
+
 Memory and process limits are the container's (the node's envelope is the run's shape: memory
 limit, process limit plus the node's own few); per-run cgroups are not writable inside the
 container. The marker that frames the run's end is read from stdin only after the fork, so no
@@ -126,11 +132,11 @@ def _results_tar(fd: int | None) -> bytes:
     return out.getvalue()
 
 
-def _unpack(tar_bytes: bytes, env: dict[str, str]) -> None:
-    """``tar -x`` of the work folder into /workspace, as the cold node run does it."""
+def _unpack(tar_bytes: bytes, env: dict[str, str], into: str = warm_worker.WORKDIR) -> None:
+    """``tar -x`` of the work folder into ``into`` (/workspace), as the cold node run does it."""
     data_r, data_w = os.pipe()
     err_r, err_w = os.pipe()
-    pid = os.posix_spawnp("tar", ["tar", "-x", "-f", "-", "-C", warm_worker.WORKDIR],
+    pid = os.posix_spawnp("tar", ["tar", "-x", "-f", "-", "-C", into],
                           {**env, "TAR_OPTIONS": ""},
                           file_actions=[(os.POSIX_SPAWN_DUP2, data_r, 0),
                                         (os.POSIX_SPAWN_DUP2, err_w, 1),
@@ -207,7 +213,9 @@ def _run(job: dict[str, Any], tar_bytes: bytes) -> None:
     """The run itself (P); never returns."""
     try:
         _libc.prctl(warm_worker._PR_SET_DUMPABLE, 1, 0, 0, 0)  # like any fresh process
-        warm_worker._drop_capabilities()
+        candidate = job.get("candidate")
+        if not candidate:
+            warm_worker._drop_capabilities()
         import resource
 
         cpu = job.get("cpu_seconds")
@@ -218,7 +226,11 @@ def _run(job: dict[str, Any], tar_bytes: bytes) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         env = {str(k): str(v) for k, v in dict(job["env"]).items()}
         env["PWD"] = warm_worker.WORKDIR  # the cold run's shell exports it
-        _unpack(tar_bytes, env)
+        if candidate:
+            _lay_out_two_process(candidate, tar_bytes, env)
+            warm_worker._drop_capabilities()
+        else:
+            _unpack(tar_bytes, env)
         del tar_bytes
         os.chdir(warm_worker.WORKDIR)
         os.environ.clear()
@@ -233,6 +245,118 @@ def _run(job: dict[str, Any], tar_bytes: bytes) -> None:
     mode, program = str(job["mode"]), str(job["program"])
     os._exit(warm_worker.run_pytest_as_command(mode, program, [str(a) for a in job["args"]],
                                                program))
+
+
+# -- two-process runs ---------------------------------------------------------------------------
+
+def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, str]) -> None:
+    """A two-process run's folders, as the cold node run lays them out
+    (``verify_cli.sandbox.docker.two_process``), then the candidate's sandbox started, then this
+    process's own view. Runs in P with the run's user namespace's capabilities (dropped after).
+
+    1. The work folder unpacked into the shared folder; the test folders moved to the held
+       folder (a rename on the same tmpfs), so that they were never in the candidate's folder.
+    2. A starter process forked now, in the run's mount namespace as it is here: it waits.
+    3. P enters a mount namespace of its own and, there only, binds the held test folders back
+       read-only, covers the candidate's code files with ``/dev/null`` and binds the shared
+       folder over ``/workspace``.
+    4. Then the starter drops every capability and becomes the candidate's nested bubblewrap
+       (the cold path's command line): it never sees P's mounts, and nothing of the run had
+       started before P's view was complete.
+    """
+    shared, held_dir, channel = str(cand["shared"]), str(cand["held_dir"]), str(cand["channel"])
+    for path, mode in ((shared, 0o755), (held_dir, 0o700), (channel, 0o700)):
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, mode)
+    _unpack(tar_bytes, env, shared)
+    for rel in cand["hidden"]:
+        src = os.path.join(shared, str(rel))
+        if os.path.lexists(src):  # `mv SHARED/rel HELD/` as the cold wrapper does
+            os.rename(src, os.path.join(held_dir, os.path.basename(str(rel))))
+    held = [str(rel) for rel in cand["held"]]
+    for rel in held:  # the candidate's bubblewrap mounts its empty tmpfs here
+        os.makedirs(os.path.join(shared, rel), exist_ok=True)
+    argv = [*map(str, cand["head"]), *_image_binds([str(d) for d in cand["skip"]]),
+            *map(str, cand["tail"])]
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _start_candidate(go_r, go_w, argv)
+    os.close(go_r)
+    try:
+        warm_worker._check(_libc.unshare(warm_worker._CLONE_NEWNS), "unshare")
+        flags = warm_worker._MS_NOSUID | warm_worker._MS_NODEV
+        for rel in held:
+            target = os.path.join(shared, rel)
+            warm_worker._mount(os.path.join(held_dir, rel), target, None,
+                               warm_worker._MS_BIND | warm_worker._MS_REC)
+            warm_worker._mount("none", target, None, warm_worker._MS_BIND | warm_worker._MS_REMOUNT
+                               | warm_worker._MS_RDONLY | flags)
+        for rel in cand["covered"]:
+            target = os.path.join(shared, str(rel))
+            if os.path.isfile(target) and not os.path.islink(target):
+                _cover(target)
+        warm_worker._mount(shared, warm_worker.WORKDIR, None, warm_worker._MS_BIND | warm_worker._MS_REC)
+        os.write(go_w, b"go")
+    finally:
+        os.close(go_w)
+
+
+#: statvfs flags a read-only remount keeps from the source mount (the kernel refuses to clear
+#: them on a mount of a more privileged namespace), as mount flags.
+_KEPT_FLAGS = ((os.ST_NOEXEC, 8), (os.ST_NOATIME, 1024), (os.ST_NODIRATIME, 2048),
+               (os.ST_RELATIME, 1 << 21))
+
+
+def _cover(target: str) -> None:
+    """``/dev/null`` over ``target``, read-only and with device access off, as bubblewrap's
+    ``--ro-bind /dev/null TARGET`` makes it in the cold run: opening it fails."""
+    warm_worker._mount("/dev/null", target, None, warm_worker._MS_BIND)
+    flags = (warm_worker._MS_BIND | warm_worker._MS_REMOUNT | warm_worker._MS_RDONLY
+             | warm_worker._MS_NOSUID | warm_worker._MS_NODEV)
+    have = os.statvfs(target).f_flag
+    for st_flag, ms_flag in _KEPT_FLAGS:
+        if have & st_flag:
+            flags |= ms_flag
+    warm_worker._mount("none", target, None, flags)
+
+
+def _image_binds(skip: list[str]) -> list[str]:
+    """The image's top-level folders (and those of /opt) for the candidate's root, read-only,
+    as the cold wrapper's ``for d in /* /opt/*`` lists them (dot-entries and ``skip`` left out)."""
+    out: list[str] = []
+    for parent in ("/", "/opt"):
+        try:
+            names = sorted(os.listdir(parent))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(parent, name)
+            if name.startswith(".") or path in skip:
+                continue
+            if os.path.islink(path):
+                out += ["--symlink", os.readlink(path), path]
+            elif os.path.exists(path):
+                out += ["--ro-bind", path, path]
+    return out
+
+
+def _start_candidate(go_r: int, go_w: int, argv: list[str]) -> None:
+    """The starter (a child of P, still in the run's first mount namespace); never returns.
+    It waits for P's view to be complete, then becomes the candidate's bubblewrap with no
+    capability, no descriptor but stdin (/dev/null), stdout and stderr, and no variable of the
+    run's (bubblewrap clears its own environment for the candidate)."""
+    try:
+        os.close(go_w)
+        if os.read(go_r, 2) != b"go":
+            os._exit(0)
+        os.closerange(3, 1 << 16)
+        warm_worker._drop_capabilities()
+        os.execvpe(argv[0], argv, {"PATH": "/usr/local/bin:/usr/bin:/bin"})
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.write(2, f"verify: cannot start the candidate's sandbox: {type(e).__name__}: {e}\n".encode())
+    os._exit(127)
 
 
 def _child(job: dict[str, Any], tar_bytes: bytes, sock: socket.socket) -> None:

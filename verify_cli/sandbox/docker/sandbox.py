@@ -120,7 +120,7 @@ from verify_cli.sandbox.docker.streams import (
 )
 from verify_cli.sandbox.docker.verdicts import COPY_PREFIX, copy_error, judge_run, parse_counters
 from verify_cli.sandbox.docker.warm_host import DockerWarmHost
-from verify_cli.sandbox.docker.warm_nodes import WarmNodeEngine
+from verify_cli.sandbox.docker.warm_nodes import WarmNodeEngine, warm_two_process
 from verify_cli.sandbox.environment import (
     HARNESS_DIR,
     SANDBOX_HARNESS,
@@ -460,13 +460,14 @@ class DockerSandbox(DockerExecs, Sandbox):
         results and verdicts are those of :meth:`run`."""
         limits = spec.limits
         if (self._nodes is not None and not spec.stdin and spec.image and spec.workdir.is_dir()
-                and spec.candidate is None and "PATH" not in spec.env
+                and (spec.candidate is None or warm_two_process()) and "PATH" not in spec.env
                 and mode in ("module", "script") and argv0
                 and ("/" not in argv0 or argv0.startswith("/"))):
             ran = self._nodes.run_warm(spec, mode=mode, argv0=argv0, args=args, preload=preload)
             self.warm_last_error = self._nodes.warm_last_error or self.warm_last_error
             return ran
-        if (self._nodes is not None or self._pool is None or spec.stdin or not spec.image or not spec.workdir.is_dir()
+        if (self._nodes is not None or self._pool is None or spec.candidate is not None
+                or spec.stdin or not spec.image or not spec.workdir.is_dir()
                 or limits.processes < RUNNER_PROCESSES or "PATH" in spec.env
                 or not all(ENV_NAME.match(name) for name in spec.env)
                 or mode not in ("module", "script") or not argv0

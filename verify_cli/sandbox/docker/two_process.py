@@ -24,6 +24,12 @@ folder of the run lives on one of the run's own tmpfs mounts.
 
 The wrapper's end (``kill -KILL -1`` in the outer pid namespace) takes the candidate down with
 the run, as on the bwrap backend.
+
+A warm node (:mod:`.warm_nodes`) lays a two-process run out the same way from
+:func:`warm_candidate` (``harness/docker_node_warm.py``): the same folders, the same candidate
+command line, and the tests' view (test folders bound back read-only, code files covered) made
+in a mount namespace of the tests' side only, before the candidate starts; pytest there runs
+forked from the node's warm parent instead of in a nested bubblewrap.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ NESTED_PIDS = 4
 
 #: Top-level paths of the container the candidate never sees (besides dot-entries, which the
 #: shell's ``/*`` never lists).
-_NOT_FOR_THE_CANDIDATE = ("/proc", "/sys", "/dev", SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_RESULTS,
+NOT_FOR_THE_CANDIDATE = ("/proc", "/sys", "/dev", SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_RESULTS,
                           "/opt", SANDBOX_HARNESS, SANDBOX_CANDIDATE_HARNESS)
 
 
@@ -90,8 +96,7 @@ def two_process_job(spec: RunSpec) -> TwoProcessJob:
         unpack_into=SHARED_WORK,
         after_unpack=moves + candidate_start(candidate, held=held_folders(spec)),
         command_prefix=trusted_argv(spec),
-        env={"VERIFY_CHANNEL": TRUSTED_CHANNEL,
-             "VERIFY_CANDIDATE_EXEC": CANDIDATE_EXEC})
+        env=two_process_env())
 
 
 def held_folders(spec: RunSpec) -> list[str]:
@@ -104,26 +109,30 @@ def held_folders(spec: RunSpec) -> list[str]:
 def trusted_argv(spec: RunSpec) -> list[str]:
     """The nested bubblewrap the run's command runs in (see the module's docstring)."""
     assert spec.candidate is not None
-    source = spec.workdir
     argv = ["bwrap", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--die-with-parent", "--dev-bind", "/", "/", "--bind", SHARED_WORK, SANDBOX_WORKDIR]
     for rel in held_folders(spec):
         argv += ["--ro-bind", f"{HELD_TESTS}/{rel}", f"{SANDBOX_WORKDIR}/{rel}"]
-    for rel in spec.candidate.private:
-        if (source / rel).is_file() and not (source / rel).is_symlink():
-            argv += ["--ro-bind", "/dev/null", f"{SANDBOX_WORKDIR}/{rel}"]
+    for rel in covered_files(spec):
+        argv += ["--ro-bind", "/dev/null", f"{SANDBOX_WORKDIR}/{rel}"]
     return [*argv, "--chdir", SANDBOX_WORKDIR, "--"]
 
 
-def candidate_start(candidate: CandidateProcess, *, held: list[str]) -> str:
-    """Shell lines (in the outer run's wrapper) that start the candidate's nested bubblewrap in
-    the background. The image's top-level folders are listed there; ``set --`` builds the
-    argument list in a subshell, so the wrapper's own ``$@`` (the run's command) is untouched.
+def covered_files(spec: RunSpec) -> list[str]:
+    """The candidate's code files (``CandidateProcess.private``) that the tests' side sees
+    covered by ``/dev/null``: those that are regular files (not links) in the work folder."""
+    assert spec.candidate is not None
+    source = spec.workdir
+    return [rel for rel in spec.candidate.private
+            if (source / rel).is_file() and not (source / rel).is_symlink()]
 
-    Each test folder in ``held`` is an empty read-only tmpfs in the candidate's view: a mount
-    point there, so the candidate cannot remove or rename the folder (the kernel would detach
-    the tests' bind mount on it in the other namespace, and the candidate could put its own
-    tests in their place)."""
+
+def candidate_argv_parts(candidate: CandidateProcess, *, held: list[str]) -> tuple[list[str], list[str]]:
+    """The candidate's nested bubblewrap command line around the image's top-level folders
+    (which only the run can list): ``head`` (namespaces, cleared
+    environment) and ``tail`` (its ``/dev``, ``/tmp``, work and channel folders, the
+    candidate-side harness, the held test folders as empty read-only mount points, its
+    environment, then ``--`` and the candidate's command)."""
     head = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--hostname", "candidate", "--clearenv"]
@@ -139,8 +148,20 @@ def candidate_start(candidate: CandidateProcess, *, held: list[str]) -> str:
                                 extra=candidate.env)
     for name, value in sorted(env.items()):
         tail += ["--setenv", name, value]
-    tail += ["--", *candidate.command]
-    skip = "|".join(_NOT_FOR_THE_CANDIDATE)
+    return head, [*tail, "--", *candidate.command]
+
+
+def candidate_start(candidate: CandidateProcess, *, held: list[str]) -> str:
+    """Shell lines (in the outer run's wrapper) that start the candidate's nested bubblewrap in
+    the background. The image's top-level folders are listed there; ``set --`` builds the
+    argument list in a subshell, so the wrapper's own ``$@`` (the run's command) is untouched.
+
+    Each test folder in ``held`` is an empty read-only tmpfs in the candidate's view: a mount
+    point there, so the candidate cannot remove or rename the folder (the kernel would detach
+    the tests' bind mount on it in the other namespace, and the candidate could put its own
+    tests in their place)."""
+    head, tail = candidate_argv_parts(candidate, held=held)
+    skip = "|".join(NOT_FOR_THE_CANDIDATE)
     return ("(set --\n"
             "for d in /* /opt/*; do\n"
             f'  case "$d" in {skip}) continue;; esac\n'
@@ -151,4 +172,22 @@ def candidate_start(candidate: CandidateProcess, *, held: list[str]) -> str:
             ") </dev/null 3>&- &\n")
 
 
-__all__ = ["NESTED_PIDS", "TwoProcessJob", "candidate_start", "trusted_argv", "two_process_job"]
+def warm_candidate(spec: RunSpec) -> dict[str, object]:
+    """What a warm node's run (``harness/docker_node_warm.py``) needs to lay a two-process run
+    out as :func:`two_process_job` does and to start the candidate as :func:`candidate_start`
+    does (the same command line; the node lists the image's folders as the shell does)."""
+    assert spec.candidate is not None
+    held = held_folders(spec)
+    head, tail = candidate_argv_parts(spec.candidate, held=held)
+    return {"shared": SHARED_WORK, "held_dir": HELD_TESTS, "channel": CHANNEL_HOLD,
+            "hidden": list(spec.candidate.hidden), "held": held, "covered": covered_files(spec),
+            "head": head, "tail": tail, "skip": list(NOT_FOR_THE_CANDIDATE)}
+
+
+def two_process_env() -> dict[str, str]:
+    """The variables a two-process run's command gets on top of the run's own."""
+    return {"VERIFY_CHANNEL": TRUSTED_CHANNEL, "VERIFY_CANDIDATE_EXEC": CANDIDATE_EXEC}
+
+
+__all__ = ["NESTED_PIDS", "NOT_FOR_THE_CANDIDATE", "TwoProcessJob", "candidate_argv_parts", "candidate_start",
+           "covered_files", "trusted_argv", "two_process_env", "two_process_job", "warm_candidate"]

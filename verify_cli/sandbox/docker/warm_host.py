@@ -36,7 +36,7 @@ class DockerWarmHost(WarmHost):
 
     def run_pytest(self, spec: RunSpec, invocation: PytestInvocation, *,
                    preload: Sequence[str] = (), report_imports: bool = False) -> WarmOutcome:
-        if spec.candidate is not None:  # two-process runs go cold here
+        if spec.candidate is not None and self.sandbox.mode != "node":  # single-use: cold
             return WarmOutcome(self.sandbox.run(spec), "cold")
         result, how = self.sandbox.run_warm_pytest(
             spec, mode=invocation.mode, argv0=invocation.argv0, args=invocation.args,
@@ -45,6 +45,8 @@ class DockerWarmHost(WarmHost):
         with self._lock:
             if told == "warm":
                 self._stats.warm_runs += 1
+                if spec.candidate is not None:  # its candidate started cold, in the warm node
+                    self._stats.cold_candidates += 1
             elif told == "fallback":
                 self._stats.fallbacks += 1
             else:

@@ -16,11 +16,18 @@ interpreter word, the preload set, and the variables the interpreter and pytest 
 (``env -i``). A run that cannot go warm runs cold; a warm node that cannot start (no interpreter,
 no pytest) or fails to set a run up is recycled and the run re-runs cold ("fallback"), never
 scored; after ``WARM_MAX_FAILURES`` failed starts a key runs cold.
+
+Two-process runs (a RunSpec with ``candidate``) go warm too: the job's header carries the
+layout and the candidate's sandbox of the cold node run (:func:`.two_process.warm_candidate`),
+which the forked run builds before pytest starts in it; the candidate's process itself starts
+cold (a nested bubblewrap and its interpreter), as in the cold run.
+``VERIFY_DOCKER_WARM_TWO_PROCESS=0`` sends two-process runs cold.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -32,6 +39,7 @@ from verify_cli.sandbox.docker.containers import WARM_MAX_FAILURES, Shape, base_
 from verify_cli.sandbox.docker.errors import DAEMON_ERRORS, ImageUnfit, daemon_failure, short
 from verify_cli.sandbox.docker.nodes import NodeEngine
 from verify_cli.sandbox.docker.scripts import read_at_start
+from verify_cli.sandbox.docker.two_process import two_process_env, warm_candidate
 from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SANDBOX_TMP, SANDBOX_WORKDIR
 
 WARM_NODE_SCRIPT = f"{SANDBOX_HARNESS}/docker_node_warm.py"
@@ -58,8 +66,10 @@ def warm_job(spec: RunSpec, nonce: str, marker: str, tar_bytes: int,
     limits = spec.limits
     mem = limits.memory_mb
     cpu = limits.cpu_seconds
+    two = spec.candidate is not None
     header = json.dumps({
-        "env": {**base_environment(), **spec.env}, "args": list(args),
+        "env": {**base_environment(), **spec.env, **(two_process_env() if two else {})},
+        "args": list(args), "candidate": warm_candidate(spec) if two else None,
         "cpu_seconds": None if cpu is None else max(1, int(cpu + 0.999)),
         "file_bytes": max(1, limits.file_bytes // 512) * 512,  # as the cold run's ulimit -f
         "tmp_bytes": tmpfs_mib(SANDBOX_TMP, mem) * _MIB,
@@ -67,6 +77,12 @@ def warm_job(spec: RunSpec, nonce: str, marker: str, tar_bytes: int,
         "results_bytes": tmpfs_mib(SANDBOX_RESULTS, mem) * _MIB,
     }).encode()
     return f"{nonce} {len(header)} {tar_bytes}\n".encode() + header, f"{marker}\n".encode()
+
+
+def warm_two_process() -> bool:
+    """Whether two-process runs may go warm in warm nodes (``VERIFY_DOCKER_WARM_TWO_PROCESS=0``
+    sends them cold, as before: for comparisons and as an off switch)."""
+    return os.environ.get("VERIFY_DOCKER_WARM_TWO_PROCESS", "1") != "0"
 
 
 class WarmNodeEngine(NodeEngine):
@@ -127,4 +143,4 @@ class WarmNodeEngine(NodeEngine):
         return replace(result, image_digest=node.digest), "warm"
 
 
-__all__ = ["WarmNodeEngine", "warm_job"]
+__all__ = ["WarmNodeEngine", "warm_job", "warm_two_process"]
