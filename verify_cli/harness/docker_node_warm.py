@@ -288,10 +288,7 @@ def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, 
         flags = warm_worker._MS_NOSUID | warm_worker._MS_NODEV
         for rel in held:
             target = os.path.join(shared, rel)
-            warm_worker._mount(os.path.join(held_dir, rel), target, None,
-                               warm_worker._MS_BIND | warm_worker._MS_REC)
-            warm_worker._mount("none", target, None, warm_worker._MS_BIND | warm_worker._MS_REMOUNT
-                               | warm_worker._MS_RDONLY | flags)
+            warm_worker.ns.bind_read_only(os.path.join(held_dir, rel), target, flags)
         for rel in cand["covered"]:
             target = os.path.join(shared, str(rel))
             if os.path.isfile(target) and not os.path.islink(target):

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from verify_cli.sandbox.docker.containers import COPY_TIMEOUT_S, ROOT
 from verify_cli.sandbox.docker.errors import DAEMON_ERRORS, parse_docker_time
 from verify_cli.sandbox.docker.streams import (
     Clock,
@@ -20,6 +21,8 @@ from verify_cli.sandbox.docker.streams import (
     feed_stdin,
     pump_frames,
 )
+from verify_cli.sandbox.environment import SANDBOX_HARNESS
+from verify_cli.sandbox.output import BoundedCapture
 
 
 class DockerExecs:
@@ -40,6 +43,17 @@ class DockerExecs:
             return any(True for _ in events)
         return False
 
+
+    def _unpack_harness(self, container_id: str, archive: bytes) -> tuple[bool, str]:
+        """Unpack the harness ``archive`` as root (no capabilities) into the container's
+        root-owned harness folder, read-only for uid 1000 and so for every run; whether tar
+        succeeded, and what it said."""
+        said = BoundedCapture(4096)
+        outcome = self._exec(container_id, ["tar", "-x", "-f", "-", "--no-same-owner", "-C",
+                                            SANDBOX_HARNESS], user=ROOT,
+                             feed=lambda w: w.write(archive), stdout=said, stderr=said,
+                             timeout_s=COPY_TIMEOUT_S)
+        return outcome.exit_code == 0, said.result().text
 
     def _remove_now(self, container_id: str) -> None:
         with contextlib.suppress(*DAEMON_ERRORS):

@@ -49,13 +49,11 @@ from verify_cli.sandbox.bwrap import RUN_NAMESPACES, SANDBOX_UID, run_wrapper
 from verify_cli.sandbox.docker.archives import write_workdir_tar
 from verify_cli.sandbox.docker.containers import (
     COLLECT_TIMEOUT_S,
-    COPY_TIMEOUT_S,
     LABEL,
     MAX_RESULTS_ARCHIVE_BYTES,
     NANO_CPUS,
     OWNER_LABEL,
     POOL_LABEL,
-    ROOT,
     USER,
     Shape,
     base_environment,
@@ -84,9 +82,6 @@ RESULTS_FILE = "/tmp/verify-results.tar"
 START_TIMEOUT_S = 60.0
 UNPACK_FAILED = 125
 UNFIT = 97
-#: An empty tar archive: what the supervisors unpack into the harness folder, which root filled
-#: before them (the folder is root's, so no run can write to it: see NodeEngine._create).
-EMPTY_ARCHIVE = bytes(1024)
 _READY_LINE = b"verify-node-ready\n"
 _NODE_NEEDS = ("sh, tar, head and bwrap in node mode; --docker-mode single-use runs images without "
                "bwrap")
@@ -106,13 +101,11 @@ _COUNTERS = (
     "cnt() { n=0; for p in /proc/[0-9]*; do "
     "read -r _ _ z _ < \"$p/stat\" 2>/dev/null && [ \"$z\" != Z ] && n=$((n + 1)); done; }\n")
 #: The supervisor: ``$0`` is a per-container secret that heads every job (``SECRET SIZE`` on a
-#: line, then SIZE bytes of script), ``$1`` the size of the archive that comes first on stdin
-#: (empty: root has unpacked the harness already). It checks that bubblewrap can make a run's
-#: namespaces here, says it is ready, then evaluates one job script after another; a job out of
-#: step ends it.
+#: line, then SIZE bytes of script); root has unpacked the harness before it starts
+#: (``NodeEngine._install_harness``). It checks that bubblewrap can make a run's namespaces here,
+#: says it is ready, then evaluates one job script after another; a job out of step ends it.
 _SUPERVISOR = (
     _COUNTERS
-    + f"head -c \"$1\" | tar -x -f - -C {SANDBOX_HARNESS} || exit {UNFIT}\n"
     + "if ! e=$(bwrap " + " ".join(RUN_NAMESPACES)
     + " --ro-bind / / --proc /proc --dev /dev true 2>&1); then "
     + "printf 'verify-node-unfit %s\\n' \"$e\"; exit " + str(UNFIT) + "; fi\n"
@@ -311,13 +304,12 @@ class NodeEngine(DockerExecs):
                  max_runs: int) -> None:
         self._api = api
         self._backend = backend
-        #: The harness, unpacked by root into the node's root-owned harness folder. The
-        #: supervisors' own unpacking (``_harness``) gets an empty archive: a folder uid 1000
-        #: could write to would be writable by every run (uid 1000 too), and what one run
-        #: planted there (a ``sitecustomize.py`` on the runs' PYTHONPATH, a changed harness
-        #: module) would reach the next.
-        self._harness_files = harness
-        self._harness = EMPTY_ARCHIVE
+        #: The harness, unpacked by root into the node's root-owned harness folder before the
+        #: supervisor starts (never by the supervisor, uid 1000): a folder uid 1000 could write
+        #: to would be writable by every run (uid 1000 too), and what one run planted there (a
+        #: ``sitecustomize.py`` on the runs' PYTHONPATH, a changed harness module) would reach
+        #: the next.
+        self._harness = harness
         self._digest_of = digest_of
         self._remove = remove
         self.pool: NodePool[Node] = NodePool(self._create, self._destroy, max_nodes=max_nodes,
@@ -362,7 +354,6 @@ class NodeEngine(DockerExecs):
             argv, env = self._supervisor(shape, nonce)
             _, conn = self._start_exec(container_id, argv, user=USER, env=env, workdir="/")
             try:
-                conn.sock.sendall(self._harness)
                 self._await_ready(shape.image, conn, nonce)
             except BaseException:
                 conn.close()
@@ -373,21 +364,16 @@ class NodeEngine(DockerExecs):
         return Node(container_id, shape, conn, nonce, digest)
 
     def _install_harness(self, container_id: str, image: str) -> None:
-        """Unpack the harness as root (no capabilities) into the node's root-owned harness
-        folder, read-only for uid 1000 and so for every run."""
-        said = BoundedCapture(4096)
-        outcome = self._exec(container_id, ["tar", "-x", "-f", "-", "--no-same-owner", "-C",
-                                            SANDBOX_HARNESS], user=ROOT,
-                             feed=lambda w: w.write(self._harness_files), stdout=said,
-                             stderr=said, timeout_s=COPY_TIMEOUT_S)
-        if outcome.exit_code != 0:
+        """The harness in the node's root-owned harness folder (see ``_unpack_harness``)."""
+        ok, said = self._unpack_harness(container_id, self._harness)
+        if not ok:
             raise ImageUnfit(image, "could not unpack the harness into the node (the image "
-                                    f"needs tar): {said.result().text[-500:]}")
+                                    f"needs tar): {said[-500:]}")
 
     def _supervisor(self, shape: Shape, nonce: str) -> tuple[list[str], dict[str, str]]:
         """The node's supervisor exec (argv, environment): the job shell (warm nodes: see
         :mod:`.warm_nodes`)."""
-        return (["/bin/sh", "-c", _SUPERVISOR, nonce, str(len(self._harness))],
+        return (["/bin/sh", "-c", _SUPERVISOR, nonce],
                 {"PATH": "/usr/local/bin:/usr/bin:/bin"})
 
     def _await_ready(self, image: str, conn: Conn, nonce: str) -> None:

@@ -81,7 +81,6 @@ from verify_cli.sandbox.docker.containers import (
     OWNER_LABEL,
     POOL_LABEL,
     REAP_WAIT_S,
-    ROOT,
     RUN_ID_LABEL,
     USER,
     WARM_MAX_FAILURES,
@@ -368,13 +367,9 @@ class DockerSandbox(DockerExecs, Sandbox):
             host_config=host_config, network_disabled=True, stdin_open=True)["Id"]
         try:
             self._api.start(container_id)
-            stderr = BoundedCapture(4096)
-            outcome = self._exec(container_id, ["tar", "-x", "-f", "-", "--no-same-owner", "-C",
-                                                SANDBOX_HARNESS], user=ROOT,
-                                 feed=lambda w: w.write(self._harness), stdout=stderr,
-                                 stderr=stderr, timeout_s=COPY_TIMEOUT_S)
-            if outcome.exit_code != 0:
-                raise ImageUnfit(shape.image, stderr.result().text)
+            ok, said = self._unpack_harness(container_id, self._harness)
+            if not ok:
+                raise ImageUnfit(shape.image, said)
             nonce = f"verify-run-{secrets.token_hex(12)}"
             if shape.warm is not None:
                 return self._start_warm(container_id, shape, env, pooled=labels is None)

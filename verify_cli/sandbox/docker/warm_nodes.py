@@ -44,18 +44,17 @@ from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SAN
 
 WARM_NODE_SCRIPT = f"{SANDBOX_HARNESS}/docker_node_warm.py"
 _MIB = 1024 * 1024
-#: The warm supervisor: unpacks the harness (``$1`` bytes on stdin), then becomes
+#: The warm supervisor (root has unpacked the harness before it starts): becomes
 #: docker_node_warm.py under the interpreter the command's first word (``$0``) names, as the
-#: command's shell finds it (a ``pytest`` script: its ``#!`` interpreter). ``$2`` the mode,
-#: ``$3`` the preload list, ``$4`` the node's job nonce.
+#: command's shell finds it (a ``pytest`` script: its ``#!`` interpreter). ``$1`` the mode,
+#: ``$2`` the preload list, ``$3`` the node's job nonce.
 _WARM_SUPERVISOR = (
-    f'head -c "$1" | tar -x -f - -C {SANDBOX_HARNESS} || exit 97\n'
-    'case "$2" in '
-    f'module) exec "$0" {WARM_NODE_SCRIPT} module "$0" "$3" "$4" ;; '
+    'case "$1" in '
+    f'module) exec "$0" {WARM_NODE_SCRIPT} module "$0" "$2" "$3" ;; '
     'script) s=$(command -v "$0") || exit 97; IFS= read -r l < "$s" || exit 97; '
     'case "$l" in "#!/"*) ;; *) exit 97 ;; esac; i=${l#??}; '
     'case "$i" in *" "*|*"	"*) exit 97 ;; esac; '
-    f'exec "$i" {WARM_NODE_SCRIPT} script "$s" "$3" "$4" ;; '
+    f'exec "$i" {WARM_NODE_SCRIPT} script "$s" "$2" "$3" ;; '
     'esac; exit 97\n')
 
 
@@ -100,7 +99,7 @@ class WarmNodeEngine(NodeEngine):
         mode, argv0, preload, startup = shape.warm
         env = {"PATH": base_environment()["PATH"], **dict(startup)}
         argv = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), "/bin/sh", "-c",
-                _WARM_SUPERVISOR, argv0, str(len(self._harness)), mode, ",".join(preload), nonce]
+                _WARM_SUPERVISOR, argv0, mode, ",".join(preload), nonce]
         return argv, {"PATH": "/usr/local/bin:/usr/bin:/bin"}
 
     def _failed_start(self, shape: Shape, error: BaseException) -> None:
