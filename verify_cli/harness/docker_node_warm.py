@@ -62,6 +62,8 @@ _CLONE_NEWPID = 0x20000000
 _PR_SET_PDEATHSIG = 1
 _MS_NOEXEC = 8
 _HEADER_MAX = 1 << 22
+#: The namespace, mount and capability helpers the warm worker shares with the candidate side.
+ns = warm_worker.ns
 _libc = warm_worker._libc
 
 
@@ -168,15 +170,11 @@ def _unpack(tar_bytes: bytes, env: dict[str, str], into: str = warm_worker.WORKD
 
 def _isolate(job: dict[str, Any]) -> None:
     """Fresh namespaces (pid included: the next fork is its init) and tmpfs folders."""
-    uid, gid = os.getuid(), os.getgid()
     fresh = (warm_worker._CLONE_NEWUSER | warm_worker._CLONE_NEWNS | warm_worker._CLONE_NEWIPC
              | warm_worker._CLONE_NEWNET | warm_worker._CLONE_NEWUTS | _CLONE_NEWPID)
     # /proc/self's files belong to root while the process is not dumpable (the parent is not).
     _libc.prctl(warm_worker._PR_SET_DUMPABLE, 1, 0, 0, 0)
-    warm_worker._check(_libc.unshare(fresh), "unshare")
-    warm_worker._write("/proc/self/uid_map", f"{uid} {uid} 1")
-    warm_worker._write("/proc/self/setgroups", "deny")
-    warm_worker._write("/proc/self/gid_map", f"{gid} {gid} 1")
+    ns.enter_user_namespace(fresh)
     # Not dumpable again: the namespace's init (forked next) keeps its capabilities, and no
     # process of the run may ptrace it.
     _libc.prctl(warm_worker._PR_SET_DUMPABLE, 0, 0, 0, 0)
@@ -188,7 +186,7 @@ def _isolate(job: dict[str, Any]) -> None:
                              ("/dev/shm", job["tmp_bytes"], "1777")):
         warm_worker._mount("tmpfs", path, "tmpfs", flags, f"size={int(size)},mode={mode}")
     name = b"sandbox"
-    warm_worker._check(_libc.sethostname(name, len(name)), "sethostname")
+    ns.check(_libc.sethostname(name, len(name)), "sethostname")
     warm_worker._loopback_up()
 
 
@@ -284,11 +282,11 @@ def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, 
         _start_candidate(go_r, go_w, argv)
     os.close(go_r)
     try:
-        warm_worker._check(_libc.unshare(warm_worker._CLONE_NEWNS), "unshare")
+        ns.check(_libc.unshare(warm_worker._CLONE_NEWNS), "unshare")
         flags = warm_worker._MS_NOSUID | warm_worker._MS_NODEV
         for rel in held:
             target = os.path.join(shared, rel)
-            warm_worker.ns.bind_read_only(os.path.join(held_dir, rel), target, flags)
+            ns.bind_read_only(os.path.join(held_dir, rel), target, flags)
         for rel in cand["covered"]:
             target = os.path.join(shared, str(rel))
             if os.path.isfile(target) and not os.path.islink(target):
@@ -309,7 +307,7 @@ def _cover(target: str) -> None:
     """``/dev/null`` over ``target``, read-only and with device access off, as bubblewrap's
     ``--ro-bind /dev/null TARGET`` makes it in the cold run: opening it fails."""
     warm_worker._mount("/dev/null", target, None, warm_worker._MS_BIND)
-    flags = (warm_worker._MS_BIND | warm_worker._MS_REMOUNT | warm_worker._MS_RDONLY
+    flags = (warm_worker._MS_BIND | ns.MS_REMOUNT | warm_worker._MS_RDONLY
              | warm_worker._MS_NOSUID | warm_worker._MS_NODEV)
     have = os.statvfs(target).f_flag
     for st_flag, ms_flag in _KEPT_FLAGS:

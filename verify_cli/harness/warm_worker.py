@@ -55,11 +55,9 @@ else:  # the worker: this folder is sys.path[0]; the shared helpers live in the 
         sys.path.pop()
 SetupError = ns.SetupError
 
-# The names the docker node worker (docker_node_warm.py) uses from this module.
+# Shorthands for the shared helpers (docker_node_warm.py uses them too).
 _libc = ns.libc
-_check = ns.check
 _mount = ns.mount
-_write = ns.write_file
 _loopback_up = ns.loopback_up
 _CLONE_NEWNS = ns.CLONE_NEWNS
 _CLONE_NEWUTS = ns.CLONE_NEWUTS
@@ -72,7 +70,6 @@ _MS_NODEV = ns.MS_NODEV
 _MS_REC = ns.MS_REC
 _MS_BIND = ns.MS_BIND
 _MS_PRIVATE = ns.MS_PRIVATE
-_MS_REMOUNT = ns.MS_REMOUNT
 _PR_SET_DUMPABLE = ns.PR_SET_DUMPABLE
 
 

@@ -529,7 +529,10 @@ class _Worker:
                 data, fds, _ = _recv(host_job)
                 for fd in fds:
                     os.close(fd)
-                if data == b'{"op": "finished"}':
+                told: dict[str, Any] = {}
+                with contextlib.suppress(ValueError):
+                    told = json.loads(data) if data else {}
+                if told.get("op") == "finished":
                     kill_all_but(self.cgroup.pids, self.infra | {child_pid})
                 host_job = None  # one look: what follows is read after the run
                 continue

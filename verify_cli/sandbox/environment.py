@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Mapping
@@ -40,17 +41,15 @@ def compile_harness() -> None:
 #: A RAM-backed folder for per-run scratch, and the free space it must have to be used.
 RAM_SCRATCH = "/dev/shm"
 RAM_SCRATCH_MIN_FREE = 1 << 30
-_scratch_root: list[str | None] = []
 
 
+@functools.cache
 def scratch_root() -> str | None:
     """Where per-run scratch folders go (work folders, warm workers' job folders): a RAM-backed
     file system where one is mounted, writable and has room, since creating and removing a run's
     few folders on a disk file system can cost milliseconds each (several with online discard),
     as much as a warm run itself; None (the system's temporary folder) where there is none, or
     where ``TMPDIR`` chooses one."""
-    if _scratch_root:
-        return _scratch_root[0]
     import os
 
     found: str | None = None
@@ -63,7 +62,6 @@ def scratch_root() -> str | None:
             found = RAM_SCRATCH
     except OSError:
         found = None
-    _scratch_root.append(found)
     return found
 
 
