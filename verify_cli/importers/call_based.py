@@ -57,8 +57,9 @@ def is_call_based(value: Any) -> bool:
         return False
 
 
-def io_cases(io: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
-    """The ``inputs`` and ``outputs`` lists of an ``input_output`` mapping, checked to pair up."""
+def io_cases(io: Mapping[str, Any], *, allow_empty: bool = False) -> tuple[list[Any], list[Any]]:
+    """The ``inputs`` and ``outputs`` lists of an ``input_output`` mapping, checked to pair up
+    (and to hold a case, unless ``allow_empty``)."""
     # CodeContests names them 'input' / 'output'; Parquet readers may give numpy arrays.
     inputs = io.get("inputs", io.get("input"))
     outputs = io.get("outputs", io.get("output"))
@@ -67,7 +68,7 @@ def io_cases(io: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
         raise RowError("input_output needs lists 'inputs' and 'outputs'")
     if len(inputs) != len(outputs):
         raise RowError(f"input_output has {len(inputs)} inputs but {len(outputs)} outputs")
-    if not inputs:
+    if not inputs and not allow_empty:
         raise RowError("input_output holds no cases")
     return list(inputs), list(outputs)
 

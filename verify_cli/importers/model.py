@@ -6,9 +6,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from verify_cli.tasks.model import TaskKind
+from verify_cli.tasks.model import TaskKind, TaskLimits
 
-DEFAULT_OUTPUT_BYTES = 1 << 20
+#: The task format's output limit where task.toml sets none (an imported task states it only
+#: when it needs more).
+DEFAULT_OUTPUT_BYTES = TaskLimits(wall_seconds=1.0).output_bytes
 
 
 class RowError(Exception):
@@ -71,10 +73,15 @@ def _id_parts(text: str) -> list[str]:
     return [p for p in parts if p]
 
 
+def missing_column(column: str, what: str) -> RowError:
+    """The error for a row without ``column`` (the field ``what`` comes from)."""
+    return RowError(f"column {column!r} ({what}) is missing or null; map another with --map {what}=COLUMN")
+
+
 def required_text(row: dict[str, Any], column: str, what: str) -> str:
     """The text in ``column``, or a RowError naming the column."""
     if column not in row:
-        raise RowError(f"column {column!r} ({what}) is missing or null; map another with --map {what}=COLUMN")
+        raise missing_column(column, what)
     value = row[column]
     if value is None or (isinstance(value, str) and not value.strip()):
         raise RowError(f"column {column!r} ({what}) is empty")

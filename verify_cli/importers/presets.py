@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from verify_cli.importers.call_based import call_based_draft, io_cases, io_mapping, is_call_based
-from verify_cli.importers.model import DEFAULT_OUTPUT_BYTES, RowError, TaskDraft, required_text, task_id
+from verify_cli.importers.model import (
+    DEFAULT_OUTPUT_BYTES,
+    RowError,
+    TaskDraft,
+    missing_column,
+    required_text,
+    task_id,
+)
 from verify_cli.importers.python_source import (
     called_function,
     defines,
@@ -85,8 +92,7 @@ def _text(fields: dict[str, Any], name: str, columns: Mapping[str, str]) -> str:
 
 
 def _missing(columns: Mapping[str, str], name: str) -> RowError:
-    column = columns.get(name, name)
-    return RowError(f"column {column!r} ({name}) is missing or null; map another with --map {name}=COLUMN")
+    return missing_column(columns.get(name, name), name)
 
 
 def _row_id(fields: dict[str, Any], row: Row, prefix: str) -> str:
@@ -348,11 +354,9 @@ def convert_codecontests(row: Row, columns: Mapping[str, str], prefix: str) -> T
     pairs: list[tuple[str, str]] = []
     for name in _CC_TEST_FIELDS:
         if name in fields:
-            try:
-                inputs, outputs = io_cases(io_mapping(fields[name]))
+            try:  # CodeContests leaves some of the three empty
+                inputs, outputs = io_cases(io_mapping(fields[name]), allow_empty=True)
             except RowError as e:
-                if "holds no cases" in str(e):
-                    continue  # CodeContests leaves some of the three empty
                 raise RowError(f"{columns.get(name, name)}: {e}") from None
             pairs.extend((_io_text(i), _io_text(o)) for i, o in zip(inputs, outputs, strict=True))
     if not pairs:
