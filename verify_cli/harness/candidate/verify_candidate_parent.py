@@ -11,10 +11,12 @@ For each run the host sends the run's work folder, ``/tmp`` and channel folder a
 the run's output pipes and a job socket. The parent forks a child that
 
 1. takes those descriptors and closes everything else of the parent's;
-2. enters fresh user, mount, IPC, network, UTS and pid namespaces, attaches the three mounts at
+2. enters fresh user, mount, IPC, UTS and pid namespaces, attaches the three mounts at
    ``/workspace``, ``/tmp`` and the channel folder (``move_mount``), mounts a fresh ``/dev/shm``,
-   covers ``/proc`` with an empty read-only file system, brings loopback up and forbids further
-   user namespaces; then drops every capability and sets no-new-privileges;
+   covers ``/proc`` with an empty read-only file system and forbids further user namespaces;
+   then drops every capability and sets no-new-privileges. The network namespace is the
+   parent's sandbox's own (no network, loopback only, shared with no trusted process; see
+   ``isolate``);
 3. forks the namespace's init (pid 1: reaps, exits with the server), which forks the server
    (pid 2, in the init's new session), as bwrap's ``--unshare-pid --new-session`` would;
 4. the server runs ``verify_candidate_server.py`` as ``__main__`` in the work folder with the
@@ -62,9 +64,15 @@ def _attach(mount_fd: int, target: str) -> None:
 
 
 def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = ()) -> None:
-    """The run's namespaces and file systems (see the module's docstring), then no capabilities."""
-    ns.enter_user_namespace(ns.CLONE_NEWUSER | ns.CLONE_NEWNS | ns.CLONE_NEWIPC | ns.CLONE_NEWNET
-                            | ns.CLONE_NEWUTS | ns.CLONE_NEWPID)
+    """The run's namespaces and file systems (see the module's docstring), then no capabilities.
+
+    No network namespace of its own (a fresh one costs more CPU than the rest of the run's
+    namespaces together): the parent's sandbox has one (bwrap's ``--unshare-all``: loopback
+    only) that no trusted process shares, the parent serves one run at a time and the host kills
+    every process of a run before the next, and the run has no capability over that namespace
+    (it belongs to the parent's user namespace), so nothing it does there outlives it."""
+    ns.enter_user_namespace(ns.CLONE_NEWUSER | ns.CLONE_NEWNS | ns.CLONE_NEWIPC | ns.CLONE_NEWUTS
+                            | ns.CLONE_NEWPID)
     # No user namespace below this one (bwrap's --disable-userns for the cold candidate).
     ns.write_file("/proc/sys/user/max_user_namespaces", "0")
     mount("none", "/", None, ns.MS_REC | ns.MS_PRIVATE)
@@ -87,7 +95,6 @@ def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = 
     mount("tmpfs", "/dev/shm", "tmpfs", flags, "mode=1777")
     mount("tmpfs", "/proc", "tmpfs", flags | ns.MS_RDONLY, "size=4k,mode=0555")
     check(libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
-    ns.loopback_up()
     ns.drop_capabilities(no_new_privs=True)
 
 
