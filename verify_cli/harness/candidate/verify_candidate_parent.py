@@ -8,17 +8,18 @@ own imports, the wire codec and peer) and never runs candidate code itself. Stdl
 
 For each run the host sends the run's work folder, ``/tmp`` and channel folder as detached mounts
 (``open_tree(OPEN_TREE_CLONE)`` handles made by the trusted side's run child, over SCM_RIGHTS),
-the run's output pipes and a job socket. The parent forks a child that
+the run's output pipes and a job socket. The parent forks a child straight into fresh user,
+mount, IPC, UTS and pid namespaces (``clone``: the child is the pid namespace's init, pid 1), that
 
 1. takes those descriptors and closes everything else of the parent's;
-2. enters fresh user, mount, IPC, UTS and pid namespaces, attaches the three mounts at
+2. maps its ids, attaches the three mounts at
    ``/workspace``, ``/tmp`` and the channel folder (``move_mount``), mounts a fresh ``/dev/shm``,
    covers ``/proc`` with an empty read-only file system and forbids further user namespaces;
    then drops every capability and sets no-new-privileges. The network namespace is the
    parent's sandbox's own (no network, loopback only, shared with no trusted process; see
    ``isolate``);
-3. forks the namespace's init (pid 1: reaps, exits with the server), which forks the server
-   (pid 2, in the init's new session), as bwrap's ``--unshare-pid --new-session`` would;
+3. as the namespace's init (reaps, exits with the server) starts a new session and forks the
+   server (pid 2, in that session), as bwrap's ``--unshare-pid --new-session`` would;
 4. the server runs ``verify_candidate_server.py`` as ``__main__`` in the work folder with the
    run's environment, exactly what a cold start runs, minus the interpreter start and imports.
 
@@ -63,16 +64,20 @@ def _attach(mount_fd: int, target: str) -> None:
                        ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH)), f"move_mount {target}")
 
 
-def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = ()) -> None:
-    """The run's namespaces and file systems (see the module's docstring), then no capabilities.
+#: The namespaces a run's child is forked into. No network namespace of its own (a fresh one
+#: costs more CPU than the rest of the run's namespaces together): the parent's sandbox has one
+#: (bwrap's ``--unshare-all``: loopback only) that no trusted process shares, the parent serves
+#: one run at a time and the host kills every process of a run before the next, and the run has
+#: no capability over that namespace (it belongs to the parent's user namespace), so nothing it
+#: does there outlives it.
+RUN_NAMESPACES = ns.CLONE_NEWUSER | ns.CLONE_NEWNS | ns.CLONE_NEWIPC | ns.CLONE_NEWUTS | ns.CLONE_NEWPID
 
-    No network namespace of its own (a fresh one costs more CPU than the rest of the run's
-    namespaces together): the parent's sandbox has one (bwrap's ``--unshare-all``: loopback
-    only) that no trusted process shares, the parent serves one run at a time and the host kills
-    every process of a run before the next, and the run has no capability over that namespace
-    (it belongs to the parent's user namespace), so nothing it does there outlives it."""
-    ns.enter_user_namespace(ns.CLONE_NEWUSER | ns.CLONE_NEWNS | ns.CLONE_NEWIPC | ns.CLONE_NEWUTS
-                            | ns.CLONE_NEWPID)
+
+def isolate(work_fd: int, tmp_fd: int, channel_fd: int, ids: tuple[int, int],
+            held: tuple[str, ...] = ()) -> None:
+    """The run's file systems (see the module's docstring) in the namespaces this child was
+    forked into (``ids``: its uid and gid outside them), then no capabilities."""
+    ns.map_ids(*ids)
     # No user namespace below this one (bwrap's --disable-userns for the cold candidate).
     ns.write_file("/proc/sys/user/max_user_namespaces", "0")
     mount("none", "/", None, ns.MS_REC | ns.MS_PRIVATE)
@@ -140,14 +145,17 @@ def serve_run(code: types.CodeType, env: dict[str, str]) -> int:
     return status & 0xFF
 
 
-def init_and_serve(code: types.CodeType, env: dict[str, str]) -> int:
-    """pid 1 of the run's pid namespace: start the server, reap every orphan, exit with the
-    server (which takes the whole namespace down). A session of its own, as bwrap's
-    ``--new-session`` gives a cold candidate."""
+def init_and_serve(code: types.CodeType, env: dict[str, str], job_sock: socket.socket) -> int:
+    """pid 1 of the run's pid namespace: start the server, say so on ``job_sock``, reap every
+    orphan, exit with the server (which takes the whole namespace down). A session of its own,
+    as bwrap's ``--new-session`` gives a cold candidate."""
     os.setsid()
     server = os.fork()
     if server == 0:
+        job_sock.close()
         os._exit(serve_run(code, env))
+    job_sock.sendall(json.dumps({"op": "ready"}).encode())
+    job_sock.close()
     while True:
         try:
             pid, status = os.wait()
@@ -157,8 +165,8 @@ def init_and_serve(code: types.CodeType, env: dict[str, str]) -> int:
             return os.waitstatus_to_exitcode(status) & 0xFF
 
 
-def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType) -> None:
-    """Runs in the forked child; never returns."""
+def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType, ids: tuple[int, int]) -> None:
+    """Runs in the forked child (the run's init, in its fresh namespaces); never returns."""
     out_fd, err_fd, sock_fd, work_fd, tmp_fd, channel_fd = fds
     job_sock = socket.socket(fileno=sock_fd)
     try:
@@ -182,34 +190,43 @@ def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType) -> None
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        isolate(work_fd, tmp_fd, channel_fd, tuple(str(h) for h in job.get("held", [])))
+        isolate(work_fd, tmp_fd, channel_fd, ids, tuple(str(h) for h in job.get("held", [])))
         for fd in (work_fd, tmp_fd, channel_fd):
             os.close(fd)
-        init = os.fork()  # pid 1 of the new pid namespace
-        if init == 0:
-            job_sock.close()
-            os._exit(init_and_serve(code, {str(k): str(v) for k, v in job["env"].items()}))
-        job_sock.sendall(json.dumps({"op": "ready"}).encode())
+        env = {str(k): str(v) for k, v in job["env"].items()}
     except BaseException as e:
         ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
-    job_sock.close()
-    _, status = os.waitpid(init, 0)
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    try:
+        status = init_and_serve(code, env, job_sock)
+    except BaseException as e:  # the server could not be forked: never a score
+        ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
+    os._exit(status)
 
 
 def serve(control: socket.socket) -> int:
     libc.prctl(ns.PR_SET_DUMPABLE, 0, 0, 0, 0)  # run children may not ptrace the parent
     code = _server_code()
     warm_up(code)
+    ids = (os.getuid(), os.getgid())
     ns.announce_ready(control, {"op": "ready", "pid": os.getpid()})
     while True:
         msg, fds = ns.next_request(control, ("run",), 6)
         if msg is None:
             return 0
-        pid = os.fork()
+        try:
+            pid = ns.fork_into(RUN_NAMESPACES)
+        except OSError as e:  # the run's candidate cannot start warm: the host starts it cold
+            sock = socket.socket(fileno=fds[2])
+            with contextlib.suppress(OSError):
+                ns.send(sock, {"op": "setup_error", "message": f"{type(e).__name__}: {e}"})
+            sock.close()
+            for fd in fds[:2] + fds[3:]:
+                os.close(fd)
+            ns.send(control, {"op": "exit", "id": msg.get("id"), "status": SETUP_FAILED_EXIT << 8})
+            continue
         if pid == 0:
             control.detach()
-            run_child(msg, fds, code)
+            run_child(msg, fds, code, ids)
         for fd in fds:
             os.close(fd)
         _, status = os.waitpid(pid, 0)
