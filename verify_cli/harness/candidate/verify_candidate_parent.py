@@ -3,8 +3,9 @@
 Started by the bwrap backend's warm pool (``verify_cli/sandbox/bwrap_candidate.py``) in a sandbox
 of the candidate's kind: the read-only system and runtime, this folder (the candidate-side
 harness), the candidate's environment, and no view of any task's tests, the results folder, the
-trusted harness or a secret. It has imported the candidate server's modules once (the server's
-own imports, the wire codec and peer) and never runs candidate code itself. Stdlib only.
+trusted harness or a secret. It has run the candidate server's module body once (its imports,
+the wire codec and peer, its functions and classes) and never runs candidate code itself.
+Stdlib only.
 
 For each run the host sends the run's work folder, ``/tmp`` and channel folder as detached mounts
 (``open_tree(OPEN_TREE_CLONE)`` handles made by the trusted side's run child, over SCM_RIGHTS),
@@ -21,7 +22,8 @@ mount, IPC, UTS and pid namespaces (``clone``: the child is the pid namespace's 
 3. as the namespace's init (reaps, exits with the server) starts a new session and forks the
    server (pid 2, in that session), as bwrap's ``--unshare-pid --new-session`` would;
 4. the server runs ``verify_candidate_server.py`` as ``__main__`` in the work folder with the
-   run's environment, exactly what a cold start runs, minus the interpreter start and imports.
+   run's environment, exactly what a cold start runs, minus the interpreter start and the
+   module's body (the parent ran it: ``server_module``); the server calls its ``main()``.
 
 The parent lives in the trusted worker's cgroup, so a run's candidate processes are born inside
 the run's memory and process limits and are killed with the run. Protocol: JSON messages over
@@ -30,6 +32,7 @@ SOCK_SEQPACKET unix sockets; file descriptors travel as SCM_RIGHTS.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
 import json
@@ -103,37 +106,46 @@ def isolate(work_fd: int, tmp_fd: int, channel_fd: int, ids: tuple[int, int],
     ns.drop_capabilities(no_new_privs=True)
 
 
-def _server_code() -> types.CodeType:
+def server_module() -> types.ModuleType:
+    """The server's ``__main__`` module with its body run once, here: its imports, functions and
+    classes, as a cold ``python verify_candidate_server.py`` makes them before it serves, minus
+    the closing ``if __name__ == "__main__":`` block, which each run's server does itself
+    (:func:`serve_run`). Nothing in that body depends on the run (its folder, environment or
+    arguments): ``main()`` reads those."""
     with open(SERVER, "rb") as fh:
-        return compile(fh.read(), SERVER, "exec")
+        tree = ast.parse(fh.read(), SERVER)
+    guard = tree.body[-1] if tree.body else None
+    if not (isinstance(guard, ast.If) and ast.unparse(guard.test) in _MAIN_GUARDS):
+        raise RuntimeError(f"{SERVER} does not end with its __main__ block")
+    tree.body.pop()
+    module = types.ModuleType("__main__")
+    module.__file__ = SERVER
+    module.__builtins__ = __builtins__  # type: ignore[attr-defined]
+    own = sys.modules["__main__"]
+    sys.modules["__main__"] = module  # what its classes' decorators look up, as in a cold start
+    try:
+        exec(compile(tree, SERVER, "exec"), module.__dict__)
+    finally:
+        sys.modules["__main__"] = own
+    return module
 
 
-def warm_up(code: types.CodeType) -> None:
-    """Import what the server imports (its module body, run once under another name: the
-    ``__main__`` guard keeps it from serving); nothing of it is kept but the imported modules."""
-    scratch: dict[str, Any] = {"__name__": "__verify_warm_up__", "__file__": SERVER,
-                               "__builtins__": __builtins__}
-    exec(code, scratch)
-    scratch.clear()
+_MAIN_GUARDS = ("__name__ == '__main__'", '__name__ == "__main__"')
 
 
-def serve_run(code: types.CodeType, env: dict[str, str]) -> int:
+def serve_run(server: types.ModuleType, env: dict[str, str]) -> int:
     """The server (pid 2 of the run's pid namespace) as ``python verify_candidate_server.py``."""
     os.chdir(WORKDIR)
     os.environ.clear()
     os.environ.update(env)
     os.environ["PWD"] = WORKDIR  # the shell of the cold start (sh -c 'exec python ...') exports it
     time.tzset()
-    module = types.ModuleType("__main__")
-    module.__file__ = SERVER
-    module.__builtins__ = __builtins__  # type: ignore[attr-defined]
-    sys.modules["__main__"] = module
+    sys.modules["__main__"] = server
     sys.argv = [SERVER]
     sys.orig_argv = [sys.executable, SERVER]
     sys.path[0] = HERE
     try:
-        exec(code, module.__dict__)
-        status = 0
+        sys.exit(server.main())  # the module's __main__ block
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:
@@ -145,15 +157,15 @@ def serve_run(code: types.CodeType, env: dict[str, str]) -> int:
     return status & 0xFF
 
 
-def init_and_serve(code: types.CodeType, env: dict[str, str], job_sock: socket.socket) -> int:
+def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: socket.socket) -> int:
     """pid 1 of the run's pid namespace: start the server, say so on ``job_sock``, reap every
     orphan, exit with the server (which takes the whole namespace down). A session of its own,
     as bwrap's ``--new-session`` gives a cold candidate."""
     os.setsid()
-    server = os.fork()
-    if server == 0:
+    child = os.fork()
+    if child == 0:
         job_sock.close()
-        os._exit(serve_run(code, env))
+        os._exit(serve_run(server, env))
     job_sock.sendall(json.dumps({"op": "ready"}).encode())
     job_sock.close()
     while True:
@@ -161,11 +173,11 @@ def init_and_serve(code: types.CodeType, env: dict[str, str], job_sock: socket.s
             pid, status = os.wait()
         except ChildProcessError:
             return 1
-        if pid == server:
+        if pid == child:
             return os.waitstatus_to_exitcode(status) & 0xFF
 
 
-def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType, ids: tuple[int, int]) -> None:
+def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids: tuple[int, int]) -> None:
     """Runs in the forked child (the run's init, in its fresh namespaces); never returns."""
     out_fd, err_fd, sock_fd, work_fd, tmp_fd, channel_fd = fds
     job_sock = socket.socket(fileno=sock_fd)
@@ -197,7 +209,7 @@ def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType, ids: tu
     except BaseException as e:
         ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
     try:
-        status = init_and_serve(code, env, job_sock)
+        status = init_and_serve(server, env, job_sock)
     except BaseException as e:  # the server could not be forked: never a score
         ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
     os._exit(status)
@@ -205,8 +217,7 @@ def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType, ids: tu
 
 def serve(control: socket.socket) -> int:
     libc.prctl(ns.PR_SET_DUMPABLE, 0, 0, 0, 0)  # run children may not ptrace the parent
-    code = _server_code()
-    warm_up(code)
+    server = server_module()
     ids = (os.getuid(), os.getgid())
     ns.announce_ready(control, {"op": "ready", "pid": os.getpid()})
     while True:
@@ -226,7 +237,7 @@ def serve(control: socket.socket) -> int:
             continue
         if pid == 0:
             control.detach()
-            run_child(msg, fds, code, ids)
+            run_child(msg, fds, server, ids)
         for fd in fds:
             os.close(fd)
         _, status = os.waitpid(pid, 0)
