@@ -62,7 +62,7 @@ from verify_cli.sandbox.bwrap_candidate import (
     WarmCandidates,
     cold_candidate_argv,
 )
-from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
+from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager, read_small_file
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
     SANDBOX_HARNESS,
@@ -177,7 +177,7 @@ def _oom_kills(cgroup: RunCgroup) -> int:
         return 0
     name = "memory.oom_control" if cgroup.version == 1 else "memory.events"
     with contextlib.suppress(OSError, ValueError):
-        for line in (cgroup.memory_dir / name).read_text().splitlines():
+        for line in read_small_file(f"{cgroup.memory_dir}/{name}").decode().splitlines():
             key, _, value = line.partition(" ")
             if key == "oom_kill":
                 return int(value)
@@ -370,6 +370,7 @@ class _Worker:
                 cand_out, cand_err = os.dup(out_w), os.dup(err_w)
         results_fd: int | None = None
         drains: list[threading.Thread] = []
+        swept = False
         start = time.monotonic()
         try:
             try:
@@ -432,10 +433,12 @@ class _Worker:
                 raw = (128 + os.WTERMSIG(raw)) << 8
             run = self.sandbox._judge(prepared, {"status": raw, "cpu": status[1]}, why, oom,
                                       wall, out_cap, err_cap, results)
+            swept = True  # the cgroup holds the worker's own processes and nothing else
             return run, imports
         finally:
             try:
-                self._kill_run()
+                if not swept:
+                    self._kill_run()
             finally:
                 for t in drains:
                     t.join(timeout=1)
