@@ -383,6 +383,14 @@ class _Worker:
                 os.close(err_w)
                 child_job.close()
             drains = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
+            if parent is not None:  # its child enters its namespaces while this run's are built
+                try:
+                    self._begin_candidate(parent, job_id, request, dict(spec.candidate.env)
+                                          if spec.candidate is not None else {}, cand_out, cand_err)
+                finally:
+                    for dup in (cand_out, cand_err):
+                        os.close(dup)
+                    cand_out = cand_err = -1
             handed: list[list[int]] = []
 
             def on_mounts(mounts: list[int]) -> None:
@@ -391,9 +399,7 @@ class _Worker:
                     for fd in mounts:
                         os.close(fd)
                     return
-                self._start_candidate(parent, job_id, request, dict(spec.candidate.env)
-                                      if spec.candidate is not None else {}, mounts,
-                                      cand_out, cand_err, start + SETUP_TIMEOUT)
+                self._start_candidate(parent, mounts, start + SETUP_TIMEOUT)
 
             try:
                 child_pid, results_fd = self._await_setup(host_job, start + SETUP_TIMEOUT, on_mounts)
@@ -452,14 +458,20 @@ class _Worker:
                             os.close(fd)
                 host_job.close()
 
-    def _start_candidate(self, parent: CandidateParent, job_id: str, request: dict[str, Any],
-                         extra_env: Mapping[str, str], mounts: list[int], out_fd: int, err_fd: int,
-                         deadline: float) -> None:
+    def _begin_candidate(self, parent: CandidateParent, job_id: str, request: dict[str, Any],
+                         extra_env: Mapping[str, str], out_fd: int, err_fd: int) -> None:
         try:
-            self.candidates.start(parent, job_id, cpu_seconds=int(request["cpu_seconds"]),
+            self.candidates.begin(parent, job_id, cpu_seconds=int(request["cpu_seconds"]),
                                   file_bytes=int(request["file_bytes"]), extra_env=extra_env,
-                                  mounts=mounts, out_fd=out_fd, err_fd=err_fd, deadline=deadline,
-                                  infra=self.infra, held=list(request["candidate"].get("held", [])))
+                                  out_fd=out_fd, err_fd=err_fd, infra=self.infra,
+                                  held=list(request["candidate"].get("held", [])))
+        except CandidateParentError as e:
+            raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
+                              fallback=True) from e
+
+    def _start_candidate(self, parent: CandidateParent, mounts: list[int], deadline: float) -> None:
+        try:
+            self.candidates.start(parent, mounts=mounts, deadline=deadline, infra=self.infra)
         except CandidateParentError as e:
             raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
                               fallback=True) from e

@@ -7,13 +7,15 @@ trusted harness or a secret. It has run the candidate server's module body once 
 the wire codec and peer, its functions and classes) and never runs candidate code itself.
 Stdlib only.
 
-For each run the host sends the run's work folder, ``/tmp`` and channel folder as detached mounts
-(``open_tree(OPEN_TREE_CLONE)`` handles made by the trusted side's run child, over SCM_RIGHTS),
-the run's output pipes and a job socket. The parent forks a child straight into fresh user,
-mount, IPC, UTS and pid namespaces (``clone``: the child is the pid namespace's init, pid 1), that
+For each run the host sends the run's output pipes and a job socket as soon as the run starts.
+The parent forks a child straight into fresh user, mount, IPC, UTS and pid namespaces (``clone``:
+the child is the pid namespace's init, pid 1), that
 
 1. takes those descriptors and closes everything else of the parent's;
-2. maps its ids, attaches the three mounts at
+2. maps its ids, mounts what needs nothing of the run (``prepare``) while the trusted side builds
+   its own sandbox, then receives on the job socket the run's work folder, ``/tmp`` and channel
+   folder as detached mounts (``open_tree(OPEN_TREE_CLONE)`` handles made by the trusted side's
+   run child, over SCM_RIGHTS), attaches them at
    ``/workspace``, ``/tmp`` and the channel folder (``move_mount``), mounts a fresh ``/dev/shm``,
    covers ``/proc`` with an empty read-only file system and forbids further user namespaces;
    then drops every capability and sets no-new-privileges. The network namespace is the
@@ -76,15 +78,24 @@ def _attach(mount_fd: int, target: str) -> None:
 RUN_NAMESPACES = ns.CLONE_NEWUSER | ns.CLONE_NEWNS | ns.CLONE_NEWIPC | ns.CLONE_NEWUTS | ns.CLONE_NEWPID
 
 
-def isolate(work_fd: int, tmp_fd: int, channel_fd: int, ids: tuple[int, int],
-            held: tuple[str, ...] = ()) -> None:
-    """The run's file systems (see the module's docstring) in the namespaces this child was
-    forked into (``ids``: its uid and gid outside them), then no capabilities."""
+_FLAGS = ns.MS_NOSUID | ns.MS_NODEV
+
+
+def prepare(ids: tuple[int, int]) -> None:
+    """What the run's sandbox needs before the run's folders arrive, in the namespaces this
+    child was forked into (``ids``: its uid and gid outside them)."""
     ns.map_ids(*ids)
     # No user namespace below this one (bwrap's --disable-userns for the cold candidate).
     ns.write_file("/proc/sys/user/max_user_namespaces", "0")
     mount("none", "/", None, ns.MS_REC | ns.MS_PRIVATE)
-    flags = ns.MS_NOSUID | ns.MS_NODEV
+    mount("tmpfs", "/dev/shm", "tmpfs", _FLAGS, "mode=1777")
+    check(libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
+
+
+def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = ()) -> None:
+    """The run's file systems (see the module's docstring) after :func:`prepare`, then no
+    capabilities."""
+    flags = _FLAGS
     # The interpreter's own installation may live under /tmp (a CI checkout's venv): keep a
     # handle on it and bind it back, read-only, over the run's /tmp.
     handles = ns.runtime_handles_under(TMP)
@@ -100,9 +111,7 @@ def isolate(work_fd: int, tmp_fd: int, channel_fd: int, ids: tuple[int, int],
     _attach(tmp_fd, TMP)
     _attach(channel_fd, CHANNEL_DIR)
     ns.bind_back_read_only(handles, flags)
-    mount("tmpfs", "/dev/shm", "tmpfs", flags, "mode=1777")
     mount("tmpfs", "/proc", "tmpfs", flags | ns.MS_RDONLY, "size=4k,mode=0555")
-    check(libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
     ns.drop_capabilities(no_new_privs=True)
 
 
@@ -178,8 +187,9 @@ def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: sock
 
 
 def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids: tuple[int, int]) -> None:
-    """Runs in the forked child (the run's init, in its fresh namespaces); never returns."""
-    out_fd, err_fd, sock_fd, work_fd, tmp_fd, channel_fd = fds
+    """Runs in the forked child (the run's init, in its fresh namespaces); never returns. The
+    run's folders arrive on the job socket once the trusted side has made them."""
+    out_fd, err_fd, sock_fd = fds
     job_sock = socket.socket(fileno=sock_fd)
     try:
         libc.prctl(ns.PR_SET_DUMPABLE, 1, 0, 0, 0)  # like any fresh process (the parent is not)
@@ -187,12 +197,8 @@ def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids
         os.dup2(null, 0)
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
-        keep = sorted({sock_fd, work_fd, tmp_fd, channel_fd})
-        low = 3
-        for fd in keep:
-            os.closerange(low, fd)
-            low = fd + 1
-        os.closerange(low, 1 << 16)
+        os.closerange(3, sock_fd)
+        os.closerange(sock_fd + 1, 1 << 16)
         # The parent is shielded from the OOM killer (-1000, inherited): a run's candidate is
         # as killable as a cold one (raising the value needs no privilege).
         with contextlib.suppress(OSError):
@@ -202,7 +208,12 @@ def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        isolate(work_fd, tmp_fd, channel_fd, ids, tuple(str(h) for h in job.get("held", [])))
+        prepare(ids)
+        msg, mounts = ns.next_request(job_sock, ("mounts",), 3)
+        if msg is None:  # the host gave the run up
+            os._exit(SETUP_FAILED_EXIT)
+        work_fd, tmp_fd, channel_fd = mounts
+        isolate(work_fd, tmp_fd, channel_fd, tuple(str(h) for h in job.get("held", [])))
         for fd in (work_fd, tmp_fd, channel_fd):
             os.close(fd)
         env = {str(k): str(v) for k, v in job["env"].items()}
@@ -221,7 +232,7 @@ def serve(control: socket.socket) -> int:
     ids = (os.getuid(), os.getgid())
     ns.announce_ready(control, {"op": "ready", "pid": os.getpid()})
     while True:
-        msg, fds = ns.next_request(control, ("run",), 6)
+        msg, fds = ns.next_request(control, ("run",), 3)
         if msg is None:
             return 0
         try:
@@ -231,7 +242,7 @@ def serve(control: socket.socket) -> int:
             with contextlib.suppress(OSError):
                 ns.send(sock, {"op": "setup_error", "message": f"{type(e).__name__}: {e}"})
             sock.close()
-            for fd in fds[:2] + fds[3:]:
+            for fd in fds[:2]:
                 os.close(fd)
             ns.send(control, {"op": "exit", "id": msg.get("id"), "status": SETUP_FAILED_EXIT << 8})
             continue
