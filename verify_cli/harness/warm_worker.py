@@ -274,7 +274,12 @@ _INSTALL_PREFIXES = tuple(sorted({os.path.realpath(p) + "/" for p in (sys.prefix
 
 
 def _imports_report(baseline: set[str]) -> list[str]:
-    """Top-level third-party modules this run imported that the parent has not."""
+    """Top-level third-party modules this run imported that the parent has not. A run whose
+    ``sys.modules`` is no larger than the parent's imported nothing new that matters: nothing is
+    looked at then (a full look touches every module object, and a forked child pays a page
+    copy for each page it touches)."""
+    if len(sys.modules) <= len(baseline):
+        return []
     out: set[str] = set()
     stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
     for name, mod in list(sys.modules.items()):
