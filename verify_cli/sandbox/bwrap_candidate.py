@@ -108,6 +108,27 @@ def _readable(fd: int, timeout: float) -> bool:
     return bool(poller.poll(max(0.0, timeout) * 1000))
 
 
+def _parent_pid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _descendants(root: int, pids: set[int]) -> set[int]:
+    """Those of ``pids`` that are ``root`` or descend from it."""
+    out: set[int] = set()
+    for pid in pids:
+        seen, p = 0, pid
+        while p > 1 and seen < 64:
+            if p == root:
+                out.add(pid)
+                break
+            p, seen = _parent_pid(p), seen + 1
+    return out
+
+
 class CandidateParent:
     """One warm candidate parent, in the cgroup of the trusted worker it serves; one run at a time.
 
@@ -160,8 +181,9 @@ class CandidateParent:
         msg = self._recv()
         if msg.get("op") != "ready":
             raise CandidateParentError(f"the candidate parent could not warm up{self.log_tail()}")
-        self.pids = self.cgroup.pids() - before
         assert self.proc is not None
+        # Its own processes only: the worker's cgroup may hold the worker's spare child too.
+        self.pids = _descendants(self.proc.pid, self.cgroup.pids() - before)
         if self.proc.pid not in self.pids:
             raise CandidateParentError("the candidate parent is not in its worker's cgroup")
         for pid in self.pids:  # a run's memory bomb, not the parent, is the one to go

@@ -274,6 +274,16 @@ class _Worker:
         for pid in self.infra:  # a run's memory bomb, not the worker, is the one to go
             with contextlib.suppress(OSError):
                 Path(f"/proc/{pid}/oom_score_adj").write_text("-1000")
+        self._ask_spare()
+
+    def _ask_spare(self) -> None:
+        """Have the worker fork its next run's child now, off that run's path (it enters its
+        namespaces and waits for the job). Only between runs, once the cgroup was found clean:
+        the spare is the next run's child, never a process of another run. Best effort: a worker
+        without a spare forks the child when the run comes."""
+        if self.ctl is not None:
+            with contextlib.suppress(OSError):
+                self.ctl.send(b'{"op": "spare"}')
 
     def _log_tail(self) -> str:
         with contextlib.suppress(OSError):
@@ -440,6 +450,7 @@ class _Worker:
             run = self.sandbox._judge(prepared, {"status": raw, "cpu": status[1]}, why, oom,
                                       wall, out_cap, err_cap, results)
             swept = True  # the cgroup holds the worker's own processes and nothing else
+            self._ask_spare()
             return run, imports
         finally:
             try:

@@ -189,8 +189,8 @@ def announce_ready(control: socket.socket, msg: dict[str, Any]) -> None:
 
 def next_request(control: socket.socket, ops: tuple[str, ...], nfds: int) -> tuple[dict[str, Any] | None, list[int]]:
     """The host's next request whose ``op`` is one of ``ops`` and that carries ``nfds``
-    descriptors (an ``op`` of ``"ping"`` may carry none); anything else is refused as a bad
-    request. None once the host is gone."""
+    descriptors (an ``op`` of ``"ping"`` or ``"spare"`` may carry none); anything else is
+    refused as a bad request. None once the host is gone."""
     while True:
         try:
             data, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, nfds)
@@ -199,7 +199,7 @@ def next_request(control: socket.socket, ops: tuple[str, ...], nfds: int) -> tup
         if not data:
             return None, []  # the host is gone
         msg = json.loads(data)
-        if msg.get("op") in ops and (len(fds) == nfds or msg.get("op") == "ping"):
+        if msg.get("op") in ops and (len(fds) == nfds or msg.get("op") in ("ping", "spare")):
             return msg, fds
         for fd in fds:
             os.close(fd)
