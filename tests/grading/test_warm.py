@@ -185,6 +185,27 @@ def test_no_thread_of_another_run():
     assert not [t for t in threading.enumerate() if t.name == "leaky"]
 
 
+def test_no_listener_of_another_run():
+    # The warm children keep their sandbox's network namespace (no fresh one per run): a socket
+    # an earlier run listened on must be gone with its processes, and the tests never share a
+    # network namespace with a two-process candidate.
+    import socket
+    for family, address in ((socket.AF_UNIX, "\\0verify-leak"), (socket.AF_INET, ("127.0.0.1", 47321))):
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.settimeout(2)
+            try:
+                s.connect(address)
+            except OSError:
+                continue
+            raise AssertionError(f"{address!r} answers")
+
+
+def test_no_ipc_object_of_another_run():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.shmget(0x7E51F1ED, 0, 0) == -1
+
+
 def test_no_process_of_another_run():
     mine = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -217,6 +238,20 @@ with _open("/dev/shm/leak", "w") as fh:
     fh.write("from the previous run")
 threading.Thread(target=lambda: time.sleep(3600), name="leaky", daemon=True).start()
 subprocess.Popen(["sleep", "987"], start_new_session=True)  # a daemon of its own session
+import ctypes
+import socket
+ctypes.CDLL(None).shmget(0x7E51F1ED, 4096, 0o1666)  # IPC_CREAT | 0666: outlives its creator
+if os.fork() == 0:  # a daemon that listens on loopback and an abstract socket
+    os.setsid()
+    held = []
+    for family, address in ((socket.AF_UNIX, "\\0verify-leak"), (socket.AF_INET, ("127.0.0.1", 47321))):
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.bind(address)
+        s.listen(8)
+        held.append(s)
+    time.sleep(3600)
+    os._exit(0)
+time.sleep(0.2)  # listening before the tests look
 os.chdir("/tmp")
 '''
 
@@ -259,6 +294,14 @@ def test_a_candidate_that_corrupts_global_state_does_not_affect_the_next_run(
     else:
         assert _evidence(bad_warm) == _evidence(bad_cold)
     assert not bad_warm.passed  # the corruption is visible to its own run...
+    # ...its listeners and IPC object too, but only where the tests share the candidate's
+    # process (two-process: its own network and IPC namespaces, warm or cold)...
+    shared = {"tests.test_state::test_no_listener_of_another_run",
+              "tests.test_state::test_no_ipc_object_of_another_run"}
+    for result in (bad_warm, bad_cold):
+        outcomes = dict(_evidence(result)[-1])
+        want = "failed" if isolation == "in-process" else "passed"
+        assert {outcomes[t] for t in shared} == {want}, outcomes
     started = _stats(warm).workers_started
     clean_cold, clean_warm = grade_both(cold, warm, _candidate(root, ""))
     assert _stats(warm).workers_started == started  # ...the next run used the same worker...

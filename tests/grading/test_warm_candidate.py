@@ -174,9 +174,18 @@ for path in PATHS:
     except OSError:
         pass
 subprocess.Popen(["sleep", "987654"], start_new_session=True)
-if os.fork() == 0:  # a daemon that keeps writing wherever it can
+import ctypes
+import socket
+ctypes.CDLL(None).shmget(0x7E51F1ED, 4096, 0o1666)  # IPC_CREAT | 0666: outlives its creator
+if os.fork() == 0:  # a daemon that keeps writing wherever it can, and listens
     os.setsid()
     if os.fork() == 0:
+        held = []
+        for family, address in ((socket.AF_UNIX, "\\0verify-leak"), (socket.AF_INET, ("127.0.0.1", 47321))):
+            s = socket.socket(family, socket.SOCK_STREAM)
+            s.bind(address)
+            s.listen(8)
+            held.append(s)
         while True:
             for path in ("/tmp/daemon", "/workspace/daemon", "/dev/shm/daemon"):
                 try:
@@ -197,6 +206,21 @@ def leftovers():
     found = [p for p in ("/tmp/leak", "/dev/shm/leak", "/workspace/leak", "/leak", "/dev/leak",
                          "/var/leak", "/opt/verify-candidate/leak", os.path.expanduser("~/leak"),
                          "/tmp/daemon", "/workspace/daemon", "/dev/shm/daemon") if os.path.exists(p)]
+    import ctypes
+    import socket
+    import time
+    for family, address in ((socket.AF_UNIX, "\\0verify-leak"), (socket.AF_INET, ("127.0.0.1", 47321))):
+        for _ in range(20):  # the polluting run's daemon may still be starting to listen
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                try:
+                    s.connect(address)
+                except OSError:
+                    time.sleep(0.01)
+                    continue
+                found.append(f"a listener on {address!r}")
+                break
+    if ctypes.CDLL(None).shmget(0x7E51F1ED, 0, 0) != -1:
+        found.append("a System V shared memory segment")
     if "LEAKED" in os.environ:
         found.append("environment")
     if hasattr(json, "LEAKED"):
@@ -229,6 +253,9 @@ def test_nothing_one_run_leaves_reaches_the_next(warm: Grader, make_task: Callab
     # Polluting, then looking in the same run: the look does see what was left...
     dirty = warm.grade(_candidate(root, POLLUTE + LEFTOVERS))
     assert dirty.score == 0.0, dirty.run.stdout.text[-2000:]
+    for leftover in ("verify-leak'", "a listener on ('127.0.0.1', 47321)",  # (repr in the output)
+                     "a System V shared memory segment"):
+        assert leftover in dirty.run.stdout.text, dirty.run.stdout.text[-3000:]
     parents = _parents(warm)
     assert len(parents) == 1
     pid = _parent_python(parents[0])

@@ -108,6 +108,27 @@ def _readable(fd: int, timeout: float) -> bool:
     return bool(poller.poll(max(0.0, timeout) * 1000))
 
 
+def _parent_pid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _descendants(root: int, pids: set[int]) -> set[int]:
+    """Those of ``pids`` that are ``root`` or descend from it."""
+    out: set[int] = set()
+    for pid in pids:
+        seen, p = 0, pid
+        while p > 1 and seen < 64:
+            if p == root:
+                out.add(pid)
+                break
+            p, seen = _parent_pid(p), seen + 1
+    return out
+
+
 class CandidateParent:
     """One warm candidate parent, in the cgroup of the trusted worker it serves; one run at a time.
 
@@ -160,8 +181,9 @@ class CandidateParent:
         msg = self._recv()
         if msg.get("op") != "ready":
             raise CandidateParentError(f"the candidate parent could not warm up{self.log_tail()}")
-        self.pids = self.cgroup.pids() - before
         assert self.proc is not None
+        # Its own processes only: the worker's cgroup may hold the worker's spare child too.
+        self.pids = _descendants(self.proc.pid, self.cgroup.pids() - before)
         if self.proc.pid not in self.pids:
             raise CandidateParentError("the candidate parent is not in its worker's cgroup")
         for pid in self.pids:  # a run's memory bomb, not the parent, is the one to go
@@ -187,11 +209,11 @@ class CandidateParent:
             return f"\n{tail}" if tail.strip() else ""
         return ""
 
-    def start(self, job_id: str, *, cpu_seconds: int, file_bytes: int, out_fd: int, err_fd: int,
-              mounts: list[int], extra_env: Mapping[str, str],
-              deadline: float, held: Sequence[str] = ()) -> None:
-        """Fork the run's candidate child over ``mounts`` (work folder, /tmp, channel folder) and
-        wait until its sandbox is built; raises CandidateParentError otherwise."""
+    def begin(self, job_id: str, *, cpu_seconds: int, file_bytes: int, out_fd: int, err_fd: int,
+              extra_env: Mapping[str, str], held: Sequence[str] = ()) -> None:
+        """Have the parent fork the run's candidate child now, while the trusted side builds its
+        own sandbox: the child enters its namespaces and waits for the run's folders
+        (:meth:`start`). Raises CandidateParentError where the parent cannot be reached."""
         if not self.alive or self.ctl is None:
             raise CandidateParentError("the candidate parent is not running")
         host_job, child_job = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -200,11 +222,22 @@ class CandidateParent:
                    "cpu_seconds": cpu_seconds, "file_bytes": file_bytes, "held": list(held)}
         try:
             socket.send_fds(self.ctl, [json.dumps(request).encode()],
-                            [out_fd, err_fd, child_job.fileno(), *mounts])
+                            [out_fd, err_fd, child_job.fileno()])
         except OSError as e:
             raise CandidateParentError(f"cannot reach the candidate parent: {e}") from e
         finally:
             child_job.close()
+
+    def start(self, mounts: list[int], deadline: float) -> None:
+        """Hand the run's child (:meth:`begin`) the run's ``mounts`` (work folder, /tmp, channel
+        folder) and wait until its sandbox is built; raises CandidateParentError otherwise."""
+        host_job = self._job
+        if host_job is None:
+            raise CandidateParentError("no run of the candidate parent was begun")
+        try:
+            socket.send_fds(host_job, [json.dumps({"op": "mounts"}).encode()], mounts)
+        except OSError as e:
+            raise CandidateParentError(f"the run's candidate child is gone: {e}") from e
         if not _readable(host_job.fileno(), deadline - time.monotonic()):
             raise CandidateParentError("the run's candidate sandbox was not set up in time")
         data = host_job.recv(1 << 16)
@@ -273,10 +306,21 @@ class WarmCandidates:
             parent.close()
             infra -= parent.pids
 
-    def start(self, parent: CandidateParent, job_id: str, *, cpu_seconds: int, file_bytes: int,
-              extra_env: Mapping[str, str], mounts: list[int], out_fd: int, err_fd: int,
-              deadline: float, infra: set[int], held: Sequence[str] = ()) -> None:
-        """Hand the run's exported mounts to the parent (closed here either way). Where the
+    def begin(self, parent: CandidateParent, job_id: str, *, cpu_seconds: int, file_bytes: int,
+              extra_env: Mapping[str, str], out_fd: int, err_fd: int, infra: set[int],
+              held: Sequence[str] = ()) -> None:
+        """Start the run's candidate child (:meth:`CandidateParent.begin`); a parent that cannot
+        be reached is dropped and the error raised (the run is re-run cold, never scored)."""
+        try:
+            parent.begin(job_id, cpu_seconds=cpu_seconds, file_bytes=file_bytes, out_fd=out_fd,
+                         err_fd=err_fd, extra_env=extra_env, held=held)
+        except CandidateParentError:
+            self.drop(infra)
+            raise
+
+    def start(self, parent: CandidateParent, *, mounts: list[int], deadline: float,
+              infra: set[int]) -> None:
+        """Hand the run's exported mounts to its begun child (closed here either way). Where the
         trusted child exported none (the kernel refused), it started the candidate cold itself."""
         try:
             if len(mounts) != 3:
@@ -284,9 +328,7 @@ class WarmCandidates:
                 self.drop(infra)
                 return
             try:
-                parent.start(job_id, cpu_seconds=cpu_seconds, file_bytes=file_bytes, out_fd=out_fd,
-                             err_fd=err_fd, mounts=mounts, extra_env=extra_env, deadline=deadline,
-                             held=held)
+                parent.start(mounts, deadline)
             except CandidateParentError as e:
                 self.drop(infra)
                 if "could not be set up" in str(e):

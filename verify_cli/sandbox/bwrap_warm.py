@@ -62,7 +62,7 @@ from verify_cli.sandbox.bwrap_candidate import (
     WarmCandidates,
     cold_candidate_argv,
 )
-from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
+from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager, read_small_file
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
     SANDBOX_HARNESS,
@@ -177,7 +177,7 @@ def _oom_kills(cgroup: RunCgroup) -> int:
         return 0
     name = "memory.oom_control" if cgroup.version == 1 else "memory.events"
     with contextlib.suppress(OSError, ValueError):
-        for line in (cgroup.memory_dir / name).read_text().splitlines():
+        for line in read_small_file(f"{cgroup.memory_dir}/{name}").decode().splitlines():
             key, _, value = line.partition(" ")
             if key == "oom_kill":
                 return int(value)
@@ -274,6 +274,16 @@ class _Worker:
         for pid in self.infra:  # a run's memory bomb, not the worker, is the one to go
             with contextlib.suppress(OSError):
                 Path(f"/proc/{pid}/oom_score_adj").write_text("-1000")
+        self._ask_spare()
+
+    def _ask_spare(self) -> None:
+        """Have the worker fork its next run's child now, off that run's path (it enters its
+        namespaces and waits for the job). Only between runs, once the cgroup was found clean:
+        the spare is the next run's child, never a process of another run. Best effort: a worker
+        without a spare forks the child when the run comes."""
+        if self.ctl is not None:
+            with contextlib.suppress(OSError):
+                self.ctl.send(b'{"op": "spare"}')
 
     def _log_tail(self) -> str:
         with contextlib.suppress(OSError):
@@ -370,6 +380,7 @@ class _Worker:
                 cand_out, cand_err = os.dup(out_w), os.dup(err_w)
         results_fd: int | None = None
         drains: list[threading.Thread] = []
+        swept = False
         start = time.monotonic()
         try:
             try:
@@ -382,6 +393,14 @@ class _Worker:
                 os.close(err_w)
                 child_job.close()
             drains = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
+            if parent is not None:  # its child enters its namespaces while this run's are built
+                try:
+                    self._begin_candidate(parent, job_id, request, dict(spec.candidate.env)
+                                          if spec.candidate is not None else {}, cand_out, cand_err)
+                finally:
+                    for dup in (cand_out, cand_err):
+                        os.close(dup)
+                    cand_out = cand_err = -1
             handed: list[list[int]] = []
 
             def on_mounts(mounts: list[int]) -> None:
@@ -390,9 +409,7 @@ class _Worker:
                     for fd in mounts:
                         os.close(fd)
                     return
-                self._start_candidate(parent, job_id, request, dict(spec.candidate.env)
-                                      if spec.candidate is not None else {}, mounts,
-                                      cand_out, cand_err, start + SETUP_TIMEOUT)
+                self._start_candidate(parent, mounts, start + SETUP_TIMEOUT)
 
             try:
                 child_pid, results_fd = self._await_setup(host_job, start + SETUP_TIMEOUT, on_mounts)
@@ -432,10 +449,13 @@ class _Worker:
                 raw = (128 + os.WTERMSIG(raw)) << 8
             run = self.sandbox._judge(prepared, {"status": raw, "cpu": status[1]}, why, oom,
                                       wall, out_cap, err_cap, results)
+            swept = True  # the cgroup holds the worker's own processes and nothing else
+            self._ask_spare()
             return run, imports
         finally:
             try:
-                self._kill_run()
+                if not swept:
+                    self._kill_run()
             finally:
                 for t in drains:
                     t.join(timeout=1)
@@ -449,14 +469,20 @@ class _Worker:
                             os.close(fd)
                 host_job.close()
 
-    def _start_candidate(self, parent: CandidateParent, job_id: str, request: dict[str, Any],
-                         extra_env: Mapping[str, str], mounts: list[int], out_fd: int, err_fd: int,
-                         deadline: float) -> None:
+    def _begin_candidate(self, parent: CandidateParent, job_id: str, request: dict[str, Any],
+                         extra_env: Mapping[str, str], out_fd: int, err_fd: int) -> None:
         try:
-            self.candidates.start(parent, job_id, cpu_seconds=int(request["cpu_seconds"]),
+            self.candidates.begin(parent, job_id, cpu_seconds=int(request["cpu_seconds"]),
                                   file_bytes=int(request["file_bytes"]), extra_env=extra_env,
-                                  mounts=mounts, out_fd=out_fd, err_fd=err_fd, deadline=deadline,
-                                  infra=self.infra, held=list(request["candidate"].get("held", [])))
+                                  out_fd=out_fd, err_fd=err_fd, infra=self.infra,
+                                  held=list(request["candidate"].get("held", [])))
+        except CandidateParentError as e:
+            raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
+                              fallback=True) from e
+
+    def _start_candidate(self, parent: CandidateParent, mounts: list[int], deadline: float) -> None:
+        try:
+            self.candidates.start(parent, mounts=mounts, deadline=deadline, infra=self.infra)
         except CandidateParentError as e:
             raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
                               fallback=True) from e

@@ -7,6 +7,7 @@ subtree). Where it is not, the backends fall back to rlimits and say so in their
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -38,6 +39,19 @@ def _own_v2_path() -> str | None:
     return None
 
 
+
+def read_small_file(path: str) -> bytes:
+    """A small file's bytes (a cgroup or /proc file) with plain system calls: read on every run."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class RunCgroup:
     """The cgroup folders of one run; ``procs_files`` are written to move a process in."""
@@ -47,7 +61,7 @@ class RunCgroup:
     pids_dir: Path | None
     version: int
 
-    @property
+    @functools.cached_property
     def procs_files(self) -> list[str]:
         return [str(d / "cgroup.procs") for d in self.dirs]
 
@@ -64,7 +78,7 @@ class RunCgroup:
         out: set[int] = set()
         for f in self.procs_files:
             with contextlib.suppress(OSError):
-                out.update(int(x) for x in Path(f).read_text().split())
+                out.update(map(int, read_small_file(f).split()))
         return out
 
     def kill_all(self) -> None:

@@ -6,6 +6,7 @@ can. Use it only when asked for, or as the announced fallback.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import sys
@@ -25,6 +26,7 @@ from verify_cli.sandbox.local import LocalSandbox, Prepared
 from verify_cli.sandbox.registry import register_sandbox
 
 
+@functools.cache
 def runtime_path() -> str:
     """PATH for local backends: the running interpreter's folder first, then the system's."""
     return f"{Path(sys.executable).parent}:{DEFAULT_PATH}"

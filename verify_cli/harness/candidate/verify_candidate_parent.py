@@ -3,22 +3,29 @@
 Started by the bwrap backend's warm pool (``verify_cli/sandbox/bwrap_candidate.py``) in a sandbox
 of the candidate's kind: the read-only system and runtime, this folder (the candidate-side
 harness), the candidate's environment, and no view of any task's tests, the results folder, the
-trusted harness or a secret. It has imported the candidate server's modules once (the server's
-own imports, the wire codec and peer) and never runs candidate code itself. Stdlib only.
+trusted harness or a secret. It has run the candidate server's module body once (its imports,
+the wire codec and peer, its functions and classes) and never runs candidate code itself.
+Stdlib only.
 
-For each run the host sends the run's work folder, ``/tmp`` and channel folder as detached mounts
-(``open_tree(OPEN_TREE_CLONE)`` handles made by the trusted side's run child, over SCM_RIGHTS),
-the run's output pipes and a job socket. The parent forks a child that
+For each run the host sends the run's output pipes and a job socket as soon as the run starts.
+The parent forks a child straight into fresh user, mount, IPC, UTS and pid namespaces (``clone``:
+the child is the pid namespace's init, pid 1), that
 
 1. takes those descriptors and closes everything else of the parent's;
-2. enters fresh user, mount, IPC, network, UTS and pid namespaces, attaches the three mounts at
+2. maps its ids, mounts what needs nothing of the run (``prepare``) while the trusted side builds
+   its own sandbox, then receives on the job socket the run's work folder, ``/tmp`` and channel
+   folder as detached mounts (``open_tree(OPEN_TREE_CLONE)`` handles made by the trusted side's
+   run child, over SCM_RIGHTS), attaches them at
    ``/workspace``, ``/tmp`` and the channel folder (``move_mount``), mounts a fresh ``/dev/shm``,
-   covers ``/proc`` with an empty read-only file system, brings loopback up and forbids further
-   user namespaces; then drops every capability and sets no-new-privileges;
-3. forks the namespace's init (pid 1: reaps, exits with the server), which forks the server
-   (pid 2, in the init's new session), as bwrap's ``--unshare-pid --new-session`` would;
+   covers ``/proc`` with an empty read-only file system and forbids further user namespaces;
+   then drops every capability and sets no-new-privileges. The network namespace is the
+   parent's sandbox's own (no network, loopback only, shared with no trusted process; see
+   ``isolate``);
+3. as the namespace's init (reaps, exits with the server) starts a new session and forks the
+   server (pid 2, in that session), as bwrap's ``--unshare-pid --new-session`` would;
 4. the server runs ``verify_candidate_server.py`` as ``__main__`` in the work folder with the
-   run's environment, exactly what a cold start runs, minus the interpreter start and imports.
+   run's environment, exactly what a cold start runs, minus the interpreter start and the
+   module's body (the parent ran it: ``server_module``); the server calls its ``main()``.
 
 The parent lives in the trusted worker's cgroup, so a run's candidate processes are born inside
 the run's memory and process limits and are killed with the run. Protocol: JSON messages over
@@ -27,6 +34,7 @@ SOCK_SEQPACKET unix sockets; file descriptors travel as SCM_RIGHTS.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
 import json
@@ -61,14 +69,33 @@ def _attach(mount_fd: int, target: str) -> None:
                        ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH)), f"move_mount {target}")
 
 
-def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = ()) -> None:
-    """The run's namespaces and file systems (see the module's docstring), then no capabilities."""
-    ns.enter_user_namespace(ns.CLONE_NEWUSER | ns.CLONE_NEWNS | ns.CLONE_NEWIPC | ns.CLONE_NEWNET
-                            | ns.CLONE_NEWUTS | ns.CLONE_NEWPID)
+#: The namespaces a run's child is forked into. No network namespace of its own (a fresh one
+#: costs more CPU than the rest of the run's namespaces together): the parent's sandbox has one
+#: (bwrap's ``--unshare-all``: loopback only) that no trusted process shares, the parent serves
+#: one run at a time and the host kills every process of a run before the next, and the run has
+#: no capability over that namespace (it belongs to the parent's user namespace), so nothing it
+#: does there outlives it.
+RUN_NAMESPACES = ns.CLONE_NEWUSER | ns.CLONE_NEWNS | ns.CLONE_NEWIPC | ns.CLONE_NEWUTS | ns.CLONE_NEWPID
+
+
+_FLAGS = ns.MS_NOSUID | ns.MS_NODEV
+
+
+def prepare(ids: tuple[int, int]) -> None:
+    """What the run's sandbox needs before the run's folders arrive, in the namespaces this
+    child was forked into (``ids``: its uid and gid outside them)."""
+    ns.map_ids(*ids)
     # No user namespace below this one (bwrap's --disable-userns for the cold candidate).
     ns.write_file("/proc/sys/user/max_user_namespaces", "0")
     mount("none", "/", None, ns.MS_REC | ns.MS_PRIVATE)
-    flags = ns.MS_NOSUID | ns.MS_NODEV
+    mount("tmpfs", "/dev/shm", "tmpfs", _FLAGS, "mode=1777")
+    check(libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
+
+
+def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = ()) -> None:
+    """The run's file systems (see the module's docstring) after :func:`prepare`, then no
+    capabilities."""
+    flags = _FLAGS
     # The interpreter's own installation may live under /tmp (a CI checkout's venv): keep a
     # handle on it and bind it back, read-only, over the run's /tmp.
     handles = ns.runtime_handles_under(TMP)
@@ -84,44 +111,50 @@ def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = 
     _attach(tmp_fd, TMP)
     _attach(channel_fd, CHANNEL_DIR)
     ns.bind_back_read_only(handles, flags)
-    mount("tmpfs", "/dev/shm", "tmpfs", flags, "mode=1777")
     mount("tmpfs", "/proc", "tmpfs", flags | ns.MS_RDONLY, "size=4k,mode=0555")
-    check(libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
-    ns.loopback_up()
     ns.drop_capabilities(no_new_privs=True)
 
 
-def _server_code() -> types.CodeType:
+def server_module() -> types.ModuleType:
+    """The server's ``__main__`` module with its body run once, here: its imports, functions and
+    classes, as a cold ``python verify_candidate_server.py`` makes them before it serves, minus
+    the closing ``if __name__ == "__main__":`` block, which each run's server does itself
+    (:func:`serve_run`). Nothing in that body depends on the run (its folder, environment or
+    arguments): ``main()`` reads those."""
     with open(SERVER, "rb") as fh:
-        return compile(fh.read(), SERVER, "exec")
+        tree = ast.parse(fh.read(), SERVER)
+    guard = tree.body[-1] if tree.body else None
+    if not (isinstance(guard, ast.If) and ast.unparse(guard.test) in _MAIN_GUARDS):
+        raise RuntimeError(f"{SERVER} does not end with its __main__ block")
+    tree.body.pop()
+    module = types.ModuleType("__main__")
+    module.__file__ = SERVER
+    module.__builtins__ = __builtins__  # type: ignore[attr-defined]
+    own = sys.modules["__main__"]
+    sys.modules["__main__"] = module  # what its classes' decorators look up, as in a cold start
+    try:
+        exec(compile(tree, SERVER, "exec"), module.__dict__)
+    finally:
+        sys.modules["__main__"] = own
+    return module
 
 
-def warm_up(code: types.CodeType) -> None:
-    """Import what the server imports (its module body, run once under another name: the
-    ``__main__`` guard keeps it from serving); nothing of it is kept but the imported modules."""
-    scratch: dict[str, Any] = {"__name__": "__verify_warm_up__", "__file__": SERVER,
-                               "__builtins__": __builtins__}
-    exec(code, scratch)
-    scratch.clear()
+_MAIN_GUARDS = ("__name__ == '__main__'", '__name__ == "__main__"')
 
 
-def serve_run(code: types.CodeType, env: dict[str, str]) -> int:
+def serve_run(server: types.ModuleType, env: dict[str, str]) -> int:
     """The server (pid 2 of the run's pid namespace) as ``python verify_candidate_server.py``."""
     os.chdir(WORKDIR)
     os.environ.clear()
     os.environ.update(env)
     os.environ["PWD"] = WORKDIR  # the shell of the cold start (sh -c 'exec python ...') exports it
     time.tzset()
-    module = types.ModuleType("__main__")
-    module.__file__ = SERVER
-    module.__builtins__ = __builtins__  # type: ignore[attr-defined]
-    sys.modules["__main__"] = module
+    sys.modules["__main__"] = server
     sys.argv = [SERVER]
     sys.orig_argv = [sys.executable, SERVER]
     sys.path[0] = HERE
     try:
-        exec(code, module.__dict__)
-        status = 0
+        sys.exit(server.main())  # the module's __main__ block
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:
@@ -133,26 +166,30 @@ def serve_run(code: types.CodeType, env: dict[str, str]) -> int:
     return status & 0xFF
 
 
-def init_and_serve(code: types.CodeType, env: dict[str, str]) -> int:
-    """pid 1 of the run's pid namespace: start the server, reap every orphan, exit with the
-    server (which takes the whole namespace down). A session of its own, as bwrap's
-    ``--new-session`` gives a cold candidate."""
+def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: socket.socket) -> int:
+    """pid 1 of the run's pid namespace: start the server, say so on ``job_sock``, reap every
+    orphan, exit with the server (which takes the whole namespace down). A session of its own,
+    as bwrap's ``--new-session`` gives a cold candidate."""
     os.setsid()
-    server = os.fork()
-    if server == 0:
-        os._exit(serve_run(code, env))
+    child = os.fork()
+    if child == 0:
+        job_sock.close()
+        os._exit(serve_run(server, env))
+    job_sock.sendall(json.dumps({"op": "ready"}).encode())
+    job_sock.close()
     while True:
         try:
             pid, status = os.wait()
         except ChildProcessError:
             return 1
-        if pid == server:
+        if pid == child:
             return os.waitstatus_to_exitcode(status) & 0xFF
 
 
-def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType) -> None:
-    """Runs in the forked child; never returns."""
-    out_fd, err_fd, sock_fd, work_fd, tmp_fd, channel_fd = fds
+def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids: tuple[int, int]) -> None:
+    """Runs in the forked child (the run's init, in its fresh namespaces); never returns. The
+    run's folders arrive on the job socket once the trusted side has made them."""
+    out_fd, err_fd, sock_fd = fds
     job_sock = socket.socket(fileno=sock_fd)
     try:
         libc.prctl(ns.PR_SET_DUMPABLE, 1, 0, 0, 0)  # like any fresh process (the parent is not)
@@ -160,12 +197,8 @@ def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType) -> None
         os.dup2(null, 0)
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
-        keep = sorted({sock_fd, work_fd, tmp_fd, channel_fd})
-        low = 3
-        for fd in keep:
-            os.closerange(low, fd)
-            low = fd + 1
-        os.closerange(low, 1 << 16)
+        os.closerange(3, sock_fd)
+        os.closerange(sock_fd + 1, 1 << 16)
         # The parent is shielded from the OOM killer (-1000, inherited): a run's candidate is
         # as killable as a cold one (raising the value needs no privilege).
         with contextlib.suppress(OSError):
@@ -175,34 +208,47 @@ def run_child(job: dict[str, Any], fds: list[int], code: types.CodeType) -> None
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        prepare(ids)
+        msg, mounts = ns.next_request(job_sock, ("mounts",), 3)
+        if msg is None:  # the host gave the run up
+            os._exit(SETUP_FAILED_EXIT)
+        work_fd, tmp_fd, channel_fd = mounts
         isolate(work_fd, tmp_fd, channel_fd, tuple(str(h) for h in job.get("held", [])))
         for fd in (work_fd, tmp_fd, channel_fd):
             os.close(fd)
-        init = os.fork()  # pid 1 of the new pid namespace
-        if init == 0:
-            job_sock.close()
-            os._exit(init_and_serve(code, {str(k): str(v) for k, v in job["env"].items()}))
-        job_sock.sendall(json.dumps({"op": "ready"}).encode())
+        env = {str(k): str(v) for k, v in job["env"].items()}
     except BaseException as e:
         ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
-    job_sock.close()
-    _, status = os.waitpid(init, 0)
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    try:
+        status = init_and_serve(server, env, job_sock)
+    except BaseException as e:  # the server could not be forked: never a score
+        ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
+    os._exit(status)
 
 
 def serve(control: socket.socket) -> int:
     libc.prctl(ns.PR_SET_DUMPABLE, 0, 0, 0, 0)  # run children may not ptrace the parent
-    code = _server_code()
-    warm_up(code)
+    server = server_module()
+    ids = (os.getuid(), os.getgid())
     ns.announce_ready(control, {"op": "ready", "pid": os.getpid()})
     while True:
-        msg, fds = ns.next_request(control, ("run",), 6)
+        msg, fds = ns.next_request(control, ("run",), 3)
         if msg is None:
             return 0
-        pid = os.fork()
+        try:
+            pid = ns.fork_into(RUN_NAMESPACES)
+        except OSError as e:  # the run's candidate cannot start warm: the host starts it cold
+            sock = socket.socket(fileno=fds[2])
+            with contextlib.suppress(OSError):
+                ns.send(sock, {"op": "setup_error", "message": f"{type(e).__name__}: {e}"})
+            sock.close()
+            for fd in fds[:2]:
+                os.close(fd)
+            ns.send(control, {"op": "exit", "id": msg.get("id"), "status": SETUP_FAILED_EXIT << 8})
+            continue
         if pid == 0:
             control.detach()
-            run_child(msg, fds, code)
+            run_child(msg, fds, server, ids)
         for fd in fds:
             os.close(fd)
         _, status = os.waitpid(pid, 0)

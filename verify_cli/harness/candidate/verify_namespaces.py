@@ -42,6 +42,7 @@ _IFF_UP = 0x1
 MAX_MESSAGE = 1 << 20
 
 libc = ctypes.CDLL(None, use_errno=True)
+_pylibc = ctypes.PyDLL(None, use_errno=True)  # its calls keep the interpreter's lock
 
 
 class SetupError(Exception):
@@ -72,9 +73,46 @@ def enter_user_namespace(flags: int) -> None:
     """``unshare(flags)`` (which includes CLONE_NEWUSER) mapping this uid and gid to themselves."""
     uid, gid = os.getuid(), os.getgid()
     check(libc.unshare(flags), "unshare")
+    map_ids(uid, gid)
+
+
+def map_ids(uid: int, gid: int) -> None:
+    """In a user namespace this process has just entered (by unshare or clone): map the ``uid``
+    and ``gid`` it had outside to themselves."""
     write_file("/proc/self/uid_map", f"{uid} {uid} 1")
     write_file("/proc/self/setgroups", "deny")
     write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+#: clone(2)'s number where verify-cli knows it (x86_64 and aarch64; elsewhere no fork_into).
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}
+_SIGCHLD = 17
+
+
+def fork_into(flags: int) -> int:
+    """``os.fork()`` whose child starts in the new namespaces ``flags`` (``clone(2)``): with
+    CLONE_NEWPID the child is pid 1 of its own pid namespace, which ``unshare`` cannot make of
+    the caller (it needs a second fork). Like ``os.fork``, the interpreter's fork hooks run on
+    both sides (``PyOS_BeforeFork``/``AfterFork_*``: locks, threads, ``os.register_at_fork``).
+    The caller must be single-threaded (no other thread may hold a libc lock: glibc's own fork
+    handlers do not run). Returns 0 in the child, its pid in the parent; OSError where the kernel
+    refuses or this machine's clone number is unknown."""
+    nr = _SYS_CLONE.get(os.uname().machine)
+    if nr is None:
+        raise OSError(38, f"fork_into: no clone(2) number for {os.uname().machine}")  # ENOSYS
+    api = ctypes.pythonapi
+    api.PyOS_BeforeFork()
+    # With no new stack the child runs on a copy of this one, as after fork(); called with the
+    # interpreter's lock held (a PyDLL function), as os.fork calls fork().
+    pid = _pylibc.syscall(ctypes.c_long(nr), ctypes.c_ulong(flags | _SIGCHLD), None, None, None, None)
+    if pid == 0:
+        api.PyOS_AfterFork_Child()
+        return 0
+    err = ctypes.get_errno()
+    api.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(err, f"clone: {os.strerror(err)}")
+    return int(pid)
 
 
 def runtime_handles_under(folder: str) -> list[tuple[str, int]]:
@@ -151,8 +189,8 @@ def announce_ready(control: socket.socket, msg: dict[str, Any]) -> None:
 
 def next_request(control: socket.socket, ops: tuple[str, ...], nfds: int) -> tuple[dict[str, Any] | None, list[int]]:
     """The host's next request whose ``op`` is one of ``ops`` and that carries ``nfds``
-    descriptors (an ``op`` of ``"ping"`` may carry none); anything else is refused as a bad
-    request. None once the host is gone."""
+    descriptors (an ``op`` of ``"ping"`` or ``"spare"`` may carry none); anything else is
+    refused as a bad request. None once the host is gone."""
     while True:
         try:
             data, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, nfds)
@@ -161,7 +199,7 @@ def next_request(control: socket.socket, ops: tuple[str, ...], nfds: int) -> tup
         if not data:
             return None, []  # the host is gone
         msg = json.loads(data)
-        if msg.get("op") in ops and (len(fds) == nfds or msg.get("op") == "ping"):
+        if msg.get("op") in ops and (len(fds) == nfds or msg.get("op") in ("ping", "spare")):
             return msg, fds
         for fd in fds:
             os.close(fd)
