@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.grading.test_warm_candidate import LEAKS
 from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase
 from verify_cli.grading.pytest_command import parse_pytest_command
 from verify_cli.grading.warm import WarmStats
@@ -189,21 +190,11 @@ def test_no_listener_of_another_run():
     # The warm children keep their sandbox's network namespace (no fresh one per run): a socket
     # an earlier run listened on must be gone with its processes, and the tests never share a
     # network namespace with a two-process candidate.
-    import socket
-    for family, address in ((socket.AF_UNIX, "\\0verify-leak"), (socket.AF_INET, ("127.0.0.1", 47321))):
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            s.settimeout(2)
-            try:
-                s.connect(address)
-            except OSError:
-                continue
-            raise AssertionError(f"{address!r} answers")
+    assert [f for f in leaks_found() if "listener" in f] == []
 
 
 def test_no_ipc_object_of_another_run():
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    assert libc.shmget(0x7E51F1ED, 0, 0) == -1
+    assert "a System V shared memory segment" not in leaks_found()
 
 
 def test_no_process_of_another_run():
@@ -215,9 +206,9 @@ def test_no_process_of_another_run():
         except OSError:
             pass
     assert b"sleep\\x00987\\x00" not in mine
-'''
+''' + LEAKS
 
-CORRUPTING_CANDIDATE = '''\
+CORRUPTING_CANDIDATE = LEAKS + '''\
 import builtins
 import json
 import os
@@ -238,17 +229,10 @@ with _open("/dev/shm/leak", "w") as fh:
     fh.write("from the previous run")
 threading.Thread(target=lambda: time.sleep(3600), name="leaky", daemon=True).start()
 subprocess.Popen(["sleep", "987"], start_new_session=True)  # a daemon of its own session
-import ctypes
-import socket
-ctypes.CDLL(None).shmget(0x7E51F1ED, 4096, 0o1666)  # IPC_CREAT | 0666: outlives its creator
+leave_ipc_object()
 if os.fork() == 0:  # a daemon that listens on loopback and an abstract socket
     os.setsid()
-    held = []
-    for family, address in ((socket.AF_UNIX, "\\0verify-leak"), (socket.AF_INET, ("127.0.0.1", 47321))):
-        s = socket.socket(family, socket.SOCK_STREAM)
-        s.bind(address)
-        s.listen(8)
-        held.append(s)
+    held = listen_on_leak_addresses()
     time.sleep(3600)
     os._exit(0)
 time.sleep(0.2)  # listening before the tests look

@@ -157,7 +157,50 @@ def test_the_warm_candidate_sees_what_a_cold_one_sees(cold: Grader, warm: Grader
 
 # --- nothing of one run reaches the next -------------------------------------------------------
 
-POLLUTE = '''
+#: Candidate code (shared with test_warm.py): what a run can leave in a network or IPC namespace
+#: that outlives its processes unless the namespace is the run's own or dies with the run.
+LEAKS = '''
+import ctypes as _ctypes
+import socket as _socket
+import time as _time
+
+LEAK_ADDRESSES = ((_socket.AF_UNIX, "\\0verify-leak"), (_socket.AF_INET, ("127.0.0.1", 47321)))
+LEAK_SHM_KEY = 0x7E51F1ED
+
+
+def leave_ipc_object():
+    _ctypes.CDLL(None).shmget(LEAK_SHM_KEY, 4096, 0o1666)  # IPC_CREAT | 0666: outlives its creator
+
+
+def listen_on_leak_addresses():
+    held = []
+    for family, address in LEAK_ADDRESSES:
+        s = _socket.socket(family, _socket.SOCK_STREAM)
+        s.bind(address)
+        s.listen(8)
+        held.append(s)
+    return held
+
+
+def leaks_found(tries=1):
+    found = []
+    for family, address in LEAK_ADDRESSES:
+        for _ in range(tries):
+            with _socket.socket(family, _socket.SOCK_STREAM) as s:
+                s.settimeout(2)
+                try:
+                    s.connect(address)
+                except OSError:
+                    _time.sleep(0.01)
+                    continue
+                found.append(f"a listener on {address!r}")
+                break
+    if _ctypes.CDLL(None).shmget(LEAK_SHM_KEY, 0, 0) != -1:
+        found.append("a System V shared memory segment")
+    return found
+'''
+
+POLLUTE = LEAKS + '''
 import json
 import os
 import subprocess
@@ -174,18 +217,11 @@ for path in PATHS:
     except OSError:
         pass
 subprocess.Popen(["sleep", "987654"], start_new_session=True)
-import ctypes
-import socket
-ctypes.CDLL(None).shmget(0x7E51F1ED, 4096, 0o1666)  # IPC_CREAT | 0666: outlives its creator
+leave_ipc_object()
 if os.fork() == 0:  # a daemon that keeps writing wherever it can, and listens
     os.setsid()
     if os.fork() == 0:
-        held = []
-        for family, address in ((socket.AF_UNIX, "\\0verify-leak"), (socket.AF_INET, ("127.0.0.1", 47321))):
-            s = socket.socket(family, socket.SOCK_STREAM)
-            s.bind(address)
-            s.listen(8)
-            held.append(s)
+        held = listen_on_leak_addresses()
         while True:
             for path in ("/tmp/daemon", "/workspace/daemon", "/dev/shm/daemon"):
                 try:
@@ -197,7 +233,7 @@ if os.fork() == 0:  # a daemon that keeps writing wherever it can, and listens
     os._exit(0)
 '''
 
-LEFTOVERS = '''
+LEFTOVERS = LEAKS + '''
 import json
 import os
 
@@ -206,21 +242,7 @@ def leftovers():
     found = [p for p in ("/tmp/leak", "/dev/shm/leak", "/workspace/leak", "/leak", "/dev/leak",
                          "/var/leak", "/opt/verify-candidate/leak", os.path.expanduser("~/leak"),
                          "/tmp/daemon", "/workspace/daemon", "/dev/shm/daemon") if os.path.exists(p)]
-    import ctypes
-    import socket
-    import time
-    for family, address in ((socket.AF_UNIX, "\\0verify-leak"), (socket.AF_INET, ("127.0.0.1", 47321))):
-        for _ in range(20):  # the polluting run's daemon may still be starting to listen
-            with socket.socket(family, socket.SOCK_STREAM) as s:
-                try:
-                    s.connect(address)
-                except OSError:
-                    time.sleep(0.01)
-                    continue
-                found.append(f"a listener on {address!r}")
-                break
-    if ctypes.CDLL(None).shmget(0x7E51F1ED, 0, 0) != -1:
-        found.append("a System V shared memory segment")
+    found += leaks_found(tries=20)  # the polluting run's daemon may still be starting to listen
     if "LEAKED" in os.environ:
         found.append("environment")
     if hasattr(json, "LEAKED"):
