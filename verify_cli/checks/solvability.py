@@ -217,9 +217,7 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
     for i, task, _ in todo:
         for seed in range(1, first + 1):
             wave1.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)))
-        # The first reference run's seed: an interpreter's hash seed is fixed at its start, so a
-        # seed of its own would cost the starter runs warm workers of their own.
-        wave1.append(GradeRequest(task, Phase.STARTER, seed=1, label=str(i)))
+        wave1.append(GradeRequest(task, Phase.STARTER, seed=None, label=str(i)))
     total = len(todo) * (options.repeats + 1)
     done = 0
 
