@@ -411,15 +411,9 @@ class _Worker:
                     return
                 self._start_candidate(parent, mounts, start + SETUP_TIMEOUT)
 
-            try:
-                child_pid, results_fd = self._await_setup(host_job, start + SETUP_TIMEOUT, on_mounts)
-                if parent is not None and not handed:  # none exported: the child started it cold
-                    on_mounts([])
-            finally:  # the parent has its own copies now (or the run is over)
-                for dup in (cand_out, cand_err):
-                    if dup >= 0:
-                        os.close(dup)
-                cand_out = cand_err = -1
+            child_pid, results_fd = self._await_setup(host_job, start + SETUP_TIMEOUT, on_mounts)
+            if parent is not None and not handed:  # none exported: the child started it cold
+                on_mounts([])
             status = self._await_exit(job_id, child_pid, start, limits.wall_seconds, stop, wake_r,
                                       reason, host_job if spec.candidate is not None else None)
             wall = time.monotonic() - start
