@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.checks.audit import AuditOptions, AuditProgress, AuditVerdict, audit_tasks
 from verify_cli.checks.audit.model import DEFAULT_FAIL_UNDER
 from verify_cli.checks.flaky_power import DEFAULT_REPEATS, FlakinessPower

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.checks.report import TaskVerdict
 from verify_cli.checks.solvability import DEFAULT_REPEATS, CheckOptions, Progress, check_tasks
