@@ -145,7 +145,8 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
         findings = find_gaps(task, graded, in_process)
     gap_ids = {g.test_id for g in findings.gaps} if findings else set()
     # Every two-process failure is a gap: the two-process evidence says nothing of the reference.
-    only_gaps = findings is not None and bool(findings.gaps) and not findings.still_failing
+    only_gaps = findings is not None and bool(findings.gaps) and not (
+        findings.still_failing or findings.inconsistent)
     infra = [r for r in references if r.status is GradeStatus.INFRA_ERROR]
     if infra:
         checks.append(CheckResult("infrastructure", CheckStatus.ERROR,
@@ -197,6 +198,8 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
             if findings.gaps:
                 checks.append(_gap_check(findings, len(graded)))
         else:
+            if findings is not None and findings.gaps:
+                checks.append(_gap_check(findings, len(graded)))
             why = ""
             if in_process is not None and in_process.status is not GradeStatus.GRADED:
                 why = " (the in-process re-run that would tell a two-process gap failed in the sandbox)"

@@ -234,6 +234,8 @@ class GapFindings:
     gaps: tuple[Gap, ...]
     #: Tests that fail in-process too: the reference's own failures.
     still_failing: tuple[str, ...]
+    #: Tests that passed in some two-process run and failed in another: flaky, not a gap.
+    inconsistent: tuple[str, ...] = ()
 
     @property
     def idioms(self) -> list[str]:
@@ -241,10 +243,13 @@ class GapFindings:
 
 
 def find_gaps(task: Task, two_process: Sequence[GradeResult], in_process: GradeResult) -> GapFindings:
-    """Compare per test: a test that failed (or was absent) in any graded two-process run and
-    passes ``in_process`` is a gap; one that fails there too is the reference's own failure."""
+    """Compare per test: a test that failed (or was absent) in every graded two-process run and
+    passes ``in_process`` is a gap; one that fails there too is the reference's own failure, and
+    one that passed in some two-process run is flaky (neither)."""
     graded = [r for r in two_process if r.status is GradeStatus.GRADED]
     passes_in_process = {t.id for t in in_process.tests if t.outcome.ok}
+    passed_two_process = {t.id for r in graded for t in r.tests if t.outcome.ok}
+    inconsistent: set[str] = set()
     in_process_ids = {t.id for t in in_process.tests}
     gaps: dict[str, Gap] = {}
     still: set[str] = set()
@@ -255,7 +260,9 @@ def find_gaps(task: Task, two_process: Sequence[GradeResult], in_process: GradeR
             outcome = have.get(tid)
             if outcome is not None and outcome.outcome.ok:
                 continue
-            if tid in passes_in_process:
+            if tid in passed_two_process:
+                inconsistent.add(tid)
+            elif tid in passes_in_process:
                 if tid not in gaps:
                     message = outcome.message if outcome is not None else ""
                     idiom, remedy = recognise_idiom(task, tid, message, timed_out=timed_out)
@@ -265,6 +272,6 @@ def find_gaps(task: Task, two_process: Sequence[GradeResult], in_process: GradeR
                 still.add(tid)
     if in_process.status is GradeStatus.GRADED and not in_process.tests:
         still.add("(the in-process run reported no test)")
-    return GapFindings(tuple(gaps[k] for k in sorted(gaps)), tuple(sorted(still)))
+    return GapFindings(tuple(gaps[k] for k in sorted(gaps)), tuple(sorted(still)), tuple(sorted(inconsistent)))
 
 

@@ -144,9 +144,10 @@ def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation:
     counts = {v: sum(r.verdict is v for r in reports) for v in TaskVerdict}
     out.print(f"[bold]{counts[TaskVerdict.SOUND]} sound[/], "
               f"[{'bold red' if counts[TaskVerdict.DEFECTIVE] else 'dim'}]{counts[TaskVerdict.DEFECTIVE]} "
-              f"defective[/], [{'bold magenta' if counts[TaskVerdict.NOT_GRADEABLE] else 'dim'}]"
-              f"{counts[TaskVerdict.NOT_GRADEABLE]} not gradeable two-process[/], "
-              f"[{'bold yellow' if counts[TaskVerdict.ERROR] else 'dim'}]"
+              f"defective[/], "
+              + (f"[bold magenta]{counts[TaskVerdict.NOT_GRADEABLE]} not gradeable two-process[/], "
+                 if counts[TaskVerdict.NOT_GRADEABLE] else "")
+              + f"[{'bold yellow' if counts[TaskVerdict.ERROR] else 'dim'}]"
               f"{counts[TaskVerdict.ERROR]} error[/]  (sandbox: {backend}; what it isolates: "
               "verify-cli sandbox list)")
     if power is not None:
