@@ -126,3 +126,34 @@ def test_two_process_is_sound_or_names_the_idiom(
           f"the rest not gradeable two-process with the idiom named")
     assert wrong == {}
     assert {n for n in SOUND_TODAY if two[n].verdict is TaskVerdict.SOUND} == set(SOUND_TODAY)
+
+
+@pytest.mark.bwrap
+def test_audit_counts_a_two_process_gap_apart_from_reference_failures() -> None:
+    """audit re-runs a reference that failed two-process once in-process, like check-tasks."""
+    from verify_cli.checks.audit.model import AuditOptions
+    from verify_cli.checks.audit.run import audit_tasks
+
+    options = AuditOptions(mutants=False, probes=False, labelled=False, reruns=2)
+    with create_sandbox("bwrap") as box, Grader(box) as grader:
+        (audit,) = audit_tasks([load_task(CORPUS / "iter-range")], grader, options)
+    assert audit.reference_failures == []
+    assert [g.test_id for g in audit.two_process_gaps] == ["tests.test_summing::test_range"]
+    (finding,) = audit.findings()
+    assert finding.startswith("not gradeable two-process: 1 test(s) pass in-process and fail only "
+                              "two-process; the test uses an iterable or iterator")
+    assert audit.to_dict()["not_gradeable_two_process"] is True
+
+
+@pytest.mark.bwrap
+def test_check_tasks_exits_4_for_a_task_not_gradeable_two_process(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from verify_cli.cli.app import main
+    from verify_cli.errors import ExitCode
+
+    code = main(["check-tasks", str(CORPUS / "iter-range"), "--sandbox", "bwrap", "-n", "1",
+                 "--no-cache", "--json", str(tmp_path / "report.json")])
+    assert code == ExitCode.NOT_GRADEABLE == 4
+    out = capsys.readouterr().out
+    assert "not-gradeable-two-process" in out and "1 not gradeable two-process" in out
+    assert "reference fails" not in out

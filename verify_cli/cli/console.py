@@ -370,9 +370,11 @@ def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options
                       escape("; ".join(a.findings(fail_under) + a.problems)) or "-")
     out.print(table)
     counts = {v: sum(a.verdict(fail_under).value == v for a in audits) for v in _AUDIT_STYLE}
+    gaps = sum(bool(getattr(a, "two_process_gaps", ())) for a in audits)
     out.print(f"[bold]{counts['reliable']} reliable[/], "
               f"[{'bold red' if counts['unreliable'] else 'dim'}]{counts['unreliable']} unreliable[/], "
-              f"[{'bold yellow' if counts['error'] else 'dim'}]{counts['error']} error[/]"
+              + (f"[bold magenta]{gaps} not gradeable two-process[/] (of the unreliable), " if gaps else "")
+              + f"[{'bold yellow' if counts['error'] else 'dim'}]{counts['error']} error[/]"
               + (f"  (fail under a mutation score of {fail_under:g})" if fail_under else "")
               + f"  (sandbox: {backend}; what it isolates: verify-cli sandbox list)")
 
