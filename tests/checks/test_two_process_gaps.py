@@ -172,3 +172,17 @@ def test_a_failure_cut_by_pytest_shows_the_candidates_frame_and_not_the_harness(
     assert first_line(outcome.message) == (
         "TypeError: 'TrustedHandle' object is not iterable (candidate's code: /workspace/lines.py:2 in "
         "count_lines: return sum(1 for line in fh if line.strip()))")
+
+
+def test_the_junit_report_fails_a_task_not_gradeable_two_process(task: Task) -> None:
+    from xml.etree import ElementTree as ET
+
+    from verify_cli.report.files import junit_document
+
+    refs = [run(task, FAILS_RANGE)]
+    checks = evaluate(task, refs, run(task, FAILS_RANGE, phase=Phase.STARTER),
+                      run(task, PASSES, isolation="in-process"))
+    root = ET.fromstring(junit_document([report(task, checks)]))
+    (failure,) = root.iter("failure")
+    assert failure.get("type") == "NotGradeableTwoProcess" and root.get("failures") == "1"
+    assert (failure.text or "").startswith("two-process: not gradeable two-process: the test uses an iterable")
