@@ -14,6 +14,7 @@ then the same with every task declared in-process.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,9 @@ from verify_cli.tasks.loader import load_task
 from verify_cli.tasks.model import Isolation, Task
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "parity"
+#: A correct reference no boundary can grade two-process (it compares process ids).
+NOT_TWO_PROCESS = Path(__file__).resolve().parent.parent / "fixtures" / "not_two_process" / "process-identity"
+PID_TEST = "tests.test_workers::test_named_after_this_process"
 OPTIONS = CheckOptions(repeats=1, jobs=2, first_wave=1)
 
 #: Each task -> a fragment its idiom's name must hold where it is not gradeable two-process
@@ -136,12 +140,12 @@ def test_audit_counts_a_two_process_gap_apart_from_reference_failures() -> None:
 
     options = AuditOptions(mutants=False, probes=False, labelled=False, reruns=2)
     with create_sandbox("bwrap") as box, Grader(box) as grader:
-        (audit,) = audit_tasks([load_task(CORPUS / "iter-range")], grader, options)
+        (audit,) = audit_tasks([load_task(NOT_TWO_PROCESS)], grader, options)
     assert audit.reference_failures == []
-    assert [g.test_id for g in audit.two_process_gaps] == ["tests.test_summing::test_range"]
+    assert [g.test_id for g in audit.two_process_gaps] == [PID_TEST]
     (finding,) = audit.findings()
     assert finding.startswith("not gradeable two-process: 1 test(s) pass in-process and fail only "
-                              "two-process; the test uses an iterable or iterator")
+                              "two-process; the test uses the test's own process identity (os.getpid)")
     assert audit.to_dict()["not_gradeable_two_process"] is True
 
 
@@ -151,9 +155,14 @@ def test_check_tasks_exits_4_for_a_task_not_gradeable_two_process(
     from verify_cli.cli.app import main
     from verify_cli.errors import ExitCode
 
-    code = main(["check-tasks", str(CORPUS / "iter-range"), "--sandbox", "bwrap", "-n", "1",
+    code = main(["check-tasks", str(NOT_TWO_PROCESS), "--sandbox", "bwrap", "-n", "1",
                  "--no-cache", "--json", str(tmp_path / "report.json")])
     assert code == ExitCode.NOT_GRADEABLE == 4
     out = capsys.readouterr().out
     assert "not-gradeable-two-process" in out and "1 not gradeable two-process" in out
     assert "reference fails" not in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["summary"]["not-gradeable-two-process"] == 1
+    (task,) = report["tasks"]
+    gap = next(c for c in task["checks"] if c["name"] == "two-process")
+    assert gap["status"] == "not-gradeable" and PID_TEST in gap["message"]

@@ -82,6 +82,8 @@ _MESSAGE_IDIOMS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
 #: (pattern over the failing test's source, idiom, remedy), in order: the first match names it.
 _SOURCE_IDIOMS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
     (re.compile(p, re.S), idiom, remedy) for p, idiom, remedy in (
+        (r"os\.getpid|os\.getppid|threading\.get_ident",
+         "the test's own process identity (os.getpid) compared with the candidate's", IN_PROCESS_REMEDY),
         (r"\bnp\.|numpy", "numpy arrays passed to or returned by the candidate", CODEC_REMEDY),
         (r"\bpd\.|pandas", "pandas objects (DataFrame, Series) passed to or returned by the candidate",
          CODEC_REMEDY),
@@ -116,7 +118,7 @@ def _message_idiom(message: str, source: str) -> tuple[str, str] | None:
         if pattern.search(message):
             return idiom, remedy
     if "TrustedHandle" in message:
-        for pattern, idiom, remedy in _SOURCE_IDIOMS[:2]:  # numpy, pandas
+        for pattern, idiom, remedy in _SOURCE_IDIOMS[1:3]:  # numpy, pandas
             if pattern.search(source):
                 return idiom, remedy
         return ("an object of the test that the candidate reads as plain data (it crosses as a "
