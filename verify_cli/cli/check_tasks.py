@@ -92,5 +92,7 @@ def check_tasks_command(
         write_junit(junit_out, reports)
     if any(r.verdict is TaskVerdict.DEFECTIVE for r in reports):
         raise typer.Exit(ExitCode.DEFECTIVE)
+    if any(r.verdict is TaskVerdict.NOT_GRADEABLE for r in reports):
+        raise typer.Exit(ExitCode.NOT_GRADEABLE)
     if any(r.verdict is TaskVerdict.ERROR for r in reports):
         raise typer.Exit(ExitCode.INFRA)
