@@ -14,7 +14,7 @@ from verify_cli.tasks import load_task_set
 
 
 def _verdicts(path: Path, backend: str) -> dict[str, tuple[str, list[str]]]:
-    with create_sandbox(backend, pool_size=2) as box, Grader(box, warm=True) as grader:
+    with create_sandbox(backend) as box, Grader(box, warm=True) as grader:
         reports: list[TaskReport] = check_tasks(load_task_set(path), grader, CheckOptions(repeats=3, jobs=2))
         stats = grader.warm_stats
         # bwrap grades the pytest tasks warm. Docker's warm nodes take in-process runs only: its
