@@ -28,7 +28,7 @@ def sandbox_options(*, pool_size: int | None = None, docker_mode: str | None = N
     backend's config checks them (an option the chosen backend does not take is an error)."""
     if docker_mode == "single-use" and pool_size is None:
         pool_size = SINGLE_USE_POOL  # the flag's default where it means something
-    given = {"pool_size": pool_size, "mode": docker_mode}
+    given = {"mode": docker_mode, "pool_size": pool_size}  # an explicit mode is checked first
     return {k: v for k, v in given.items() if v is not None}
 
 
