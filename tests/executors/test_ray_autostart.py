@@ -39,7 +39,9 @@ def test_no_cluster_running_starts_a_local_one_and_says_so() -> None:
     # another process started on this machine is found.
     folder = Path(tempfile.mkdtemp(prefix="vr-", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(RAY_TMPDIR=str(folder), RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(REPO_ROOT))
+    # HOME too: a Ray that starts a cluster writes an auth token under ~/.ray, which other Ray
+    # clusters on this machine would then read.
+    env.update(RAY_TMPDIR=str(folder), HOME=str(folder), RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(REPO_ROOT))
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "verify_cli", "check-tasks", str(SAMPLE_TASKS / "coding-interval-merge"),

@@ -33,7 +33,7 @@ class HFConfig(BackendConfig):
     """``model``: the local folder of a transformers causal LM; ``device`` cpu, cuda or auto;
     ``dtype`` a torch dtype name or auto."""
 
-    model: str | Path = field(metadata={"help": "the local folder of a transformers model (--model PATH)"})
+    model: str | Path = field(metadata={"help": "the local folder of a transformers model"})
     device: str = "auto"
     dtype: str = "auto"
 

@@ -107,7 +107,7 @@ class OpenAIConfig(BackendConfig):
     the rest: endpoint, requests in flight, retries and their backoff, the request timeout, the
     environment variable holding the API key, fields added to every request body."""
 
-    model: str = field(metadata={"help": "the served model name (--model NAME)"})
+    model: str = field(metadata={"help": "the served model name"})
     base_url: str = "http://127.0.0.1:8000/v1"
     chat: bool = True
     concurrency: int = 8

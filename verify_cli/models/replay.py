@@ -78,7 +78,7 @@ def read_replay_rows(path: Path) -> list[tuple[str, Completion]]:
 class ReplayConfig(BackendConfig):
     """``model``: the JSONL or Parquet file of completions."""
 
-    model: str | Path = field(metadata={"help": "the JSONL or Parquet file of completions (--model FILE)"})
+    model: str | Path = field(metadata={"help": "the JSONL or Parquet file of completions"})
 
 
 @register_model_backend("replay")

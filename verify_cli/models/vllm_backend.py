@@ -74,7 +74,7 @@ class VLLMConfig(BackendConfig):
     """``model``: a local folder (or a name vLLM resolves offline); the rest as ``vllm.LLM``
     takes them; ``chunk_size``: prompts per streamed batch."""
 
-    model: str = field(metadata={"help": "a local model folder (--model PATH)"})
+    model: str = field(metadata={"help": "a local model folder"})
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     dtype: str = "auto"
