@@ -133,9 +133,8 @@ def test_cluster_status_shows_both_nodes(ray_cluster: LocalRayCluster, capsys: p
 
 
 def test_a_backend_no_node_has_is_a_clear_error(ray_cluster: LocalRayCluster) -> None:
-    from verify_cli.executors.ray_executor import RayExecutor
-
     from verify_cli.errors import UsageError
+    from verify_cli.executors.ray_executor import RayExecutor
     from verify_cli.sandbox.registry import SandboxSpec
 
     with pytest.raises(UsageError, match="unknown sandbox backend 'no-such-backend'"):
