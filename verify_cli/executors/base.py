@@ -95,13 +95,6 @@ class Executor(ABC):
         """What a cached verdict of a run here on ``image`` depends on beyond the task's content
         (:meth:`verify_cli.sandbox.base.Sandbox.cache_identity` of the sandboxes that run it)."""
 
-    def environment_label(self, image: str | None, runtime: str) -> str | None:
-        """What a run here runs in: the task's ``image`` where the sandboxes run in images, else
-        its ``runtime`` (the trajectories' ``sandbox_image`` column)."""
-        from verify_cli.sandbox.registry import environment_label
-
-        return environment_label(self.backend, image, runtime)
-
     @abstractmethod
     def grade_many(self, requests: Iterable[GradeRequest], *, jobs: int = 2,
                    on_result: ResultCallback | None = None) -> Iterator[GradeResult]:
