@@ -142,9 +142,10 @@ def test_third_party_backends_plug_in_through_entry_points(tmp_path: Path,
         "[verify_cli.sandboxes]\nplugged = plugged_backend:PluggedSandbox\n"
         "broken = plugged_backend:DoesNotExist\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_plugins_loaded", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    monkeypatch.setattr(registry, "_PLUGIN_ERRORS", {})
+    fresh = registry.new_registry()  # the built-ins, and plugins looked up again
+    for name, cls in registry.SANDBOXES.items():
+        fresh.add(name, cls)
+    monkeypatch.setattr(registry, "SANDBOXES", fresh)
     try:
         cls = registry.sandbox_class("plugged")
         assert issubclass(cls, Sandbox) and cls.name == "plugged"

@@ -19,7 +19,7 @@ from verify_cli.tasks import load_task_set
 def boxes() -> Iterator[dict[str, Sandbox]]:
     """One sandbox per backend for both task sets (each set gets graders of its own): a docker
     node pool and bwrap's set-up are started once, not once per set."""
-    with create_sandbox("bwrap", pool_size=2) as bwrap, create_sandbox("docker", pool_size=2) as docker:
+    with create_sandbox("bwrap") as bwrap, create_sandbox("docker") as docker:
         yield {"bwrap": bwrap, "docker": docker}
 
 

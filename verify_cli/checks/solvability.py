@@ -263,16 +263,25 @@ def _needs_more_runs(runs: Sequence[GradeResult]) -> bool:
     return len({frozenset(t.id for t in r.tests) for r in refs}) == 1
 
 
-def check_cache_key(task: Task, backend_id: str, options: CheckOptions) -> str:
-    """The result cache's key for ``task`` checked with ``options`` on ``backend_id``."""
-    return cache_key("check-tasks", task.content_hash(), backend_id,
+#: A sandbox's cache identity for a run on an image (``Sandbox.cache_identity``,
+#: ``Executor.cache_identity``): what a cached verdict depends on beyond the task's content.
+CacheIdentity = Callable[[str | None], str]
+
+
+def check_cache_key(task: Task, backend_id: str | CacheIdentity, options: CheckOptions) -> str:
+    """The result cache's key for ``task`` checked with ``options`` on ``backend_id`` (a fixed
+    string, or the sandbox's identity for the task's image)."""
+    identity = backend_id(task.environment.image) if callable(backend_id) else backend_id
+    return cache_key("check-tasks", task.content_hash(), identity,
                      f"repeats={options.repeats}", f"first_wave={options.first_wave}")
 
 
 def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, options: CheckOptions,
-                *, cache: ResultCache | None = None, backend_id: str = "",
+                *, cache: ResultCache | None = None, backend_id: str | CacheIdentity = "",
                 on_progress: ProgressCallback | None = None) -> list[TaskReport]:
-    """Check every task; reports come back in the order of ``items``."""
+    """Check every task; reports come back in the order of ``items``. With a ``cache``, a task
+    whose content and ``backend_id`` (say, ``executor.cache_identity``) are unchanged is not
+    run again."""
     ordered: list[Task | TaskLoadFailure] = list(items)
     reports: dict[int, TaskReport] = {}
     todo: list[tuple[int, Task, str]] = []
@@ -280,7 +289,7 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         if isinstance(item, TaskLoadFailure):
             reports[i] = _load_failure_report(item)
             continue
-        key = check_cache_key(item, backend_id, options)
+        key = check_cache_key(item, backend_id, options) if cache else ""
         hit = cache.get(key) if cache else None
         if hit is not None:
             report = TaskReport.from_dict(hit)

@@ -22,6 +22,7 @@ from verify_cli.cli.options import (
     RayAddressOpt,
     SandboxOpt,
     default_jobs,
+    sandbox_options,
 )
 from verify_cli.errors import ExitCode, UsageError
 from verify_cli.report.files import write_json
@@ -32,8 +33,8 @@ def audit_command(
     path: Annotated[Path | None, typer.Argument(
         help="A task folder, or a folder searched recursively for tasks.")] = None,
     sandbox: SandboxOpt = "auto",
-    pool_size: PoolOpt = 2,
-    docker_mode: DockerModeOpt = "node",
+    pool_size: PoolOpt = None,
+    docker_mode: DockerModeOpt = None,
     jobs: JobsOpt = None,
     reruns: Annotated[int, typer.Option(
         "--reruns", min=0,
@@ -91,8 +92,8 @@ def audit_command(
                            fail_fast=not no_fail_fast, select_by_coverage=not no_coverage,
                            observed_equivalence=observed_equivalence,
                            probe_names=frozenset(probe) if probe else None)
-    runner = open_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=not cold,
-                           ray_address=ray_address, docker_mode=docker_mode)
+    runner = open_executor(executor, sandbox=sandbox, warm=not cold, ray_address=ray_address,
+                           sandbox_options=sandbox_options(pool_size=pool_size, docker_mode=docker_mode))
     backend = runner.backend
     with runner, console.audit_progress("auditing tasks") as update:
         def on_progress(p: AuditProgress) -> None:

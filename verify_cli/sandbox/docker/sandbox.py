@@ -70,6 +70,7 @@ from verify_cli.sandbox.base import (
     WarmHost,
 )
 from verify_cli.sandbox.docker.archives import harness_archive, write_workdir_tar
+from verify_cli.sandbox.docker.config import MODES, DockerConfig, docker_cache_identity
 from verify_cli.sandbox.docker.containers import (
     COLLECT_NUDGE_S,
     COLLECT_TIMEOUT_S,
@@ -174,7 +175,9 @@ class DockerSandbox(DockerExecs, Sandbox):
         "dropped, no-new-privileges, seccomp allowlist, uid 1000, memory/pids/1-CPU cgroup "
         "limits), each run in fresh namespaces (bubblewrap; pytest: a warm parent's fork) "
         "with private tmpfs folders, its own rlimits and its process tree killed at the end")
-    MODES = ("node", "single-use")
+    MODES = MODES
+    config_type = DockerConfig
+    runs_in_image = True
     #: Node mode runs two-process (:mod:`.two_process`); single-use mode does not (below).
     two_process: ClassVar[bool] = True
     two_process_gaps: ClassVar[tuple[str, ...]] = ()
@@ -222,6 +225,16 @@ class DockerSandbox(DockerExecs, Sandbox):
             with self._digest_lock:
                 self._digests[image] = known
         return known
+
+    def cache_identity(self, image: str | None) -> str:
+        """The backend, its mode and ``image``'s content digest (:func:`.config.docker_cache_identity`)."""
+        return docker_cache_identity(self.mode, image, self._digest_or_none)
+
+    def _digest_or_none(self, image: str) -> str | None:
+        try:
+            return self.image_digest(image)
+        except (DockerException, *DAEMON_ERRORS):
+            return None
 
     def container_stats(self) -> dict[str, Any]:
         """How many containers the node pools started, reused (runs on a container that had
