@@ -39,8 +39,8 @@ PINNED: dict[str, set[str]] = {
     },
     "verify_cli.sandbox": {
         "Availability", "CapturedOutput", "ENTRY_POINT_GROUP", "HARNESS_DIR", "Limits", "RunResult",
-        "RunSpec", "Sandbox", "Verdict", "WARM_CANDIDATE_ENV", "create_sandbox", "pinned_environment",
-        "register_sandbox", "resolve_backend_name", "runtime_path", "sandbox_class", "sandbox_names",
+        "RunSpec", "Sandbox", "SandboxSpec", "Verdict", "WARM_CANDIDATE_ENV", "create_sandbox", "pinned_environment",
+        "register_sandbox", "resolve_backend_name", "runtime_path", "sandbox_class", "sandbox_names", "sandbox_spec",
     },
     "verify_cli.grading": {
         "GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase", "TestOutcome",
@@ -54,10 +54,10 @@ PINNED: dict[str, set[str]] = {
     "verify_cli.models": {
         "Completion", "ModelBackend", "Prompt", "SamplingParams", "build_prompt", "build_tiny_model",
         "create_model_backend", "extract_for_task", "files_to_candidate", "model_backend_class",
-        "model_backend_names",
+        "model_backend_config", "model_backend_names", "register_model_backend",
     },
     "verify_cli.executors": {
-        "ClusterError", "EXECUTOR_NAMES", "Executor", "ExecutorUnavailableError", "LocalExecutor",
+        "ClusterError", "EXECUTOR_NAMES", "Executor", "ExecutorStats", "ExecutorUnavailableError", "LocalExecutor",
         "RayExecutor", "ResultCallback", "create_executor", "import_ray",
     },
     "verify_cli.rollout": {
