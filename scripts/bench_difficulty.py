@@ -56,9 +56,9 @@ from verify_cli import (  # noqa: E402  # noqa: E402
 )
 from verify_cli.difficulty import (  # noqa: E402
     DifficultyOptions,
-    derive_seed,
     grade_sample,
     run_difficulty,
+    sample_seed,
 )
 from verify_cli.models import (  # noqa: E402
     build_prompt,
@@ -71,7 +71,7 @@ SEED = 0
 
 def generate_alone(backend: Any, tasks: list[Task], params: SamplingParams) -> tuple[float, list[tuple[Task, int,
                                                                                                         Completion]]]:
-    prompts = [replace(build_prompt(t, backend.tokenizer), seed=derive_seed(SEED, t.content_hash(), 0), first_sample=0)
+    prompts = [replace(build_prompt(t, backend.tokenizer), seed=sample_seed(SEED, t.content_hash(), 0), first_sample=0)
                for t in tasks]
     out: list[tuple[Task, int, Completion]] = []
     counters = [0] * len(tasks)
