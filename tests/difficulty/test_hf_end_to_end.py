@@ -39,4 +39,5 @@ def test_tiny_hf_model_end_to_end_on_the_sample_tasks(tiny_model: Path, sample_t
             assert s["attempts"] == 1 and s["grade_seconds"] > 0
     js = [s for s in samples if s["task_id"].endswith("-js")]
     assert len(js) == 4 and all(s["status"] in ("failed", "timeout") for s in js)
+    assert any(s["status"] == "parse_error" for s in samples)
     assert list(datasets.load_from_disk(str(out / "dataset"))) == ["unsolved"]

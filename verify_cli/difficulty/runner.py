@@ -24,7 +24,7 @@ from verify_cli.grading.batch import BatchGrader
 from verify_cli.models.base import Completion, ModelBackend, SamplingParams
 from verify_cli.models.prompts import build_prompt
 from verify_cli.sampling.seeds import sample_seed
-from verify_cli.sampling.step import AnswerStep, GradedSample, RetryPolicy
+from verify_cli.sampling.step import AnswerStep, GradedSample, RetryPolicy, SampleStep
 from verify_cli.sampling.stream import generate_and_grade
 from verify_cli.sampling.supply import check_supply
 from verify_cli.tasks.model import Task
@@ -128,9 +128,9 @@ class _Arrival:
 
 class _Run:
     def __init__(self, tasks: Sequence[Task], backend: ModelBackend, grader: BatchGrader, options: DifficultyOptions,
-                 cache: SampleCache | None, on_progress: ProgressCallback | None) -> None:
+                 cache: SampleCache | None, on_progress: ProgressCallback | None, step: SampleStep | None) -> None:
         self.backend, self.grader, self.options, self.cache = backend, grader, options, cache
-        self.step = AnswerStep(grader, options.retry)
+        self.step = step or AnswerStep(grader, options.retry)
         self.on_progress = on_progress
         self.params = replace(options.params, seed=options.seed)
         self.fingerprint = self.params.fingerprint()
@@ -251,19 +251,21 @@ class _Run:
 def run_difficulty(tasks: Sequence[Task], backend: ModelBackend, grader: BatchGrader, options: DifficultyOptions,
                    *, defective: Mapping[str, tuple[str, str]] | None = None, cache: SampleCache | None = None,
                    on_progress: ProgressCallback | None = None,
-                   on_warning: Callable[[str], None] | None = None) -> DifficultyReport:
+                   on_warning: Callable[[str], None] | None = None,
+                   step: SampleStep | None = None) -> DifficultyReport:
     """Measure each task's pass rate under ``backend``. ``defective`` maps task ids (that are
     not sampled) to (path, reason): they are bucketed ``defective``. A backend with a fixed
     supply (replay) that cannot give ``options.samples`` of a task it has rows for is a
     :class:`~verify_cli.errors.UsageError`; ``on_warning`` hears what else is worth saying
-    (also in :attr:`DifficultyReport.warnings`)."""
+    (also in :attr:`DifficultyReport.warnings`). ``step`` turns each completion into a graded
+    sample (default: the one-shot :class:`~verify_cli.sampling.step.AnswerStep`)."""
     defective = dict(defective or {})
     sampled = [t for t in tasks if t.id not in defective]
     warnings = check_supply(backend, sampled, options.samples, option="--samples", other_task_ids=defective)
     for warning in warnings:
         if on_warning is not None:
             on_warning(warning)
-    run = _Run(sampled, backend, grader, options, cache, on_progress)
+    run = _Run(sampled, backend, grader, options, cache, on_progress, step)
     run.main()
     report = run.report(defective)
     report.warnings = warnings

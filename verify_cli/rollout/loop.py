@@ -163,8 +163,16 @@ class Trainer:
                                     max_turns=config.max_turns, grade_jobs=config.grade_jobs,
                                     include_tests=config.include_tests, system=config.system,
                                     retry=config.retry, step=step)
-        self.writer = ShardWriter(run_dir, max_rows_per_shard=config.max_rows_per_shard)
+        self._writer: ShardWriter | None = None
         self.policy_version = 0
+
+    @property
+    def writer(self) -> ShardWriter:
+        """The run folder's shard writer, made on first use (nothing is written before the
+        folder has been checked)."""
+        if self._writer is None:
+            self._writer = ShardWriter(self.run_dir, max_rows_per_shard=self.config.max_rows_per_shard)
+        return self._writer
 
     def pinned(self) -> dict[str, Any]:
         c = self.config
