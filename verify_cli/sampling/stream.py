@@ -16,9 +16,10 @@ grading raises, generation stops and the error propagates.
 from __future__ import annotations
 
 import contextlib
+import queue
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -52,6 +53,8 @@ def generate_and_grade(completions: Iterable[tuple[Key, Completion]], *,
     timing = StreamTiming()
     jobs = max(1, jobs)
     pending: dict[Future[Graded], Item] = {}
+    # Gradings that finished, in the order they finished (no scan of everything in flight).
+    finished: queue.SimpleQueue[Future[Graded]] = queue.SimpleQueue()
 
     def hand_back(done: Iterable[Future[Graded]]) -> None:
         for fut in list(done):
@@ -59,6 +62,13 @@ def generate_and_grade(completions: Iterable[tuple[Key, Completion]], *,
             graded = fut.result()  # a grading that raised stops the round here
             if on_graded is not None:
                 on_graded(item, graded)
+
+    def hand_back_finished(*, block: bool) -> None:
+        done = [finished.get()] if block else []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                done.append(finished.get_nowait())
+        hand_back(done)
 
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix=name)
     try:
@@ -75,11 +85,12 @@ def generate_and_grade(completions: Iterable[tuple[Key, Completion]], *,
                 timing.generation_s += dt
                 timing.completions += 1
                 item = arrive(key, completion, dt)
-                hand_back(f for f in pending if f.done())
-                if backlog is not None and len(pending) >= backlog:
-                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    hand_back(done)
-                pending[pool.submit(grade, item)] = item
+                hand_back_finished(block=False)
+                while backlog is not None and len(pending) >= backlog:
+                    hand_back_finished(block=True)
+                fut = pool.submit(grade, item)
+                pending[fut] = item
+                fut.add_done_callback(finished.put)
         except Exception:
             # The backend (or a grading) failed: keep what is graded, then let the error go on.
             wait(pending)
@@ -88,8 +99,7 @@ def generate_and_grade(completions: Iterable[tuple[Key, Completion]], *,
             raise
         tail_start = time.monotonic()
         while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            hand_back(done)
+            hand_back_finished(block=True)
         timing.grading_tail_s = time.monotonic() - tail_start
     finally:
         # Ctrl-C or an error: gradings not yet begun are dropped, those running are waited for.
