@@ -63,8 +63,17 @@ def origin_of_test(test_id: str) -> str | None:
     return None
 
 
+def has_visible_tests(task: Task) -> bool:
+    """Whether the task has visible tests (files under ``tests/``) at all."""
+    folder = task.root / TESTS_DIR if task.root else None
+    return folder is not None and folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
+
+
 def visible_tests_passed(task: Task, result: GradeResult, has_hidden: bool) -> bool | None:
-    """Whether every visible test passed; None when the ids do not say which tests are visible."""
+    """Whether every visible test passed; None when the task has no visible tests or the ids
+    do not say which tests are visible."""
+    if has_hidden and not has_visible_tests(task):
+        return None  # nothing visible to pass: not 0 of them
     if not result.tests:
         return False
     if not has_hidden:
@@ -92,7 +101,8 @@ def sample_record(graded: GradedSample, index: int, completion: Completion, *, g
                                   gen_seconds=round(gen_seconds, 4))
     status, result = graded.status, graded.grade
     if result is None:  # a parse error: nothing was graded
-        return SampleRecord(files={}, status=status.value, score=0.0, passed=False, visible_passed=False,
+        return SampleRecord(files={}, status=status.value, score=0.0, passed=False,
+                            visible_passed=False if has_visible_tests(task) else None,
                             problems=list(graded.problems), attempts=0, **common)
     if has_hidden is None:
         has_hidden = has_hidden_tests(task)
