@@ -64,8 +64,14 @@ PINNED: dict[str, set[str]] = {
         "GRPOConfig", "PolicyUpdater", "SamplingOptions", "StepReport", "TrainConfig", "Trainer",
         "derive_seed",
     },
+    "verify_cli.sampling": {
+        "AnswerStep", "GradedSample", "RetryPolicy", "SampleStatus", "SampleStep", "StreamTiming",
+        "TRAJECTORY_LABELS", "check_supply", "derive_seed", "generate_and_grade", "grade_files",
+        "grade_with_retries", "sample_seed", "status_of",
+    },
     "verify_cli.difficulty": {
-        "DifficultyOptions", "derive_seed", "grade_sample", "run_difficulty",
+        # derive_seed (task hash, first sample) is gone: the one derivation is verify_cli.sampling's
+        "DifficultyOptions", "grade_sample", "run_difficulty", "sample_seed",
     },
     "verify_cli.importers": {
         "ImportReport", "ImportStopped", "PRESETS", "Preset", "RowError", "RowFailure", "TaskDraft",

@@ -33,8 +33,8 @@ def lazy_attribute(package: str, table: Mapping[str, str], name: str) -> Any:
 #: The subpackages whose ``__all__`` is public API (each a layer a library user may call).
 PUBLIC_PACKAGES: tuple[str, ...] = (
     "verify_cli.tasks", "verify_cli.sandbox", "verify_cli.grading", "verify_cli.checks",
-    "verify_cli.models", "verify_cli.executors", "verify_cli.rollout", "verify_cli.difficulty",
-    "verify_cli.importers", "verify_cli.exporters",
+    "verify_cli.models", "verify_cli.executors", "verify_cli.sampling", "verify_cli.rollout",
+    "verify_cli.difficulty", "verify_cli.importers", "verify_cli.exporters",
 )
 
 #: The subpackages that are no library API at all: the command line (its output is the API),

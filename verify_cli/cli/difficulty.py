@@ -111,7 +111,7 @@ def _summary(report: DifficultyReport, out: Path, dataset_counts: dict[str, int]
         "fixed_budget": report.fixed_budget, "generated": report.generated, "cached": report.cached,
         "seconds": round(report.seconds, 3), "generation_seconds": round(report.generation_seconds, 3),
         "infra_errors": sum(t.stats.status_counts.get("infra_error", 0) for t in report.tasks),
-        "dataset": dataset_counts, "out": str(out),
+        "dataset": dataset_counts, "out": str(out), "warnings": list(report.warnings),
         "tasks": [{"task_id": t.task_id, "bucket": t.bucket, "n": t.stats.n, "correct": t.stats.correct,
                    "pass_rate": t.stats.pass_rate, "cached": t.cached, "generated": t.generated,
                    "visible_pass_hidden_fail": t.stats.visible_pass_hidden_fail} for t in report.tasks],
@@ -219,7 +219,8 @@ def difficulty_command(
         with model_backend, _progress(json_out != "-") as on_progress:
             started = time.monotonic()
             report = run_difficulty(tasks, model_backend, grader, options, defective=defects,
-                                    cache=None if no_cache else sample_cache_in(root), on_progress=on_progress)
+                                    cache=None if no_cache else sample_cache_in(root), on_progress=on_progress,
+                                    on_warning=console.warning)
             report.seconds = time.monotonic() - started
     report_cluster(grader)
     write_tables(report, out)

@@ -128,7 +128,7 @@ def train_command(
             console.info(step_line(r))
 
         trainer = Trainer(config, gen, grader, selection.tasks, out, sandbox_backend=grader.backend, policy=policy,
-                          on_step=on_step)
+                          on_step=on_step, other_task_ids=selection.skipped, on_warning=console.warning)
         result = trainer.run(resume=resume)
     report_cluster(grader)
     if result.resumed_from is not None:

@@ -137,6 +137,11 @@ class ModelBackend(ABC):
         """How many samples the backend can give for ``task_id`` (None: as many as asked)."""
         return None
 
+    def task_ids(self) -> list[str] | None:
+        """The tasks a backend with a fixed supply has samples of (replayed rows), sorted;
+        None for a backend that samples any task."""
+        return None
+
     def generate_stream(self, prompts: Sequence[Prompt], params: SamplingParams, *,
                         chunk_size: int = 8) -> Iterator[tuple[int, Completion]]:
         """(prompt index, completion) pairs as they are ready. This default generates
