@@ -85,6 +85,12 @@ def _controls_the_harness(rel: str, editable: tuple[str, ...]) -> bool:
     return rel not in editable
 
 
+def is_repository_test_file(task: Task, rel: str) -> bool:
+    """True for a path the task's ``[repository] test_files`` globs name: the project's own
+    tests come from the task, whatever the editable globs say."""
+    return task.repository is not None and matches_any(task.repository.test_files, rel)
+
+
 def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes] | None = None) -> LaidOut:
     """Fill the empty folder ``root`` with the work folder of ``phase``."""
     for rel, src in task.starter_files().items():
@@ -100,7 +106,8 @@ def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes]
             while rel.startswith("./"):
                 rel = rel[2:]
             if (unsafe_relative_path(rel) or rel in test_paths or _in_test_folders(rel)
-                    or not matches_any(task.editable, rel) or _controls_the_harness(rel, task.editable)):
+                    or not matches_any(task.editable, rel) or _controls_the_harness(rel, task.editable)
+                    or is_repository_test_file(task, rel)):
                 ignored.append(rel)
                 continue
             try:
