@@ -30,6 +30,7 @@ from verify_cli.checks.flaky_power import (
     repeats_for_power,
 )
 from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
+from verify_cli.checks.test_lists import fail_to_pass_checks
 from verify_cli.grading.batch import BatchGrader
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
@@ -147,6 +148,8 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     else:
         checks.append(CheckResult("starter-fails", CheckStatus.PASS,
                                   f"starter fails {len(starter.failed_tests)} of {len(starter.tests)} tests"))
+
+    checks.extend(fail_to_pass_checks(task, graded, starter))  # repository tasks' FAIL_TO_PASS / PASS_TO_PASS
 
     reach = editable_reach(task)
     if reach:
