@@ -107,15 +107,15 @@ def test_loader_refuses_inconsistent_repository_tables(sample_tasks_dir: Path, c
             load_task(root)
         assert e.value.pointer == pointer, str(e.value)
     (root / "task.toml").write_text(toml.replace('pass_to_pass = "pass_to_pass.txt"', 'pass_to_pass = "nope.txt"'))
-    with pytest.raises(TaskFormatError, match="'nope.txt', which is not a file of the task folder"):
+    with pytest.raises(TaskFormatError, match=r"'nope\.txt', which is not a file of the task folder"):
         load_task(root)
     (root / "task.toml").write_text(toml.replace('fail_to_pass = "fail_to_pass.txt"\n', ""))
-    with pytest.raises(TaskFormatError, match="policy 'swebench' needs test.fail_to_pass"):
+    with pytest.raises(TaskFormatError, match=r"policy 'swebench' needs test\.fail_to_pass"):
         load_task(root)
     (root / "task.toml").write_text(toml)
     (root / "solution").mkdir()
     (root / "solution" / "x.py").write_text("")
-    with pytest.raises(TaskFormatError, match="solution/ or solution.patch, not both"):
+    with pytest.raises(TaskFormatError, match=r"solution/ or solution\.patch, not both"):
         load_task(root)
 
 
@@ -139,7 +139,8 @@ def test_junit_ids_are_what_pytest_reports(tmp_path: Path) -> None:
 
 def test_patch_files_and_apply() -> None:
     patch = (b"diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
-             b"diff --git a/new.py b/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+y = 3\n")
+             b"diff --git a/new.py b/new.py\nnew file mode 100644\n"
+             b"--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+y = 3\n")
     touched = patch_files(patch.decode())
     assert touched.reads == ("m.py",) and touched.writes == ("m.py", "new.py") and touched.deletes == ()
     assert apply_patch(patch, {"m.py": b"x = 1\n"}) == {"m.py": b"x = 2\n", "new.py": b"y = 3\n"}
@@ -217,3 +218,20 @@ def test_repository_test_layout(sample_tasks_dir: Path, copy_task: Any, tmp_path
     laid = lay_out(task, Phase.CANDIDATE, work, {"orders_etl/tests/test_h.py": b"planted"})
     assert laid.ignored == ("orders_etl/tests/test_h.py",)
     assert (work / "orders_etl" / "tests" / "test_h.py").read_text() == "def test_h():\n    pass\n"
+
+
+def test_laid_out_files_are_copies_never_links_to_the_pristine_task(
+        sample_tasks_dir: Path, copy_task: Any, tmp_path: Path) -> None:
+    root = copy_task(sample_tasks_dir / INVENTORY)
+    task = load_task(root)
+    work = tmp_path / "work"
+    work.mkdir()
+    lay_out(task, Phase.REFERENCE, work)
+    pristine = {**task.starter_files(), **task.solution_files(), **task.test_files()}
+    for rel, src in pristine.items():
+        laid = work / rel
+        assert laid.stat().st_nlink == 1 and laid.stat().st_ino != src.stat().st_ino, rel
+        assert not laid.is_symlink()
+    (work / "inventory" / "models.py").write_text("# rewritten by a candidate\n")
+    assert "rewritten" not in (root / "starter" / "inventory" / "models.py").read_text()
+    assert (work / "inventory" / "stock.py").read_bytes() == task.solution_files()["inventory/stock.py"].read_bytes()

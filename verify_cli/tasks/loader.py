@@ -323,11 +323,9 @@ def load_task(folder: Path) -> Task:
     if not (folder / TESTS_DIR).is_dir() and not (folder / HIDDEN_TESTS_DIR).is_dir():
         raise TaskFormatError(str(folder / TESTS_DIR), "missing folder tests/ (and no hidden_tests/)",
                               hint="put the tests the grader runs in tests/ or hidden_tests/")
-    if has_patch:
-        # Applies the gold patch to the starter (cached): TaskFormatError names a failing hunk.
-        solution = _build(folder, data).solution_files()
-    else:
-        solution = list_files(folder / SOLUTION_DIR)
+    # With a patch, applying it to the starter (cached) gives the files; TaskFormatError names
+    # a hunk that does not apply.
+    solution = _build(folder, data).solution_files() if has_patch else list_files(folder / SOLUTION_DIR)
     if not solution:
         raise TaskFormatError(str(folder / SOLUTION_DIR), "the reference solution folder is empty")
     for i, pattern in enumerate(data["editable"]):

@@ -73,7 +73,7 @@ def _digest(*parts: bytes) -> str:
 
 
 def _make_read_only(folder: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(folder):
+    for dirpath, _dirnames, filenames in os.walk(folder):
         for name in filenames:
             os.chmod(os.path.join(dirpath, name), 0o444)
         os.chmod(dirpath, 0o555)
