@@ -122,6 +122,9 @@ def _git(args: list[str], cwd: Path | None = None, stdin: bytes | None = None) -
     env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     env.pop("GIT_DIR", None)
     env.pop("GIT_WORK_TREE", None)
+    if cwd is not None:
+        # git apply inside some repository's folder would take paths from that repository's top.
+        env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
     return subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, env=env, check=False)
 
 
