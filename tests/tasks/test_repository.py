@@ -235,3 +235,12 @@ def test_laid_out_files_are_copies_never_links_to_the_pristine_task(
     (work / "inventory" / "models.py").write_text("# rewritten by a candidate\n")
     assert "rewritten" not in (root / "starter" / "inventory" / "models.py").read_text()
     assert (work / "inventory" / "stock.py").read_bytes() == task.solution_files()["inventory/stock.py"].read_bytes()
+
+
+def test_a_broken_archive_fails_at_load_not_at_grading(sample_tasks_dir: Path, copy_task: Any) -> None:
+    root = copy_task(sample_tasks_dir / ETL)  # solution/ folder: nothing else reads the starter at load
+    shutil.rmtree(root / "starter")
+    (root / "repo.tar.gz").write_bytes(b"not an archive")
+    (root / "task.toml").write_text((root / "task.toml").read_text() + '\n[repository]\narchive = "repo.tar.gz"\n')
+    with pytest.raises(TaskFormatError, match="cannot unpack the archive"):
+        load_task(root)

@@ -33,7 +33,7 @@ from verify_cli.tasks.model import (
     TestSpec,
 )
 from verify_cli.tasks.paths import escaping_symlinks, list_files, matches_any, unsafe_relative_path
-from verify_cli.tasks.repository import SOLUTION_PATCH, RepositorySpec, read_test_ids
+from verify_cli.tasks.repository import SOLUTION_PATCH, RepositorySpec, read_test_ids, unpacked_starter
 from verify_cli.tasks.schema import task_schema, task_validator
 
 
@@ -323,6 +323,9 @@ def load_task(folder: Path) -> Task:
     if not (folder / TESTS_DIR).is_dir() and not (folder / HIDDEN_TESTS_DIR).is_dir():
         raise TaskFormatError(str(folder / TESTS_DIR), "missing folder tests/ (and no hidden_tests/)",
                               hint="put the tests the grader runs in tests/ or hidden_tests/")
+    repository = _repository(data)
+    if repository is not None and repository.packed:
+        unpacked_starter(folder, repository)  # once per bundle or archive: a bad one fails here
     # With a patch, applying it to the starter (cached) gives the files; TaskFormatError names
     # a hunk that does not apply.
     solution = _build(folder, data).solution_files() if has_patch else list_files(folder / SOLUTION_DIR)
