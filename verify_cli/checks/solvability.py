@@ -30,7 +30,7 @@ from verify_cli.checks.flaky_power import (
     repeats_for_power,
 )
 from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
-from verify_cli.checks.test_lists import fail_to_pass_checks
+from verify_cli.checks.fail_to_pass import fail_to_pass_checks
 from verify_cli.grading.batch import BatchGrader
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
