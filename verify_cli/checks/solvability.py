@@ -21,6 +21,7 @@ from typing import Any
 
 from verify_cli.checks.cache import ResultCache, cache_key
 from verify_cli.checks.editable import editable_reach
+from verify_cli.checks.fail_to_pass import fail_to_pass_checks
 from verify_cli.checks.flaky_power import (
     DEFAULT_REPEATS,
     FLAKE_RATE,
@@ -30,7 +31,6 @@ from verify_cli.checks.flaky_power import (
     repeats_for_power,
 )
 from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
-from verify_cli.checks.fail_to_pass import fail_to_pass_checks
 from verify_cli.grading.batch import BatchGrader
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
