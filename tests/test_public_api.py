@@ -34,7 +34,7 @@ PINNED: dict[str, set[str]] = {
         "model_backend_names", "register_sandbox", "sandbox_names",
     },
     "verify_cli.tasks": {
-        "Environment", "Isolation", "Scoring", "ScoringPolicy", "Task", "TaskLimits",
+        "Environment", "Isolation", "RepositorySpec", "Scoring", "ScoringPolicy", "Task", "TaskLimits",
         "TaskLoadFailure", "TestSpec", "discover_task_dirs", "load_task", "load_task_set",
     },
     "verify_cli.sandbox": {
@@ -43,8 +43,9 @@ PINNED: dict[str, set[str]] = {
         "register_sandbox", "resolve_backend_name", "runtime_path", "sandbox_class", "sandbox_names", "sandbox_spec",
     },
     "verify_cli.grading": {
-        "GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase", "TestOutcome",
-        "WarmRunner", "judge", "lay_out", "parse_junit", "parse_pytest_command", "run_environment",
+        "CandidatePatchError", "GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase",
+        "TestOutcome", "WarmRunner", "candidate_from_patch", "judge", "junit_id_of_node_id", "lay_out",
+        "parse_junit", "parse_pytest_command", "run_environment",
         "solution_as_candidate", "task_limits",
     },
     "verify_cli.checks": {

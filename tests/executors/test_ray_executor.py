@@ -57,7 +57,7 @@ def test_check_tasks_gives_the_same_verdicts_on_ray_as_on_local(
     assert local_code == ray_code == 1  # the two defective tasks
     assert _verdicts(on_ray) == _verdicts(local)
     verdicts = Counter(v for v, _ in _verdicts(on_ray).values())
-    assert verdicts == {"sound": 9, "defective": 2}
+    assert verdicts == {"sound": 11, "defective": 2}
     assert on_ray["executor"] == "ray" and on_ray["sandbox"]["backend"] == local["sandbox"]["backend"]
     # Every run names its node, and the work landed on both nodes.
     nodes = Counter(run["node"] for t in on_ray["tasks"] for run in t["runs"])

@@ -30,13 +30,18 @@ class CheckResult:
     name: str
     status: CheckStatus
     message: str = ""
+    #: The test ids a failing check names (repository tasks' list checks), for tools to read.
+    tests: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status.value, "message": self.message}
+        d: dict[str, Any] = {"name": self.name, "status": self.status.value, "message": self.message}
+        if self.tests:
+            d["tests"] = list(self.tests)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CheckResult:
-        return cls(d["name"], CheckStatus(d["status"]), d.get("message", ""))
+        return cls(d["name"], CheckStatus(d["status"]), d.get("message", ""), tuple(d.get("tests", ())))
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any
 
 from verify_cli.checks.cache import ResultCache, cache_key
 from verify_cli.checks.editable import editable_reach
+from verify_cli.checks.fail_to_pass import fail_to_pass_checks
 from verify_cli.checks.flaky_power import (
     DEFAULT_REPEATS,
     FLAKE_RATE,
@@ -216,6 +217,8 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     else:
         checks.append(CheckResult("starter-fails", CheckStatus.PASS,
                                   f"starter fails {len(starter.failed_tests)} of {len(starter.tests)} tests"))
+
+    checks.extend(fail_to_pass_checks(task, graded, starter))  # repository tasks' FAIL_TO_PASS / PASS_TO_PASS
 
     reach = editable_reach(task)
     if reach:

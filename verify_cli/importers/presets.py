@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from verify_cli.importers.call_based import call_based_draft, io_cases, io_mapping, is_call_based
@@ -46,6 +47,8 @@ _TOP_LEVEL_DEF = re.compile(r"^(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\("
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 Converter = Callable[[Row, Mapping[str, str], str], TaskDraft]
+#: A converter that also reads local clones of the rows' repositories (``--repos DIR``).
+RepoConverter = Callable[[Row, Mapping[str, str], str, Path], TaskDraft]
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class Preset:
     columns: Mapping[str, str]  # logical field -> default column
     convert: Converter
     id_prefix: str = ""
+    #: Set for presets that read local repository clones: ``convert`` then only says so.
+    convert_with_repos: RepoConverter | None = None
 
 
 def lookup(row: Mapping[str, Any], column: str) -> Any:
@@ -500,3 +505,18 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("verify", "verify-cli's own JSONL / datasets exports",
            {"task": TASK_PAYLOAD, "id": "id"}, convert_verify),
 ]}
+
+
+def _needs_repos(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft:
+    raise RowError("this preset reads local clones of the rows' repositories: give --repos DIR")
+
+
+def _swebench_preset() -> Preset:
+    from verify_cli.importers.swebench import COLUMNS, convert_swebench
+
+    return Preset("swebench", "SWE-bench-format rows (instance_id, repo, base_commit, patch, test_patch, "
+                              "FAIL_TO_PASS, PASS_TO_PASS) with local clones under --repos DIR: repository tasks",
+                  COLUMNS, _needs_repos, "swebench", convert_with_repos=convert_swebench)
+
+
+PRESETS["swebench"] = _swebench_preset()
