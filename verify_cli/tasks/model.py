@@ -180,9 +180,16 @@ class Task:
     def test_files(self) -> dict[str, Path]:
         """Visible and hidden tests, keyed by their path in the work folder (``tests/...``, or
         their path inside those folders for ``test_layout = "repository"``)."""
+        return self._tests_in((TESTS_DIR, HIDDEN_TESTS_DIR))
+
+    def visible_test_files(self) -> dict[str, Path]:
+        """The visible tests alone (what a solver may see), keyed as :meth:`test_files` keys them."""
+        return self._tests_in((TESTS_DIR,))
+
+    def _tests_in(self, folders: tuple[str, ...]) -> dict[str, Path]:
         flat = self.repository is not None and self.repository.test_layout == "repository"
         out: dict[str, Path] = {}
-        for folder in (TESTS_DIR, HIDDEN_TESTS_DIR):
+        for folder in folders:
             for rel, p in list_files(self.root / folder).items():
                 out[rel if flat else f"{folder}/{rel}"] = p
         return out
