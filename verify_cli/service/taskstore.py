@@ -2,8 +2,8 @@
 
 Each request looks its task up here. The task's folder is stat-checked on every lookup (the
 path, size, mtime and inode of each file and folder under it): any difference re-loads the
-task. An id not known yet re-discovers the PATHs (at most once a second), so a task added to a
-served folder is found without a restart.
+task. An id not known yet re-discovers the PATHs (a walk for task.toml files; only new folders
+are loaded), so a task added to a served folder is found without a restart.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import os
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +20,6 @@ from verify_cli.tasks.loader import discover_task_dirs, load_task
 from verify_cli.tasks.model import Task
 
 Fingerprint = tuple[tuple[str, int, int, int], ...]
-
-#: How often an unknown id may trigger a re-discovery of the served PATHs.
-RESCAN_INTERVAL = 1.0
 
 
 class TaskLookupError(Exception):
@@ -77,7 +73,6 @@ class TaskStore:
         self._lock = threading.Lock()
         self._by_folder: dict[Path, _Entry] = {}
         self._by_id: dict[str, Path] = {}
-        self._last_scan = 0.0
         self.reloads = 0
         self._scan()
         if not self._by_folder:
@@ -93,8 +88,10 @@ class TaskStore:
         except TaskFormatError as e:
             return _Entry(folder, fp, None, e)
 
-    def _scan(self) -> None:
-        """Discover the PATHs' task folders again; keep the entries whose folder did not change."""
+    def _scan(self, *, check_known: bool = True) -> None:
+        """Discover the PATHs' task folders again; keep the entries whose folder did not change
+        (``check_known`` false: keep every known folder's entry as it is, to be checked when
+        it is looked up)."""
         folders: list[Path] = []
         for root in self.roots:
             try:
@@ -104,13 +101,13 @@ class TaskStore:
         entries: dict[Path, _Entry] = {}
         for folder in folders:
             old = self._by_folder.get(folder)
-            entries[folder] = old if old is not None and old.fingerprint == fingerprint(folder) else self._load(folder)
+            keep = old is not None and (not check_known or old.fingerprint == fingerprint(folder))
+            entries[folder] = old if keep and old is not None else self._load(folder)
         by_id: dict[str, Path] = {}
         for folder, entry in entries.items():
             if entry.task is not None and entry.task.id not in by_id:
                 by_id[entry.task.id] = folder
         self._by_folder, self._by_id = entries, by_id
-        self._last_scan = time.monotonic()
 
     def _fresh(self, folder: Path) -> _Entry:
         entry = self._by_folder.get(folder)
@@ -129,8 +126,8 @@ class TaskStore:
         """The served task ``task_id`` as its folder reads now."""
         with self._lock:
             folder = self._by_id.get(task_id)
-            if folder is None and time.monotonic() - self._last_scan >= RESCAN_INTERVAL:
-                self._scan()
+            if folder is None:
+                self._scan(check_known=False)
                 folder = self._by_id.get(task_id)
             if folder is None:
                 close = difflib.get_close_matches(task_id, list(self._by_id), n=1, cutoff=0.6)
