@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -85,7 +86,14 @@ def serve_command(
         token=_read_token(token_file), max_body_bytes=int(max_body_mb * 1024 * 1024), default_deadline=deadline,
         drain_seconds=drain_seconds, journal=None if no_journal else (journal or default_journal()),
         journal_fsync=fsync)
-    drained = serve(config, host=host, port=port, log_level=log_level.lower(),
+    outcome = serve(config, host=host, port=port, log_level=log_level.lower(),
                     on_listening=lambda url: console.info(f"verify-cli serve: listening on {url}"))
-    if drained:
+    if outcome.drained:
         console.info("verify-cli serve: drained and stopped")
+    if outcome.abandoned:
+        # Their candidates were answered infra_error; the worker threads would hold the exit
+        # until each run's own wall limit. The executor is closed already.
+        console.warning(f"verify-cli serve: {outcome.abandoned} run(s) abandoned at shutdown")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

@@ -297,7 +297,7 @@ class GradingService:
                 "status": GradeStatusOut.PARSE_ERROR.value, "score": 0.0, "passed": False, "tests": [],
                 "problems": [why], "ignored_files": [], "isolation": "", "seed": prep.candidate.seed,
                 "label": prep.candidate.label,
-                "timings": {"queue_seconds": 0.0, "grade_seconds": 0.0, "total_seconds": 0.0}}
+                "timings": {"queue_seconds": 0.0, "grade_seconds": 0.0, "total_seconds": 0.0}, "replayed": False}
 
     @staticmethod
     def _infra(prep: Prepared, why: str, queued: float, total: float) -> dict[str, Any]:
@@ -306,7 +306,7 @@ class GradingService:
                 "problems": [why], "ignored_files": [], "isolation": "", "seed": prep.candidate.seed,
                 "label": prep.candidate.label,
                 "timings": {"queue_seconds": round(queued, 4), "grade_seconds": 0.0,
-                            "total_seconds": round(total, 4)}}
+                            "total_seconds": round(total, 4)}, "replayed": False}
 
     @staticmethod
     def answer_of(prep: Prepared, result: GradeResult, queued: float, took: float, total: float,
@@ -321,7 +321,7 @@ class GradingService:
                 "ignored_files": list(result.ignored_files), "isolation": result.isolation,
                 "seed": result.seed, "label": result.label,
                 "timings": {"queue_seconds": round(queued, 4), "grade_seconds": round(took, 4),
-                            "total_seconds": round(total, 4)}, "run": run}
+                            "total_seconds": round(total, 4)}, "run": run, "replayed": False}
 
     def _grade_before(self, request: GradeRequest, deadline_at: float) -> GradeResult | None:
         """Grade ``request`` unless its deadline passed while it waited (None then); a deadline

@@ -12,6 +12,7 @@ import logging
 import socket
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 
 import uvicorn
@@ -78,9 +79,18 @@ class _DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+@dataclass(frozen=True)
+class ServeOutcome:
+    #: It ended by a drain (SIGTERM, Ctrl-C).
+    drained: bool
+    #: Runs still going on worker threads when it ended (answered infra_error already); the
+    #: caller should exit without waiting for them.
+    abandoned: int
+
+
 def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info",
-          on_listening: Callable[[str], None] | None = None) -> bool:
-    """Serve until SIGTERM/SIGINT; True when it ended by a drain. ``on_listening`` gets the URL."""
+          on_listening: Callable[[str], None] | None = None) -> ServeOutcome:
+    """Serve until SIGTERM/SIGINT. ``on_listening`` gets the URL once it listens."""
     check_exposure(host, config.token)
     setup_logging(log_level)
     sock = bind(host, port)
@@ -106,4 +116,4 @@ def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info
         # uvicorn re-raises the signal it drained on once it is done; the drain is the clean end
         if not server.drained:
             raise
-    return server.drained
+    return ServeOutcome(server.drained, service.running)
