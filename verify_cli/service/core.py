@@ -171,8 +171,9 @@ class GradingService:
         c = self._counters
         with c.lock:
             if c.admitted + n > self.capacity:
-                ahead = c.admitted + n - self.capacity
-                wait = max(1, math.ceil(ahead * c.mean_seconds / max(1, self.config.jobs)))
+                # Until the candidates waiting now have a worker: the queue is worth retrying then.
+                waiting = max(1, c.admitted - self.config.jobs)
+                wait = max(1, math.ceil(waiting * c.mean_seconds / max(1, self.config.jobs)))
                 self.metrics.rejected.labels("queue_full").inc()
                 raise ServiceError(429, "queue_full", f"the queue is full ({c.admitted} admitted, capacity "
                                    f"{self.capacity})", retry_after=min(wait, 60), hint="retry after Retry-After")

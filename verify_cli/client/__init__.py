@@ -109,7 +109,10 @@ class _Policy:
             raise ServiceUnavailableError(f"the service did not answer after {self.max_retries} retries ({why})")
         backoff = min(self.max_wait, 0.25 * 2 ** min(self.tries, 8)) * (0.5 + random.random() / 2)
         if response is not None and response.status_code in (429, 503):
-            return min(self.max_wait, _retry_after(response, backoff))
+            # Never before Retry-After; spread over half as long again, so that the clients
+            # turned away together do not all come back in the same instant.
+            after = _retry_after(response, backoff)
+            return min(self.max_wait, after * (1 + random.random() / 2))
         return backoff
 
 
