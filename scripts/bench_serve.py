@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -165,7 +164,8 @@ def main() -> int:
                 base_s, base_lat, base_scores = base_s + seconds, base_lat + lat, base_scores + scores
                 out = asyncio.run(service_clients(url, [f"r{r}-{i}" for i in range(per_round)], args.clients,
                                                   source))
-                svc_s, svc_lat, svc_scores = svc_s + out["seconds"], svc_lat + out["latencies"], svc_scores + out["scores"]
+                svc_s, svc_lat = svc_s + out["seconds"], svc_lat + out["latencies"]
+                svc_scores += out["scores"]
                 svc_once, svc_throttled = svc_once and out["each_once"], svc_throttled + out["throttled"]
             graded, replayed, _ = served_counts(url)
         finally:

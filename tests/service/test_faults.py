@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import SAMPLE_TASKS
 from tests.service.conftest import SLOW_SECONDS, Served, make_slow_task, reference_files, start_server
 from verify_cli.client import VerifyClient
 
@@ -113,7 +112,8 @@ def test_sigterm_drains_in_flight_work_then_answers_the_rest_infra_error(slow_se
         httpx.get(f"{s.url}/healthz")
 
 
-def _kill_mid_batch(slow_set: Path, journal: Path, n: int, seen_before_kill: int) -> tuple[Served, list[dict[str, Any]]]:
+def _kill_mid_batch(slow_set: Path, journal: Path, n: int,
+                    seen_before_kill: int) -> tuple[Served, list[dict[str, Any]]]:
     s = start_server([slow_set], "--jobs", "1", journal=journal)
     task = slow_set / "test-slow-merge"
     acknowledged: list[dict[str, Any]] = []

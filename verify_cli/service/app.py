@@ -51,9 +51,11 @@ def _validation_error(e: RequestValidationError) -> JSONResponse:
         loc = loc[1:]
     if first.get("type") == "json_invalid":
         field, code = "/body", "invalid_json"
-        message = f"the body is not valid JSON: {first.get('ctx', {}).get('error', first.get('msg'))}"
+        ctx = first.get("ctx")
+        detail = ctx.get("error") if isinstance(ctx, dict) else first.get("msg")
+        message = f"the body is not valid JSON: {detail}"
     else:
-        field, code = pointer(*loc), "invalid_field"
+        field, code = (pointer(*loc) if loc else "/body"), "invalid_field"
         message = str(first.get("msg", "invalid"))
         if first.get("type") == "missing":
             code = "missing_field"
