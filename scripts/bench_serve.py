@@ -102,6 +102,7 @@ async def service_clients(url: str, ids: list[str], clients: int, source: str) -
         queue.put_nowait(i)
     answered: dict[str, int] = {}
     latencies: list[float] = []
+    grade_seconds: list[float] = []
     scores: list[float | None] = []
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with AsyncVerifyClient(url, max_retries=1000, max_wait=5.0,
@@ -115,6 +116,7 @@ async def service_clients(url: str, ids: list[str], clients: int, source: str) -
                 t0 = time.perf_counter()
                 result = await client.grade("coding/interval-merge", files={"intervals.py": source}, id=ident)
                 latencies.append(time.perf_counter() - t0)
+                grade_seconds.append(result["timings"]["grade_seconds"])
                 answered[result["id"]] = answered.get(result["id"], 0) + 1
                 scores.append(result["score"])
 
@@ -123,6 +125,7 @@ async def service_clients(url: str, ids: list[str], clients: int, source: str) -
         seconds = time.perf_counter() - started
         throttled = client.throttled
     return {"seconds": seconds, "latencies": latencies, "throttled": throttled, "scores": scores,
+            "grade_seconds": grade_seconds,
             "each_once": sorted(answered) == sorted(ids) and set(answered.values()) == {1}}
 
 
@@ -152,6 +155,7 @@ def main() -> int:
     n = per_round * args.rounds
     base_s, base_lat, base_scores = 0.0, [], []
     svc_s, svc_lat, svc_scores, svc_once, svc_throttled = 0.0, [], [], True, 0
+    svc_grade: list[float] = []
     local = InProcess(args.jobs, args.sandbox, files)
     with tempfile.TemporaryDirectory() as tmp:
         proc, url = start_service(args.jobs, args.clients, args.sandbox, Path(tmp) / "journal.jsonl")
@@ -166,6 +170,7 @@ def main() -> int:
                                                   source))
                 svc_s, svc_lat = svc_s + out["seconds"], svc_lat + out["latencies"]
                 svc_scores += out["scores"]
+                svc_grade += out["grade_seconds"]
                 svc_once, svc_throttled = svc_once and out["each_once"], svc_throttled + out["throttled"]
             graded, replayed, _ = served_counts(url)
         finally:
@@ -187,6 +192,9 @@ def main() -> int:
     print(row("in-process", n, base_s, base_lat))
     print(row("service", n, svc_s, svc_lat))
     print(row("overloaded", args.overload_requests, over["seconds"], over["latencies"]))
+    print(f"grade time per run inside the service: p50 {percentile(svc_grade, 0.5):.3f} s, p99 "
+          f"{percentile(svc_grade, 0.99):.3f} s (in-process: p50 {percentile(base_lat, 0.5):.3f} s, "
+          f"p99 {percentile(base_lat, 0.99):.3f} s)")
     print(f"service throughput overhead: {1 - rps_svc / rps_base:.1%} (target <= 15%); "
           f"service/in-process = {rps_svc / rps_base:.3f}; 429s: {svc_throttled}")
     print(f"overloaded: {over['throttled']} 429s at the clients, {int(o_rejected)} at the service, every "
