@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -30,17 +31,26 @@ def starter_files(task_dir: Path) -> dict[str, str]:
             if matches_any(task.editable, rel)}
 
 
-def test_reference_scores_one_and_starter_its_in_process_grade(served: Served) -> None:
+@pytest.fixture(scope="module")
+def starter_scores() -> dict[str, float | None]:
+    """Each sample task's starter graded in this process by the Grader, as check-tasks grades it."""
     tasks = [load_task(d) for d in SAMPLE_DIRS]
     with Grader(create_sandbox("bwrap")) as grader:
-        starter_scores = {t.id: grader.grade(GradeRequest(task=t, phase=Phase.STARTER)).score for t in tasks}
-    batch = []
-    for d, t in zip(SAMPLE_DIRS, tasks, strict=True):
-        batch.append({"task_id": t.id, "files": reference_files(d), "label": "reference"})
-        batch.append({"task_id": t.id, "files": starter_files(d), "label": "starter"})
-    with VerifyClient(served.url, token=TOKEN) as client:
-        results = client.grade_batch(batch)
-    assert [r["index"] for r in results] == list(range(len(batch)))
+        return {t.id: grader.grade(GradeRequest(task=t, phase=Phase.STARTER)).score for t in tasks}
+
+
+def sample_batch() -> list[dict[str, object]]:
+    """The reference and the starter of every sample task, as candidates."""
+    batch: list[dict[str, object]] = []
+    for d in SAMPLE_DIRS:
+        task_id = load_task(d).id
+        batch.append({"task_id": task_id, "files": reference_files(d), "label": "reference"})
+        batch.append({"task_id": task_id, "files": starter_files(d), "label": "starter"})
+    return batch
+
+
+def check_sample_results(results: list[dict[str, Any]], starter_scores: dict[str, float | None]) -> None:
+    assert len(results) == 2 * len(SAMPLE_DIRS)
     for r in results:
         assert r["status"] == "graded", r
         if r["label"] == "reference":
@@ -49,6 +59,33 @@ def test_reference_scores_one_and_starter_its_in_process_grade(served: Served) -
         else:
             assert r["score"] == starter_scores[r["task_id"]] and not r["passed"], r
         assert r["timings"]["total_seconds"] >= r["timings"]["grade_seconds"] > 0
+
+
+def test_reference_scores_one_and_starter_its_in_process_grade(
+        served: Served, starter_scores: dict[str, float | None]) -> None:
+    batch = sample_batch()
+    with VerifyClient(served.url, token=TOKEN) as client:
+        results = client.grade_batch(batch)
+    assert [r["index"] for r in results] == list(range(len(batch)))
+    check_sample_results(results, starter_scores)
+
+
+def test_curl_grades_every_sample_reference_and_starter(served: Served,
+                                                        starter_scores: dict[str, float | None]) -> None:
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl is not installed")
+    base = [curl, "-sS", "-X", "POST", f"{served.url}/v1/grade", "-H", f"Authorization: Bearer {TOKEN}",
+            "-H", "Content-Type: application/json", "--data-binary", "@-"]
+    body = json.dumps({"candidates": sample_batch()})
+    out = subprocess.run(base, input=body, capture_output=True, text=True, check=True, timeout=300)
+    check_sample_results(json.loads(out.stdout)["results"], starter_scores)
+    out = subprocess.run([*base, "-N", "-H", "Accept: application/x-ndjson"], input=body, capture_output=True,
+                         text=True, check=True, timeout=300)
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    assert lines[-1] == {"end": True, "count": 2 * len(SAMPLE_DIRS)}
+    assert sorted(r["index"] for r in lines[:-1]) == list(range(2 * len(SAMPLE_DIRS)))
+    check_sample_results(lines[:-1], starter_scores)
 
 
 def test_async_client_grades_a_completion_and_a_task_path(served: Served) -> None:
@@ -67,29 +104,6 @@ def test_async_client_grades_a_completion_and_a_task_path(served: Served) -> Non
     assert (one["status"], one["score"]) == ("graded", 1.0)
     assert (by_path["status"], by_path["score"], by_path["task_id"]) == ("graded", 1.0, "coding/roman-numerals")
     assert (empty["status"], empty["score"], empty["tests"]) == ("parse_error", 0.0, [])
-
-
-def test_curl_grades_a_reference_and_streams_a_batch(served: Served) -> None:
-    curl = shutil.which("curl")
-    if curl is None:
-        pytest.skip("curl is not installed")
-    d = SAMPLE_TASKS / "data-conversion-csv-to-json"
-    task_id = load_task(d).id
-    body = json.dumps({"candidates": [{"task_id": task_id, "files": reference_files(d)}]})
-    out = subprocess.run([curl, "-sS", "-X", "POST", f"{served.url}/v1/grade", "-H", f"Authorization: Bearer {TOKEN}",
-                          "-H", "Content-Type: application/json", "--data-binary", "@-"],
-                         input=body, capture_output=True, text=True, check=True, timeout=120)
-    (result,) = json.loads(out.stdout)["results"]
-    assert (result["task_id"], result["status"], result["score"]) == (task_id, "graded", 1.0)
-    batch = json.dumps({"candidates": [{"task_id": task_id, "files": reference_files(d)},
-                                       {"task_id": task_id, "files": starter_files(d)}]})
-    out = subprocess.run([curl, "-sS", "-N", "-X", "POST", f"{served.url}/v1/grade", "-H",
-                          f"Authorization: Bearer {TOKEN}", "-H", "Content-Type: application/json",
-                          "-H", "Accept: application/x-ndjson", "--data-binary", "@-"],
-                         input=batch, capture_output=True, text=True, check=True, timeout=120)
-    lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-    assert lines[-1] == {"end": True, "count": 2}
-    assert sorted((r["index"], r["score"]) for r in lines[:-1]) == [(0, 1.0), (1, 0.0)]
 
 
 def test_openapi_lists_the_endpoints_and_models(served: Served) -> None:
