@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,43 @@ class CompletionGrader:
                 break
         return [r for r in results if r is not None]
 
+    def grade_files(self, task_id: str, files: Mapping[str, str]) -> dict[str, Any]:
+        """The result of the candidate ``files`` (path -> text) for ``task_id`` (infra errors
+        retried as for :meth:`grade`)."""
+        result: dict[str, Any] = {}
+        for _ in range(self.infra_retries + 1):
+            result = self._grade_files_once(task_id, files)
+            if result.get("status") != "infra_error":
+                break
+        return result
+
+    def _grade_files_once(self, task_id: str, files: Mapping[str, str]) -> dict[str, Any]:
+        if self._client is not None:
+            options: dict[str, Any] = {}
+            if self.deadline_seconds is not None:
+                options["deadline_seconds"] = self.deadline_seconds
+            out: dict[str, Any] = self._client.grade(task_id, files=dict(files), **options)
+            return out
+        from verify_cli.grading import GradeRequest, Phase
+
+        request = GradeRequest(task=self.task(task_id), phase=Phase.CANDIDATE,
+                               candidate={k: v.encode("utf-8") for k, v in files.items()})
+        result: dict[str, Any] = self._executor.grade(request).to_dict(with_run=False)
+        return result
+
+    def task(self, task_id: str) -> Any:
+        """The Task ``task_id`` (in-process graders only)."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise UsageError(f"no task has id {task_id!r} in the task folders given",
+                             hint=f"known ids: {', '.join(sorted(self._tasks)[:5])}...")
+        return task
+
+    @property
+    def task_ids(self) -> list[str]:
+        """The ids of the tasks graded in-process (empty through a service)."""
+        return sorted(self._tasks)
+
     def _grade_once(self, items: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
         if not items:
             return []
@@ -111,10 +148,7 @@ class CompletionGrader:
         out: list[dict[str, Any] | None] = [None] * len(items)
         requests = []
         for i, (task_id, completion) in enumerate(items):
-            task = self._tasks.get(task_id)
-            if task is None:
-                raise UsageError(f"no task has id {task_id!r} in the task folders given",
-                                 hint=f"known ids: {', '.join(sorted(self._tasks)[:5])}...")
+            task = self.task(task_id)
             extraction = extract_for_task(task, completion)
             if not extraction.ok:
                 out[i] = _parse_error(task_id, extraction.error or "parse error")
