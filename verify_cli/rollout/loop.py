@@ -32,6 +32,7 @@ from verify_cli.rollout.shards import (
     recover,
     write_run_config,
 )
+from verify_cli.sandbox.registry import environment_label
 from verify_cli.tasks.model import Task
 
 #: Options that must not change between a run and its --resume (they change what is sampled).
@@ -106,7 +107,8 @@ def episode_row(ep: Episode, *, run_id: str, step: int, group_index: int, adv: G
         "sampling": {"n": group_size, "temperature": sampling.temperature, "top_p": sampling.top_p,
                      "max_tokens": sampling.max_tokens, "seed": ep.group_seed},
         "sandbox_backend": sandbox_backend,
-        "sandbox_image": ep.task.environment.image if sandbox_backend == "docker" else ep.task.environment.runtime,
+        # the sandbox says what it runs in: the task's image (docker), else the runtime
+        "sandbox_image": environment_label(sandbox_backend, ep.task.environment.image, ep.task.environment.runtime),
         "prompt_token_ids": list(ep.prompt_ids), "response_token_ids": list(ep.response_ids),
         "response_mask": list(ep.response_mask),
         "response_logprobs": list(ep.logprobs) if ep.logprobs is not None else None,
