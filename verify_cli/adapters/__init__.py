@@ -1,18 +1,42 @@
 """Adapters: verify-cli's trusted grading as the reward of the RL frameworks people train with.
 
-Each is a small module whose framework is an optional extra, imported only by that module:
+Each is a small module whose framework is an optional extra, imported only when one of its
+names is first used (``from verify_cli.adapters import VerifyCliReward`` imports TRL's side then):
 
-- :mod:`verify_cli.adapters.trl`: a ``reward_funcs`` callable for TRL's ``GRPOTrainer``
-  (extra ``trl``); an infrastructure error is ``None``, which TRL masks.
-- :mod:`verify_cli.adapters.verl`: verl's ``compute_score`` and its batch form (plain functions:
-  verl imports them by file path); an infrastructure error raises :class:`RewardInfraError`.
-- :mod:`verify_cli.adapters.openenv`: task sets as an OpenEnv environment (extra ``openenv``);
-  an infrastructure error ends the episode with reward None and status ``infra_error``.
+- TRL (extra ``trl``): :class:`VerifyCliReward`, a ``reward_funcs`` callable for ``GRPOTrainer``;
+  an infrastructure error is ``None``, which TRL masks.
+- verl (no extra: verl imports the functions by file path, ``verify_cli/adapters/verl.py``):
+  :func:`compute_score` and :func:`compute_score_batch`; an infrastructure error raises
+  :class:`RewardInfraError`.
+- OpenEnv (extra ``openenv``): :func:`create_openenv_app`, :class:`VerifyCliEnvClient`,
+  :class:`TaskAction`, :class:`TaskObservation`, :class:`VerifyCliEnvironment`; an
+  infrastructure error ends the episode with reward None and status ``infra_error``.
 
-Both grade through :class:`~verify_cli.adapters.grading.CompletionGrader`: a verify-cli
-service (``url``, the ``verify-cli serve`` client) or in-process over task folders (``tasks``).
+They grade through :class:`CompletionGrader`: a verify-cli service (``url``, the
+``verify-cli serve`` client) or in-process over task folders (``tasks``).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+from verify_cli._exports import lazy_attribute
 from verify_cli.adapters.grading import CompletionGrader, RewardInfraError
 
-__all__ = ["CompletionGrader", "RewardInfraError"]
+_LAZY = {
+    "VerifyCliReward": "verify_cli.adapters.trl",
+    "compute_score": "verify_cli.adapters.verl",
+    "compute_score_batch": "verify_cli.adapters.verl",
+    "create_openenv_app": "verify_cli.adapters.openenv",
+    "VerifyCliEnvClient": "verify_cli.adapters.openenv",
+    "VerifyCliEnvironment": "verify_cli.adapters.openenv",
+    "TaskAction": "verify_cli.adapters.openenv",
+    "TaskObservation": "verify_cli.adapters.openenv",
+}
+
+__all__ = ["CompletionGrader", "RewardInfraError", "TaskAction", "TaskObservation", "VerifyCliEnvClient",
+           "VerifyCliEnvironment", "VerifyCliReward", "compute_score", "compute_score_batch", "create_openenv_app"]
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_attribute(__name__, _LAZY, name)

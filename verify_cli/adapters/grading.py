@@ -55,7 +55,6 @@ class CompletionGrader:
             self._client = VerifyClient(url, token=token)
         else:
             from verify_cli.executors import create_executor
-            from verify_cli.sandbox.registry import resolve_backend_name
             from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
 
             roots = [tasks] if isinstance(tasks, (str, Path)) else list(tasks or [])
@@ -64,7 +63,7 @@ class CompletionGrader:
                     if isinstance(item, TaskLoadFailure):
                         raise item.error
                     self._tasks.setdefault(item.id, item)
-            self._executor = create_executor("local", sandbox=resolve_backend_name(sandbox)[0], warm=warm)
+            self._executor = create_executor("local", sandbox=sandbox, warm=warm)
             self._executor.reserve(jobs)
 
     @classmethod

@@ -18,6 +18,7 @@ from verify_cli.cli.options import (
     RayAddressOpt,
     SandboxOpt,
     default_jobs,
+    sandbox_options,
 )
 from verify_cli.errors import UsageError
 
@@ -49,8 +50,8 @@ def serve_command(
     token_file: Annotated[Path | None, typer.Option(
         "--token-file", help=f"A file holding the bearer token clients must send (else ${TOKEN_ENV}).")] = None,
     sandbox: SandboxOpt = "auto",
-    pool_size: PoolOpt = 2,
-    docker_mode: DockerModeOpt = "node",
+    pool_size: PoolOpt = None,
+    docker_mode: DockerModeOpt = None,
     jobs: JobsOpt = None,
     queue_size: Annotated[int, typer.Option("--queue-size", min=0, help=(
         "Candidates that may wait beyond the --jobs running; past that, 429 with Retry-After."))] = 64,
@@ -82,7 +83,8 @@ def serve_command(
         raise UsageError(f"--log-level {log_level!r}: choose debug, info, warning or error")
     config = ServiceConfig(
         roots=tuple(paths), executor=executor, sandbox=sandbox, jobs=jobs or default_jobs(), queue_size=queue_size,
-        warm=not cold, pool_size=pool_size, ray_address=ray_address, docker_mode=docker_mode,
+        warm=not cold, sandbox_options=sandbox_options(pool_size=pool_size, docker_mode=docker_mode),
+        ray_address=ray_address,
         token=_read_token(token_file), max_body_bytes=int(max_body_mb * 1024 * 1024), default_deadline=deadline,
         drain_seconds=drain_seconds, journal=None if no_journal else (journal or default_journal()),
         journal_fsync=fsync)

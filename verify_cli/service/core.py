@@ -25,7 +25,7 @@ from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.models.prompts import extract_for_task, files_to_candidate
 from verify_cli.sandbox.base import Sandbox, WarmStats
-from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
+from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.service.journal import Journal, JournalConflict, candidate_digest
 from verify_cli.service.metrics import ServiceMetrics
 from verify_cli.service.models import Candidate, GradeBody, GradeStatusOut
@@ -76,9 +76,9 @@ class ServiceConfig:
     #: Candidates that may wait for a worker beyond the ``jobs`` running; more get 429.
     queue_size: int = 64
     warm: bool = True
-    pool_size: int = 2
+    #: The backend's options by config field (``pool_size``, ``mode`` for docker), checked by it.
+    sandbox_options: Mapping[str, Any] = field(default_factory=dict)
     ray_address: str = "auto"
-    docker_mode: str = "node"
     token: str | None = None
     max_body_bytes: int = 16 * 1024 * 1024
     #: Deadline of a request that names none, and the most one may ask for.
@@ -120,11 +120,12 @@ class GradingService:
         self.config = config
         self.store = TaskStore(config.roots)
         if executor is None:
-            sandbox = resolve_backend_name(config.sandbox)[0] if config.executor == "local" else config.sandbox
-            executor = create_executor(config.executor, sandbox=sandbox, pool_size=config.pool_size,
-                                       warm=config.warm, ray_address=config.ray_address,
-                                       docker_mode=config.docker_mode)
+            executor = create_executor(config.executor, sandbox=config.sandbox,
+                                       sandbox_options=dict(config.sandbox_options), warm=config.warm,
+                                       ray_address=config.ray_address)
         self.executor = executor
+        for warning in executor.warnings:
+            log.warning("executor", extra={"fields": {"warning": warning}})
         self.executor.reserve(config.jobs)
         self.capacity = config.jobs + config.queue_size
         self.pool = ThreadPoolExecutor(max_workers=config.jobs, thread_name_prefix="serve-grade")
@@ -423,8 +424,7 @@ class GradingService:
             return own
         with self._sandbox_lock:
             if self._run_sandbox is None:
-                name = resolve_backend_name(self.config.sandbox)[0]
-                self._run_sandbox = create_sandbox(name, pool_size=self.config.pool_size)
+                self._run_sandbox = create_sandbox(self.config.sandbox, **self.config.sandbox_options)
                 self._run_sandbox.start()
             return self._run_sandbox
 
