@@ -81,6 +81,16 @@ PINNED: dict[str, set[str]] = {
     "verify_cli.exporters": {
         "ExportFormat", "ExportReport", "export_tasks",
     },
+    "verify_cli.service": {
+        "GradingService", "ServiceConfig", "ServiceError", "create_app",
+    },
+    "verify_cli.client": {
+        "AsyncVerifyClient", "ServiceRequestError", "ServiceUnavailableError", "VerifyClient", "candidate",
+    },
+    "verify_cli.adapters": {
+        "CompletionGrader", "RewardInfraError", "TaskAction", "TaskObservation", "VerifyCliEnvClient",
+        "VerifyCliEnvironment", "VerifyCliReward", "compute_score", "compute_score_batch", "create_openenv_app",
+    },
 }
 
 
