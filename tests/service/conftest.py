@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import REPO_ROOT, SAMPLE_TASKS
+from verify_cli.tasks import load_task
 
 pytest.importorskip("fastapi", reason="the serve extra is not installed: pip install 'verify-cli[serve]'")
 
@@ -97,8 +98,8 @@ def make_slow_task(root: Path, task_id: str = "test/slow-merge", seconds: float 
 
 
 def reference_files(task_dir: Path) -> dict[str, str]:
-    return {p.relative_to(task_dir / "solution").as_posix(): p.read_text()
-            for p in sorted((task_dir / "solution").rglob("*")) if p.is_file()}
+    """The reference's files (solution/, or what a repository task's solution.patch writes)."""
+    return {rel: p.read_text() for rel, p in sorted(load_task(task_dir).solution_files().items())}
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.service.core import GradingService, ServiceError, pointer
 from verify_cli.service.gate import Gate
 from verify_cli.service.models import (
