@@ -34,6 +34,7 @@ from verify_namespaces import check, libc, mount
 WORKDIR = "/workspace"
 TMP = "/tmp"
 HOSTNAME = b"session"
+HOST_PROC = "/.verify-host-proc"
 SESSION_NAMESPACES = (ns.CLONE_NEWUSER | ns.CLONE_NEWNS | ns.CLONE_NEWIPC | ns.CLONE_NEWUTS
                       | ns.CLONE_NEWPID)
 _FLAGS = ns.MS_NOSUID | ns.MS_NODEV
@@ -51,10 +52,14 @@ def build(job: dict[str, Any], ids: tuple[int, int]) -> None:
     mount("tmpfs", TMP, "tmpfs", _FLAGS, f"size={int(job['tmp_bytes'])},mode=1777")
     ns.bind_back_read_only(handles, _FLAGS)
     mount("tmpfs", "/dev/shm", "tmpfs", _FLAGS, f"size={int(job['tmp_bytes'])},mode=1777")
+    # Read-only, as the host's /proc the parent holds is (a kernel refuses a fresh /proc that
+    # would be more permissive than the visible one); where it refuses anyway: none at all.
     try:
-        mount("proc", "/proc", "proc", _FLAGS | _MS_NOEXEC)
-    except ns.SetupError:  # a kernel that refuses a fresh /proc here: none at all
+        mount("proc", "/proc", "proc", _FLAGS | _MS_NOEXEC | ns.MS_RDONLY)
+    except ns.SetupError:
         mount("tmpfs", "/proc", "tmpfs", _FLAGS | ns.MS_RDONLY, "size=4k,mode=0555")
+    if os.path.isdir(HOST_PROC):  # the parent's view of the host's /proc: never the session's
+        mount("tmpfs", HOST_PROC, "tmpfs", _FLAGS | ns.MS_RDONLY, "size=4k,mode=0555")
     check(libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
     if not job.get("network"):
         ns.loopback_up()

@@ -119,6 +119,19 @@ class Server:
             if pid == want:
                 found = (status, usage)
 
+    def _reap_all(self, patience: float = 1.0) -> None:
+        """Reap the killed rest until none is left (or ``patience`` runs out)."""
+        import time
+
+        end = time.monotonic() + patience
+        while time.monotonic() < end:
+            try:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                time.sleep(0.001)
+
     def _kill_rest(self, keep_group: int = 0) -> None:
         """Kill whatever the session runs but this server."""
         if self.own_init:
@@ -188,7 +201,7 @@ class Server:
             _close(pidfd)
         status, usage = ended
         self._kill_rest(pid)
-        self._reap()
+        self._reap_all()
         _send(self.sock, {"op": "exit", "status": status,
                           "cpu": usage.ru_utime + usage.ru_stime})
 
@@ -334,6 +347,7 @@ class Server:
                 return 0
             if not data:
                 return 0
+            self._reap()
             try:
                 msg = json.loads(data)
                 name, nfds = self.OPS[str(msg.get("op"))]

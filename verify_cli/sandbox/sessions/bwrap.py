@@ -58,6 +58,8 @@ from verify_cli.sandbox.sessions.client import (
 if TYPE_CHECKING:
     pass
 
+#: Where the parent sees the host's /proc (read-only); no session sees it.
+HOST_PROC = "/.verify-host-proc"
 PARENT_SCRIPT = f"{SANDBOX_CANDIDATE_HARNESS}/verify_session_parent.py"
 START_TIMEOUT = 60.0
 OPEN_TIMEOUT = 30.0
@@ -104,6 +106,11 @@ class SessionParent:
                 sys.executable, "-S", "-E", PARENT_SCRIPT, "--control-fd", str(parent_ctl.fileno())])
             if self.network:
                 argv.insert(argv.index("--unshare-all") + 1, "--share-net")
+            # A fresh /proc in a session's namespaces needs a proc mount the kernel deems fully
+            # visible; bwrap's own has read-only covers. Each session covers this one again
+            # before it runs anything (verify_session_parent.build).
+            at = argv.index("--proc")
+            argv[at:at] = ["--ro-bind", "/proc", HOST_PROC]
             log = open(self.scratch / "parent.log", "wb")  # noqa: SIM115 - handed to the child
             env = {"PATH": runtime_path(), "LANG": "C.UTF-8"}
             try:
