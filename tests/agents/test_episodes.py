@@ -150,3 +150,28 @@ def test_many_episodes_in_flight_each_in_its_own_session(policy_server: PolicySe
     assert sorted(e.sample_index for e in episodes) == [0, 1, 2, 3]
     for e in episodes:
         assert e.turns[0].observations[0]["text"].splitlines()[-1].strip() == "1"
+
+
+def test_a_session_that_dies_under_the_agent_is_a_graded_failure_not_infra(sandbox: Sandbox,
+                                                                          grader: Grader) -> None:
+    """The agent cannot reach its exec server (pid 1 of the session's namespaces); should it die
+    anyway (here: killed from the host, as if by what ran in it), the episode is graded 0."""
+    import os
+    import signal
+
+    from verify_cli.agents.environment import TaskEnvironment
+    from verify_cli.agents.tools import tool_call
+
+    task = load_task(SAMPLE_TASKS / TASKS[0])
+    env = TaskEnvironment.open(task, sandbox, grader)
+    try:
+        for rel, p in task.solution_files().items():
+            assert not env.call(tool_call("write_file", {"path": rel, "content": p.read_text()})).error
+        os.kill(env.session._server_pid, signal.SIGKILL)  # type: ignore[attr-defined]
+        obs = env.call(tool_call("bash", {"command": "echo hi"}))
+        assert "session has died" in obs.text and env.dead is not None and env.broken is None
+        outcome = env.outcome()
+    finally:
+        env.close()
+    assert (outcome.status, outcome.score) == ("failed", 0.0)
+    assert "session died" in outcome.reason

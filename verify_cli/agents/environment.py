@@ -64,7 +64,7 @@ class VisibleTests:
     made once, removed by :meth:`close`."""
 
     def __init__(self, task: Task) -> None:
-        self._root = Path(tempfile.mkdtemp(prefix=f"verify-visible-{task.id[:40]}-"))
+        self._root = Path(tempfile.mkdtemp(prefix=f"verify-visible-{task.id[:40].replace('/', '-')}-"))
         for entry in task.root.iterdir():
             if entry.name in (HIDDEN_TESTS_DIR, SOLUTION_DIR):
                 continue

@@ -93,7 +93,7 @@ def parse_tool_calls(text: str, *, prefix: str = "call") -> tuple[tuple[ToolCall
         body = m.group(1)
         try:
             data = json.loads(body)
-        except ValueError as e:
+        except json.JSONDecodeError as e:
             bad.append(f"<tool_call> #{i + 1} is not JSON ({e.msg} at character {e.pos}): {body[:120]!r}")
             continue
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
@@ -285,7 +285,7 @@ class VLLMToolModel(TextProtocolModel):
         llm = getattr(self.backend, "llm", None)
         if llm is None or not hasattr(llm, "chat"):
             return super().act(messages, tools, params)
-        from vllm import SamplingParams as VSP  # type: ignore[import-not-found]
+        from vllm import SamplingParams as VSP
 
         started = time.monotonic()
         sp = VSP(n=1, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
