@@ -77,6 +77,9 @@ def agent_run_command(
     token_budget: Annotated[int, typer.Option("--token-budget", min=1, help="Tokens generated in all.")] = 32768,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per reply.")] = 1024,
     wall_seconds: Annotated[float, typer.Option("--wall-seconds", help="The episode's wall limit.")] = 900.0,
+    observation_chars: Annotated[int, typer.Option(
+        "--observation-chars", min=200, help="Each observation is cut to this many characters (head and tail).")]
+    = 4000,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     json_out: Annotated[str | None, typer.Option("--json", help="Write the episode as JSON (- for stdout).")]
@@ -88,7 +91,8 @@ def agent_run_command(
     if json_out == "-":
         console.use_stderr()
     task = load_task(task_path)
-    limits = EpisodeLimits(max_turns=max_turns, token_budget=token_budget, wall_seconds=wall_seconds)
+    limits = EpisodeLimits(max_turns=max_turns, token_budget=token_budget, wall_seconds=wall_seconds,
+                           observation_chars=observation_chars)
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
     with _open_sandbox(sandbox) as sb, Grader(sb, warm=True) as grader:
         model_backend = create_model_backend(backend, model=model, base_url=base_url, chat=chat, device=device)
