@@ -133,10 +133,14 @@ def test_cluster_status_shows_both_nodes(ray_cluster: LocalRayCluster, capsys: p
 
 
 def test_a_backend_no_node_has_is_a_clear_error(ray_cluster: LocalRayCluster) -> None:
+    from verify_cli.errors import UsageError
     from verify_cli.executors.ray_executor import RayExecutor
+    from verify_cli.sandbox.registry import SandboxSpec
 
+    with pytest.raises(UsageError, match="unknown sandbox backend 'no-such-backend'"):
+        RayExecutor(ray_cluster.address, sandbox="no-such-backend")  # known here: checked before any node
     with pytest.raises(ExecutorUnavailableError, match="no node of the Ray cluster could start a sandbox pool"):
-        RayExecutor(ray_cluster.address, sandbox="no-such-backend")
+        RayExecutor(ray_cluster.address, sandbox=SandboxSpec("no-such-backend"))  # say, a plugin only here
 
 
 def test_a_node_that_keeps_failing_is_drained_and_its_work_finishes_elsewhere(ray_cluster: LocalRayCluster) -> None:
@@ -200,4 +204,5 @@ def test_audit_finds_the_same_on_ray_as_on_local(ray_cluster: LocalRayCluster, t
                 for t in report["tasks"]]
 
     assert findings(on_ray) == findings(local)
-    assert on_ray["summary"] == local["summary"] == {"reliable": 0, "unreliable": 1, "error": 0}
+    assert on_ray["summary"] == local["summary"] == {"reliable": 0, "unreliable": 1, "error": 0,
+                                                     "not_gradeable_two_process": 0}
