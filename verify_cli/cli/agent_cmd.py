@@ -19,7 +19,7 @@ from verify_cli.cli.options import SandboxOpt
 from verify_cli.errors import ExitCode
 from verify_cli.grading.grader import Grader
 from verify_cli.models.base import SamplingParams
-from verify_cli.models.registry import create_model_backend
+from verify_cli.models.registry import create_model_backend, model_backend_config
 from verify_cli.report.files import write_json
 from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
 from verify_cli.tasks.loader import load_task
@@ -67,11 +67,12 @@ def agent_run_command(
     backend: Annotated[str, typer.Option("--backend", "-b", help="Model backend: openai, hf, vllm, replay.")],
     model: Annotated[str, typer.Option("--model", "-m", help="openai: served model name; hf/vllm: model "
                                                                "folder; replay: JSONL/Parquet file.")],
-    base_url: Annotated[str, typer.Option("--base-url", help="openai: the server's API root.")]
-    = "http://127.0.0.1:8000/v1",
-    chat: Annotated[bool, typer.Option("--chat/--no-chat", help="openai: chat API with tools, or the text "
-                                                                "protocol over completions.")] = True,
-    device: Annotated[str, typer.Option("--device", help="hf: cpu, cuda or auto.")] = "auto",
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="openai: the server's API root (default http://127.0.0.1:8000/v1).")] = None,
+    chat: Annotated[bool | None, typer.Option(
+        "--chat/--no-chat", show_default=False,
+        help="openai: the chat API with tools (the default), or the text protocol over completions.")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="hf: cpu, cuda or auto (the default).")] = None,
     sandbox: SandboxOpt = "auto",
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Model replies at most.")] = 20,
     token_budget: Annotated[int, typer.Option("--token-budget", min=1, help="Tokens generated in all.")] = 32768,
@@ -91,11 +92,14 @@ def agent_run_command(
     if json_out == "-":
         console.use_stderr()
     task = load_task(task_path)
+    # Each backend takes only its own options: those given are checked before anything starts.
+    given = {"model": model, "base_url": base_url, "chat": chat, "device": device}
+    model_config = model_backend_config(backend, {k: v for k, v in given.items() if v is not None})
     limits = EpisodeLimits(max_turns=max_turns, token_budget=token_budget, wall_seconds=wall_seconds,
                            observation_chars=observation_chars)
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
     with _open_sandbox(sandbox) as sb, Grader(sb, warm=True) as grader:
-        model_backend = create_model_backend(backend, model=model, base_url=base_url, chat=chat, device=device)
+        model_backend = create_model_backend(backend, model_config)
         am = agent_model(model_backend)
         try:
             episode = run_episode(task, am, sb, grader, limits=limits, params=params,
