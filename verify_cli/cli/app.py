@@ -12,6 +12,7 @@ import typer
 
 from verify_cli._version import __version__
 from verify_cli.cli import console, help_style
+from verify_cli.cli.agent_cmd import agent_app
 from verify_cli.cli.audit import audit_command
 from verify_cli.cli.check_tasks import check_tasks_command
 from verify_cli.cli.cluster_cmd import cluster_app
@@ -56,6 +57,7 @@ app.command("export")(export_command)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(cluster_app, name="cluster")
 app.command("serve")(serve_command)
+app.add_typer(agent_app, name="agent")
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -45,6 +45,8 @@ class HFBackend(ModelBackend):
     extra: ClassVar[str | None] = "train"
     requires: ClassVar[tuple[str, ...]] = ("torch", "transformers")
     config_type = HFConfig
+    #: How agent episodes talk to it (verify_cli.agents.protocol).
+    agent_protocol: ClassVar[str] = "chat-template"
 
     def __init__(self, model: str | Path, *, device: str = "auto", dtype: str = "auto") -> None:
         import torch

@@ -169,6 +169,12 @@ class OpenAIBackend(ModelBackend):
         return f"{self.base_url}#{self.model}"
 
     @property
+    def agent_protocol(self) -> str:
+        """How agent episodes talk to it (verify_cli.agents.protocol): the chat API with
+        ``tools``, or the text protocol over ``/v1/completions``."""
+        return "openai-tools" if self.chat else "text"
+
+    @property
     def endpoint(self) -> str:
         return f"{self.base_url}/chat/completions" if self.chat else f"{self.base_url}/completions"
 
@@ -182,15 +188,21 @@ class OpenAIBackend(ModelBackend):
             delay = max(delay, server_says)
         time.sleep(min(delay, self.max_backoff_seconds))
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def post_chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST one ``/chat/completions`` body as it is (agent turns with ``tools``), with the
+        backend's retries; the reply's JSON object."""
+        return self._post(body, endpoint=f"{self.base_url}/chat/completions")
+
+    def _post(self, body: dict[str, Any], *, endpoint: str | None = None) -> dict[str, Any]:
         import httpx
 
+        endpoint = endpoint or self.endpoint
         last = ""
         for attempt in range(self.max_retries + 1):
             self._count("requests")
             wait_hint = None
             try:
-                response = self._client.post(self.endpoint, json=body)
+                response = self._client.post(endpoint, json=body)
             except (httpx.TimeoutException, httpx.TransportError) as e:
                 last = f"{type(e).__name__}: {e}"
             else:
@@ -208,7 +220,7 @@ class OpenAIBackend(ModelBackend):
                     wait_hint = _retry_after(response.headers)
                 else:
                     self._count("failures")
-                    raise ServerError(f"{self.endpoint} refused the request: HTTP {response.status_code}: "
+                    raise ServerError(f"{endpoint} refused the request: HTTP {response.status_code}: "
                                       f"{response.text[:300]}",
                                       hint="check the model name and the sampling options the server takes")
             if attempt < self.max_retries:
@@ -216,7 +228,7 @@ class OpenAIBackend(ModelBackend):
                 self._sleep_before_retry(attempt, wait_hint)
         self._count("failures")
         tries = self.max_retries + 1
-        raise ServerError(f"{self.endpoint} failed {tries} time{'s' if tries != 1 else ''}; last: {last}",
+        raise ServerError(f"{endpoint} failed {tries} time{'s' if tries != 1 else ''}; last: {last}",
                           hint="is the server up and reachable? raise --max-retries for a busy server")
 
     def _one(self, prompt: Prompt, params: SamplingParams, index: int) -> list[Completion]:

@@ -96,6 +96,8 @@ class VLLMBackend(ModelBackend):
     extra: ClassVar[str | None] = "gpu"
     requires: ClassVar[tuple[str, ...]] = ("vllm",)
     config_type = VLLMConfig
+    #: How agent episodes talk to it (verify_cli.agents.protocol).
+    agent_protocol: ClassVar[str] = "vllm-chat"
 
     def __init__(self, model: str, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  dtype: str = "auto", max_model_len: int | None = None, chunk_size: int = 64) -> None:

@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
 
 from verify_cli.backend_config import BackendConfig
 
@@ -284,6 +287,22 @@ class Sandbox(ABC):
         has none here (:meth:`warm_unavailable` says why). ``workers_per_key``: how many warm
         runs of one kind may run at once. Default: None."""
         return None
+
+    def sessions_unavailable(self) -> str | None:
+        """Why this backend cannot open sessions here, or None when :meth:`open_session` can."""
+        return f"the {self.name or type(self).__name__} backend cannot open sessions"
+
+    def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
+                     env: Mapping[str, str] | None = None, image: str | None = None,
+                     labels: Mapping[str, str] | None = None) -> Session:
+        """Open a session (:mod:`verify_cli.sandbox.sessions`) over ``workspace`` (a host
+        folder, copied in; files by relative path; or nothing) under ``limits``; ``env`` is
+        added to every command's environment, ``image`` names the Docker image. The caller
+        closes it. Default: SessionsUnsupportedError, saying why."""
+        from verify_cli.sandbox.sessions.base import SessionsUnsupportedError
+
+        raise SessionsUnsupportedError(self.sessions_unavailable() or "sessions are not supported",
+                                       hint="use --sandbox bwrap, docker or process")
 
     def start(self) -> None:  # noqa: B027 - optional hook, deliberately a no-op
         """Prepare (warm pools, images). Default: nothing."""

@@ -17,8 +17,10 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from verify_cli.sandbox.base import Availability, CandidateProcess, RunSpec, WarmHost
 from verify_cli.sandbox.environment import (
@@ -39,6 +41,11 @@ from verify_cli.sandbox.environment import (
 from verify_cli.sandbox.local import LocalSandbox, Prepared
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import register_sandbox
+
+if TYPE_CHECKING:
+    from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
+
+_SESSIONS_LOCK = threading.Lock()
 
 SOURCE_MOUNT = "/.verify-src"
 SANDBOX_UID = 1000
@@ -277,6 +284,29 @@ class BwrapSandbox(LocalSandbox):
         if self.warm_unavailable() is not None:
             return None
         return WarmPool(self, workers_per_key=workers_per_key, max_workers=4 * workers_per_key)
+
+    def sessions_unavailable(self) -> str | None:
+        avail = _probe()
+        return None if avail.available else avail.reason
+
+    def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
+                     env: Mapping[str, str] | None = None, image: str | None = None,
+                     labels: Mapping[str, str] | None = None) -> Session:
+        """A session in fresh namespaces forked by this sandbox's session parent
+        (:mod:`verify_cli.sandbox.sessions.bwrap`); ``image`` and ``labels`` are ignored."""
+        from verify_cli.sandbox.sessions.base import SessionLimits as _Limits
+        from verify_cli.sandbox.sessions.bwrap import BwrapSessions
+
+        with _SESSIONS_LOCK:
+            hosts = self.__dict__.get("_sessions")
+            if hosts is None:
+                hosts = self.__dict__["_sessions"] = BwrapSessions()
+        return hosts.open(workspace, limits or _Limits(), env)
+
+    def close(self) -> None:
+        hosts = self.__dict__.pop("_sessions", None)
+        if hosts is not None:
+            hosts.close()
 
     def long_lived(self, command: Sequence[str], *, scratch: Path, env: Mapping[str, str],
                    ro_binds: Sequence[tuple[Path, str]] = (), dirs: Sequence[str] = ()) -> Prepared:

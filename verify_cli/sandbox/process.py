@@ -10,7 +10,9 @@ import functools
 import os
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from verify_cli.sandbox.base import RunSpec
 from verify_cli.sandbox.environment import (
@@ -24,6 +26,9 @@ from verify_cli.sandbox.environment import (
 )
 from verify_cli.sandbox.local import LocalSandbox, Prepared
 from verify_cli.sandbox.registry import register_sandbox
+
+if TYPE_CHECKING:
+    from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
 
 
 @functools.cache
@@ -44,6 +49,19 @@ class ProcessSandbox(LocalSandbox):
         "(/proc/<pid>/environ, signals)",
         "no network isolation",
     )
+
+    def sessions_unavailable(self) -> str | None:
+        return None
+
+    def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
+                     env: Mapping[str, str] | None = None, image: str | None = None,
+                     labels: Mapping[str, str] | None = None) -> Session:
+        """A session whose exec server is a plain subprocess: NOT isolated
+        (:mod:`verify_cli.sandbox.sessions.process`); ``image`` and ``labels`` are ignored."""
+        from verify_cli.sandbox.sessions.base import SessionLimits as _Limits
+        from verify_cli.sandbox.sessions.process import open_process_session
+
+        return open_process_session(workspace, limits or _Limits(), env)
 
     def prepare(self, spec: RunSpec, scratch: Path) -> Prepared:
         results = scratch / "results"

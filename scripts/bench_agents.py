@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Agent episodes in flight: how well tool execution hides behind other episodes' generation.
+
+    python scripts/bench_agents.py [--task sample_tasks/coding-interval-merge] [--episodes 16]
+                                   [--in-flight 8] [--model-slots 4] [--model-ms 500] [--json]
+
+A loopback OpenAI-compatible server plays a model that takes ``--model-ms`` per reply and serves
+``--model-slots`` replies at once (a batch server at capacity); each episode looks around, reads
+a file, writes the reference, runs the visible tests and submits (5 turns), in a real bwrap
+session graded by the trusted grader. In the same run:
+
+- **generation alone**: the same number of replies, the same server, no tools (the floor);
+- **episodes**: ``--episodes`` episodes, ``--in-flight`` at once.
+
+The ratio episodes / generation alone is the target (<= 1.2x): near 1.0 means tool execution and
+grading overlapped with generation almost entirely.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from verify_cli.agents import EpisodeJob, EpisodeLimits, agent_model, run_episodes  # noqa: E402
+from verify_cli.grading import Grader  # noqa: E402
+from verify_cli.models import create_model_backend  # noqa: E402
+from verify_cli.sandbox import create_sandbox  # noqa: E402
+from verify_cli.tasks import Task, load_task  # noqa: E402
+
+
+def _plan(task: Task) -> list[list[dict[str, Any]]]:
+    files = task.solution_files()
+    first = sorted(task.starter_files()) or sorted(files)
+    return [[{"name": "bash", "arguments": {"command": "ls -R"}}],
+            [{"name": "read_file", "arguments": {"path": first[0]}}],
+            [{"name": "write_file", "arguments": {"path": rel, "content": p.read_text()}}
+             for rel, p in sorted(files.items())],
+            [{"name": "run_tests", "arguments": {}}], [{"name": "submit", "arguments": {}}]]
+
+
+class SlowModel:
+    """A loopback chat server: each reply takes ``seconds``, at most ``slots`` at once."""
+
+    def __init__(self, plan: list[list[dict[str, Any]]], seconds: float, slots: int) -> None:
+        gate = threading.Semaphore(slots)
+        self.replies = 0
+        lock = threading.Lock()
+        bench = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                turn = sum(1 for m in body.get("messages", []) if m["role"] == "assistant")
+                calls = plan[min(turn, len(plan) - 1)]
+                with gate:
+                    time.sleep(seconds)
+                with lock:
+                    bench.replies += 1
+                message = {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": f"c{turn}_{i}", "type": "function",
+                     "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+                    for i, c in enumerate(calls)]}
+                data = json.dumps({"choices": [{"index": 0, "message": message}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", type=Path, default=REPO / "sample_tasks" / "coding-interval-merge")
+    ap.add_argument("--episodes", type=int, default=16)
+    ap.add_argument("--in-flight", type=int, default=8)
+    ap.add_argument("--model-slots", type=int, default=4)
+    ap.add_argument("--model-ms", type=float, default=500.0)
+    ap.add_argument("--sandbox", default="bwrap")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    task = load_task(args.task)
+    plan = _plan(task)
+    server = SlowModel(plan, args.model_ms / 1000, args.model_slots)
+    backend = create_model_backend("openai", model="bench", base_url=server.url, concurrency=args.in_flight * 2)
+    model = agent_model(backend)
+    replies = args.episodes * len(plan)
+    try:
+        with create_sandbox(args.sandbox) as sandbox, Grader(sandbox, warm=True) as grader:
+            grader.reserve(2)
+            # warm-up: one episode (warm workers, the sessions' parent)
+            list(run_episodes([EpisodeJob(task, -1)], lambda j: model, sandbox, grader, concurrency=1))
+
+            started = time.monotonic()
+            with ThreadPoolExecutor(max_workers=args.in_flight) as pool:
+                messages = [{"role": "user", "content": "hi"}]
+                list(pool.map(lambda _: backend.post_chat({"model": "bench", "messages": messages}),
+                              range(replies)))
+            generation_alone = time.monotonic() - started
+
+            started = time.monotonic()
+            episodes = list(run_episodes([EpisodeJob(task, i) for i in range(args.episodes)], lambda j: model,
+                                         sandbox, grader, concurrency=args.in_flight,
+                                         limits=EpisodeLimits(max_turns=len(plan) + 1)))
+            batch = time.monotonic() - started
+    finally:
+        backend.close()
+        server.close()
+    passed = sum(e.status == "passed" for e in episodes)
+    tool_seconds = sum(e.execution_seconds for e in episodes)
+    result = {
+        "episodes": len(episodes), "passed": passed, "replies": replies, "in_flight": args.in_flight,
+        "model_slots": args.model_slots, "model_ms": args.model_ms,
+        "generation_alone_s": round(generation_alone, 3), "episodes_s": round(batch, 3),
+        "ratio": round(batch / generation_alone, 3), "tool_seconds_total": round(tool_seconds, 3),
+        "tool_share_hidden": round(1 - max(0.0, batch - generation_alone) / tool_seconds, 3) if tool_seconds else 1.0,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{len(episodes)} episodes ({passed} passed), {replies} model replies, {args.in_flight} in flight, "
+              f"a {args.model_ms:.0f} ms model serving {args.model_slots} at once")
+        print(f"generation alone: {generation_alone:.2f} s")
+        print(f"episodes:         {batch:.2f} s  ->  {result['ratio']:.2f}x generation alone (target <= 1.2x)")
+        print(f"tool and grading time, summed over episodes: {tool_seconds:.2f} s "
+              f"({100 * float(result['tool_share_hidden']):.0f}% of it hidden behind generation)")
+    return 0 if passed == len(episodes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""The agent loop: a model acts in a task's session, turn by turn, until it submits or a limit ends
+the episode; then the editable files are graded by the trusted grader.
+
+An episode ends at ``submit``, at the turn limit, at the token budget or at its wall limit (and
+when the agent kills its own session: a graded failure). A malformed tool call, or a reply with
+no call at all, is an observation telling the model what was wrong; it costs a turn, never an
+exception. Many episodes run at once (:func:`run_episodes`): while one waits for the model,
+others execute tools, so generation and tool execution overlap.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from verify_cli.agents.environment import EpisodeOutcome, TaskEnvironment
+from verify_cli.agents.protocol import AgentModel, Message, ModelTurn
+from verify_cli.agents.tools import TOOLS, ToolSpec
+from verify_cli.grading.grader import Grader
+from verify_cli.models.base import ModelBackendError, SamplingParams
+from verify_cli.models.prompts import user_message
+from verify_cli.sandbox.base import Sandbox
+from verify_cli.sandbox.sessions.base import SessionError
+from verify_cli.tasks.model import Task
+
+AGENT_SYSTEM = (
+    "You are a software engineer working in a sandboxed copy of a project. Use the tools to look "
+    "around, edit the files, and run the visible tests. When your files are ready, call submit: only "
+    "the files the task lets you edit are graded, by the task's full tests.")
+
+NO_CALL_HINT = ("Your reply made no tool call. Call one of the tools ({tools}), or submit when your "
+                "files are ready.")
+
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    """When an episode ends: ``max_turns`` model replies, ``token_budget`` tokens generated in all,
+    ``wall_seconds`` of its whole life; each observation is cut to ``observation_chars``."""
+
+    max_turns: int = 20
+    token_budget: int = 32768
+    wall_seconds: float = 900.0
+    observation_chars: int = 4000
+    command_seconds: float | None = None
+
+
+@dataclass
+class AgentTurn:
+    """One model reply and what its tool calls returned."""
+
+    index: int
+    text: str
+    tool_calls: list[dict[str, Any]]
+    observations: list[dict[str, Any]]
+    generation_seconds: float
+    execution_seconds: float
+    finish_reason: str = "stop"
+    token_ids: tuple[int, ...] = ()
+    prompt_token_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "text": self.text, "tool_calls": self.tool_calls,
+                "observations": self.observations, "finish_reason": self.finish_reason,
+                "generation_seconds": round(self.generation_seconds, 4),
+                "execution_seconds": round(self.execution_seconds, 4), "tokens": len(self.token_ids)}
+
+
+@dataclass
+class AgentEpisode:
+    """One episode: every turn, how it ended, and the trusted outcome."""
+
+    task_id: str
+    sample_index: int = 0
+    turns: list[AgentTurn] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    end_reason: str = ""  # submit, max_turns, token_budget, wall, session_dead, infra_error
+    outcome: EpisodeOutcome | None = None
+    tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        return self.outcome.status if self.outcome is not None else "infra_error"
+
+    @property
+    def score(self) -> float | None:
+        return self.outcome.score if self.outcome is not None else None
+
+    @property
+    def generation_seconds(self) -> float:
+        return sum(t.generation_seconds for t in self.turns)
+
+    @property
+    def execution_seconds(self) -> float:
+        return sum(t.execution_seconds for t in self.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "sample_index": self.sample_index, "status": self.status,
+                "score": self.score, "end_reason": self.end_reason, "turns": [t.to_dict() for t in self.turns],
+                "tokens": self.tokens, "seconds": round(self.seconds, 4),
+                "generation_seconds": round(self.generation_seconds, 4),
+                "execution_seconds": round(self.execution_seconds, 4),
+                "outcome": self.outcome.to_dict() if self.outcome is not None else None}
+
+
+def first_messages(task: Task, *, system: str = AGENT_SYSTEM) -> list[Message]:
+    """The conversation an episode starts from: the system message and the task (its prompt,
+    starter and visible tests, as a one-shot prompt shows them)."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": user_message(task)}]
+
+
+def _tokens(turn: ModelTurn) -> int:
+    return len(turn.token_ids) if turn.token_ids else max(1, math.ceil(len(turn.text) / 4))
+
+
+def run_episode(task: Task, model: AgentModel, sandbox: Sandbox, grader: Grader, *,
+                limits: EpisodeLimits = EpisodeLimits(), params: SamplingParams | None = None,
+                tools: Sequence[ToolSpec] = TOOLS, sample_index: int = 0,
+                on_turn: Callable[[AgentEpisode, AgentTurn], None] | None = None) -> AgentEpisode:
+    """One episode of ``model`` on ``task``. Never raises for the model's or the agent's faults:
+    a model that cannot be reached, or a sandbox that cannot be built, ends it as ``infra_error``."""
+    started = time.monotonic()
+    params = params or SamplingParams(max_tokens=1024)
+    episode = AgentEpisode(task_id=task.id, sample_index=sample_index, messages=first_messages(task))
+    try:
+        env = TaskEnvironment.open(task, sandbox, grader, observation_chars=limits.observation_chars,
+                                   command_seconds=limits.command_seconds)
+    except SessionError as e:
+        episode.end_reason = "infra_error"
+        episode.outcome = EpisodeOutcome("infra_error", None, f"no session could be opened: {e}")
+        episode.seconds = time.monotonic() - started
+        return episode
+    try:
+        episode.end_reason = _loop(episode, env, model, tools, params, limits, started, on_turn)
+        if episode.end_reason == "infra_error" and episode.outcome is not None:
+            return episode
+        episode.outcome = env.outcome()
+        if env.dead is not None:
+            episode.end_reason = "session_dead"
+    finally:
+        env.close()
+        episode.seconds = time.monotonic() - started
+    return episode
+
+
+def _loop(episode: AgentEpisode, env: TaskEnvironment, model: AgentModel, tools: Sequence[ToolSpec],
+          params: SamplingParams, limits: EpisodeLimits, started: float,
+          on_turn: Callable[[AgentEpisode, AgentTurn], None] | None) -> str:
+    messages = episode.messages
+    for index in range(limits.max_turns):
+        if time.monotonic() - started >= limits.wall_seconds:
+            return "wall"
+        left = limits.token_budget - episode.tokens
+        if left <= 0:
+            return "token_budget"
+        turn_params = SamplingParams(n=1, temperature=params.temperature, top_p=params.top_p,
+                                     max_tokens=max(1, min(params.max_tokens, left)),
+                                     seed=None if params.seed is None else params.seed + index,
+                                     logprobs=params.logprobs, stop=params.stop)
+        try:
+            reply = model.act(messages, tools, turn_params)
+        except ModelBackendError as e:
+            episode.outcome = EpisodeOutcome("infra_error", None, f"the model could not be asked: {e}")
+            return "infra_error"
+        episode.tokens += _tokens(reply)
+        assistant: Message = {"role": "assistant", "content": reply.text}
+        if reply.tool_calls:
+            assistant["tool_calls"] = [c.to_openai() for c in reply.tool_calls]
+        messages.append(assistant)
+        exec_started = time.monotonic()
+        observations: list[dict[str, Any]] = []
+        for call in reply.tool_calls:
+            obs = env.call(call)
+            observations.append({"tool_call_id": call.id, "name": call.name, "text": obs.text,
+                                 "error": obs.error, "truncated_chars": obs.truncated_chars,
+                                 "seconds": round(obs.seconds, 4)})
+            messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": obs.text})
+            if env.ended:
+                break
+        if not reply.tool_calls:
+            hint = "\n".join(reply.malformed) if reply.malformed else NO_CALL_HINT.format(
+                tools=", ".join(t.name for t in tools))
+            observations.append({"tool_call_id": "", "name": "", "text": hint, "error": True,
+                                 "truncated_chars": 0, "seconds": 0.0})
+            messages.append({"role": "user", "content": hint})
+        turn = AgentTurn(index=index, text=reply.text, tool_calls=[c.to_dict() for c in reply.tool_calls],
+                         observations=observations, generation_seconds=reply.seconds,
+                         execution_seconds=time.monotonic() - exec_started, finish_reason=reply.finish_reason,
+                         token_ids=reply.token_ids, prompt_token_ids=reply.prompt_token_ids,
+                         logprobs=reply.logprobs)
+        episode.turns.append(turn)
+        if on_turn is not None:
+            on_turn(episode, turn)
+        if env.broken is not None:
+            return "infra_error"
+        if env.dead is not None:
+            return "session_dead"
+        if env.submitted:
+            return "submit"
+    return "max_turns"
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """One episode to run: a task and its sample index."""
+
+    task: Task
+    sample_index: int = 0
+
+
+def run_episodes(jobs: Iterable[EpisodeJob], model_for: Callable[[EpisodeJob], AgentModel], sandbox: Sandbox,
+                 grader: Grader, *, concurrency: int = 4, limits: EpisodeLimits = EpisodeLimits(),
+                 params: SamplingParams | None = None,
+                 on_turn: Callable[[AgentEpisode, AgentTurn], None] | None = None) -> Iterator[AgentEpisode]:
+    """Run episodes ``concurrency`` at a time (``-j``: sessions open at once), yielding each as it
+    ends (unordered). ``model_for`` gives each episode its model (one shared, thread-safe model,
+    or one per episode). While one episode waits for the model, the others execute tools."""
+    it = iter(jobs)
+    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="episode") as pool:
+        pending: set[Future[AgentEpisode]] = set()
+        exhausted = False
+        while True:
+            while not exhausted and len(pending) < max(1, concurrency):
+                try:
+                    job = next(it)
+                except StopIteration:
+                    exhausted = True
+                    break
+                pending.add(pool.submit(run_episode, job.task, model_for(job), sandbox, grader, limits=limits,
+                                        params=params, sample_index=job.sample_index, on_turn=on_turn))
+            if not pending:
+                return
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield fut.result()
+
+
+__all__ = ["AGENT_SYSTEM", "AgentEpisode", "AgentTurn", "EpisodeJob", "EpisodeLimits", "first_messages",
+           "run_episode", "run_episodes"]
