@@ -61,6 +61,10 @@ PINNED: dict[str, set[str]] = {
         "ClusterError", "EXECUTOR_NAMES", "Executor", "ExecutorStats", "ExecutorUnavailableError", "LocalExecutor",
         "RayExecutor", "ResultCallback", "create_executor", "import_ray",
     },
+    "verify_cli.agents": {
+        "AgentEpisode", "AgentModel", "AgentTurn", "EpisodeJob", "EpisodeLimits", "EpisodeOutcome", "ModelTurn",
+        "TOOLS", "TaskEnvironment", "ToolCall", "ToolSpec", "agent_model", "run_episode", "run_episodes",
+    },
     "verify_cli.rollout": {
         "GRPOConfig", "PolicyUpdater", "SamplingOptions", "StepReport", "TrainConfig", "Trainer",
         "derive_seed",
