@@ -14,8 +14,8 @@ import pytest
 
 from tests.grading.test_warm_candidate import LEAKS
 from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase
-from verify_cli.grading.pytest_command import parse_pytest_command
 from verify_cli.grading.warm import WarmStats
+from verify_cli.kinds.pytest_command import parse_pytest_command
 from verify_cli.sandbox.base import Sandbox, Verdict
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import create_sandbox
@@ -96,7 +96,7 @@ def _evidence(r: GradeResult) -> tuple[Any, ...]:
 def _is_warm_eligible(root: Path) -> bool:
     task = load_task(root)
     inv = parse_pytest_command(task.test.command, ENV)
-    return task.test.framework == "pytest" and inv is not None
+    return task.kind == "pytest" and inv is not None
 
 
 def grade_both(cold: Grader, warm: Grader, req: GradeRequest, *, expect_warm: bool = True,

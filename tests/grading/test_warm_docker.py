@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase
-from verify_cli.grading.pytest_command import parse_pytest_words
 from verify_cli.grading.warm import WarmStats
+from verify_cli.kinds.pytest_command import parse_pytest_words
 from verify_cli.sandbox.base import Sandbox, Verdict
 from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.tasks import load_task
@@ -116,7 +116,7 @@ def _task_dirs() -> list[Any]:
 
 def _is_warm_eligible(root: Path) -> bool:
     task = load_task(root)
-    return (task.test.framework == "pytest" and task.language == "python"
+    return (task.kind == "pytest" and task.language == "python"
             and parse_pytest_words(task.test.command, ENV) is not None)
 
 

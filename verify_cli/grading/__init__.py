@@ -10,9 +10,9 @@ from verify_cli.grading.grader import (
     task_limits,
 )
 from verify_cli.grading.junit import Outcome, TestOutcome, parse_junit
-from verify_cli.grading.pytest_command import parse_pytest_command
 from verify_cli.grading.warm import WarmRunner
 from verify_cli.grading.workspace import Phase, lay_out, solution_as_candidate
+from verify_cli.kinds.pytest_command import parse_pytest_command
 
 __all__ = ["GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase", "TestOutcome",
            "WarmRunner",

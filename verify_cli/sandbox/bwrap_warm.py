@@ -46,12 +46,12 @@ from typing import Any
 from verify_cli.errors import ExitCode, VerifyError
 from verify_cli.harness.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, WARMUP_TEST
 from verify_cli.sandbox.base import (
-    PytestInvocation,
     RunResult,
     RunSpec,
     Verdict,
     WarmHost,
     WarmHow,
+    WarmInvocation,
     WarmOutcome,
     WarmStats,
 )
@@ -302,7 +302,7 @@ class _Worker:
             self.cgroup.remove()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def run(self, spec: RunSpec, inv: PytestInvocation, env: Mapping[str, str],
+    def run(self, spec: RunSpec, inv: WarmInvocation, env: Mapping[str, str],
             report_imports: bool) -> tuple[RunResult, list[str]]:
         """Run one job; raises WorkerError when the worker, not the code, failed."""
         if not self.alive or self.ctl is None:
@@ -327,7 +327,7 @@ class _Worker:
         if strays:
             raise WorkerError(f"cannot kill the run's processes {sorted(strays)[:5]}")
 
-    def _run(self, spec: RunSpec, inv: PytestInvocation, env: Mapping[str, str],
+    def _run(self, spec: RunSpec, inv: WarmInvocation, env: Mapping[str, str],
              report_imports: bool, job_id: str) -> tuple[RunResult, list[str]]:
         assert self.ctl is not None and self.cgroup is not None
         limits = spec.limits
@@ -628,7 +628,7 @@ class WarmPool(WarmHost):
     go to workers of their own that imported the runner (and not pytest).
     """
 
-    hosts_builtin_runners = True
+    runs_harness_modules = True
 
     def __init__(self, sandbox: BwrapSandbox, *, workers_per_key: int = 2,
                  max_workers: int | None = None, start_timeout: float = START_TIMEOUT) -> None:
@@ -668,7 +668,7 @@ class WarmPool(WarmHost):
     def environment(self, spec: RunSpec) -> dict[str, str]:
         return self._job_env(spec)
 
-    def run_pytest(self, spec: RunSpec, invocation: PytestInvocation, *,
+    def run_warm(self, spec: RunSpec, invocation: WarmInvocation, *,
                    preload: Sequence[str] = (), report_imports: bool = False) -> WarmOutcome:
         """Run ``spec`` warm (or cold where a worker cannot be had or fails); with
         ``report_imports``, the outcome names the third-party modules the run imported."""

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from verify_cli.sandbox.base import PytestInvocation, RunSpec, WarmHost, WarmHow, WarmOutcome, WarmStats
+from verify_cli.sandbox.base import RunSpec, WarmHost, WarmHow, WarmInvocation, WarmOutcome, WarmStats
 
 if TYPE_CHECKING:
     from verify_cli.sandbox.docker.sandbox import DockerSandbox
@@ -34,7 +34,7 @@ class DockerWarmHost(WarmHost):
     def environment(self, spec: RunSpec) -> dict[str, str]:
         return self.sandbox.warm_environment(spec)
 
-    def run_pytest(self, spec: RunSpec, invocation: PytestInvocation, *,
+    def run_warm(self, spec: RunSpec, invocation: WarmInvocation, *,
                    preload: Sequence[str] = (), report_imports: bool = False) -> WarmOutcome:
         if spec.candidate is not None and self.sandbox.mode != "node":  # single-use: cold
             return WarmOutcome(self.sandbox.run(spec), "cold")

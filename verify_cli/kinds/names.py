@@ -1,0 +1,48 @@
+"""The registry of task kinds, by name (no kind module is imported until its name is asked for)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from verify_cli.registry import Registry
+
+if TYPE_CHECKING:
+    from verify_cli.kinds.base import Kind
+
+#: The built-in kinds and the module that registers each.
+BUILTIN_KINDS: dict[str, str] = {
+    "pytest": "verify_cli.kinds.pytest",
+    "node": "verify_cli.kinds.node",
+    "calls": "verify_cli.kinds.calls",
+    "stdio": "verify_cli.kinds.stdio",
+    "command": "verify_cli.kinds.command",
+}
+
+#: Third-party kinds declare an entry point in this group (naming a Kind instance, or a module
+#: that registers one on import).
+ENTRY_POINT_GROUP = "verify_cli.task_kinds"
+
+
+def _accept(obj: object) -> str | None:
+    from verify_cli.kinds.base import Kind
+
+    if isinstance(obj, type) and issubclass(obj, Kind):
+        return "names a Kind class: name an instance of it"
+    return None if isinstance(obj, Kind) else f"{obj!r} is not a verify_cli.kinds.Kind"
+
+
+def _named(name: str, kind: Kind) -> None:
+    if kind.name != name:
+        raise ValueError(f"task kind registered as {name!r} calls itself {kind.name!r}")
+
+
+KINDS: Registry[Kind] = Registry("task kind", builtin=BUILTIN_KINDS, entry_point_group=ENTRY_POINT_GROUP,
+                                 accept=_accept, on_register=_named)
+
+
+def kind_names() -> list[str]:
+    """Every kind name a task.toml may use (built-ins and plugins), sorted."""
+    return KINDS.names()
+
+
+__all__ = ["BUILTIN_KINDS", "ENTRY_POINT_GROUP", "KINDS", "kind_names"]
