@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from verify_cli.kinds.names import BUILTIN_KINDS, KINDS, kind_names
+from verify_cli.kinds.names import BUILTIN_KINDS, KINDS, kind_names, register_kind
 
 if TYPE_CHECKING:
     from verify_cli.kinds.base import Kind, kind_of
@@ -27,4 +27,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BUILTIN_KINDS", "KINDS", "Kind", "kind_names", "kind_of"]
+__all__ = ["BUILTIN_KINDS", "KINDS", "Kind", "kind_names", "kind_of", "register_kind"]

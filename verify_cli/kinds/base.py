@@ -68,7 +68,7 @@ class HarnessOptions(Protocol):
 
 class Kind:
     """One task kind. Subclass it, set :attr:`name`, override what differs, and register an
-    instance with :data:`~verify_cli.kinds.names.KINDS` (``KINDS.add(name, instance)``)."""
+    instance (:func:`~verify_cli.kinds.names.register_kind`)."""
 
     #: The name task.toml's ``kind`` gives.
     name: ClassVar[str] = ""

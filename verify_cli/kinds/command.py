@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from verify_cli.kinds.base import Kind
-from verify_cli.kinds.names import KINDS
+from verify_cli.kinds.names import register_kind
 
 
 class CommandKind(Kind):
@@ -16,4 +16,4 @@ class CommandKind(Kind):
     legacy_framework: ClassVar[str | None] = "other"
 
 
-KINDS.add(CommandKind.name, CommandKind())
+register_kind(CommandKind())

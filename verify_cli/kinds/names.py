@@ -31,13 +31,15 @@ def _accept(obj: object) -> str | None:
     return None if isinstance(obj, Kind) else f"{obj!r} is not a verify_cli.kinds.Kind"
 
 
-def _named(name: str, kind: Kind) -> None:
-    if kind.name != name:
-        raise ValueError(f"task kind registered as {name!r} calls itself {kind.name!r}")
-
-
 KINDS: Registry[Kind] = Registry("task kind", builtin=BUILTIN_KINDS, entry_point_group=ENTRY_POINT_GROUP,
-                                 accept=_accept, on_register=_named)
+                                 accept=_accept)
+
+
+def register_kind(kind: Kind) -> Kind:
+    """Register ``kind`` under its own name (what a kind's module does once, on import)."""
+    if not kind.name:
+        raise ValueError(f"{type(kind).__name__} has no name")
+    return KINDS.add(kind.name, kind)
 
 
 def kind_names() -> list[str]:
@@ -45,4 +47,4 @@ def kind_names() -> list[str]:
     return KINDS.names()
 
 
-__all__ = ["BUILTIN_KINDS", "ENTRY_POINT_GROUP", "KINDS", "kind_names"]
+__all__ = ["BUILTIN_KINDS", "ENTRY_POINT_GROUP", "KINDS", "kind_names", "register_kind"]

@@ -13,7 +13,7 @@ from verify_cli.grading.junit import TestOutcome
 from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV
 from verify_cli.grading.two_process import python_candidate_modules
 from verify_cli.kinds.base import HarnessOptions, Kind, TwoProcessRuntime
-from verify_cli.kinds.names import KINDS
+from verify_cli.kinds.names import register_kind
 from verify_cli.kinds.pytest_command import parse_pytest_command, parse_pytest_words
 from verify_cli.kinds.record import check_record
 from verify_cli.sandbox.base import RunResult, RunSpec, WarmHost, WarmInvocation
@@ -92,4 +92,4 @@ class PytestKind(Kind):
         return task.language == "python" and task.isolation is not Isolation.IN_PROCESS
 
 
-KINDS.add(PytestKind.name, PytestKind())
+register_kind(PytestKind())
