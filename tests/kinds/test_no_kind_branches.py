@@ -89,3 +89,7 @@ def test_sandbox_knows_nothing_of_pytest() -> None:
     """The sandbox contract and the warm hosts speak of warm jobs, not of a test framework."""
     for rel in ("verify_cli/sandbox/base.py",):
         assert "pytest" not in (ROOT / rel).read_text(encoding="utf-8").lower(), rel
+    old = ("PytestInvocation", "run_pytest", "hosts_builtin_runners", "run_warm_pytest")
+    named = sorted(f"{p.relative_to(ROOT).as_posix()}: {name}" for p in (PACKAGE / "sandbox").rglob("*.py")
+                   for name in old if name in p.read_text(encoding="utf-8"))
+    assert named == []

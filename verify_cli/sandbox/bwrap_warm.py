@@ -1,11 +1,13 @@
 """The bwrap backend's warm runs: a pool of long-lived sandboxed workers that fork per run.
 
-A cold run pays for an interpreter start and for importing pytest and its plugins (most of a
-second) before the first test runs. A warm worker is a long-lived process in the sandbox
-(``verify_cli/harness/warm_worker.py``) that has imported pytest, its plugins and the task's
-preload modules once, never runs candidate code itself, and forks one child per run. Each child
-gets fresh namespaces and file systems, joins a per-run cgroup, runs ``pytest`` in-process with the
-same arguments, environment, plugins and result capture as a cold run, and exits.
+A cold run pays for an interpreter start and for importing its runner (pytest and its plugins,
+a built-in runner) before the first test runs. A warm worker is a long-lived process in the
+sandbox (``verify_cli/harness/warm_worker.py``) that has imported the job's runner and the
+task's preload modules once, never runs candidate code itself, and forks one child per run.
+Each child gets fresh namespaces and file systems, joins a per-run cgroup, runs the job
+in-process with the same arguments, environment, plugins and result capture as a cold run, and
+exits. The sandbox does not read the job (a :class:`~verify_cli.sandbox.base.WarmInvocation`
+that the task's kind built); the worker's harness does.
 
 What keeps the verdicts the same as cold:
 
