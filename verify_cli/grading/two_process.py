@@ -50,7 +50,7 @@ def plan_isolation(task: Task, sandbox: Sandbox, *, coverage: bool = False) -> I
                                           "share a process with the candidate's code (trusts it)",))
     runtime = kind_of(task).two_process_runtime(task)
     if runtime is None:
-        return IsolationPlan(IN_PROCESS, (f"task kind {task.kind!r} has no two-process "
+        return IsolationPlan(IN_PROCESS, (f"task kind {str(task.kind)!r} has no two-process "
                                           "runtime: the candidate's code runs in the test process",))
     if not sandbox.two_process:
         why = sandbox.two_process_missing or f"the {sandbox.name} backend does not run two-process yet"
