@@ -21,7 +21,7 @@ def test_the_old_form_loads_as_its_kind_with_a_deprecation_note() -> None:
     task = load_task(LEGACY)
     assert task.kind is TaskKind.PYTEST
     (note,) = task.deprecations
-    assert str(LEGACY / "task.toml") in note and 'kind = "pytest"' in note and "deprecated" in note
+    assert str(LEGACY / "task.toml") in note and 'write kind = "pytest"' in note and "old form" in note
 
 
 def test_a_set_reports_each_old_form_once(tmp_path: Path) -> None:
@@ -56,7 +56,7 @@ def test_the_new_form_has_no_note_and_an_agreeing_framework_is_noted(make_task: 
         doc["test"]["framework"] = "pytest"
 
     (note,) = load_task(make_task(mutate=both)).deprecations
-    assert "framework is deprecated" in note
+    assert "framework is the old form" in note
 
 
 def test_a_framework_that_contradicts_the_kind_is_an_error(make_task: Any) -> None:

@@ -158,14 +158,14 @@ def resolve_kind(task_file: Path, data: dict[str, Any]) -> tuple[str, tuple[str,
     """
     raw = data.get("kind")
     framework = data["test"].get("framework")
-    new_form = f"write kind = \"{{kind}}\" at the top of {TASK_FILE} and drop [test] framework"
+    new_form = "write kind = \"{kind}\" and drop [test] framework"
     if raw is None or raw == LEGACY_TESTS_KIND:
         if raw is None and framework is None:
             return TaskKind.COMMAND, ()
         legacy = LEGACY_FRAMEWORKS[framework or "other"]
         old = " with ".join(x for x in (f'kind = "{raw}"' if raw else "",
                                          f'framework = "{framework}"' if framework else "") if x)
-        return legacy, (f"{task_file}: {old} is the old form of kind = \"{legacy}\" (deprecated): "
+        return legacy, (f"{task_file}: {old} is the old form of kind = \"{legacy}\": "
                         + new_form.format(kind=legacy),)
     names = kind_names()
     if raw not in names:
@@ -177,9 +177,9 @@ def resolve_kind(task_file: Path, data: dict[str, Any]) -> tuple[str, tuple[str,
     if framework is None:
         return kind, ()
     if LEGACY_FRAMEWORKS.get(framework) == kind:
-        return kind, (f"{task_file}: [test] framework is deprecated (kind = \"{kind}\" says it): drop it",)
+        return kind, (f"{task_file}: [test] framework is the old form (kind = \"{kind}\" says it): drop it",)
     if kind in (TaskKind.STDIO, TaskKind.CALLS):
-        return kind, (f"{task_file}: [test] framework is ignored for kind = \"{kind}\" (deprecated): drop it",)
+        return kind, (f"{task_file}: [test] framework (the old form) is ignored for kind = \"{kind}\": drop it",)
     raise TaskFormatError(str(task_file), f"framework {framework!r} contradicts kind = {raw!r}",
                           pointer="/test/framework", hint="drop [test] framework: kind names the runner")
 
