@@ -8,6 +8,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from verify_cli.kinds import BUILTIN_KINDS
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "verify_cli"
 #: Where kinds may be named: the kinds themselves, and the task format's reader, which maps the
@@ -45,6 +47,19 @@ def _names_kind_member(e: ast.expr) -> bool:
     return isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "TaskKind"
 
 
+def _compares_kind_to_a_name(node: ast.Compare) -> bool:
+    """``task.kind == "pytest"`` (or ``in ("calls", "stdio")``): a kind named by its value."""
+    sides = _sides(node)
+    names = {"tests", *BUILTIN_KINDS}
+
+    def is_name(e: ast.expr) -> bool:
+        if isinstance(e, ast.Tuple | ast.List | ast.Set):
+            return any(is_name(x) for x in e.elts)
+        return isinstance(e, ast.Constant) and e.value in names
+
+    return any(isinstance(s, ast.Attribute) and s.attr == "kind" for s in sides) and any(map(is_name, sides))
+
+
 def _names_backend(e: ast.expr) -> bool:
     if isinstance(e, ast.Tuple | ast.List | ast.Set):
         return any(_names_backend(x) for x in e.elts)
@@ -70,6 +85,12 @@ def test_no_task_kind_branch_outside_the_kinds() -> None:
     assert _findings(KIND_OWNERS, _names_kind_member) == []
 
 
+def test_no_kind_named_by_value_outside_the_kinds() -> None:
+    out = [f"{rel}:{n.lineno}: {ast.unparse(n)}" for rel, tree in _sources() if not rel.startswith(KIND_OWNERS)
+           for n in ast.walk(tree) if isinstance(n, ast.Compare) and _compares_kind_to_a_name(n)]
+    assert out == []
+
+
 def test_no_backend_name_branch_outside_the_backends() -> None:
     found = _findings(BACKEND_OWNERS, _names_backend, scripts=False)  # benchmarks pick backends by name
     assert [f for f in found if not f.startswith(BACKEND_ALLOWANCE)] == []
@@ -83,6 +104,8 @@ def test_the_scan_finds_what_it_looks_for() -> None:
     assert isinstance(a, ast.Compare) and any(_names_framework(s) for s in _sides(a))
     assert isinstance(b, ast.Compare) and any(_names_kind_member(s) for s in _sides(b))
     assert isinstance(c, ast.Compare) and any(_names_backend(s) for s in _sides(c))
+    (by_value,) = [n for n in ast.walk(ast.parse('x = task.kind in ("calls", "stdio")')) if isinstance(n, ast.Compare)]
+    assert _compares_kind_to_a_name(by_value)
 
 
 def test_sandbox_knows_nothing_of_pytest() -> None:
