@@ -144,6 +144,32 @@ def test_visible_pass_hidden_fail_is_a_curation_finding(tmp_path: Path, capsys: 
     assert "curation finding" in capsys.readouterr().err or summary["tasks"][0]["visible_pass_hidden_fail"] == 1
 
 
+def test_a_task_without_visible_tests_shows_no_visible_rate(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           sample_tasks_dir: Path) -> None:
+    """A task whose tests are all hidden has no visible pass rate: null in the table and ``-`` on
+    the console, not 0.00 (which reads as "every sample failed the visible tests")."""
+    import shutil
+
+    shutil.copytree(sample_tasks_dir / "coding-roman-numerals", tmp_path / "roman")
+    for test in (tmp_path / "roman" / "tests").iterdir():
+        test.rename(tmp_path / "roman" / "hidden_tests" / test.name)
+    (tmp_path / "roman" / "tests").rmdir()
+    toml = tmp_path / "roman" / "task.toml"
+    toml.write_text(toml.read_text().replace(" tests hidden_tests'", " hidden_tests'"))
+    solution = (tmp_path / "roman" / "solution" / "roman.py").read_text()
+    replay = tmp_path / "r.jsonl"
+    replay.write_text("".join(json.dumps({"task_id": "coding/roman-numerals", "files": {"roman.py": s}}) + "\n"
+                              for s in (solution, "def broken(:\n")))
+    code = main(["difficulty", str(tmp_path / "roman"), "-b", "replay", "-m", str(replay), "-n", "2",
+                 "--out", str(tmp_path / "o"), "--sandbox", "process", "--no-cache"])
+    assert code == 0
+    row = pq.read_table(tmp_path / "o" / "difficulty.parquet").to_pylist()[0]
+    assert (row["n"], row["correct"], row["visible_pass_rate"]) == (2, 1, None)
+    line = next(t for t in capsys.readouterr().out.splitlines() if "roman" in t)
+    cells = [c.strip() for c in line.split("│")]
+    assert cells[7] == "-", line  # the visible column (task, bucket, n, rate, interval, score, visible)
+
+
 def test_a_data_set_of_task_paths_is_measured_again(task_set: TaskSet, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     tasks, replay = task_set(PLAN)

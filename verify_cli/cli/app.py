@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import typer
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.cli import console, help_style
 from verify_cli.cli.audit import audit_command
 from verify_cli.cli.check_tasks import check_tasks_command

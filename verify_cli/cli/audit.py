@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.checks.audit import AuditOptions, AuditProgress, AuditVerdict, audit_tasks
 from verify_cli.checks.audit.model import DEFAULT_FAIL_UNDER
 from verify_cli.checks.flaky_power import DEFAULT_REPEATS, FlakinessPower
@@ -116,7 +116,8 @@ def audit_command(
                         "probes": not no_probes, "labelled": not no_labelled,
                         "fail_fast": not no_fail_fast, "coverage_selection": not no_coverage,
                         "fail_under": fail_under},
-            "summary": {v.value: sum(a.verdict(fail_under) is v for a in audits) for v in AuditVerdict},
+            "summary": {**{v.value: sum(a.verdict(fail_under) is v for a in audits) for v in AuditVerdict},
+                        "not_gradeable_two_process": sum(a.not_gradeable_two_process for a in audits)},
             "tasks": [a.to_dict(fail_under) for a in audits]})
     verdicts = [a.verdict(fail_under) for a in audits]
     if AuditVerdict.UNRELIABLE in verdicts:

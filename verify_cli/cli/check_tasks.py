@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.checks.report import TaskVerdict
 from verify_cli.checks.solvability import DEFAULT_REPEATS, CheckOptions, Progress, check_tasks
@@ -94,5 +94,7 @@ def check_tasks_command(
         write_junit(junit_out, reports)
     if any(r.verdict is TaskVerdict.DEFECTIVE for r in reports):
         raise typer.Exit(ExitCode.DEFECTIVE)
+    if any(r.verdict is TaskVerdict.NOT_GRADEABLE for r in reports):
+        raise typer.Exit(ExitCode.NOT_GRADEABLE)
     if any(r.verdict is TaskVerdict.ERROR for r in reports):
         raise typer.Exit(ExitCode.INFRA)

@@ -45,6 +45,8 @@ def import_command(
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first row that cannot be converted.")] = False,
     id_prefix: Annotated[str | None, typer.Option("--id-prefix", help="Namespace of task ids without one.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Import only the first N rows.")] = None,
+    merge: Annotated[bool, typer.Option(
+        "--merge", help="Add the tasks to a non-empty --out (a folder of the same id is replaced).")] = False,
     json_out: Annotated[str | None, typer.Option(
         "--json", help="Write the import report as JSON (- for stdout).")] = None,
 ) -> None:
@@ -54,7 +56,7 @@ def import_command(
     source, extra = _split_arguments(list(arguments or []))
     fields = parse_mapping([*(mapping or []), *extra])
     report = import_rows(source, out, preset=preset, mapping=fields, strict=strict, id_prefix=id_prefix,
-                         limit=limit)
+                         limit=limit, merge=merge)
     _show_import(report)
     if json_out:
         write_json(json_out, {"command": "import", **report.to_dict()})
@@ -70,11 +72,12 @@ def _show_import(report: ImportReport) -> None:
         return
     table = Table(title=f"{len(report.failures)} row(s) not imported", title_justify="left")
     table.add_column("row", justify="right")
+    table.add_column("id")
     table.add_column("why")
     for f in report.failures[:MAX_SHOWN]:
-        table.add_row(str(f.index), f.reason)
+        table.add_row(str(f.index), f.id or "-", f.reason)
     if len(report.failures) > MAX_SHOWN:
-        table.add_row("...", f"and {len(report.failures) - MAX_SHOWN} more (--json has them all)")
+        table.add_row("...", "", f"and {len(report.failures) - MAX_SHOWN} more (--json has them all)")
     console.out.print(table)
 
 

@@ -63,8 +63,17 @@ def origin_of_test(test_id: str) -> str | None:
     return None
 
 
+def has_visible_tests(task: Task) -> bool:
+    """Whether the task has visible tests (files under ``tests/``) at all."""
+    folder = task.root / TESTS_DIR if task.root else None
+    return folder is not None and folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
+
+
 def visible_tests_passed(task: Task, result: GradeResult, has_hidden: bool) -> bool | None:
-    """Whether every visible test passed; None when the ids do not say which tests are visible."""
+    """Whether every visible test passed; None when the task has no visible tests or the ids
+    do not say which tests are visible."""
+    if has_hidden and not has_visible_tests(task):
+        return None  # nothing visible to pass: not 0 of them
     if not result.tests:
         return False
     if not has_hidden:
@@ -102,7 +111,8 @@ async def grade_sample(grader: BatchGrader, task: Task, index: int, completion: 
         extraction = extract_for_task(task, completion.text)
         if not extraction.ok:
             return SampleRecord(files={}, status=SampleStatus.PARSE_ERROR.value, score=0.0, passed=False,
-                                visible_passed=False, problems=[extraction.error or "parse error"],
+                                visible_passed=False if has_visible_tests(task) else None,
+                                problems=[extraction.error or "parse error"],
                                 attempts=0, **common)
         files = extraction.files
     if has_hidden is None:

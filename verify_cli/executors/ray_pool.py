@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.executors.shipping import TaskBundle, TaskDepot
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult
 from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name

@@ -6,7 +6,7 @@ import platform
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.executors.ray_cluster import ACTOR_NAMESPACE, ACTOR_PREFIX, cluster_nodes, connect, pin_to
 
 

@@ -31,7 +31,7 @@ from verify_cli.grading.two_process import (
 )
 from verify_cli.grading.warm import WarmRunner, WarmStats
 from verify_cli.grading.workspace import Phase, lay_out
-from verify_cli.kinds.base import kind_of
+from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Sandbox, Verdict
 from verify_cli.sandbox.environment import scratch_root
 from verify_cli.tasks.model import Task

@@ -10,6 +10,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring as _safe_fromstring
 
 from verify_cli.errors import ExitCode, VerifyError
+from verify_cli.grading.failure_text import readable_failure
 
 
 class Outcome(StrEnum):
@@ -47,10 +48,12 @@ class JUnitParseError(VerifyError, ValueError):
 def _case_outcome(case: ET.Element) -> tuple[Outcome, str]:
     for child in case:
         tag = child.tag.lower()
-        if tag in ("failure", "failed"):
-            return Outcome.FAILED, (child.get("message") or child.text or "").strip()[:2000]
-        if tag == "error":
-            return Outcome.ERROR, (child.get("message") or child.text or "").strip()[:2000]
+        if tag in ("failure", "failed", "error"):
+            outcome = Outcome.ERROR if tag == "error" else Outcome.FAILED
+            message = child.get("message")
+            if not message:
+                return outcome, (child.text or "").strip()[:2000]
+            return outcome, readable_failure(message.strip(), child.text or "")
         if tag == "skipped":
             return Outcome.SKIPPED, (child.get("message") or child.text or "").strip()[:500]
     if case.get("failure") is not None:  # node puts it in an attribute too

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verify_cli.kinds.base import TwoProcessRuntime, kind_of
+from verify_cli.kinds.base import TwoProcessRuntime
+from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import CandidateProcess, Sandbox
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Isolation, Task
 from verify_cli.tasks.paths import matches_any

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 
 from verify_cli.grading.workspace import Phase
-from verify_cli.kinds.base import kind_of
+from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict, WarmHost, WarmInvocation, WarmStats
 from verify_cli.tasks.model import Task
 

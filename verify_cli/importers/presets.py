@@ -95,6 +95,17 @@ def _missing(columns: Mapping[str, str], name: str) -> RowError:
     return missing_column(columns.get(name, name), name)
 
 
+def row_id(row: Row, columns: Mapping[str, str]) -> str | None:
+    """The row's own id as its id column holds it (None where it has none), to name the row in
+    reports: the task id made of it may be unmade (the row failed) or changed (namespaced)."""
+    column = columns.get("id")
+    value = lookup(row.data, column) if column is not None else None
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text[:200] or None
+
+
 def _row_id(fields: dict[str, Any], row: Row, prefix: str) -> str:
     return task_id(fields.get("id", row.index), prefix)
 
@@ -431,8 +442,27 @@ def convert_verl(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft
     if "solution" not in fields:
         raise RowError("verl rows carry no reference solution; map one with --map solution=COLUMN "
                        "(e.g. extra_info.solution)")
+    _check_io_truth(truth, columns)
     source = str(fields.get("data_source") or prefix)
     return io_draft(row, fields, source, prompt, fields["solution"], truth)
+
+
+def _check_io_truth(truth: Any, columns: Mapping[str, str]) -> None:
+    """A RowError for a ground truth that holds test code (verify-cli's export of a call-based or
+    test-file task) rather than inputs and outputs: only the exported task folder brings such a
+    row back, and the row has lost it."""
+    try:
+        value = json.loads(truth) if isinstance(truth, str) else truth
+    except ValueError:
+        return  # io_draft says what is wrong with it
+    if not isinstance(value, Mapping) or {"inputs", "input", "fn_name"} & set(value):
+        return
+    if "tests" in value or "test_command" in value:
+        kind = "function-call" if "entry_point" in value else "test-file"
+        raise RowError(f"the ground truth ({columns['ground_truth']!r}) holds a {kind} task's test code, "
+                       f"not inputs and outputs, and the row has no exported task folder "
+                       f"({columns['task']!r}), the only thing such a row is imported from: "
+                       "import the verl file verify-cli exported, with that column kept")
 
 
 def convert_verify(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft:

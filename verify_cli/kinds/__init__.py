@@ -2,29 +2,29 @@
 ``command``), registered by name. See docs/task-kinds.md.
 
 A task names its kind in task.toml (``kind = "pytest"``); grading, warm runs, two-process runs
-and audit ask the task's :class:`~verify_cli.kinds.base.Kind` (:func:`kind_of`) for everything
-that depends on it, and never name a kind themselves.
+and audit ask the task's :class:`Kind` (:func:`kind_of`) for everything that depends on it, and
+never name a kind themselves. A plugin subclasses :class:`Kind` and registers an instance
+(:func:`register_kind`, or an entry point in the group ``verify_cli.task_kinds``).
 
-This package's own import is light (the names only): :mod:`verify_cli.tasks` reads the names to
-validate task.toml without importing grading.
+Importing this package is light (the names only, PEP 562): :mod:`verify_cli.tasks` reads the
+names to validate task.toml without importing grading.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from verify_cli.kinds.names import BUILTIN_KINDS, KINDS, kind_names, register_kind
+from verify_cli._exports import lazy_attribute
+from verify_cli.kinds.registry import BUILTIN_KINDS, KINDS, kind_names, kind_of, register_kind
 
 if TYPE_CHECKING:
-    from verify_cli.kinds.base import Kind, kind_of
+    from verify_cli.kinds.base import Kind, TwoProcessRuntime
+
+_LAZY = {"Kind": "verify_cli.kinds.base", "TwoProcessRuntime": "verify_cli.kinds.base"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Kind", "kind_of"):
-        from verify_cli.kinds import base
-
-        return getattr(base, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return lazy_attribute(__name__, _LAZY, name)
 
 
-__all__ = ["BUILTIN_KINDS", "KINDS", "Kind", "kind_names", "kind_of", "register_kind"]
+__all__ = ["BUILTIN_KINDS", "KINDS", "Kind", "TwoProcessRuntime", "kind_names", "kind_of", "register_kind"]

@@ -20,7 +20,7 @@ names the built-in values of task.toml's ``kind`` field in the task layer (which
 grading), and "runner" already means the built-in runner harness modules
 (``verify_calls``/``verify_stdio``) and :class:`~verify_cli.grading.warm.WarmRunner`.
 
-A kind is a stateless object registered once by name (:data:`verify_cli.kinds.names.KINDS`);
+A kind is a stateless object registered once by name (:data:`verify_cli.kinds.registry.KINDS`);
 docs/task-kinds.md says how to add one.
 """
 
@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from verify_cli.kinds.names import KINDS
 from verify_cli.sandbox.base import RunResult, RunSpec, WarmHost, WarmInvocation
 from verify_cli.tasks.model import Task
 
@@ -68,7 +67,7 @@ class HarnessOptions(Protocol):
 
 class Kind:
     """One task kind. Subclass it, set :attr:`name`, override what differs, and register an
-    instance (:func:`~verify_cli.kinds.names.register_kind`)."""
+    instance (:func:`~verify_cli.kinds.registry.register_kind`)."""
 
     #: The name task.toml's ``kind`` gives.
     name: ClassVar[str] = ""
@@ -164,9 +163,4 @@ class Kind:
         return True
 
 
-def kind_of(task: Task) -> Kind:
-    """The kind ``task`` is graded as (an unknown name is a UsageError listing the kinds)."""
-    return KINDS.get(task.kind)
-
-
-__all__ = ["HarnessOptions", "Kind", "TwoProcessRuntime", "kind_of"]
+__all__ = ["HarnessOptions", "Kind", "TwoProcessRuntime"]

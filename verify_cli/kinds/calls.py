@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from verify_cli.kinds.base import TwoProcessRuntime
-from verify_cli.kinds.names import register_kind
+from verify_cli.kinds.registry import register_kind
 from verify_cli.kinds.runner import SERVER_COMMAND, RunnerKind
 from verify_cli.tasks.model import Task
 

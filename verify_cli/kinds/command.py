@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from verify_cli.kinds.base import Kind
-from verify_cli.kinds.names import register_kind
+from verify_cli.kinds.registry import register_kind
 
 
 class CommandKind(Kind):

@@ -14,8 +14,8 @@ from typing import ClassVar
 from verify_cli.grading.junit import TestOutcome
 from verify_cli.grading.seal import SEAL_KEY_ENV
 from verify_cli.kinds.base import HarnessOptions, Kind, TwoProcessRuntime
-from verify_cli.kinds.names import register_kind
 from verify_cli.kinds.node_seal import check_node_seal, node_seal_command, runner_writes_junit
+from verify_cli.kinds.registry import register_kind
 from verify_cli.sandbox.base import RunResult
 from verify_cli.tasks.model import Task
 from verify_cli.tasks.paths import glob_matches

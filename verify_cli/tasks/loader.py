@@ -14,7 +14,7 @@ from typing import Any
 from jsonschema import ValidationError
 
 from verify_cli.errors import TaskFormatError, UsageError
-from verify_cli.kinds.names import kind_names
+from verify_cli.kinds.registry import kind_names
 from verify_cli.tasks.model import (
     HIDDEN_TESTS_DIR,
     LEGACY_FRAMEWORKS,

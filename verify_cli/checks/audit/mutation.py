@@ -18,7 +18,7 @@ from verify_cli.checks.mutation import LANGUAGES, Mutant, MutantSet, generate_mu
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
 from verify_cli.grading.workspace import Phase, solution_as_candidate
-from verify_cli.kinds.base import kind_of
+from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import Verdict
 from verify_cli.tasks.model import Task
 from verify_cli.tasks.paths import matches_any

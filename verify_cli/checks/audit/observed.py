@@ -30,7 +30,7 @@ from verify_cli.checks.mutation import Mutant
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.two_process import TWO_PROCESS
 from verify_cli.grading.workspace import Phase
-from verify_cli.kinds.base import kind_of
+from verify_cli.kinds.registry import kind_of
 from verify_cli.tasks.model import Task
 
 #: The stand-in's trace file (the same name as verify_standin.TRACE_FILE).

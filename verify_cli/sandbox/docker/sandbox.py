@@ -76,7 +76,6 @@ from verify_cli.sandbox.docker.containers import (
     COPY_TIMEOUT_S,
     LABEL,
     MAX_RESULTS_ARCHIVE_BYTES,
-    NANO_CPUS,
     OWN_PIDS,
     OWNER_LABEL,
     POOL_LABEL,
@@ -87,6 +86,7 @@ from verify_cli.sandbox.docker.containers import (
     WARM_START_TIMEOUT_S,
     Shape,
     base_environment,
+    hardened_container,
     owner,
     tmpfs,
     ulimits,
@@ -134,11 +134,25 @@ from verify_cli.sandbox.registry import register_sandbox
 try:  # submodule imports: a top-level `docker/` folder (Dockerfiles) shadows `docker` for mypy
     from docker.client import DockerClient
     from docker.errors import DockerException, ImageNotFound, NotFound
-    from docker.types import LogConfig
 
     _SDK_MISSING = ""
 except ImportError as _e:  # pragma: no cover - docker is a dependency of verify-cli
     _SDK_MISSING = str(_e)
+
+
+def run_container(api: Any, shape: Shape, digest: str,
+                  labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``create_container``'s arguments for a run's container of ``shape`` made from the image
+    ``digest``, its collector waiting: the hardening every container gets. Without ``labels`` it
+    is a pool's container."""
+    run_labels = {**(labels or {}), LABEL: "1", RUN_ID_LABEL: uuid.uuid4().hex, OWNER_LABEL: owner()}
+    if labels is None:
+        run_labels[POOL_LABEL] = "1"
+    return hardened_container(
+        api, digest, ["/bin/sh", "-c", COLLECTOR, "verify-collector"],
+        memory_mb=shape.memory_mb, pids_limit=shape.processes + OWN_PIDS, tmpfs=tmpfs(shape),
+        ulimits=ulimits(shape), labels=run_labels, working_dir=SANDBOX_WORKDIR,
+        environment=base_environment(), stdin_open=True)
 
 
 @register_sandbox("docker")
@@ -343,28 +357,9 @@ class DockerSandbox(DockerExecs, Sandbox):
     def _prepare(self, shape: Shape, labels: Mapping[str, str] | None = None) -> Prepared:
         """A started container of ``shape``, harness in place, runner waiting; removed again on
         failure. Without ``labels`` it is a pool's container."""
-        host_config = self._api.create_host_config(
-            network_mode="none",
-            mem_limit=f"{shape.memory_mb}m",
-            memswap_limit=f"{shape.memory_mb}m",
-            pids_limit=shape.processes + OWN_PIDS,
-            nano_cpus=NANO_CPUS,
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            read_only=True,
-            tmpfs=tmpfs(shape),
-            ulimits=ulimits(shape),
-            log_config=LogConfig(type="none"),
-        )
-        run_labels = {**(labels or {}), LABEL: "1", RUN_ID_LABEL: uuid.uuid4().hex,
-                      OWNER_LABEL: owner()}
-        if labels is None:
-            run_labels[POOL_LABEL] = "1"
         env = base_environment()
         container_id: str = self._api.create_container(  # from the digest runs record
-            self.image_digest(shape.image), ["/bin/sh", "-c", COLLECTOR, "verify-collector"], user=USER,
-            working_dir=SANDBOX_WORKDIR, environment=env, labels=run_labels,
-            host_config=host_config, network_disabled=True, stdin_open=True)["Id"]
+            **run_container(self._api, shape, self.image_digest(shape.image), labels))["Id"]
         try:
             self._api.start(container_id)
             ok, said = self._unpack_harness(container_id, self._harness)

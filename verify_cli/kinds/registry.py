@@ -8,6 +8,7 @@ from verify_cli.registry import Registry
 
 if TYPE_CHECKING:
     from verify_cli.kinds.base import Kind
+    from verify_cli.tasks.model import Task
 
 #: The built-in kinds and the module that registers each.
 BUILTIN_KINDS: dict[str, str] = {
@@ -42,9 +43,14 @@ def register_kind(kind: Kind) -> Kind:
     return KINDS.add(kind.name, kind)
 
 
+def kind_of(task: Task) -> Kind:
+    """The kind ``task`` is graded as (an unknown name is a UsageError listing the kinds)."""
+    return KINDS.get(task.kind)
+
+
 def kind_names() -> list[str]:
     """Every kind name a task.toml may use (built-ins and plugins), sorted."""
     return KINDS.names()
 
 
-__all__ = ["BUILTIN_KINDS", "ENTRY_POINT_GROUP", "KINDS", "kind_names", "register_kind"]
+__all__ = ["BUILTIN_KINDS", "ENTRY_POINT_GROUP", "KINDS", "kind_names", "kind_of", "register_kind"]
