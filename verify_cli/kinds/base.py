@@ -71,7 +71,7 @@ class Kind:
 
     #: The name task.toml's ``kind`` gives.
     name: ClassVar[str] = ""
-    #: One line for ``verify-cli schema`` and the docs.
+    #: One line for humans (the docs, the contract suite).
     summary: ClassVar[str] = ""
     #: The old ``test.framework`` value (under ``kind = "tests"``) that meant this kind, if any.
     legacy_framework: ClassVar[str | None] = None
