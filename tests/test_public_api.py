@@ -42,6 +42,9 @@ PINNED: dict[str, set[str]] = {
         "RunSpec", "Sandbox", "SandboxSpec", "Verdict", "WARM_CANDIDATE_ENV", "create_sandbox", "pinned_environment",
         "register_sandbox", "resolve_backend_name", "runtime_path", "sandbox_class", "sandbox_names", "sandbox_spec",
     },
+    "verify_cli.kinds": {
+        "BUILTIN_KINDS", "KINDS", "Kind", "TwoProcessRuntime", "kind_names", "kind_of", "register_kind",
+    },
     "verify_cli.grading": {
         "CandidatePatchError", "GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase",
         "TestOutcome", "WarmRunner", "candidate_from_patch", "judge", "junit_id_of_node_id", "lay_out",

@@ -29,7 +29,7 @@ A timeout or an output flood kills the whole container (its results folder is th
 tmpfs sizes are fractions of the memory limit, because tmpfs pages count against it. Images
 need ``sh``, ``tar`` and ``head``; the verify-cli images have them.
 
-Warm pytest runs (:meth:`DockerSandbox.run_warm_pytest`, used by ``Grader(box, warm=True)``): a
+Warm pytest runs (:meth:`DockerSandbox.run_warm_job`, used by ``Grader(box, warm=True)``): a
 container serves one run, so the container itself is the isolation boundary. A *warm* pooled
 container's waiting process is ``docker_warm.py`` under the interpreter the command names, which has
 imported pytest, its plugins and the task's preloads before the job comes; it takes the same
@@ -389,7 +389,7 @@ class DockerSandbox(DockerExecs, Sandbox):
         return Prepared(container_id, runner_id, runner, nonce, pooled=labels is None)
 
     def _prepare_pooled(self, shape: Shape) -> Prepared:
-        """The pool's maker: counts failed warm-ups per key (see ``run_warm_pytest``)."""
+        """The pool's maker: counts failed warm-ups per key (see ``run_warm_job``)."""
         try:
             prepared = self._prepare(shape)
         except Exception as e:
@@ -451,7 +451,7 @@ class DockerSandbox(DockerExecs, Sandbox):
         """The variables of a run's command that the host knows (the image adds its own)."""
         return {**base_environment(), **spec.env}
 
-    def run_warm_pytest(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
+    def run_warm_job(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
                         preload: Sequence[str] = ()) -> tuple[RunResult, str]:
         """Run ``spec`` (whose command is ``argv0 -m pytest ARGS``, mode "module", or the
         ``pytest`` script ``argv0 ARGS``, mode "script") in a pooled container whose waiting
