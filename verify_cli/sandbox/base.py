@@ -15,10 +15,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, ClassVar, Literal
 
+from verify_cli.backend_config import BackendConfig
+from verify_cli.sandbox.captured import CapturedOutput  # re-exported: part of the contract
+
 if TYPE_CHECKING:
     from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
-
-from verify_cli.backend_config import BackendConfig
 
 RESULTS_ENV = "VERIFY_RESULTS_DIR"
 MAX_RESULT_FILE_BYTES = 16 * 1024 * 1024
@@ -94,27 +95,6 @@ class RunSpec:
     #: Run a candidate process beside the command (two-process grading); only on backends
     #: whose ``two_process`` is true.
     candidate: CandidateProcess | None = None
-
-
-@dataclass(frozen=True)
-class CapturedOutput:
-    """A stream kept as a bounded head and tail; ``total_bytes`` counts everything written."""
-
-    head: bytes = b""
-    tail: bytes = b""
-    total_bytes: int = 0
-    truncated: bool = False
-
-    @property
-    def text(self) -> str:
-        body = self.head.decode("utf-8", "replace")
-        if self.truncated:
-            omitted = self.total_bytes - len(self.head) - len(self.tail)
-            body += f"\n[... {omitted} bytes omitted ...]\n"
-        return body + self.tail.decode("utf-8", "replace")
-
-    def to_dict(self) -> dict[str, object]:
-        return {"text": self.text, "total_bytes": self.total_bytes, "truncated": self.truncated}
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 
 from verify_cli.errors import ExitCode, VerifyError
-from verify_cli.sandbox.base import CapturedOutput
+from verify_cli.sandbox.captured import CapturedOutput
 
 
 class ExecVerdict(StrEnum):
