@@ -72,8 +72,8 @@ class SessionLimits:
     isolating backends), ``wall_seconds`` (its whole life) and ``idle_seconds`` (how long it may
     sit without a call before it is reclaimed). Per command: ``command_seconds`` (wall),
     ``cpu_seconds`` (None: the command's wall limit), ``output_bytes`` (each of stdout and stderr
-    is kept as a head and a tail of half that; more stops the command as ``output_limit``) and
-    ``file_bytes`` (the largest file a command may write). ``network``: share the host's network
+    is kept as a head and a tail of half that, the cut marked), ``max_output_bytes`` (more on
+    either stream stops the command as ``output_limit``) and ``file_bytes`` (the largest file a command may write). ``network``: share the host's network
     (off: loopback only, the session's own).
     """
 
@@ -85,6 +85,7 @@ class SessionLimits:
     command_seconds: float = 60.0
     cpu_seconds: float | None = None
     output_bytes: int = 64 * 1024
+    max_output_bytes: int = 16 * 1024 * 1024
     file_bytes: int = 256 * 1024 * 1024
     network: bool = False
 
@@ -187,7 +188,9 @@ class Session(ABC):
              stdin: bytes | None = None, env: Mapping[str, str] | None = None,
              cwd: str | None = None, output_bytes: int | None = None) -> ExecResult:
         """Run ``command`` (a string: through ``bash -c``, else ``sh -c``; a list: as argv) in
-        the session and wait for it. Never raises for the command's faults nor for a dead
+        the session and wait for it. ``timeout`` (seconds) and ``output_bytes`` (kept of each
+        stream) default to the session's limits; ``env`` is added to the session's environment;
+        ``cwd`` defaults to the work folder. Never raises for the command's faults nor for a dead
         session (``session_dead``). Processes the command leaves behind are killed when it ends:
         nothing runs between calls."""
 

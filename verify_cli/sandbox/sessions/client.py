@@ -333,9 +333,9 @@ class ServerSession(Session):
             caps = {out_r: out_cap, err_r: err_cap}
             while status is None:
                 now = time.monotonic()
-                if killed_at is None and (now >= deadline or out_cap.exceeded or err_cap.exceeded):
-                    reason = (ExecVerdict.OUTPUT_LIMIT if out_cap.exceeded or err_cap.exceeded
-                              else ExecVerdict.TIMEOUT)
+                flood = max(out_cap.total, err_cap.total) > limits.max_output_bytes
+                if killed_at is None and (now >= deadline or flood):
+                    reason = ExecVerdict.OUTPUT_LIMIT if flood else ExecVerdict.TIMEOUT
                     self._kill_command()
                     killed_at = time.monotonic()
                 if killed_at is not None and time.monotonic() > killed_at + KILL_GRACE:
@@ -486,6 +486,8 @@ class ServerSession(Session):
         data, _ = self._pull({"op": "snapshot", "globs": list(globs)}, max_bytes + (1 << 20))
         patterns = [glob_regex(g) for g in globs]
         files = read_results_tar(io.BytesIO(data), stream=False)
+        if sum(len(body) for body in files.values()) > max_bytes:
+            raise SessionFileError(f"the snapshot holds more than {max_bytes} bytes", path="")
         # The server is not trusted to have filtered: only names the globs match are taken.
         return {name: body for name, body in sorted(files.items())
                 if any(p.match(name) for p in patterns)}
