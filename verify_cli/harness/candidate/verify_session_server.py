@@ -322,7 +322,14 @@ class Server:
         (src,) = fds
         try:
             with os.fdopen(src, "rb", closefd=True) as fh, tarfile.open(fileobj=fh, mode="r|") as tar:
-                tar.extractall(self.workdir, filter="data")
+                if hasattr(tarfile, "data_filter"):
+                    tar.extractall(self.workdir, filter="data")
+                else:  # before Python 3.11.4: refuse what the data filter would
+                    for member in tar:
+                        name = os.path.normpath(member.name)
+                        if (name.startswith(("/", "..")) or not (member.isfile() or member.isdir())):
+                            continue
+                        tar.extract(member, self.workdir, set_attrs=False)
         except (OSError, ValueError, tarfile.TarError) as e:
             _error(self.sock, e)
             return
@@ -360,15 +367,32 @@ class Server:
             if not name:
                 _send(self.sock, {"op": "pong"})
                 continue
-            getattr(self, name)(msg, fds)
+            try:
+                getattr(self, name)(msg, fds)
+            except Exception as e:  # noqa: BLE001 - a request that failed oddly: say so, serve on
+                with contextlib.suppress(OSError):
+                    _error(self.sock, e)
 
 
 def main(argv: list[str]) -> int:
-    sock = socket.socket(fileno=int(argv[argv.index("--control-fd") + 1]))
+    """``--control-fd N`` (an inherited socket) or ``--connect PATH`` (a socket the host
+    listens on: a container's server); ``--workdir DIR``; ``--init``: the server is the init of
+    the session's pid namespace (a container's pid 1)."""
+    if "--connect" in argv:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sock.connect(argv[argv.index("--connect") + 1])
+    else:
+        sock = socket.socket(fileno=int(argv[argv.index("--control-fd") + 1]))
     workdir = argv[argv.index("--workdir") + 1]
+    own_init = "--init" in argv
+    if own_init:
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE: its commands may not ptrace it
     os.chdir(workdir)
     _send(sock, {"op": "hello", "pid": os.getpid()})
-    return Server(sock, workdir, own_init=False).serve()
+    return Server(sock, workdir, own_init=own_init).serve()
 
 
 if __name__ == "__main__":

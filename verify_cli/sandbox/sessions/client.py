@@ -153,6 +153,7 @@ class ServerSession(Session):
 
     def __init__(self, *, backend: str, sock: socket.socket, server_pid: int,
                  cgroup: RunCgroup | None, limits: SessionLimits, env: Mapping[str, str],
+                 owns_cgroup: bool = True,
                  workdir: str, on_close: Callable[[], None] | None = None,
                  machinery_alive: Callable[[], bool] | None = None) -> None:
         self.backend = backend
@@ -161,6 +162,7 @@ class ServerSession(Session):
         self._sock = sock
         self._server_pid = server_pid
         self._cgroup = cgroup
+        self._owns_cgroup = owns_cgroup
         self._env = dict(env)
         self._on_close = on_close
         self._machinery_alive = machinery_alive or (lambda: True)
@@ -191,7 +193,10 @@ class ServerSession(Session):
             self._sock.close()
         if self._cgroup is not None:
             with contextlib.suppress(OSError):
-                remove_cgroup(self._cgroup)
+                if self._owns_cgroup:
+                    remove_cgroup(self._cgroup)
+                else:
+                    kill_all_but(self._cgroup.pids, set(), timeout=KILL_GRACE)
             self._cgroup = None
         else:
             with contextlib.suppress(OSError):
