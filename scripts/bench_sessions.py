@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import sys
 import tempfile
 import time
@@ -52,7 +51,7 @@ def pct(xs: list[float], q: float) -> float:
     if not xs:
         return float("nan")
     s = sorted(xs)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 def ms(xs: list[float]) -> dict[str, float]:
@@ -191,14 +190,14 @@ def main() -> int:
     parser.add_argument("--keep-free-mb", type=int, default=4096)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a descriptor or two per session
 
     report: dict[str, Any] = {"load_average": os.getloadavg(), "cpus": os.cpu_count()}
     for name in [b for b in args.backends.split(",") if b]:
         try:
             box = create_sandbox(name)
-        except Exception as e:  # noqa: BLE001 - a backend missing here is reported, not fatal
+        except Exception as e:
             report[name] = {"unavailable": str(e)}
             continue
         image = IMAGE if name == "docker" else None

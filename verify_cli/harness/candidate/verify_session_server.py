@@ -169,6 +169,12 @@ class Server:
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
                 with contextlib.suppress(ValueError, OSError):
                     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+                if msg.get("data_bytes"):  # no cgroup: per-process data size, the user's processes
+                    data = int(msg["data_bytes"])
+                    resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+                if msg.get("nproc") and os.getuid() != 0:
+                    nproc = int(msg["nproc"])
+                    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
                 os.chdir(cwd)
                 os.execvpe(argv[0], argv, env)
             except BaseException as e:
@@ -276,7 +282,7 @@ class Server:
                 break
         return out
 
-    def list(self, msg: dict[str, Any], fds: list[int]) -> None:
+    def list_entries(self, msg: dict[str, Any], fds: list[int]) -> None:
         (out,) = fds
         try:
             entries = self._walk(str(msg.get("path") or "."), bool(msg.get("recursive", True)),
@@ -336,7 +342,7 @@ class Server:
         _send(self.sock, {"op": "done"})
 
     OPS: dict[str, tuple[str, int]] = {
-        "exec": ("exec", 3), "read": ("read", 1), "write": ("write", 1), "list": ("list", 1),
+        "exec": ("exec", 3), "read": ("read", 1), "write": ("write", 1), "list": ("list_entries", 1),
         "snapshot": ("snapshot", 1), "untar": ("untar", 1), "ping": ("", 0), "kill": ("", 0)}
 
     def serve(self) -> int:
@@ -369,7 +375,7 @@ class Server:
                 continue
             try:
                 getattr(self, name)(msg, fds)
-            except Exception as e:  # noqa: BLE001 - a request that failed oddly: say so, serve on
+            except Exception as e:
                 with contextlib.suppress(OSError):
                     _error(self.sock, e)
 

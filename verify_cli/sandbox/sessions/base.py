@@ -73,8 +73,10 @@ class SessionLimits:
     sit without a call before it is reclaimed). Per command: ``command_seconds`` (wall),
     ``cpu_seconds`` (None: the command's wall limit), ``output_bytes`` (each of stdout and stderr
     is kept as a head and a tail of half that, the cut marked), ``max_output_bytes`` (more on
-    either stream stops the command as ``output_limit``) and ``file_bytes`` (the largest file a command may write). ``network``: share the host's network
-    (off: loopback only, the session's own).
+    either stream stops the command as ``output_limit``) and ``file_bytes`` (the largest file a
+    command may write). ``network``: share the host's network (off: loopback only, the
+    session's own). tmpfs pages count against the session's memory: a disk filled past the
+    memory limit ends in the OOM killer, and may kill the session.
     """
 
     memory_mb: int = 1024

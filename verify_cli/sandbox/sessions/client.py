@@ -310,6 +310,8 @@ class ServerSession(Session):
         request = {"op": "exec", "argv": shell_argv(command), "env": full_env,
                    "cwd": cwd or self.workdir, "cpu_seconds": int(cpu) + 1,
                    "file_bytes": limits.file_bytes}
+        if self._cgroup is None:  # no cgroup here: the per-command fallbacks
+            request.update(data_bytes=limits.memory_mb * 1024 * 1024, nproc=limits.processes)
         out_cap = BoundedCapture(output_bytes or limits.output_bytes)
         err_cap = BoundedCapture(output_bytes or limits.output_bytes)
         out_r, out_w = os.pipe()

@@ -54,7 +54,8 @@ class SessionRunner(Sandbox):
 
     def __init__(self, inner: Sandbox) -> None:
         self.inner = inner
-        self.name = inner.name  # type: ignore[misc] - the suite's tables are by backend name
+        # The suite's tables are by backend name.
+        self.name = inner.name  # type: ignore[misc]
         self.isolation = inner.isolation  # type: ignore[misc]
         self.session: Session | None = None
         self._limits: SessionLimits | None = None

@@ -98,7 +98,7 @@ class DockerSessions:
     def daemon_alive(self) -> bool:
         try:
             self._api.ping()
-        except Exception:  # noqa: BLE001 - any failure: the daemon is not answering
+        except Exception:
             return False
         return True
 
