@@ -176,6 +176,13 @@ class ServerSession(Session):
         _REAPER.track(self)
 
     # --- life ------------------------------------------------------------------------------
+    def begin(self, env: Mapping[str, str]) -> None:
+        """Hand a ready session (a spare) to its user: its commands' environment, its clocks
+        started now."""
+        with self._lock:
+            self._env = dict(env)
+            self.opened_at = self.last_used = time.monotonic()
+
     @property
     def state(self) -> SessionState:
         return self._state

@@ -11,7 +11,8 @@ cgroup from the server's pid and kills from there (timeouts, leftovers) and coun
 
 Bind mounts of host folders need a daemon on this machine (a remote daemon cannot open
 sessions). Opening a session costs a container's creation and start; a pool of ready
-sessions per (image, limits) hides that where it is asked for (``warm`` > 0).
+sessions per (image, limits), refilled in the background once a key was opened, hides that
+for every open but the first (``spares``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,17 +84,31 @@ def container_cgroup(pid: int) -> RunCgroup | None:
 class DockerSessions:
     """Opens the sessions of one :class:`DockerSandbox`."""
 
-    def __init__(self, sandbox: DockerSandbox) -> None:
+    def __init__(self, sandbox: DockerSandbox, *, spares: int = 2) -> None:
         self.sandbox = sandbox
         self._api: Any = sandbox._api
         self._lock = threading.Lock()
         self._open: weakref.WeakSet[ServerSession] = weakref.WeakSet()
+        #: Ready sessions kept per (image, limits) once one of that key was opened: opening one
+        #: then costs a hand-over, not a container start.
+        self.spares = spares
+        self._spares: dict[tuple[str, SessionLimits], list[ServerSession]] = {}
+        self._starting: dict[tuple[str, SessionLimits], int] = {}
+        self._filler = ThreadPoolExecutor(max_workers=2, thread_name_prefix="docker-session-spare")
+        self._closed = False
 
     def close(self) -> None:
-        """Close every session still open (their containers go to the backend's reaper)."""
+        """Close every session still open and every spare (their containers go to the reaper)."""
         with self._lock:
+            self._closed = True
             sessions, self._open = list(self._open), weakref.WeakSet()
-        for s in sessions:
+            spares = [s for pool in self._spares.values() for s in pool]
+            self._spares = {}
+        self._filler.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            spares += [s for pool in self._spares.values() for s in pool]
+            self._spares = {}
+        for s in sessions + spares:
             s.close()
 
     def daemon_alive(self) -> bool:
@@ -104,10 +120,66 @@ class DockerSessions:
 
     def open(self, workspace: Workspace, limits: SessionLimits, env: Mapping[str, str] | None,
              image: str, labels: Mapping[str, str] | None) -> ServerSession:
+        archive = workspace_tar(workspace)
+        key = (image, limits)
+        session = None if labels else self._take_spare(key)
+        if session is None:
+            session = self._start(limits, image, labels)
+        if not labels and self.spares > 0:
+            self._refill(key)
+        session.begin(command_environment(SANDBOX_WORKDIR, SANDBOX_TMP, DEFAULT_PATH, env))
+        with self._lock:
+            self._open.add(session)
+        if archive is not None:
+            try:
+                session.load(archive)
+            except SessionFileError as e:
+                session.close()
+                raise SessionFileError(f"the workspace could not be copied in: {e}",
+                                       path=str(workspace)) from e
+        return session
+
+    def _take_spare(self, key: tuple[str, SessionLimits]) -> ServerSession | None:
+        while True:
+            with self._lock:
+                pool = self._spares.get(key) or []
+                if not pool:
+                    return None
+                spare = pool.pop()
+            if spare.alive:
+                return spare
+            spare.close()
+
+    def _refill(self, key: tuple[str, SessionLimits]) -> None:
+        """Start spares of ``key`` in the background, up to :attr:`spares` of them."""
+        with self._lock:
+            wanted = self.spares - len(self._spares.get(key, [])) - self._starting.get(key, 0)
+            if wanted <= 0 or self._closed:
+                return
+            self._starting[key] = self._starting.get(key, 0) + wanted
+
+        def start_one() -> None:
+            try:
+                spare = self._start(key[1], key[0], None)
+            except Exception:
+                spare = None
+            with self._lock:
+                self._starting[key] -= 1
+                if spare is not None and not self._closed:
+                    self._spares.setdefault(key, []).append(spare)
+                    spare = None
+            if spare is not None:
+                spare.close()
+
+        for _ in range(wanted):
+            self._filler.submit(start_one)
+
+    def _start(self, limits: SessionLimits, image: str,
+               labels: Mapping[str, str] | None) -> ServerSession:
+        """A container whose exec server has said hello, its work folder empty."""
         from verify_cli.sandbox.docker.containers import LABEL, OWNER_LABEL, RUN_ID_LABEL, owner
         from verify_cli.sandbox.docker.errors import DAEMON_ERRORS, short
 
-        archive = workspace_tar(workspace)
         compile_harness()
         folder = Path(tempfile.mkdtemp(prefix="verify-docker-session-"))
         folder.chmod(0o755)
@@ -174,19 +246,9 @@ class DockerSessions:
 
         session = ServerSession(
             backend="docker", sock=sock, server_pid=pid, cgroup=container_cgroup(pid),
-            owns_cgroup=False, limits=limits,
-            env=command_environment(SANDBOX_WORKDIR, SANDBOX_TMP, DEFAULT_PATH, env),
-            workdir=SANDBOX_WORKDIR, on_close=cleanup, machinery_alive=self.daemon_alive)
+            owns_cgroup=False, limits=limits, env={}, workdir=SANDBOX_WORKDIR, on_close=cleanup,
+            machinery_alive=self.daemon_alive)
         session.container_id = container_id  # type: ignore[attr-defined]
-        with self._lock:
-            self._open.add(session)
-        if archive is not None:
-            try:
-                session.load(archive)
-            except SessionFileError as e:
-                session.close()
-                raise SessionFileError(f"the workspace could not be copied in: {e}",
-                                       path=str(workspace)) from e
         return session
 
     def _logs(self, container_id: str) -> str:
