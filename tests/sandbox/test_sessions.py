@@ -106,6 +106,24 @@ def test_a_host_folder_is_copied_in_and_never_written_back(box: Sandbox, tmp_pat
     assert (tmp_path / "src" / "mod.py").read_text() == "X = 1\n"
 
 
+def test_a_session_handed_out_ready_is_fresh(box: Sandbox) -> None:
+    """Sessions kept ready (spares) are new ones: nothing of an earlier session, the caller's
+    environment, their clocks started at the hand-over."""
+    limits = SessionLimits(memory_mb=200, command_seconds=10, wall_seconds=30)
+    with box.open_session({"mine": b"1"}, limits, env={"WHO": "first"}, image=IMAGE) as first:
+        assert first.exec("echo state > left.txt").ok
+    time.sleep(2.0)  # spares of these limits are started in the background
+    handed = time.monotonic()
+    with box.open_session(None, limits, env={"WHO": "second"}, image=IMAGE) as second:
+        assert isinstance(second, ServerSession)
+        assert second.opened_at >= handed
+        r = second.exec("ls; echo $WHO")
+        assert r.stdout.text == "second\n", r.stdout.text
+    hosts = box.__dict__.get("_sessions")
+    if box.name != "process":
+        assert hosts is not None and hosts.spares.hits >= 1
+
+
 def test_state_never_crosses_sessions(box: Sandbox) -> None:
     with box.open_session(None, SMALL, image=IMAGE) as a, \
             box.open_session(None, SMALL, image=IMAGE) as b:

@@ -25,8 +25,7 @@ import tempfile
 import threading
 import uuid
 import weakref
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +47,7 @@ from verify_cli.sandbox.sessions.client import (
     remove_tree,
     workspace_tar,
 )
+from verify_cli.sandbox.sessions.spares import SparePool
 
 if TYPE_CHECKING:
     from verify_cli.sandbox.docker.sandbox import DockerSandbox
@@ -89,26 +89,20 @@ class DockerSessions:
         self._api: Any = sandbox._api
         self._lock = threading.Lock()
         self._open: weakref.WeakSet[ServerSession] = weakref.WeakSet()
-        #: Ready sessions kept per (image, limits) once one of that key was opened: opening one
-        #: then costs a hand-over, not a container start.
-        self.spares = spares
-        self._spares: dict[tuple[str, SessionLimits], list[ServerSession]] = {}
-        self._starting: dict[tuple[str, SessionLimits], int] = {}
-        self._filler = ThreadPoolExecutor(max_workers=2, thread_name_prefix="docker-session-spare")
-        self._closed = False
+        #: Ready sessions per (image, limits), once one of that key was opened.
+        self.spares = SparePool(self._start_spare, spares=spares, workers=2,
+                                name="docker-session-spare")
+
+    def _start_spare(self, key: Hashable) -> ServerSession:
+        assert isinstance(key, tuple) and isinstance(key[1], SessionLimits)
+        return self._start(key[1], str(key[0]), None)
 
     def close(self) -> None:
         """Close every session still open and every spare (their containers go to the reaper)."""
         with self._lock:
-            self._closed = True
             sessions, self._open = list(self._open), weakref.WeakSet()
-            spares = [s for pool in self._spares.values() for s in pool]
-            self._spares = {}
-        self._filler.shutdown(wait=True, cancel_futures=True)
-        with self._lock:
-            spares += [s for pool in self._spares.values() for s in pool]
-            self._spares = {}
-        for s in sessions + spares:
+        self.spares.close()
+        for s in sessions:
             s.close()
 
     def daemon_alive(self) -> bool:
@@ -121,12 +115,9 @@ class DockerSessions:
     def open(self, workspace: Workspace, limits: SessionLimits, env: Mapping[str, str] | None,
              image: str, labels: Mapping[str, str] | None) -> ServerSession:
         archive = workspace_tar(workspace)
-        key = (image, limits)
-        session = None if labels else self._take_spare(key)
+        session = None if labels else self.spares.take((image, limits))
         if session is None:
             session = self._start(limits, image, labels)
-        if not labels and self.spares > 0:
-            self._refill(key)
         session.begin(command_environment(SANDBOX_WORKDIR, SANDBOX_TMP, DEFAULT_PATH, env))
         with self._lock:
             self._open.add(session)
@@ -138,41 +129,6 @@ class DockerSessions:
                 raise SessionFileError(f"the workspace could not be copied in: {e}",
                                        path=str(workspace)) from e
         return session
-
-    def _take_spare(self, key: tuple[str, SessionLimits]) -> ServerSession | None:
-        while True:
-            with self._lock:
-                pool = self._spares.get(key) or []
-                if not pool:
-                    return None
-                spare = pool.pop()
-            if spare.alive:
-                return spare
-            spare.close()
-
-    def _refill(self, key: tuple[str, SessionLimits]) -> None:
-        """Start spares of ``key`` in the background, up to :attr:`spares` of them."""
-        with self._lock:
-            wanted = self.spares - len(self._spares.get(key, [])) - self._starting.get(key, 0)
-            if wanted <= 0 or self._closed:
-                return
-            self._starting[key] = self._starting.get(key, 0) + wanted
-
-        def start_one() -> None:
-            try:
-                spare = self._start(key[1], key[0], None)
-            except Exception:
-                spare = None
-            with self._lock:
-                self._starting[key] -= 1
-                if spare is not None and not self._closed:
-                    self._spares.setdefault(key, []).append(spare)
-                    spare = None
-            if spare is not None:
-                spare.close()
-
-        for _ in range(wanted):
-            self._filler.submit(start_one)
 
     def _start(self, limits: SessionLimits, image: str,
                labels: Mapping[str, str] | None) -> ServerSession:
