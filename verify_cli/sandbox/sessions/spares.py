@@ -71,11 +71,23 @@ class SparePool:
             spare = None
         with self._lock:
             self._starting[key] -= 1
-            if spare is not None and not self._closed:
-                self._ready.setdefault(key, []).append(spare)
+            pool = self._ready.setdefault(key, [])
+            if spare is not None and not self._closed and len(pool) < self.spares:
+                pool.append(spare)
                 spare = None
         if spare is not None:
             spare.close()
+
+    def set_spares(self, spares: int) -> None:
+        """Keep up to ``spares`` per key from now on (those over it are closed)."""
+        extra: list[ServerSession] = []
+        with self._lock:
+            self.spares = spares
+            for pool in self._ready.values():
+                while len(pool) > spares:
+                    extra.append(pool.pop())
+        for s in extra:
+            s.close()
 
     def ready(self) -> int:
         with self._lock:
