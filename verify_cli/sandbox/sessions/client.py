@@ -360,6 +360,9 @@ class ServerSession(Session):
                         msg = self._recv(time.monotonic() + 1)
                         if msg.get("op") == "exit":
                             status = msg
+                        elif msg.get("op") == "error":  # it refused a well-formed command
+                            raise _ServerGone(f"the exec server refused the command: "
+                                              f"{str(msg.get('message'))[:200]}")
                     elif not _drain_once(fd, caps[fd]):
                         open_fds.discard(fd)
                         os.close(fd)
