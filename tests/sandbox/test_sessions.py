@@ -350,6 +350,22 @@ def test_a_session_past_its_wall_limit_ends(box: Sandbox) -> None:
         assert s.exec("true").verdict is ExecVerdict.SESSION_DEAD
 
 
+@pytest.mark.bwrap
+def test_closing_the_sandbox_closes_its_sessions() -> None:
+    from verify_cli.sandbox.registry import create_sandbox
+
+    own = create_sandbox("bwrap")
+    s = own.open_session(None, SMALL)
+    pid = _server_pid(s)
+    own.close()
+    assert s.state is SessionState.CLOSED
+    assert s.exec("true").verdict is ExecVerdict.SESSION_DEAD
+    deadline = time.monotonic() + 5
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid)
+
+
 def test_close_is_idempotent_and_ends_everything(box: Sandbox) -> None:
     s = box.open_session(None, SMALL, image=IMAGE)
     pid = _server_pid(s)

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -207,6 +208,7 @@ class BwrapSessions:
         self._parents: dict[bool, SessionParent] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._open: weakref.WeakSet[ServerSession] = weakref.WeakSet()
         #: Ready sessions per limits, once one of those limits was opened.
         self.spares = SparePool(self._start_spare, spares=spares, name="bwrap-session-spare")
 
@@ -233,6 +235,8 @@ class BwrapSessions:
         archive = workspace_tar(workspace)
         session = self.spares.take(limits) or self._start(limits)
         session.begin(command_environment(SANDBOX_WORKDIR, SANDBOX_TMP, runtime_path(), env))
+        with self._lock:
+            self._open.add(session)
         if archive is not None:
             try:
                 session.load(archive)
@@ -273,10 +277,14 @@ class BwrapSessions:
                              machinery_alive=lambda: parent.alive)
 
     def close(self) -> None:
+        """Close every session still open, the spares and the parents."""
         self.spares.close()
         with self._lock:
             self._closed = True
             parents, self._parents = list(self._parents.values()), {}
+            sessions, self._open = list(self._open), weakref.WeakSet()
+        for session in sessions:
+            session.close()
         for p in parents:
             p.close()
 
