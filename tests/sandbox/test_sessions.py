@@ -429,6 +429,24 @@ def test_asyncio_forms(box: Sandbox) -> None:
     assert elapsed < 4 * 0.3 + 5  # they ran at once, not one after another
 
 
+def test_many_asyncio_commands_wait_at_once(box: Sandbox) -> None:
+    """More commands in flight than asyncio's default executor has threads (cores + 4)."""
+    count = 24
+    sessions = [box.open_session(None, SMALL, image=IMAGE) for _ in range(count)]
+    try:
+        async def main() -> float:
+            start = time.monotonic()
+            results = await asyncio.gather(*(s.aexec("sleep 2") for s in sessions))
+            assert all(r.ok for r in results), results
+            return time.monotonic() - start
+
+        elapsed = asyncio.run(main())
+    finally:
+        for s in sessions:
+            s.close()
+    assert elapsed < count * 2 / ((os.cpu_count() or 1) + 4), elapsed
+
+
 def test_sessions_of_one_sandbox_from_many_threads(box: Sandbox) -> None:
     errors: list[BaseException] = []
 

@@ -21,12 +21,16 @@ the candidate's side and could lie about its own commands. Grading takes :meth:`
 from __future__ import annotations
 
 import asyncio
+import functools
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
+from typing import Any, TypeVar
 
 from verify_cli.errors import ExitCode, VerifyError
 from verify_cli.sandbox.base import CapturedOutput
@@ -168,6 +172,29 @@ class SessionsUnsupportedError(SessionError):
 Workspace = Path | Mapping[str, bytes] | None
 
 
+#: Threads the asyncio forms run the sync calls in (made as needed): enough for every session
+#: in flight on a node to wait on its command at once, unlike asyncio's default executor.
+ASYNC_THREADS = 1024
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+T = TypeVar("T")
+
+
+def session_executor() -> ThreadPoolExecutor:
+    """The executor of the asyncio forms (shared by every session of the process)."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=ASYNC_THREADS, thread_name_prefix="session-async")
+        return _executor
+
+
+async def in_session_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a sync session call in :func:`session_executor` from a coroutine."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(session_executor(), functools.partial(fn, *args, **kwargs))
+
+
 class Session(ABC):
     """One live session. Use it as a context manager, or call :meth:`close`."""
 
@@ -221,30 +248,30 @@ class Session(ABC):
     def close(self) -> None:
         """End the session and everything in it; idempotent, never raises."""
 
-    # --- asyncio forms: the sync calls, in a worker thread -------------------------------------
+    # --- asyncio forms: the sync calls, in a thread of session_executor() --------------------
     async def aexec(self, command: str | Sequence[str], *, timeout: float | None = None,
                     stdin: bytes | None = None, env: Mapping[str, str] | None = None,
                     cwd: str | None = None, output_bytes: int | None = None) -> ExecResult:
-        return await asyncio.to_thread(self.exec, command, timeout=timeout, stdin=stdin, env=env,
+        return await in_session_thread(self.exec, command, timeout=timeout, stdin=stdin, env=env,
                                        cwd=cwd, output_bytes=output_bytes)
 
     async def aread_file(self, path: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes:
-        return await asyncio.to_thread(self.read_file, path, max_bytes=max_bytes)
+        return await in_session_thread(self.read_file, path, max_bytes=max_bytes)
 
     async def awrite_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
-        await asyncio.to_thread(self.write_file, path, data, mode=mode)
+        await in_session_thread(self.write_file, path, data, mode=mode)
 
     async def alist_files(self, path: str = ".", *, recursive: bool = True,
                           max_entries: int = 10000) -> list[FileEntry]:
-        return await asyncio.to_thread(self.list_files, path, recursive=recursive,
+        return await in_session_thread(self.list_files, path, recursive=recursive,
                                        max_entries=max_entries)
 
     async def asnapshot(self, globs: Sequence[str] = ("**",), *,
                         max_bytes: int = 64 * 1024 * 1024) -> dict[str, bytes]:
-        return await asyncio.to_thread(self.snapshot, globs, max_bytes=max_bytes)
+        return await in_session_thread(self.snapshot, globs, max_bytes=max_bytes)
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        await in_session_thread(self.close)
 
     def __enter__(self) -> Session:
         return self

@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 SOCKET_DIR = "/.verify-session"
 SOCKET_NAME = "server.sock"
 START_TIMEOUT = 120.0
-NANO_CPUS = 1_000_000_000
 #: The server, in the container's pids budget.
 OWN_PIDS = 1
 
@@ -133,7 +132,7 @@ class DockerSessions:
     def _start(self, limits: SessionLimits, image: str,
                labels: Mapping[str, str] | None) -> ServerSession:
         """A container whose exec server has said hello, its work folder empty."""
-        from verify_cli.sandbox.docker.containers import LABEL, OWNER_LABEL, RUN_ID_LABEL, owner
+        from verify_cli.sandbox.docker.containers import LABEL, NANO_CPUS, OWNER_LABEL, RUN_ID_LABEL, owner
         from verify_cli.sandbox.docker.errors import DAEMON_ERRORS, short
 
         compile_harness()
