@@ -167,6 +167,9 @@ def test_commands_see_no_host_and_no_network(isolating_box: Sandbox) -> None:
         r = s.exec(["python", "-c", "import socket;socket.create_connection(('192.0.2.1',80),2)"])
         assert r.verdict is ExecVerdict.NONZERO_EXIT
         assert s.exec("touch /usr/x").verdict is ExecVerdict.NONZERO_EXIT
+        checkout = Path(__file__).resolve().parents[2]  # its tasks, hidden tests, the harness
+        r = s.exec(f"ls {checkout}/README.md {checkout}/sample_tasks {Path.home()}")
+        assert r.verdict is ExecVerdict.NONZERO_EXIT and "hidden_tests" not in r.stdout.text, r
 
 
 def test_verdicts_stdin_env_and_exit_codes(session: Session) -> None:
@@ -406,6 +409,21 @@ def test_concurrent_calls_from_threads(box: Sandbox) -> None:
         assert results == {i * 10 + k: f"{i}-{k}\n" for i in range(6) for k in range(4)}
         assert len(shared.read_file("log.txt").splitlines()) == 24
         assert shared.snapshot(["t*.txt"]) == {f"t{i}.txt": str(i).encode() for i in range(6)}
+
+
+def test_close_from_another_thread_ends_a_command_in_flight(box: Sandbox) -> None:
+    s = box.open_session(None, SMALL, image=IMAGE)
+    out: dict[str, object] = {}
+    t = threading.Thread(target=lambda: out.update(r=s.exec("sleep 30", timeout=60)))
+    t.start()
+    time.sleep(1.0)
+    start = time.monotonic()
+    s.close()
+    t.join(timeout=15)
+    assert not t.is_alive() and time.monotonic() - start < 10
+    r = out["r"]
+    assert getattr(r, "verdict", None) is ExecVerdict.SESSION_DEAD, r
+    assert s.state is SessionState.CLOSED
 
 
 def test_asyncio_forms(box: Sandbox) -> None:
