@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SandboxFor
+from verify_cli.errors import UsageError
 from verify_cli.sandbox.base import Sandbox
 from verify_cli.sandbox.conformance import CASES, ConformanceCase, run_case
 from verify_cli.sandbox.sessions import (
@@ -75,6 +76,13 @@ def _server_pid(s: Session) -> int:
 def test_a_backend_without_sessions_says_so() -> None:
     with pytest.raises(SessionsUnsupportedError, match="cannot open sessions"):
         FakeSandbox().open_session()
+
+
+@pytest.mark.parametrize(("field", "value"), [("memory_mb", 0), ("idle_seconds", 0.0),
+                                              ("command_seconds", -1.0), ("disk_bytes", 10)])
+def test_bad_limits_say_which(field: str, value: float) -> None:
+    with pytest.raises(UsageError, match=f"session limit {field}"):
+        SessionLimits(**{field: value})  # type: ignore[arg-type]
 
 
 def test_state_persists_between_calls(session: Session) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from verify_cli.errors import ExitCode, VerifyError
+from verify_cli.errors import ExitCode, UsageError, VerifyError
 from verify_cli.sandbox.base import CapturedOutput
 
 
@@ -94,6 +94,19 @@ class SessionLimits:
     max_output_bytes: int = 16 * 1024 * 1024
     file_bytes: int = 256 * 1024 * 1024
     network: bool = False
+
+    def __post_init__(self) -> None:
+        floors = {"memory_mb": 16, "processes": 1, "disk_bytes": 1 << 20, "output_bytes": 2,
+                  "max_output_bytes": 2, "file_bytes": 1}
+        for name, floor in floors.items():
+            if getattr(self, name) < floor:
+                raise UsageError(f"session limit {name} is {getattr(self, name)}, below {floor}",
+                                 hint=f"give {name} >= {floor}")
+        for name in ("wall_seconds", "idle_seconds", "command_seconds", "cpu_seconds"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise UsageError(f"session limit {name} is {value}; it must be above 0",
+                                 hint=f"give {name} > 0")
 
 
 @dataclass(frozen=True)
