@@ -24,6 +24,7 @@ import select
 import signal
 import socket
 import sys
+import tarfile  # noqa: F401 - imported once here, shared with every session
 import traceback
 from typing import Any
 

@@ -36,7 +36,6 @@ import signal
 import socket
 import stat
 import sys
-import tarfile
 from typing import Any
 
 MAX_MESSAGE = 1 << 20
@@ -170,8 +169,8 @@ class Server:
                 with contextlib.suppress(ValueError, OSError):
                     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
                 if msg.get("data_bytes"):  # no cgroup: per-process data size, the user's processes
-                    data = int(msg["data_bytes"])
-                    resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+                    data_limit = int(msg["data_bytes"])
+                    resource.setrlimit(resource.RLIMIT_DATA, (data_limit, data_limit))
                 if msg.get("nproc") and os.getuid() != 0:
                     nproc = int(msg["nproc"])
                     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
@@ -296,6 +295,8 @@ class Server:
         _send(self.sock, {"op": "done"})
 
     def snapshot(self, msg: dict[str, Any], fds: list[int]) -> None:
+        import tarfile  # on first use: a plain subprocess server starts faster without it
+
         (out,) = fds
         patterns = [glob_regex(str(g)) for g in msg.get("globs") or ["**"]]
         count = 0
@@ -325,6 +326,8 @@ class Server:
         _send(self.sock, {"op": "done", "files": count})
 
     def untar(self, msg: dict[str, Any], fds: list[int]) -> None:
+        import tarfile
+
         (src,) = fds
         try:
             with os.fdopen(src, "rb", closefd=True) as fh, tarfile.open(fileobj=fh, mode="r|") as tar:
