@@ -193,6 +193,22 @@ def test_verdicts_stdin_env_and_exit_codes(session: Session) -> None:
     assert session.exec("true").ok  # the session survived all of it
 
 
+def test_per_command_limits_hold(box: Sandbox) -> None:
+    # A wall limit far above the CPU limit: on a loaded machine CPU time comes slowly.
+    limits = SessionLimits(cpu_seconds=1, command_seconds=300, file_bytes=1 << 20)
+    with box.open_session(None, limits, image=IMAGE) as s:
+        r = s.exec(["python", "-c", "while True: pass"])
+        assert r.verdict is ExecVerdict.TIMEOUT and "CPU" in r.message, r
+        r = s.exec("ulimit -H -f; ulimit -f; ulimit -c")
+        assert r.stdout.text.split() == ["1024", "1024", "0"], r.stdout.text  # 1 MiB in KiB blocks
+        r = s.exec(["dd", "if=/dev/zero", "of=f", "bs=1M", "count=2"])
+        assert r.verdict is ExecVerdict.OUTPUT_LIMIT and "file-size" in r.message, r
+        r = s.exec(["python", "-c", "open('f', 'wb').write(b'x' * (2 << 20))"])  # ignores SIGXFSZ
+        assert r.verdict is ExecVerdict.NONZERO_EXIT and "File too large" in r.stderr.text, r
+        r = s.exec(["no-such-program"])
+        assert r.exit_code == 127 and "no-such-program" in r.stderr.text, r
+
+
 def test_nothing_a_command_leaves_runs_on(session: Session) -> None:
     assert session.exec("(setsid sleep 300 &) ; nohup sleep 301 >/dev/null 2>&1 &").ok
     r = session.exec("ps -eo args")

@@ -149,8 +149,14 @@ class Server:
         cpu = int(msg.get("cpu_seconds") or 60)
         fsize = int(msg.get("file_bytes") or (1 << 30))
         nofile = int(msg.get("open_files") or 1024)
+        pid = None
+        if not msg.get("data_bytes") and not msg.get("nproc"):
+            pid = self._spawn(argv, env, cwd, fds, {resource.RLIMIT_FSIZE: fsize,
+                                                    resource.RLIMIT_NOFILE: nofile,
+                                                    resource.RLIMIT_CORE: 0}, cpu)
         try:
-            pid = os.fork()
+            if pid is None:
+                pid = os.fork()
         except OSError as e:
             _close(stdin, stdout, stderr)
             _send(self.sock, {"op": "exit", "status": 126 << 8, "cpu": 0.0,
@@ -163,6 +169,7 @@ class Server:
                     os.dup2(fd, i)
                 os.closerange(3, 1 << 16)
                 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+                signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
                 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
                 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -209,6 +216,47 @@ class Server:
         self._reap_all()
         _send(self.sock, {"op": "exit", "status": status,
                           "cpu": usage.ru_utime + usage.ru_stime})
+
+    def _spawn(self, argv: list[str], env: dict[str, str], cwd: str, fds: list[int],
+               limits: dict[int, int], cpu: int) -> int | None:
+        """Start the command with ``posix_spawn`` (no copy of this process's page tables: a few
+        times cheaper than a fork); None where it cannot (the fork path then reports why).
+
+        The session-wide limits (file size, open files, core size) are set on the server
+        itself, soft and hard, so that the command is born under them: a spawned process cannot
+        be limited between its start and its exec. The CPU limit, which would count the
+        server's own time, is set on the command right after it started (CPU time adds up: the
+        moment before counts too)."""
+        program = argv[0] if "/" in argv[0] else None
+        if program is None:
+            for folder in env.get("PATH", "").split(":"):
+                candidate = os.path.join(folder or ".", argv[0])
+                if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                    program = candidate
+                    break
+        if program is None or not os.path.isdir(cwd):
+            return None
+        for res, value in limits.items():
+            soft, hard = resource.getrlimit(res)
+            if (soft, hard) != (value, value) and (hard == resource.RLIM_INFINITY or value <= hard):
+                with contextlib.suppress(ValueError, OSError):
+                    resource.setrlimit(res, (value, value))
+        try:
+            for fd in fds:
+                os.set_inheritable(fd, False)
+            os.chdir(cwd)
+            try:
+                pid = os.posix_spawn(program, argv, env, setsid=True,
+                                     setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                                     file_actions=[(os.POSIX_SPAWN_DUP2, fd, i)
+                                                   for i, fd in enumerate(fds)])
+            finally:
+                os.chdir(self.workdir)
+        except OSError:
+            return None
+        with contextlib.suppress(ValueError, OSError):
+            resource.prlimit(pid, resource.RLIMIT_CPU, (cpu, cpu + 1))
+        return pid
 
     def read(self, msg: dict[str, Any], fds: list[int]) -> None:
         (out,) = fds
@@ -350,6 +398,9 @@ class Server:
 
     def serve(self) -> int:
         """Answer requests until the host closes the socket."""
+        # Its own writes (write_file, untar) are under the commands' file-size limit: past it,
+        # a write fails (EFBIG) rather than ending the server.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         if not self.own_init:
             with contextlib.suppress(Exception):
                 import ctypes

@@ -75,7 +75,9 @@ class SessionLimits:
     per command), ``disk_bytes`` (the work folder's and ``/tmp``'s size, each a tmpfs, on the
     isolating backends), ``wall_seconds`` (its whole life) and ``idle_seconds`` (how long it may
     sit without a call before it is reclaimed). Per command: ``command_seconds`` (wall),
-    ``cpu_seconds`` (None: the command's wall limit), ``output_bytes`` (each of stdout and stderr
+    ``cpu_seconds`` (None: the command's wall limit; set on the command as it starts, so what
+    it forks in its very first moments may miss it: the wall limit, enforced from outside,
+    still ends them), ``output_bytes`` (each of stdout and stderr
     is kept as a head and a tail of half that, the cut marked), ``max_output_bytes`` (more on
     either stream stops the command as ``output_limit``) and ``file_bytes`` (the largest file a
     command may write). ``network``: share the host's network (off: loopback only, the
