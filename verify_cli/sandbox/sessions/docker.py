@@ -21,6 +21,7 @@ import contextlib
 import os
 import select
 import socket
+import struct
 import tempfile
 import threading
 import uuid
@@ -43,7 +44,6 @@ from verify_cli.sandbox.sessions.client import (
     ServerSession,
     command_environment,
     decode,
-    recv_with_pid,
     remove_tree,
     workspace_tar,
 )
@@ -185,8 +185,13 @@ class DockerSessions:
         finally:
             listener.close()
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-            data, _fds, pid = recv_with_pid(sock)
+            # The peer's pid as it connected (in this pid namespace): SO_PASSCRED set after the
+            # accept could miss a hello sent before it.
+            pid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                      struct.calcsize("3i")))[0]
+            if not _readable(sock, START_TIMEOUT):
+                raise SessionInfraError("the session container's exec server did not say hello")
+            data = sock.recv(1 << 16)
             if decode(data).get("op") != "hello" or not pid:
                 raise SessionInfraError("the session container's exec server did not say hello")
         except BaseException:
@@ -215,6 +220,12 @@ class DockerSessions:
     def _remove(self, container_id: str) -> None:
         if container_id:
             self.sandbox._reaper.put(container_id)
+
+
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(timeout * 1000))
 
 
 def _ulimits(limits: SessionLimits) -> list[Any]:
