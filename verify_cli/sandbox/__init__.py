@@ -20,6 +20,15 @@ from verify_cli.sandbox.registry import (
     sandbox_class,
     sandbox_names,
 )
+from verify_cli.sandbox.sessions.base import (
+    ExecResult,
+    ExecVerdict,
+    Session,
+    SessionDeadError,
+    SessionInfraError,
+    SessionLimits,
+    SessionState,
+)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -27,10 +36,17 @@ __all__ = [
     "WARM_CANDIDATE_ENV",
     "Availability",
     "CapturedOutput",
+    "ExecResult",
+    "ExecVerdict",
     "Limits",
     "RunResult",
     "RunSpec",
     "Sandbox",
+    "Session",
+    "SessionDeadError",
+    "SessionInfraError",
+    "SessionLimits",
+    "SessionState",
     "Verdict",
     "create_sandbox",
     "pinned_environment",

@@ -20,17 +20,18 @@ the candidate's side and could lie about its own commands. Grading takes :meth:`
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 from verify_cli.errors import ExitCode, UsageError, VerifyError
 from verify_cli.sandbox.base import CapturedOutput
@@ -198,6 +199,8 @@ T = TypeVar("T")
 def session_executor() -> ThreadPoolExecutor:
     """The executor of the asyncio forms (shared by every session of the process)."""
     global _executor
+    from concurrent.futures import ThreadPoolExecutor
+
     with _executor_lock:
         if _executor is None:
             _executor = ThreadPoolExecutor(max_workers=ASYNC_THREADS, thread_name_prefix="session-async")
@@ -206,6 +209,8 @@ def session_executor() -> ThreadPoolExecutor:
 
 async def in_session_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a sync session call in :func:`session_executor` from a coroutine."""
+    import asyncio  # here: importing the sandbox layer does not pay for asyncio
+
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(session_executor(), functools.partial(fn, *args, **kwargs))
 
