@@ -525,3 +525,22 @@ def test_network_is_off_unless_asked(isolating_box: Sandbox) -> None:
                 r = on.exec(["python", "-c",
                              f"import socket;socket.create_connection(('{host}',{port}),3)"])
                 assert r.ok, r
+
+
+@pytest.mark.bwrap
+def test_spares_are_kept_for_a_bounded_number_of_limits() -> None:
+    from verify_cli.sandbox.registry import create_sandbox
+
+    own = create_sandbox("bwrap")
+    try:
+        for memory in range(100, 112):
+            own.open_session(None, SessionLimits(memory_mb=memory)).close()
+        pool = own.__dict__["_sessions"].spares
+        deadline = time.monotonic() + 20
+        while pool.ready() < 16 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(pool._ready) == pool.max_keys == 8
+        assert pool.ready() == 16
+        assert SessionLimits(memory_mb=100) not in pool._ready  # the oldest keys lost theirs
+    finally:
+        own.close()

@@ -20,8 +20,10 @@ class SparePool:
     """Spares by key; ``start(key)`` makes one (any exception: none is made)."""
 
     def __init__(self, start: Callable[[Hashable], ServerSession], *, spares: int = 2,
-                 workers: int = 1, name: str = "session-spare") -> None:
+                 workers: int = 1, name: str = "session-spare", max_keys: int = 8) -> None:
         self.spares = spares
+        #: Keys kept at once; the least recently asked for loses its spares past that.
+        self.max_keys = max_keys
         self._start = start
         self._lock = threading.Lock()
         self._ready: dict[Hashable, list[ServerSession]] = {}
@@ -55,6 +57,15 @@ class SparePool:
 
     def refill(self, key: Hashable) -> None:
         """Start spares of ``key`` in the background, up to :attr:`spares` of them."""
+        dropped: list[ServerSession] = []
+        with self._lock:
+            # dicts keep insertion order: re-inserting marks the key most recently asked for
+            self._ready[key] = self._ready.pop(key, [])
+            while len(self._ready) > self.max_keys:
+                oldest = next(iter(self._ready))
+                dropped += self._ready.pop(oldest)
+        for s in dropped:
+            s.close()
         with self._lock:
             wanted = self.spares - len(self._ready.get(key, [])) - self._starting.get(key, 0)
             if wanted <= 0 or self._closed:
@@ -71,8 +82,8 @@ class SparePool:
             spare = None
         with self._lock:
             self._starting[key] -= 1
-            pool = self._ready.setdefault(key, [])
-            if spare is not None and not self._closed and len(pool) < self.spares:
+            pool = self._ready.get(key)
+            if spare is not None and not self._closed and pool is not None and len(pool) < self.spares:
                 pool.append(spare)
                 spare = None
         if spare is not None:
