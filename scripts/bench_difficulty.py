@@ -16,7 +16,9 @@ An untimed pass over every prompt comes first (each prompt shape's first call is
 
 The ratio to watch is (3) / (1): the target is at most 1.2 whenever (2) is faster than (1).
 Without ``--model`` a tiny random model is built offline (its completions are random text that
-fails every test, which is all grading needs). Timings on a shared machine are noisy.
+fails every test, which is all grading needs: it is graded through a step that fences it, so that
+a bare answer that is not valid Python is graded as the file rather than found a parse error and
+never graded). Timings on a shared machine are noisy.
 
 Then adaptive sampling against a fixed budget, on the same tasks and the same samples: a replay
 file gives each task ``--adaptive-samples`` candidates, each the reference solution with a
@@ -56,22 +58,36 @@ from verify_cli import (  # noqa: E402  # noqa: E402
 )
 from verify_cli.difficulty import (  # noqa: E402
     DifficultyOptions,
-    derive_seed,
-    grade_sample,
     run_difficulty,
+    sample_seed,
 )
 from verify_cli.models import (  # noqa: E402
     build_prompt,
     create_model_backend,
 )
+from verify_cli.sampling import AnswerStep, GradedSample, SampleStep  # noqa: E402
 from verify_cli.sandbox import resolve_backend_name  # noqa: E402
 
 SEED = 0
 
 
+class FencedStep(SampleStep):
+    """The one-shot step on the completion's text in a fenced block: random text is graded as the
+    task's file (and fails), as a real model's wrong answers are, never skipped as unreadable."""
+
+    def __init__(self, grader: Grader) -> None:
+        self.answer = AnswerStep(grader)
+
+    def run(self, task: Task, completion: Completion, *, label: str = "") -> GradedSample:
+        if completion.files is not None:
+            return self.answer.run(task, completion, label=label)
+        fence = "````" if "```" in completion.text else "```"
+        return self.answer.run(task, replace(completion, text=f"{fence}\n{completion.text}\n{fence}\n"), label=label)
+
+
 def generate_alone(backend: Any, tasks: list[Task], params: SamplingParams) -> tuple[float, list[tuple[Task, int,
                                                                                                         Completion]]]:
-    prompts = [replace(build_prompt(t, backend.tokenizer), seed=derive_seed(SEED, t.content_hash(), 0), first_sample=0)
+    prompts = [replace(build_prompt(t, backend.tokenizer), seed=sample_seed(SEED, t.content_hash(), 0), first_sample=0)
                for t in tasks]
     out: list[tuple[Task, int, Completion]] = []
     counters = [0] * len(tasks)
@@ -89,11 +105,13 @@ def grade_alone(grader: Grader, samples: list[tuple[Task, int, Completion]], job
             queue.put_nowait(s)
         graded = 0
 
+        step = FencedStep(grader)
+
         async def worker() -> None:
             nonlocal graded
             while not queue.empty():
                 task, index, completion = queue.get_nowait()
-                await grade_sample(grader, task, index, completion)
+                await asyncio.to_thread(step.run, task, completion, label=f"sample {index}")
                 graded += 1
 
         await asyncio.gather(*(worker() for _ in range(jobs)))
@@ -189,7 +207,7 @@ def main() -> int:
                         gens.append(generate_alone(backend, tasks, params)[0])
                     else:
                         started = time.monotonic()
-                        report = run_difficulty(tasks, backend, grader, opts)
+                        report = run_difficulty(tasks, backend, grader, opts, step=FencedStep(grader))
                         totals.append(time.monotonic() - started)
                         gen_in_run.append(report.generation_seconds)
             gen_s, total_s = statistics.median(gens), statistics.median(totals)

@@ -98,7 +98,7 @@ def _row(backend: str, mode: str, seconds: float, results: list[GradeResult],
 def bench_two_process(name: str, task: Task, runs: int, jobs: int) -> list[dict[str, Any]]:
     """Cold and warm rows of two-process grading on backend ``name`` (where it has it)."""
     rows: list[dict[str, Any]] = []
-    with create_sandbox(name, pool_size=POOL_SIZE) as box:
+    with create_sandbox(name) as box:
         if not box.two_process:
             return [{"backend": name, "mode": "two-process", "unavailable":
                      f"{name} grades in-process (no two-process support)"}]

@@ -2,11 +2,11 @@
 # Idempotent set-up for a fresh Debian/Ubuntu machine: system packages, a virtual environment
 # with verify-cli and its dev tools. Safe to run again; does nothing that is already done.
 #   VENV=path   where to make the virtual environment (default: .venv in the checkout)
-#   EXTRAS=...  pip extras to install (default: dev,distributed,train,humaneval)
+#   EXTRAS=...  pip extras to install (default: dev,distributed,train,humaneval,serve,trl,openenv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
-EXTRAS=${EXTRAS:-dev,distributed,train,humaneval}
+EXTRAS=${EXTRAS:-dev,distributed,train,humaneval,serve,trl,openenv}
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

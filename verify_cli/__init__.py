@@ -2,9 +2,16 @@
 """verify-cli: curate and use verifiable tasks for LLM post-training.
 
 The public API is what ``__all__`` lists, importable from here (loaded on first use, so
-``import verify_cli`` stays cheap). Everything else, including every submodule's own names, is
-internal and may change without notice. Third-party sandbox backends plug in through the
-``verify_cli.sandboxes`` entry-point group (see :func:`verify_cli.sandbox.registry.register_sandbox`).
+``import verify_cli`` stays cheap), and what the ``__all__`` of each layer's package lists
+(``verify_cli.tasks``, ``.sandbox``, ``.grading``, ``.checks``, ``.models``, ``.executors``,
+``.sampling``, ``.rollout``, ``.difficulty``, ``.importers``, ``.exporters``, ``.service`` (the
+``serve`` extra), ``.client``, ``.adapters`` (each framework's extra): ``from verify_cli.sandbox
+import create_sandbox``). Everything else is internal and may change without notice: every module
+inside a package (``verify_cli.sandbox.bwrap``), anything whose name starts with ``_``, and the
+whole of ``verify_cli.cli``, ``verify_cli.harness`` and ``verify_cli.report`` (the lists are in
+``verify_cli._exports``; tests/test_public_api.py pins the names).
+Third-party sandbox backends plug in through the ``verify_cli.sandboxes`` entry-point group (see
+:func:`verify_cli.register_sandbox`).
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from verify_cli._version import __version__
 
 #: public name -> the module that defines it
 _PUBLIC: dict[str, str] = {

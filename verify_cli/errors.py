@@ -19,6 +19,13 @@ The hierarchy (exit code in brackets)::
     ├── JUnitParseError [3]                  grading.junit: a results file is not JUnit XML
     └── WorkerError [3]                      sandbox.bwrap_warm: a warm worker failed (re-run cold)
 
+Exit codes of the commands that judge tasks (check-tasks): 0 every task sound; 1 a task is
+defective (its reference fails in-process too, its starter passes, a test is flaky, ...); 4 no
+task is defective but some task is *not gradeable two-process* (its reference passes in-process
+and a test fails only two-process: the test uses something the two-process boundary does not
+carry, named in the report with the remedy); 3 nothing could be concluded for some task (the
+sandbox failed). When several apply, the first in that order wins.
+
 A bad task file is a finding, not a usage error, for the commands that exist to find bad tasks:
 ``check-tasks`` reports a failed ``schema`` check and ``audit`` an unreliable task, and both exit
 1 like for any other finding. Elsewhere a TaskFormatError exits 2.
@@ -36,6 +43,7 @@ class ExitCode(IntEnum):
     DEFECTIVE = 1  # the command ran and found defective tasks / failing audits
     USAGE = 2  # bad arguments, bad configuration, bad input files
     INFRA = 3  # the sandbox or infrastructure failed: nothing could be concluded
+    NOT_GRADEABLE = 4  # check-tasks: a correct reference fails only two-process (not its fault)
     INTERRUPTED = 130  # Ctrl-C
 
 

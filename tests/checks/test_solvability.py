@@ -10,7 +10,6 @@ from verify_cli.checks.editable import editable_reach
 from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
 from verify_cli.checks.solvability import CheckOptions, Progress, check_tasks, evaluate
 from verify_cli.grading import Grader, GradeResult, GradeStatus, Outcome, Phase, TestOutcome
-from verify_cli.grading.workspace import HARNESS_MODULES
 from verify_cli.sandbox.base import RunResult, Sandbox, Verdict
 from verify_cli.sandbox.testing import FakeSandbox
 from verify_cli.tasks import load_task, load_task_set
@@ -212,12 +211,26 @@ def test_an_editable_glob_reaching_tests_or_harness_files_is_a_warning(
     assert report.verdict is TaskVerdict.SOUND  # the grader refuses those files: a warning only
     editable = next(c for c in report.checks if c.name == "editable")
     assert editable.status is CheckStatus.WARN
-    more = len(HARNESS_MODULES)  # the harness modules, after the three files named
+    # Only what is true of the task: its own test files, no harness file it does not have.
     assert editable.message == (
-        "editable glob '**/*.py' matches test files (tests/check.py, tests/test_x.py, tests/conftest.py "
-        "and 4 more), which the grader always takes from the task; and harness files "
-        f"(conftest.py, sitecustomize.py, usercustomize.py and {more} more), which the grader refuses from a "
-        "wildcard")
+        "editable glob '**/*.py' matches test files (tests/check.py), which the grader "
+        "always takes from the task")
+
+
+def test_a_harness_file_the_solution_ships_is_named_and_no_other(make_task: Any) -> None:
+    """A wildcard that could match a harness file is not a mistake (the grader refuses it); one
+    that matches a harness file the solution really ships is: that solution fails."""
+    def wide(doc: dict[str, Any]) -> None:
+        doc["editable"] = ["*.py"]
+
+    plain = load_task(make_task("plain", mutate=wide))
+    assert editable_reach(plain) == []
+    shipped = make_task("shipped", mutate=wide)
+    (shipped / "solution" / "sitecustomize.py").write_text("import os\n")
+    (reach,) = editable_reach(load_task(shipped))
+    assert reach.refused_harness == ("sitecustomize.py",) and reach.test_files == ()
+    assert "harness files of the task's own starter or solution (sitecustomize.py)" in reach.describe()
+    assert "conftest.py" not in reach.describe() and "usercustomize" not in reach.describe()
 
 
 def test_an_editable_harness_file_named_exactly_is_taken_and_warned_about(defective_tasks_dir: Path) -> None:
@@ -228,4 +241,12 @@ def test_an_editable_harness_file_named_exactly_is_taken_and_warned_about(defect
 
 def test_sample_tasks_have_narrow_editable_globs(sample_tasks_dir: Path) -> None:
     for task in load_task_set(sample_tasks_dir):
-        assert isinstance(task, Task) and editable_reach(task) == [], task.id
+        assert isinstance(task, Task)
+        reach = editable_reach(task)
+        if task.test.has_test_lists:
+            # A repository task's globs cover its source tree ("pkg/**/*.py"): they reach harness
+            # file names, which the grader refuses from a wildcard, but never a test file and
+            # never a harness file the grader would take.
+            assert all(not r.test_files and not r.admitted_harness and r.refused_harness for r in reach), task.id
+            continue
+        assert reach == [], task.id

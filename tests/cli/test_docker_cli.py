@@ -120,3 +120,23 @@ def test_cached_verdicts_name_their_image_and_a_rebuilt_image_is_checked_again(
     finally:
         client.images.remove(tag)
         client.close()
+
+
+def test_tasks_list_on_docker_finds_the_verdicts_check_tasks_wrote_there(
+        sample_tasks_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import shutil
+
+    from verify_cli.cli.app import main
+
+    root = tmp_path / "tasks"
+    shutil.copytree(sample_tasks_dir / "coding-interval-merge", root / "coding-interval-merge")
+    cache = ["--cache-dir", str(tmp_path / "cache"), "--repeats", "1"]
+    assert main(["check-tasks", str(root), "--sandbox", "docker", *cache]) == 0
+    capsys.readouterr()
+    assert main(["tasks", "list", str(root), "--sandbox", "docker", *cache, "--json", "-"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [t["check"] for t in listed["tasks"]] == ["sound"]
+    # Another backend's verdicts are not docker's.
+    assert main(["tasks", "list", str(root), "--sandbox", "process", *cache, "--json", "-"]) == 0
+    assert [t["check"] for t in json.loads(capsys.readouterr().out)["tasks"]] == ["unchecked"]

@@ -42,7 +42,7 @@ EXPECTED: dict[type[VerifyError], int] = {
 
 def test_exit_code_values() -> None:
     assert {c.name: int(c) for c in ExitCode} == {
-        "OK": 0, "DEFECTIVE": 1, "USAGE": 2, "INFRA": 3, "INTERRUPTED": 130}
+        "OK": 0, "DEFECTIVE": 1, "USAGE": 2, "INFRA": 3, "NOT_GRADEABLE": 4, "INTERRUPTED": 130}
 
 
 @pytest.mark.parametrize("cls", list(EXPECTED), ids=lambda c: c.__name__)

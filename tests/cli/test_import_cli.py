@@ -32,8 +32,26 @@ def test_import_reports_the_broken_row_and_exits_1(source: Path, tmp_path: Path,
     out = capsys.readouterr()
     assert "imported 1 of 2 rows" in out.out and "Traceback" not in out.out + out.err
     doc = json.loads((tmp_path / "import.json").read_text())
-    assert doc["imported"] == 1 and doc["failed"] == [{"index": 1, "reason": "the list of asserts is empty"}]
+    assert doc["imported"] == 1
+    assert doc["failed"] == [{"index": 1, "id": "2", "reason": "the list of asserts is empty"}]
     assert (tmp_path / "set" / "rows" / "1" / "task.toml").is_file()
+    # The console's table names the row by its index and by its own id, as the JSON does.
+    row = next(line for line in out.out.splitlines() if "the list of asserts is empty" in line)
+    assert row.split()[:4] == ["│", "1", "│", "2"]
+
+
+def test_import_into_a_non_empty_folder_needs_merge(source: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "set"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    assert main(["import", str(source), "--preset", "asserts", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the output folder is not empty" in err and "--merge" in err and "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]  # nothing written
+    assert main(["import", str(source), "--preset", "asserts", "--out", str(out), "--merge"]) == 1
+    assert (out / "rows" / "1" / "task.toml").is_file() and (out / "notes.txt").read_text() == "mine\n"
+    assert main(["import", str(source), "--preset", "asserts", "--out", str(tmp_path / "new")]) == 1
 
 
 def test_map_takes_several_fields_after_one_option(tmp_path: Path) -> None:

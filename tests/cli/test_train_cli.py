@@ -55,3 +55,20 @@ def test_an_existing_run_needs_resume_and_resume_needs_the_same_options(
     assert "seed" in err and "Traceback" not in err
     assert train(tmp_path, "--resume") == 0  # nothing left to do: the run is complete
     assert main(["train", str(TOY_TASKS), "--out", str(tmp_path / "x"), "--update", "sgd"]) == 2
+
+
+def test_resume_on_a_folder_holding_no_run_is_a_usage_error(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert train(tmp_path, "--resume") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "holds no run to resume" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "run.json").exists()  # no new run was started in its place
+    (tmp_path / "run").mkdir()
+    assert train(tmp_path, "--resume") == 2
+
+
+def test_a_group_larger_than_the_replayed_rows_is_a_usage_error(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert train(tmp_path, "-G", "4") == 2  # the file has 3 rows per task
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--group-size 4:" in err and "only 3 row(s)" in err and "Traceback" not in err

@@ -144,6 +144,32 @@ def test_visible_pass_hidden_fail_is_a_curation_finding(tmp_path: Path, capsys: 
     assert "curation finding" in capsys.readouterr().err or summary["tasks"][0]["visible_pass_hidden_fail"] == 1
 
 
+def test_a_task_without_visible_tests_shows_no_visible_rate(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           sample_tasks_dir: Path) -> None:
+    """A task whose tests are all hidden has no visible pass rate: null in the table and ``-`` on
+    the console, not 0.00 (which reads as "every sample failed the visible tests")."""
+    import shutil
+
+    shutil.copytree(sample_tasks_dir / "coding-roman-numerals", tmp_path / "roman")
+    for test in (tmp_path / "roman" / "tests").iterdir():
+        test.rename(tmp_path / "roman" / "hidden_tests" / test.name)
+    (tmp_path / "roman" / "tests").rmdir()
+    toml = tmp_path / "roman" / "task.toml"
+    toml.write_text(toml.read_text().replace(" tests hidden_tests'", " hidden_tests'"))
+    solution = (tmp_path / "roman" / "solution" / "roman.py").read_text()
+    replay = tmp_path / "r.jsonl"
+    replay.write_text("".join(json.dumps({"task_id": "coding/roman-numerals", "files": {"roman.py": s}}) + "\n"
+                              for s in (solution, "def broken(:\n")))
+    code = main(["difficulty", str(tmp_path / "roman"), "-b", "replay", "-m", str(replay), "-n", "2",
+                 "--out", str(tmp_path / "o"), "--sandbox", "process", "--no-cache"])
+    assert code == 0
+    row = pq.read_table(tmp_path / "o" / "difficulty.parquet").to_pylist()[0]
+    assert (row["n"], row["correct"], row["visible_pass_rate"]) == (2, 1, None)
+    line = next(t for t in capsys.readouterr().out.splitlines() if "roman" in t)
+    cells = [c.strip() for c in line.split("│")]
+    assert cells[7] == "-", line  # the visible column (task, bucket, n, rate, interval, score, visible)
+
+
 def test_a_data_set_of_task_paths_is_measured_again(task_set: TaskSet, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     tasks, replay = task_set(PLAN)
@@ -167,3 +193,41 @@ def test_data_sets_without_paths_or_unreadable_are_usage_errors(tmp_path: Path,
     broken.write_bytes(b"PAR1")
     assert main(["difficulty", str(broken), "-b", "replay", "-m", str(rows), "--out", str(tmp_path / "o")]) == 2
     assert "cannot read the data set" in " ".join(capsys.readouterr().err.split())
+
+
+def test_replay_rows_naming_no_task_and_tasks_with_no_rows_are_warned_about(
+        task_set: TaskSet, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks, replay = task_set({"fine": [RIGHT, WRONG], "bare": []})
+    with replay.open("a") as fh:
+        fh.write(json.dumps({"task_id": "set/typo", "completion": RIGHT}) + "\n")
+    code = main(["difficulty", str(tasks), "-b", "replay", "-m", str(replay), "-n", "2", "--out",
+                 str(tmp_path / "o"), "--sandbox", "process", "--no-cache", "--json", str(tmp_path / "s.json")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 0
+    assert "1 task id(s) match no task and their rows are ignored: 'set/typo'" in err
+    assert "1 task(s) have no rows and get no samples: 'set/bare'" in err
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert len(summary["warnings"]) == 2
+    assert {t["task_id"]: t["bucket"] for t in summary["tasks"]} == {"set/bare": "unsampled", "set/fine": "medium"}
+
+
+def test_a_replay_file_naming_none_of_the_tasks_is_a_usage_error(task_set: TaskSet, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    tasks, _ = task_set({"fine": [RIGHT]})
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"task_id": "humaneval/0", "completion": RIGHT}) + "\n")
+    code = main(["difficulty", str(tasks), "-b", "replay", "-m", str(other), "-n", "1", "--out", str(tmp_path / "o"),
+                 "--sandbox", "process", "--no-cache"])
+    err = capsys.readouterr().err
+    assert code == 2 and "none of its 1 task id(s) names one of the 1 task(s)" in " ".join(err.split())
+    assert "Traceback" not in err and not (tmp_path / "o" / "difficulty.parquet").exists()
+
+
+def test_more_samples_than_replay_rows_is_a_usage_error_not_a_smaller_n(task_set: TaskSet, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    tasks, replay = task_set({"few": [RIGHT] * 8, "many": [RIGHT] * 9})
+    code = main(["difficulty", str(tasks), "-b", "replay", "-m", str(replay), "-n", "9", "--out", str(tmp_path / "o"),
+                 "--sandbox", "process", "--no-cache"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "--samples 9:" in err and "only 8 row(s) for task 'set/few'" in err
+    assert "--samples 8" in err and "Traceback" not in err

@@ -1,5 +1,6 @@
 """A tiny random model through the whole pipeline on the sample tasks: every sample is
-generated, extracted and graded in a sandbox, and every task comes out unsolved."""
+generated, extracted and graded in a sandbox (or found unreadable), and every task comes out
+unsolved."""
 
 from __future__ import annotations
 
@@ -23,15 +24,20 @@ def test_tiny_hf_model_end_to_end_on_the_sample_tasks(tiny_model: Path, sample_t
                  "--cache-dir", str(tmp_path / "cache"), "--json", "-"])
     summary = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert summary["buckets"] == {"unsolved": 9}
-    assert summary["infra_errors"] == 0 and summary["generated"] == 18
+    assert summary["buckets"] == {"unsolved": 11}
+    assert summary["infra_errors"] == 0 and summary["generated"] == 22
     samples = pq.read_table(out / "samples.parquet").to_pylist()
-    assert len(samples) == 18
+    assert len(samples) == 22
     for s in samples:
-        # Random text in a single-file task is taken as that file and graded: it fails.
+        # Random text with no fence is a parse error where the file is Python and does not parse;
+        # in a JavaScript task (no parser here) it is taken as the file and graded: it fails.
         assert s["status"] in ("failed", "timeout", "parse_error")
         assert 0 < len(s["token_ids"]) <= 16
-        if s["status"] != "parse_error":
+        if s["status"] == "parse_error":
+            assert "not valid Python" in s["problems"][0] and s["attempts"] == 0
+        else:
             assert s["attempts"] == 1 and s["grade_seconds"] > 0
-    assert sum(s["status"] == "failed" for s in samples) >= 9
+    js = [s for s in samples if s["task_id"].endswith("-js")]
+    assert len(js) == 4 and all(s["status"] in ("failed", "timeout") for s in js)
+    assert any(s["status"] == "parse_error" for s in samples)
     assert list(datasets.load_from_disk(str(out / "dataset"))) == ["unsolved"]

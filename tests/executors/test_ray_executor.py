@@ -57,7 +57,7 @@ def test_check_tasks_gives_the_same_verdicts_on_ray_as_on_local(
     assert local_code == ray_code == 1  # the two defective tasks
     assert _verdicts(on_ray) == _verdicts(local)
     verdicts = Counter(v for v, _ in _verdicts(on_ray).values())
-    assert verdicts == {"sound": 9, "defective": 2}
+    assert verdicts == {"sound": 11, "defective": 2}
     assert on_ray["executor"] == "ray" and on_ray["sandbox"]["backend"] == local["sandbox"]["backend"]
     # Every run names its node, and the work landed on both nodes.
     nodes = Counter(run["node"] for t in on_ray["tasks"] for run in t["runs"])
@@ -133,10 +133,14 @@ def test_cluster_status_shows_both_nodes(ray_cluster: LocalRayCluster, capsys: p
 
 
 def test_a_backend_no_node_has_is_a_clear_error(ray_cluster: LocalRayCluster) -> None:
+    from verify_cli.errors import UsageError
     from verify_cli.executors.ray_executor import RayExecutor
+    from verify_cli.sandbox.registry import SandboxSpec
 
+    with pytest.raises(UsageError, match="unknown sandbox backend 'no-such-backend'"):
+        RayExecutor(ray_cluster.address, sandbox="no-such-backend")  # known here: checked before any node
     with pytest.raises(ExecutorUnavailableError, match="no node of the Ray cluster could start a sandbox pool"):
-        RayExecutor(ray_cluster.address, sandbox="no-such-backend")
+        RayExecutor(ray_cluster.address, sandbox=SandboxSpec("no-such-backend"))  # say, a plugin only here
 
 
 def test_a_node_that_keeps_failing_is_drained_and_its_work_finishes_elsewhere(ray_cluster: LocalRayCluster) -> None:
@@ -200,4 +204,5 @@ def test_audit_finds_the_same_on_ray_as_on_local(ray_cluster: LocalRayCluster, t
                 for t in report["tasks"]]
 
     assert findings(on_ray) == findings(local)
-    assert on_ray["summary"] == local["summary"] == {"reliable": 0, "unreliable": 1, "error": 0}
+    assert on_ray["summary"] == local["summary"] == {"reliable": 0, "unreliable": 1, "error": 0,
+                                                     "not_gradeable_two_process": 0}

@@ -33,7 +33,7 @@ def task_set(tmp_path: Path) -> Path:
     assert not import_rows(str(src), out, preset="stdio").failures
     mbpp = tmp_path / "mbpp.jsonl"
     mbpp.write_text(json.dumps(MBPP[0]) + "\n", encoding="utf-8")
-    assert not import_rows(str(mbpp), out, preset="asserts").failures
+    assert not import_rows(str(mbpp), out, preset="asserts", merge=True).failures
     # A measured difficulty carried in with the row (as `difficulty` writes its records).
     source = out / "mbpp" / "3" / "source.json"
     record = {"pass_rate": 0.25, "bucket": "hard", "n": 16, "model": "tiny", "date": "2026-11-30"}
@@ -119,6 +119,9 @@ def test_a_verl_export_without_the_task_payload_keeps_difficulty_and_split(task_
     report = import_rows(str(tmp_path / "stripped.parquet"), tmp_path / "back", preset="verl",
                          mapping={"solution": "extra_info.solution"})
     assert "mbpp/3" not in report.written  # a calls task's ground truth is its test code, not i/o pairs
+    [failure] = [f for f in report.failures if f.id == "mbpp/3"]
+    assert "holds a function-call task's test code, not inputs and outputs" in failure.reason
+    assert "'extra_info.verify_cli_task'" in failure.reason and "needs lists" not in failure.reason
     back = tmp_path / "back" / "apps" / "7"
     assert difficulty_bucket(difficulty_record(back)) == "interview"
     source = json.loads((back / "source.json").read_text())

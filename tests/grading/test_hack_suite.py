@@ -46,12 +46,20 @@ def python_sample_tasks() -> list[Task]:
     return [t for t in tasks if t.test.framework == "pytest"]
 
 
+def hack_target(task: Task) -> str:
+    """The module a hack replaces: the task's one editable file, or (a repository task, whose
+    globs cover a source tree) the first file its reference edits."""
+    if not any(c in task.editable[0] for c in "*?"):
+        return task.editable[0]
+    return sorted(task.solution_files())[0]
+
+
 def in_process(task: Task) -> Task:
     return dataclasses.replace(task, isolation=Isolation.IN_PROCESS)
 
 
 def grade_hacks(grader: Grader, tasks: list[Task], hacks: list[str]) -> dict[tuple[str, str], GradeResult]:
-    requests = [GradeRequest(task, Phase.PROBE, candidate={task.editable[0]: hack_source(hack)},
+    requests = [GradeRequest(task, Phase.PROBE, candidate={hack_target(task): hack_source(hack)},
                              label=f"{hack}|{task.id}")
                 for hack in hacks for task in tasks]
     out: dict[tuple[str, str], GradeResult] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from verify_cli.grading.junit import Outcome, TestOutcome
-from verify_cli.grading.scoring import score
+from verify_cli.grading.scoring import TestLists, score
 from verify_cli.grading.scoring import test_weight as weight_of
 from verify_cli.tasks.model import Scoring, ScoringPolicy
 
@@ -39,13 +39,16 @@ def test_anything_not_passed_counts_as_not_passed(
 ) -> None:
     scoring = Scoring(policy, weights={"nothing::matches": 1.0})
     tests = outcomes(a=P, b=not_passed)
+    lists = TestLists(fail_to_pass=("a", "b"), pass_to_pass=())
     expected = {
         ScoringPolicy.ALL_OR_NOTHING: 0.0,
         ScoringPolicy.FRACTION: 0.5,
         ScoringPolicy.WEIGHTED: 0.5,
+        ScoringPolicy.SWEBENCH: 0.0,
+        ScoringPolicy.FAIL_TO_PASS_FRACTION: 0.5,
     }[policy]
-    assert score(scoring, tests) == expected
-    assert score(scoring, outcomes(b=not_passed)) == 0.0
+    assert score(scoring, tests, lists) == expected
+    assert score(scoring, outcomes(b=not_passed), lists) == 0.0
 
 
 @pytest.mark.parametrize("policy", list(ScoringPolicy))
@@ -99,3 +102,23 @@ def test_default_weight_applies_to_unmatched() -> None:
 def test_all_zero_weights_score_zero() -> None:
     scoring = Scoring(ScoringPolicy.WEIGHTED, weights={"x": 1.0}, default_weight=0.0)
     assert score(scoring, outcomes(a=P, b=P)) == 0.0
+
+
+LISTS = TestLists(fail_to_pass=("t::f1", "t::f2"), pass_to_pass=("t::p1",))
+
+
+def test_swebench_counts_only_the_listed_tests() -> None:
+    swebench = Scoring(ScoringPolicy.SWEBENCH)
+    listed_pass = [TestOutcome("t::f1", P), TestOutcome("t::f2", P), TestOutcome("t::p1", P)]
+    assert score(swebench, [*listed_pass, TestOutcome("t::other", F)], LISTS) == 1.0
+    assert score(swebench, [TestOutcome("t::f1", P), TestOutcome("t::p1", P)], LISTS) == 0.0  # f2 absent
+    assert score(swebench, [*listed_pass[:2], TestOutcome("t::p1", F)], LISTS) == 0.0
+
+
+def test_fail_to_pass_fraction_is_gated_by_pass_to_pass() -> None:
+    partial = Scoring(ScoringPolicy.FAIL_TO_PASS_FRACTION)
+    assert score(partial, [TestOutcome("t::f1", P), TestOutcome("t::f2", F), TestOutcome("t::p1", P)],
+                 LISTS) == 0.5
+    assert score(partial, [TestOutcome("t::f1", P), TestOutcome("t::f2", P), TestOutcome("t::p1", F)],
+                 LISTS) == 0.0
+    assert score(partial, [TestOutcome("t::f1", P)], None) == 0.0  # no lists: nothing to count

@@ -4,6 +4,7 @@ and the other rows still import. No sandbox needed."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from verify_cli.importers import import_rows
@@ -15,6 +16,7 @@ GOOD = {"problem_id": 1, "question": "Echo.", "solutions": json.dumps(["print(in
 def _import(tmp_path: Path, rows: list[dict[str, object]], preset: str, **kw: object) -> dict[int, str]:
     source = tmp_path / "rows.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    shutil.rmtree(tmp_path / "out", ignore_errors=True)  # each import into a new --out
     report = import_rows(str(source), tmp_path / "out", preset=preset, **kw)  # type: ignore[arg-type]
     return {f.index: f.reason for f in report.failures}
 
@@ -79,3 +81,13 @@ def test_deepcoder_test_lists_become_stdio_cases(tmp_path: Path) -> None:
     assert list(failed) == [1] and "testtype 'functional'" in failed[1]
     case_dir = tmp_path / "out" / "rows" / "0" / "hidden_tests" / "cases"
     assert (case_dir / "002.in").read_text() == "2 2\n" and (case_dir / "002.out").read_text() == "4\n"
+
+
+def test_input_output_without_its_lists_says_what_is_missing(tmp_path: Path) -> None:
+    failed = _import(tmp_path, [GOOD, {**GOOD, "problem_id": 2, "input_output": json.dumps({"inputs": ["a\n"]})},
+                                {**GOOD, "problem_id": 3, "input_output": json.dumps({"cases": [], "x": 1})},
+                                {**GOOD, "problem_id": 4,
+                                 "input_output": json.dumps({"inputs": "a\n", "outputs": ["a\n"]})}], "stdio")
+    assert failed == {1: "input_output has no 'outputs' list (its keys: 'inputs')",
+                      2: "input_output has no 'inputs' list (its keys: 'cases', 'x')",
+                      3: "input_output's 'inputs' is str, not a list"}

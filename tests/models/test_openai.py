@@ -165,3 +165,11 @@ def test_concurrency_limit_and_streaming(server: ScriptedServer) -> None:
     assert all(c.text.startswith(f"t{i} ") for i, c in got)
     assert server.max_in_flight == 2
     backend.close()
+
+
+def test_one_failed_try_is_said_in_the_singular(server: ScriptedServer) -> None:
+    server.failures = [(500, {})]
+    backend = create_model_backend("openai", model="m", base_url=server.url, max_retries=0)
+    with pytest.raises(ServerError, match="failed 1 time; last: HTTP 500"):
+        backend.generate([prompt("t")], SamplingParams())
+    backend.close()

@@ -64,6 +64,24 @@ def test_unparseable_answers_are_parse_errors_not_exceptions() -> None:
     assert not extract_files("I changed a.py as follows\n```\nX\n```", ["a.py", "b.py"]).ok
 
 
+def test_a_bare_answer_that_is_not_python_is_a_parse_error_not_a_file() -> None:
+    prose = "Sure! Here is my solution: replace the loop with a sum.\n"
+    result = extract_files(prose, ["s.py"], "s.py")
+    assert not result.ok and result.files == {}
+    assert "no fenced code block" in (result.error or "") and "not valid Python (line 1" in (result.error or "")
+    assert not extract_files("x = 1\0\n", ["s.py"], "s.py").ok  # a NUL byte: no Python file
+    assert not extract_files("(" * 5000 + ")" * 5000, ["s.py"], "s.py").ok  # nesting past the parser's limit
+    # A bare answer that parses is still the file; a fenced block is taken even when it does not parse.
+    assert extract_files("x = 1\n", ["s.py"], "s.py").files == {"s.py": "x = 1\n"}
+    assert extract_files("```\nSure! not python (\n```\n", ["s.py"], "s.py").files == {
+        "s.py": "Sure! not python (\n"}
+
+
+def test_a_bare_answer_to_a_file_of_no_parsed_language_is_taken_as_it_is() -> None:
+    # A text answer (toy_sums' answer.txt) has no syntax to check: it is the file, as before.
+    assert extract_files("7", ["answer.txt"], "answer.txt").files == {"answer.txt": "7\n"}
+
+
 def test_extract_for_task_uses_the_tasks_editable_file(sample_tasks_dir: Path) -> None:
     task = load_task(sample_tasks_dir / "coding-roman-numerals")
     solution = (task.root / "solution" / "roman.py").read_text()

@@ -45,3 +45,56 @@ def test_vllm_without_vllm_says_to_install_the_gpu_extra() -> None:
     with pytest.raises(ModelBackendUnavailableError) as e:
         create_model_backend("vllm", model="/nowhere")
     assert "verify-cli[gpu]" in (e.value.hint or "")
+
+
+# --- typed options: checked once, never dropped ---------------------------------------------
+
+
+def test_an_unknown_option_names_the_option_and_the_backend() -> None:
+    with pytest.raises(UsageError) as e:
+        create_model_backend("replay", model="x.jsonl", temprature=0.5)  # a typo: never ignored
+    assert str(e.value) == ("model backend 'replay' has no option 'temprature' (its options: model)")
+
+
+def test_a_missing_option_is_a_usage_error_not_a_type_error() -> None:
+    for name in ("hf", "replay", "vllm", "openai"):
+        with pytest.raises(UsageError, match=f"model backend '{name}' needs option 'model'"):
+            create_model_backend(name)
+
+
+def test_an_option_of_another_backend_is_refused() -> None:
+    with pytest.raises(UsageError, match="model backend 'hf' has no option 'base_url'"):
+        create_model_backend("hf", model="/nowhere", base_url="http://127.0.0.1:8000/v1")
+
+
+def test_values_are_checked_by_type_and_by_the_backend() -> None:
+    with pytest.raises(UsageError, match="'concurrency': 'many' is not a whole number"):
+        create_model_backend("openai", model="m", concurrency="many")
+    with pytest.raises(UsageError, match="base_url 'foo' is not an http"):
+        create_model_backend("openai", model="m", base_url="foo")
+
+
+@pytest.mark.parametrize("name", ["hf", "openai", "replay", "vllm"])
+def test_each_config_mirrors_its_constructor(name: str) -> None:
+    """The config is what create_model_backend checks; the constructor what it calls: a field
+    of one that the other lacks (or a different default) would be a silent drift."""
+    import dataclasses
+    import inspect
+
+    cls = model_backend_class(name)
+    params = inspect.signature(cls.__init__).parameters
+    for f in dataclasses.fields(cls.config_type):
+        assert f.name in params, f"{name}: {f.name} is not a constructor parameter"
+        default = params[f.name].default
+        want = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+        assert default == want, f"{name}: {f.name} defaults to {want!r} in the config, {default!r} in __init__"
+    fields = {f.name for f in dataclasses.fields(cls.config_type)}
+    assert {p for p in params if p != "self"} <= fields
+
+
+def test_a_second_class_under_a_taken_name_is_refused() -> None:
+    from verify_cli.models.registry import register_model_backend
+    from verify_cli.registry import DuplicateNameError
+
+    with pytest.raises(DuplicateNameError):
+        register_model_backend("replay")(type("Other", (model_backend_class("replay"),), {}))

@@ -41,8 +41,9 @@ def test_unknown_backend_is_a_usage_error(capsys):
     assert "unknown sandbox backend 'nope'" in capsys.readouterr().err
 
 
-def test_create_sandbox_drops_options_a_backend_does_not_take():
+def test_create_sandbox_refuses_an_option_the_backend_does_not_take():
+    from verify_cli.errors import UsageError
     from verify_cli.sandbox.registry import create_sandbox
 
-    box = create_sandbox("process", pool_size=4)  # process has no pool: the option is ignored
-    assert box.name == "process"
+    with pytest.raises(UsageError, match="sandbox backend 'process' has no option 'pool_size'"):
+        create_sandbox("process", pool_size=4)  # process has no pool: never silently dropped

@@ -132,7 +132,7 @@ def test_bad_nested_enum(make_task: Any) -> None:
     err = load_error(root)
     assert (
         f"{root / 'task.toml'}: /scoring/policy: 'fractoin' is not one of: all-or-nothing, "
-        "fraction, weighted; did you mean 'fraction'?"
+        "fraction, weighted, swebench, fail-to-pass-fraction; did you mean 'fraction'?"
     ) in str(err)
 
 

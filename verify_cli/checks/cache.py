@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 
 
 def default_cache_dir() -> Path:

@@ -12,11 +12,16 @@ class CheckStatus(StrEnum):
     FAIL = "fail"
     WARN = "warn"
     ERROR = "error"  # could not be concluded (infrastructure)
+    #: The reference passes in-process but a test fails only two-process: the test uses
+    #: something the two-process boundary does not carry (checks/two_process_gaps.py).
+    NOT_GRADEABLE = "not-gradeable"
 
 
 class TaskVerdict(StrEnum):
     SOUND = "sound"
     DEFECTIVE = "defective"
+    #: Sound in-process, but some test cannot be graded two-process (the reference is correct).
+    NOT_GRADEABLE = "not-gradeable-two-process"
     ERROR = "error"  # infrastructure failed: nothing concluded about the task
 
 
@@ -25,13 +30,18 @@ class CheckResult:
     name: str
     status: CheckStatus
     message: str = ""
+    #: The test ids a failing check names (repository tasks' list checks), for tools to read.
+    tests: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status.value, "message": self.message}
+        d: dict[str, Any] = {"name": self.name, "status": self.status.value, "message": self.message}
+        if self.tests:
+            d["tests"] = list(self.tests)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CheckResult:
-        return cls(d["name"], CheckStatus(d["status"]), d.get("message", ""))
+        return cls(d["name"], CheckStatus(d["status"]), d.get("message", ""), tuple(d.get("tests", ())))
 
 
 @dataclass
@@ -53,6 +63,8 @@ class TaskReport:
         statuses = {c.status for c in self.checks}
         if CheckStatus.FAIL in statuses:
             return TaskVerdict.DEFECTIVE
+        if CheckStatus.NOT_GRADEABLE in statuses:
+            return TaskVerdict.NOT_GRADEABLE
         if CheckStatus.ERROR in statuses:
             return TaskVerdict.ERROR
         return TaskVerdict.SOUND
@@ -60,6 +72,11 @@ class TaskReport:
     @property
     def defects(self) -> list[CheckResult]:
         return [c for c in self.checks if c.status is CheckStatus.FAIL]
+
+    @property
+    def gaps(self) -> list[CheckResult]:
+        """The checks that found tests not gradeable two-process."""
+        return [c for c in self.checks if c.status is CheckStatus.NOT_GRADEABLE]
 
     @property
     def warnings(self) -> list[CheckResult]:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from verify_cli.checks.cache import ResultCache, cache_key
 from verify_cli.checks.editable import editable_reach
+from verify_cli.checks.fail_to_pass import fail_to_pass_checks
 from verify_cli.checks.flaky_power import (
     DEFAULT_REPEATS,
     FLAKE_RATE,
@@ -30,12 +31,14 @@ from verify_cli.checks.flaky_power import (
     repeats_for_power,
 )
 from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
+from verify_cli.checks.two_process_gaps import Gap, GapFindings, find_gaps
 from verify_cli.grading.batch import BatchGrader
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
+from verify_cli.grading.two_process import TWO_PROCESS
 from verify_cli.grading.workspace import Phase
 from verify_cli.tasks.loader import TaskLoadFailure
-from verify_cli.tasks.model import Task
+from verify_cli.tasks.model import Isolation, Task
 
 HEADROOM_FACTOR = 3.0
 
@@ -55,6 +58,8 @@ __all__ = [
 
 #: Repeats run before deciding whether a task needs the rest.
 FIRST_WAVE = 3
+#: The label suffix of the one in-process re-run of a reference that failed two-process.
+IN_PROCESS_RECHECK = "in-process"
 
 
 @dataclass(frozen=True)
@@ -89,19 +94,60 @@ def _load_failure_report(failure: TaskLoadFailure) -> TaskReport:
                       checks=[CheckResult("schema", CheckStatus.FAIL, str(failure.error))])
 
 
-def _summarise_failures(r: GradeResult, limit: int = 3) -> str:
-    failed = [t for t in r.tests if not t.outcome.ok]
+def first_line(message: str) -> str:
+    """A failure message's first non-blank line, and the candidate's frame where it names one."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    frame = next((ln for ln in lines[1:] if ln.startswith("in the candidate's code:")), "")
+    return lines[0][:200] + (f" ({frame[len('in the '):][:200]})" if frame else "")
+
+
+def _summarise_failures(r: GradeResult, limit: int = 3, only: set[str] | None = None) -> str:
+    failed = [t for t in r.tests if not t.outcome.ok and (only is None or t.id in only)]
     parts = [f"{t.id} {t.outcome.value}" for t in failed[:limit]]
+    if failed and failed[0].message:
+        parts[0] += f": {first_line(failed[0].message)}"
     if len(failed) > limit:
         parts.append(f"and {len(failed) - limit} more")
     parts.extend(r.problems)
     return "; ".join(parts) or "did not pass"
 
 
-def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult) -> list[CheckResult]:
-    """The checks of one task from its graded runs (pure: no sandbox here)."""
+def _gap_check(findings: GapFindings, runs: int) -> CheckResult:
+    """The honest verdict on tests that pass in-process and fail only two-process."""
+    by_idiom: dict[str, list[Gap]] = {}
+    for gap in findings.gaps:
+        by_idiom.setdefault(gap.idiom, []).append(gap)
+    parts = []
+    for idiom, gaps in sorted(by_idiom.items()):
+        shown = ", ".join(g.test_id for g in gaps[:2]) + (f" and {len(gaps) - 2} more" if len(gaps) > 2 else "")
+        parts.append(f"the test uses {idiom} ({shown}; two-process: {gaps[0].failure})")
+    remedies = sorted({g.remedy for g in findings.gaps})
+    return CheckResult("two-process", CheckStatus.NOT_GRADEABLE,
+                       f"not gradeable two-process: {'; '.join(parts)}. The reference passes these "
+                       f"in-process (re-run once after {runs} two-process run(s)). Remedy: "
+                       + "; or ".join(remedies))
+
+
+def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult,
+             in_process: GradeResult | None = None) -> list[CheckResult]:
+    """The checks of one task from its graded runs (pure: no sandbox here).
+
+    ``in_process`` is the reference re-run once in-process after failing two-process: the
+    tests that pass there and failed only two-process are not the reference's fault
+    (:mod:`verify_cli.checks.two_process_gaps`); they get the ``two-process`` check's
+    not-gradeable verdict instead of ``reference-passes`` failing.
+    """
     checks = [CheckResult("schema", CheckStatus.PASS)]
     graded = [r for r in references if r.status is GradeStatus.GRADED]
+    findings: GapFindings | None = None
+    if in_process is not None and in_process.status is GradeStatus.GRADED and graded:
+        findings = find_gaps(task, graded, in_process)
+    gap_ids = {g.test_id for g in findings.gaps} if findings else set()
+    # Every two-process failure is a gap: the two-process evidence says nothing of the reference.
+    only_gaps = findings is not None and bool(findings.gaps) and not (
+        findings.still_failing or findings.inconsistent)
     infra = [r for r in references if r.status is GradeStatus.INFRA_ERROR]
     if infra:
         checks.append(CheckResult("infrastructure", CheckStatus.ERROR,
@@ -116,12 +162,15 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
             outcomes[tid].add(have.get(tid, Outcome.MISSING))
 
     no_results = [r for r in graded if any(p.startswith("no results file") for p in r.problems)]
-    if no_results:
+    if no_results and not only_gaps:
         checks.append(CheckResult("results", CheckStatus.FAIL,
                                   f"{no_results[0].problems[0]} "
                                   f"({len(no_results)} of {len(graded)} reference runs)"))
 
-    flaky = sorted(tid for tid, seen in outcomes.items() if len(seen) > 1)
+    # A test that failed two-process in every run and passes in-process is a gap, not a flake;
+    # one that changes outcome between two-process runs is still flaky.
+    flaky = sorted(tid for tid, seen in outcomes.items()
+                   if len(seen) > 1 and (tid not in gap_ids or Outcome.PASSED in seen))
     if flaky:
         details = ", ".join(f"{tid} ({'/'.join(sorted(o.value for o in outcomes[tid]))})" for tid in flaky[:3])
         checks.append(CheckResult("flaky", CheckStatus.FAIL,
@@ -132,11 +181,32 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     failing = [r for r in graded if not r.passed or collected - {t.id for t in r.tests}]
     if graded and not failing:
         checks.append(CheckResult("reference-passes", CheckStatus.PASS))
+    elif only_gaps:
+        assert findings is not None and in_process is not None
+        checks.append(CheckResult("reference-passes", CheckStatus.PASS,
+                                  f"passes all {len(in_process.tests)} tests in-process; "
+                                  f"{len(findings.gaps)} fail only two-process"))
+        checks.append(_gap_check(findings, len(graded)))
     elif graded:
         first = failing[0]
-        checks.append(CheckResult("reference-passes", CheckStatus.FAIL,
-                                  f"reference fails in {len(failing)} of {len(graded)} runs "
-                                  f"(seed {first.seed}): {_summarise_failures(first)}"))
+        if findings is not None and findings.still_failing:
+            still = set(findings.still_failing)
+            first = next((r for r in failing if still & {t.id for t in r.failed_tests}), first)
+            checks.append(CheckResult("reference-passes", CheckStatus.FAIL,
+                                      f"reference fails in {len(failing)} of {len(graded)} runs and "
+                                      f"in-process too (seed {first.seed}): "
+                                      f"{_summarise_failures(first, only=still - gap_ids)}"))
+            if findings.gaps:
+                checks.append(_gap_check(findings, len(graded)))
+        else:
+            if findings is not None and findings.gaps:
+                checks.append(_gap_check(findings, len(graded)))
+            why = ""
+            if in_process is not None and in_process.status is not GradeStatus.GRADED:
+                why = " (the in-process re-run that would tell a two-process gap failed in the sandbox)"
+            checks.append(CheckResult("reference-passes", CheckStatus.FAIL,
+                                      f"reference fails in {len(failing)} of {len(graded)} runs "
+                                      f"(seed {first.seed}): {_summarise_failures(first)}{why}"))
 
     if starter.status is GradeStatus.INFRA_ERROR:
         checks.append(CheckResult("starter-fails", CheckStatus.ERROR,
@@ -147,6 +217,8 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     else:
         checks.append(CheckResult("starter-fails", CheckStatus.PASS,
                                   f"starter fails {len(starter.failed_tests)} of {len(starter.tests)} tests"))
+
+    checks.extend(fail_to_pass_checks(task, graded, starter))  # repository tasks' FAIL_TO_PASS / PASS_TO_PASS
 
     reach = editable_reach(task)
     if reach:
@@ -167,13 +239,22 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     return checks
 
 
-def _report(task: Task, references: list[GradeResult], starter: GradeResult) -> TaskReport:
+def _report(task: Task, references: list[GradeResult], starter: GradeResult,
+            in_process: GradeResult | None = None) -> TaskReport:
     graded = [r for r in references if r.status is GradeStatus.GRADED]
     ref_time = statistics.median(r.run.wall_seconds for r in graded) if graded else None
-    runs: list[dict[str, Any]] = [r.to_dict() for r in [*references, starter]]
+    extra = [in_process] if in_process is not None else []
+    runs: list[dict[str, Any]] = [r.to_dict() for r in [*references, starter, *extra]]
     return TaskReport(task_id=task.id, path=str(task.root), domain=task.domain, language=task.language,
-                      checks=evaluate(task, references, starter), reference_seconds=ref_time, runs=runs,
-                      isolation=starter.isolation, isolation_notes=list(starter.isolation_notes))
+                      checks=evaluate(task, references, starter, in_process), reference_seconds=ref_time,
+                      runs=runs, isolation=starter.isolation, isolation_notes=list(starter.isolation_notes))
+
+
+def _needs_in_process_run(runs: Sequence[GradeResult]) -> GradeResult | None:
+    """The first two-process reference run that was graded and did not pass, if any: such a
+    reference is re-run once in-process before the task is called defective."""
+    return next((r for r in runs if r.phase is Phase.REFERENCE and r.isolation == TWO_PROCESS
+                 and r.status is GradeStatus.GRADED and not r.passed), None)
 
 
 def _needs_more_runs(runs: Sequence[GradeResult]) -> bool:
@@ -185,16 +266,25 @@ def _needs_more_runs(runs: Sequence[GradeResult]) -> bool:
     return len({frozenset(t.id for t in r.tests) for r in refs}) == 1
 
 
-def check_cache_key(task: Task, backend_id: str, options: CheckOptions) -> str:
-    """The result cache's key for ``task`` checked with ``options`` on ``backend_id``."""
-    return cache_key("check-tasks", task.content_hash(), backend_id,
+#: A sandbox's cache identity for a run on an image (``Sandbox.cache_identity``,
+#: ``Executor.cache_identity``): what a cached verdict depends on beyond the task's content.
+CacheIdentity = Callable[[str | None], str]
+
+
+def check_cache_key(task: Task, backend_id: str | CacheIdentity, options: CheckOptions) -> str:
+    """The result cache's key for ``task`` checked with ``options`` on ``backend_id`` (a fixed
+    string, or the sandbox's identity for the task's image)."""
+    identity = backend_id(task.environment.image) if callable(backend_id) else backend_id
+    return cache_key("check-tasks", task.content_hash(), identity,
                      f"repeats={options.repeats}", f"first_wave={options.first_wave}")
 
 
 def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, options: CheckOptions,
-                *, cache: ResultCache | None = None, backend_id: str = "",
+                *, cache: ResultCache | None = None, backend_id: str | CacheIdentity = "",
                 on_progress: ProgressCallback | None = None) -> list[TaskReport]:
-    """Check every task; reports come back in the order of ``items``."""
+    """Check every task; reports come back in the order of ``items``. With a ``cache``, a task
+    whose content and ``backend_id`` (say, ``executor.cache_identity``) are unchanged is not
+    run again."""
     ordered: list[Task | TaskLoadFailure] = list(items)
     reports: dict[int, TaskReport] = {}
     todo: list[tuple[int, Task, str]] = []
@@ -202,7 +292,7 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         if isinstance(item, TaskLoadFailure):
             reports[i] = _load_failure_report(item)
             continue
-        key = check_cache_key(item, backend_id, options)
+        key = check_cache_key(item, backend_id, options) if cache else ""
         hit = cache.get(key) if cache else None
         if hit is not None:
             report = TaskReport.from_dict(hit)
@@ -221,17 +311,28 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
     total = len(todo) * (options.repeats + 1)
     done = 0
 
+    rechecks: dict[int, GradeResult] = {}
+
     def run(requests: list[GradeRequest]) -> None:
         nonlocal done
         for r in grader.grade_many(requests, jobs=options.jobs):
             done += 1
-            results[int(r.label)].append(r)
+            index, _, kind = r.label.partition("/")
+            if kind == IN_PROCESS_RECHECK:
+                rechecks[int(index)] = r
+            else:
+                results[int(index)].append(r)
             if on_progress:
-                on_progress(Progress(done, total, r.task_id, r.phase.value))
+                on_progress(Progress(done, total, r.task_id, r.phase.value + (f" ({kind})" if kind else "")))
 
     run(wave1)
     wave2: list[GradeRequest] = []
     for i, task, _ in todo:
+        failed = _needs_in_process_run(results[i])
+        if failed is not None:
+            wave2.append(GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), Phase.REFERENCE,
+                                      seed=failed.seed, label=f"{i}/{IN_PROCESS_RECHECK}"))
+            total += 1
         if _needs_more_runs(results[i]):
             for seed in range(first + 1, options.repeats + 1):
                 wave2.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)))
@@ -244,7 +345,7 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         runs = results[i]
         refs = sorted((r for r in runs if r.phase is Phase.REFERENCE), key=lambda r: r.seed or 0)
         starter = next(r for r in runs if r.phase is Phase.STARTER)
-        report = _report(task, refs, starter)
+        report = _report(task, refs, starter, rechecks.get(i))
         reports[i] = report
         if cache is not None and report.verdict.value != "error":
             cache.put(key, report.to_dict())

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import typer
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.cli import console, help_style
 from verify_cli.cli.audit import audit_command
 from verify_cli.cli.check_tasks import check_tasks_command
@@ -19,6 +19,7 @@ from verify_cli.cli.difficulty import difficulty_command
 from verify_cli.cli.import_export import export_command, import_command
 from verify_cli.cli.misc import new_task_command, schema_command
 from verify_cli.cli.sandbox_cmd import sandbox_app
+from verify_cli.cli.serve import serve_command
 from verify_cli.cli.tasks_cmd import tasks_app
 from verify_cli.cli.train import train_command, trajectories_app
 from verify_cli.errors import ExitCode, VerifyError
@@ -54,6 +55,7 @@ app.command("import")(import_command)
 app.command("export")(export_command)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(cluster_app, name="cluster")
+app.command("serve")(serve_command)
 
 
 def _interrupt(signum: int, frame: object) -> None:

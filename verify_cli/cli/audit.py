@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.checks.audit import AuditOptions, AuditProgress, AuditVerdict, audit_tasks
 from verify_cli.checks.audit.model import DEFAULT_FAIL_UNDER
 from verify_cli.checks.flaky_power import DEFAULT_REPEATS, FlakinessPower
@@ -22,6 +22,7 @@ from verify_cli.cli.options import (
     RayAddressOpt,
     SandboxOpt,
     default_jobs,
+    sandbox_options,
 )
 from verify_cli.errors import ExitCode, UsageError
 from verify_cli.report.files import write_json
@@ -32,8 +33,8 @@ def audit_command(
     path: Annotated[Path | None, typer.Argument(
         help="A task folder, or a folder searched recursively for tasks.")] = None,
     sandbox: SandboxOpt = "auto",
-    pool_size: PoolOpt = 2,
-    docker_mode: DockerModeOpt = "node",
+    pool_size: PoolOpt = None,
+    docker_mode: DockerModeOpt = None,
     jobs: JobsOpt = None,
     reruns: Annotated[int, typer.Option(
         "--reruns", min=0,
@@ -91,8 +92,8 @@ def audit_command(
                            fail_fast=not no_fail_fast, select_by_coverage=not no_coverage,
                            observed_equivalence=observed_equivalence,
                            probe_names=frozenset(probe) if probe else None)
-    runner = open_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=not cold,
-                           ray_address=ray_address, docker_mode=docker_mode)
+    runner = open_executor(executor, sandbox=sandbox, warm=not cold, ray_address=ray_address,
+                           sandbox_options=sandbox_options(pool_size=pool_size, docker_mode=docker_mode))
     backend = runner.backend
     with runner, console.audit_progress("auditing tasks") as update:
         def on_progress(p: AuditProgress) -> None:
@@ -114,7 +115,8 @@ def audit_command(
                         "probes": not no_probes, "labelled": not no_labelled,
                         "fail_fast": not no_fail_fast, "coverage_selection": not no_coverage,
                         "fail_under": fail_under},
-            "summary": {v.value: sum(a.verdict(fail_under) is v for a in audits) for v in AuditVerdict},
+            "summary": {**{v.value: sum(a.verdict(fail_under) is v for a in audits) for v in AuditVerdict},
+                        "not_gradeable_two_process": sum(a.not_gradeable_two_process for a in audits)},
             "tasks": [a.to_dict(fail_under) for a in audits]})
     verdicts = [a.verdict(fail_under) for a in audits]
     if AuditVerdict.UNRELIABLE in verdicts:

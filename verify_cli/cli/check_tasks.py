@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.checks.report import TaskVerdict
 from verify_cli.checks.solvability import DEFAULT_REPEATS, CheckOptions, Progress, check_tasks
@@ -21,6 +21,7 @@ from verify_cli.cli.options import (
     RayAddressOpt,
     SandboxOpt,
     default_jobs,
+    sandbox_options,
 )
 from verify_cli.errors import ExitCode
 from verify_cli.report.files import write_json, write_junit
@@ -30,8 +31,8 @@ from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
 def check_tasks_command(
     path: Annotated[Path, typer.Argument(help="A task folder, or a folder searched recursively for tasks.")],
     sandbox: SandboxOpt = "auto",
-    pool_size: PoolOpt = 2,
-    docker_mode: DockerModeOpt = "node",
+    pool_size: PoolOpt = None,
+    docker_mode: DockerModeOpt = None,
     repeats: Annotated[int, typer.Option(
         "--repeats", "-n", min=1,
         help="Reference runs per task (the default catches a 1-in-4 flaky test with 95% probability; "
@@ -51,19 +52,10 @@ def check_tasks_command(
     if json_out == "-":
         console.use_stderr()
     items = list(load_task_set(path))
-    runner = open_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=not cold,
-                           ray_address=ray_address, docker_mode=docker_mode)
+    runner = open_executor(executor, sandbox=sandbox, warm=not cold, ray_address=ray_address,
+                           sandbox_options=sandbox_options(pool_size=pool_size, docker_mode=docker_mode))
     backend = runner.backend
     cache = None if no_cache else ResultCache(cache_dir or default_cache_dir(), "check-tasks")
-    backend_id, digests = f"{backend}", {}
-    if backend == "docker" and cache is not None and executor == "local":
-        from verify_cli.sandbox.docker.digests import image_digests  # the docker SDK: only here
-
-        # A verdict holds for the image it was graded in: a rebuilt image is checked again, and
-        # cached verdicts still name their image's digest.
-        digests = image_digests(i.environment.image for i in items
-                                if not isinstance(i, TaskLoadFailure) and i.environment.image)
-        backend_id += "".join(f" {image}@{digest}" for image, digest in sorted(digests.items()))
     options = CheckOptions(repeats=repeats, jobs=jobs or default_jobs())
     total_runs = sum(repeats + 1 for i in items if not isinstance(i, TaskLoadFailure))
     with runner, console.progress_bar("checking tasks", total_runs) as advance:
@@ -71,14 +63,11 @@ def check_tasks_command(
             advance(f"{p.task_id} ({p.phase})", completed=p.done, total=p.total)
 
         reports = check_tasks(items, runner, options, cache=cache,
-                              backend_id=backend_id, on_progress=on_progress)
+                              backend_id=runner.cache_identity, on_progress=on_progress)
     report_cluster(runner)
     console.check_tasks_table(reports, backend=backend, isolation=runner.isolation, repeats=repeats,
                               power=options.power)
-    facts = runner.facts()
-    if digests:  # the images of cached verdicts too (no run of theirs told the sandbox)
-        known = facts.get("image_digests")
-        facts = {**facts, "image_digests": {**digests, **(known if isinstance(known, dict) else {})}}
+    facts = runner.facts()  # the images of cached verdicts too: their identities named them
     console.sandbox_facts(facts)
     if json_out:
         write_json(json_out, {
@@ -92,5 +81,7 @@ def check_tasks_command(
         write_junit(junit_out, reports)
     if any(r.verdict is TaskVerdict.DEFECTIVE for r in reports):
         raise typer.Exit(ExitCode.DEFECTIVE)
+    if any(r.verdict is TaskVerdict.NOT_GRADEABLE for r in reports):
+        raise typer.Exit(ExitCode.NOT_GRADEABLE)
     if any(r.verdict is TaskVerdict.ERROR for r in reports):
         raise typer.Exit(ExitCode.INFRA)

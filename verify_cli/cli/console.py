@@ -28,7 +28,7 @@ out = _console(False)
 err = _console(True)
 
 _VERDICT_STYLE = {TaskVerdict.SOUND: "bold green", TaskVerdict.DEFECTIVE: "bold red",
-                  TaskVerdict.ERROR: "bold yellow"}
+                  TaskVerdict.NOT_GRADEABLE: "bold magenta", TaskVerdict.ERROR: "bold yellow"}
 
 
 def use_stderr() -> None:
@@ -132,6 +132,7 @@ def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation:
     table.add_column("isolation")
     for r in reports:
         problems = [f"[red]{c.name}[/]: {escape(c.message)}" for c in r.defects]
+        problems += [f"[magenta]{c.name}[/]: {escape(c.message)}" for c in r.gaps]
         problems += [f"[yellow]{c.name}[/]: {escape(c.message)}" for c in r.warnings]
         t = f"{r.reference_seconds:.2f}s" if r.reference_seconds is not None else "-"
         if r.cached:
@@ -143,7 +144,10 @@ def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation:
     counts = {v: sum(r.verdict is v for r in reports) for v in TaskVerdict}
     out.print(f"[bold]{counts[TaskVerdict.SOUND]} sound[/], "
               f"[{'bold red' if counts[TaskVerdict.DEFECTIVE] else 'dim'}]{counts[TaskVerdict.DEFECTIVE]} "
-              f"defective[/], [{'bold yellow' if counts[TaskVerdict.ERROR] else 'dim'}]"
+              f"defective[/], "
+              + (f"[bold magenta]{counts[TaskVerdict.NOT_GRADEABLE]} not gradeable two-process[/], "
+                 if counts[TaskVerdict.NOT_GRADEABLE] else "")
+              + f"[{'bold yellow' if counts[TaskVerdict.ERROR] else 'dim'}]"
               f"{counts[TaskVerdict.ERROR]} error[/]  (sandbox: {backend}; what it isolates: "
               "verify-cli sandbox list)")
     if power is not None:
@@ -366,9 +370,11 @@ def audit_report(audits: Sequence[Any], *, backend: str, isolation: str, options
                       escape("; ".join(a.findings(fail_under) + a.problems)) or "-")
     out.print(table)
     counts = {v: sum(a.verdict(fail_under).value == v for a in audits) for v in _AUDIT_STYLE}
+    gaps = sum(bool(getattr(a, "two_process_gaps", ())) for a in audits)
     out.print(f"[bold]{counts['reliable']} reliable[/], "
               f"[{'bold red' if counts['unreliable'] else 'dim'}]{counts['unreliable']} unreliable[/], "
-              f"[{'bold yellow' if counts['error'] else 'dim'}]{counts['error']} error[/]"
+              + (f"[bold magenta]{gaps} not gradeable two-process[/] (of the unreliable), " if gaps else "")
+              + f"[{'bold yellow' if counts['error'] else 'dim'}]{counts['error']} error[/]"
               + (f"  (fail under a mutation score of {fail_under:g})" if fail_under else "")
               + f"  (sandbox: {backend}; what it isolates: verify-cli sandbox list)")
 

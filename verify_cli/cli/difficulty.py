@@ -17,11 +17,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.cli import console
 from verify_cli.cli.executor_setup import open_executor, report_cluster
-from verify_cli.cli.options import ExecutorOpt, JobsOpt, PoolOpt, RayAddressOpt, SandboxOpt
+from verify_cli.cli.options import ExecutorOpt, JobsOpt, PoolOpt, RayAddressOpt, SandboxOpt, sandbox_options
 from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, BucketScheme
 from verify_cli.difficulty.defects import defects_from_check_tasks, defects_from_report, defects_of_load_failures
 from verify_cli.difficulty.inputs import is_data_set, task_dirs_from_data_set
@@ -38,7 +38,7 @@ from verify_cli.difficulty.runner import DifficultyOptions, DifficultyProgress, 
 from verify_cli.difficulty.runner import default_sample_cache as sample_cache_in
 from verify_cli.errors import ExitCode, UsageError
 from verify_cli.models.base import SamplingParams
-from verify_cli.models.registry import create_model_backend
+from verify_cli.models.registry import create_model_backend, model_backend_config
 from verify_cli.report.files import write_json
 from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
 from verify_cli.tasks.model import Task
@@ -111,7 +111,7 @@ def _summary(report: DifficultyReport, out: Path, dataset_counts: dict[str, int]
         "fixed_budget": report.fixed_budget, "generated": report.generated, "cached": report.cached,
         "seconds": round(report.seconds, 3), "generation_seconds": round(report.generation_seconds, 3),
         "infra_errors": sum(t.stats.status_counts.get("infra_error", 0) for t in report.tasks),
-        "dataset": dataset_counts, "out": str(out),
+        "dataset": dataset_counts, "out": str(out), "warnings": list(report.warnings),
         "tasks": [{"task_id": t.task_id, "bucket": t.bucket, "n": t.stats.n, "correct": t.stats.correct,
                    "pass_rate": t.stats.pass_rate, "cached": t.cached, "generated": t.generated,
                    "visible_pass_hidden_fail": t.stats.visible_pass_hidden_fail} for t in report.tasks],
@@ -148,19 +148,23 @@ def difficulty_command(
         "--check", help="Run check-tasks first (cached); defective tasks are bucketed 'defective'.")] = False,
     check_report: Annotated[Path | None, typer.Option(
         "--check-report", help="A check-tasks --json report naming defective tasks.")] = None,
-    base_url: Annotated[str, typer.Option("--base-url", help="openai: the server's API root.")]
-    = "http://127.0.0.1:8000/v1",
-    chat: Annotated[bool, typer.Option("--chat/--no-chat", help="openai: chat or completions endpoint.")] = True,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="openai: requests in flight.")] = 8,
-    max_retries: Annotated[int, typer.Option("--max-retries", min=0, help="openai: retries per request.")] = 5,
-    request_timeout: Annotated[float, typer.Option("--request-timeout", help="openai: seconds per request.")]
-    = 600.0,
-    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", min=1, help="vllm: GPUs.")] = 1,
-    gpu_memory_utilization: Annotated[float, typer.Option(
-        "--gpu-memory-utilization", help="vllm: fraction of GPU memory.")] = 0.9,
-    device: Annotated[str, typer.Option("--device", help="hf: cpu, cuda or auto.")] = "auto",
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="openai: the server's API root (default http://127.0.0.1:8000/v1).")] = None,
+    chat: Annotated[bool | None, typer.Option(
+        "--chat/--no-chat", show_default=False, help="openai: chat (the default) or completions endpoint.")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", min=1, help="openai: requests in flight (default 8).")] = None,
+    max_retries: Annotated[int | None, typer.Option(
+        "--max-retries", min=0, help="openai: retries per request (default 5).")] = None,
+    request_timeout: Annotated[float | None, typer.Option(
+        "--request-timeout", help="openai: seconds per request (default 600).")] = None,
+    tensor_parallel_size: Annotated[int | None, typer.Option(
+        "--tensor-parallel-size", min=1, help="vllm: GPUs (default 1).")] = None,
+    gpu_memory_utilization: Annotated[float | None, typer.Option(
+        "--gpu-memory-utilization", help="vllm: fraction of GPU memory (default 0.9).")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="hf: cpu, cuda or auto (the default).")] = None,
     sandbox: SandboxOpt = "auto",
-    pool_size: PoolOpt = 2,
+    pool_size: PoolOpt = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = "auto",
     jobs: JobsOpt = None,
@@ -196,24 +200,27 @@ def difficulty_command(
     options = DifficultyOptions(samples=samples, params=params, seed=seed, jobs=jobs or 2, adaptive=adaptive,
                                 round_size=round_size, confidence=confidence, scheme=scheme, ks=ks,
                                 include_tests=not no_tests_in_prompt)
-    grader = open_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=not cold,
-                           ray_address=ray_address)
-    sandbox_name = grader.backend
+    # Each backend takes only its own options: those given are checked here, before anything starts.
+    given = {"model": model, "base_url": base_url, "chat": chat, "concurrency": concurrency,
+             "max_retries": max_retries, "timeout_seconds": request_timeout,
+             "tensor_parallel_size": tensor_parallel_size, "gpu_memory_utilization": gpu_memory_utilization,
+             "device": device}
+    model_config = model_backend_config(backend, {k: v for k, v in given.items() if v is not None})
+    grader = open_executor(executor, sandbox=sandbox, sandbox_options=sandbox_options(pool_size=pool_size),
+                           warm=not cold, ray_address=ray_address)
     with grader:
         if check:
             check_cache = None if no_cache else ResultCache(root, "check-tasks")
             with console.progress_bar("check-tasks", 4 * len(tasks)) as advance:
                 defects.update(defects_from_check_tasks(
                     [t for t in tasks if t.id not in defects], grader, jobs=options.jobs, cache=check_cache,
-                    backend_id=sandbox_name, on_progress=lambda p: advance(p.task_id, completed=p.done)))
-        model_backend = create_model_backend(
-            backend, model=model, base_url=base_url, chat=chat, concurrency=concurrency, max_retries=max_retries,
-            timeout_seconds=request_timeout, tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization, device=device)
+                    backend_id=grader.cache_identity, on_progress=lambda p: advance(p.task_id, completed=p.done)))
+        model_backend = create_model_backend(backend, model_config)
         with model_backend, _progress(json_out != "-") as on_progress:
             started = time.monotonic()
             report = run_difficulty(tasks, model_backend, grader, options, defective=defects,
-                                    cache=None if no_cache else sample_cache_in(root), on_progress=on_progress)
+                                    cache=None if no_cache else sample_cache_in(root), on_progress=on_progress,
+                                    on_warning=console.warning)
             report.seconds = time.monotonic() - started
     report_cluster(grader)
     write_tables(report, out)

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from verify_cli.cli import console
 from verify_cli.executors import Executor, create_executor
-from verify_cli.sandbox.registry import resolve_backend_name
 
 
-def open_executor(executor: str, *, sandbox: str, pool_size: int, warm: bool, ray_address: str,
-                  docker_mode: str = "node") -> Executor:
-    """The executor named ``executor``; warnings (a fallback to ``process``) go to the console."""
-    if executor == "local":
-        sandbox, warning = resolve_backend_name(sandbox)
-        if warning:
-            console.warning(warning)
-    built = create_executor(executor, sandbox=sandbox, pool_size=pool_size, warm=warm, ray_address=ray_address,
-                            docker_mode=docker_mode)
-    for warning in getattr(built, "warnings", []):
-        console.warning(f"WARNING: {warning}")
+def open_executor(executor: str, *, sandbox: str, sandbox_options: Mapping[str, Any] | None = None,
+                  warm: bool, ray_address: str) -> Executor:
+    """The executor named ``executor`` grading in ``sandbox`` with the options given (checked
+    once, there); its warnings (a fall-back to ``process``, a local Ray started) go to the console."""
+    built = create_executor(executor, sandbox=sandbox, sandbox_options=sandbox_options, warm=warm,
+                            ray_address=ray_address)
+    for warning in built.warnings:
+        console.warning(warning if warning.startswith("WARNING") else f"WARNING: {warning}")
     return built
 
 
 def report_cluster(built: Executor) -> None:
     """After a run on a cluster: where the runs went, what was re-queued or drained."""
-    stats = getattr(built, "stats", None)
+    stats = built.stats
     if stats is None:
         return
     spread = ", ".join(f"{node} {n}" for node, n in sorted(stats.per_node.items()))

@@ -45,6 +45,11 @@ def import_command(
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first row that cannot be converted.")] = False,
     id_prefix: Annotated[str | None, typer.Option("--id-prefix", help="Namespace of task ids without one.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Import only the first N rows.")] = None,
+    repos: Annotated[Path | None, typer.Option(
+        "--repos", help="Folder of local repository clones (DIR/<owner>__<name> or DIR/<name>) for --preset "
+                        "swebench; nothing is fetched.")] = None,
+    merge: Annotated[bool, typer.Option(
+        "--merge", help="Add the tasks to a non-empty --out (a folder of the same id is replaced).")] = False,
     json_out: Annotated[str | None, typer.Option(
         "--json", help="Write the import report as JSON (- for stdout).")] = None,
 ) -> None:
@@ -54,7 +59,7 @@ def import_command(
     source, extra = _split_arguments(list(arguments or []))
     fields = parse_mapping([*(mapping or []), *extra])
     report = import_rows(source, out, preset=preset, mapping=fields, strict=strict, id_prefix=id_prefix,
-                         limit=limit)
+                         limit=limit, merge=merge, repos=repos)
     _show_import(report)
     if json_out:
         write_json(json_out, {"command": "import", **report.to_dict()})
@@ -70,17 +75,20 @@ def _show_import(report: ImportReport) -> None:
         return
     table = Table(title=f"{len(report.failures)} row(s) not imported", title_justify="left")
     table.add_column("row", justify="right")
+    table.add_column("id")
     table.add_column("why")
     for f in report.failures[:MAX_SHOWN]:
-        table.add_row(str(f.index), f.reason)
+        table.add_row(str(f.index), f.id or "-", f.reason)
     if len(report.failures) > MAX_SHOWN:
-        table.add_row("...", f"and {len(report.failures) - MAX_SHOWN} more (--json has them all)")
+        table.add_row("...", "", f"and {len(report.failures) - MAX_SHOWN} more (--json has them all)")
     console.out.print(table)
 
 
 def export_command(
     path: Annotated[Path, typer.Argument(help="A task folder, or a folder searched recursively for tasks.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="verl, jsonl or datasets.")] = "verl",
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f",
+        help="verl, jsonl, datasets or swebench (repository tasks: rows and a git repository each).")] = "verl",
     out: Annotated[Path, typer.Option("--out", "-o", help="Destination file or folder.")] = Path("export"),
     split: Annotated[str, typer.Option("--split", help="Split of tasks whose source names none.")] = "train",
     json_out: Annotated[str | None, typer.Option(

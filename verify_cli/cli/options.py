@@ -3,18 +3,33 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 SandboxOpt = Annotated[str, typer.Option("--sandbox", "-s", help="Sandbox backend: auto, bwrap, docker, process.")]
-PoolOpt = Annotated[int, typer.Option("--pool-size", min=0, help=(
-    "docker --docker-mode single-use: warm containers kept per image and limits. (Node mode sizes "
-    "its pools itself: up to one container per core per shape, VERIFY_DOCKER_MAX_CONTAINERS to change.)"))]
-DockerModeOpt = Annotated[str, typer.Option(
-    "--docker-mode", help="docker backend: node (runs isolated inside long-lived containers) or single-use "
-                          "(a fresh container per run).")]
+PoolOpt = Annotated[int | None, typer.Option("--pool-size", min=0, show_default=False, help=(
+    "docker --docker-mode single-use: warm containers kept per image and limits (default 2). (Node mode "
+    "sizes its pools itself: up to one container per core per shape, VERIFY_DOCKER_MAX_CONTAINERS to "
+    "change.) Only the docker backend takes it."))]
+DockerModeOpt = Annotated[str | None, typer.Option(
+    "--docker-mode", show_default=False,
+    help="docker backend: node (the default: runs isolated inside long-lived containers) or single-use "
+         "(a fresh container per run). Only the docker backend takes it.")]
 JobsOpt = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Sandboxed runs at once (default: cores).")]
+
+
+#: ``--pool-size`` when not given with ``--docker-mode single-use``.
+SINGLE_USE_POOL = 2
+
+
+def sandbox_options(*, pool_size: int | None = None, docker_mode: str | None = None) -> dict[str, Any]:
+    """The sandbox options given on the command line (left out: not given), by config field; the
+    backend's config checks them (an option the chosen backend does not take is an error)."""
+    if docker_mode == "single-use" and pool_size is None:
+        pool_size = SINGLE_USE_POOL  # the flag's default where it means something
+    given = {"mode": docker_mode, "pool_size": pool_size}  # an explicit mode is checked first
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def default_jobs() -> int:

@@ -7,10 +7,13 @@ from typing import Annotated
 import typer
 
 from verify_cli.cli import console
-from verify_cli.cli.options import DockerModeOpt
+from verify_cli.cli.options import DockerModeOpt, sandbox_options
 from verify_cli.errors import ExitCode, SandboxUnavailableError
 from verify_cli.report.files import write_json
 from verify_cli.sandbox.registry import sandbox_class, sandbox_names
+
+#: Warm containers the doctor's single-use docker keeps (as check-tasks does by default).
+DOCTOR_POOL = 2
 
 sandbox_app = typer.Typer(help="Inspect and maintain sandbox backends.", no_args_is_help=True)
 
@@ -32,7 +35,7 @@ def doctor_command(
     backend: Annotated[list[str] | None, typer.Option("--backend", "-b", help="Check only these backends.")] = None,
     full: Annotated[bool, typer.Option("--full", help="Run every hostile program, slow ones included.")] = False,
     json_out: Annotated[str | None, typer.Option("--json", help="Write the diagnosis as JSON (- for stdout).")] = None,
-    docker_mode: DockerModeOpt = "node",
+    docker_mode: DockerModeOpt = None,
 ) -> None:
     """Prove which backends contain hostile programs here (fails closed), with start-up latency."""
     from verify_cli.sandbox.doctor import diagnose
@@ -43,8 +46,10 @@ def doctor_command(
     if names:
         for n in names:
             sandbox_class(n)  # unknown names are usage errors before anything runs
+    # The one backend with options here: a warm single-use pool, so that its latency is a warm start's.
+    options = {"docker": sandbox_options(docker_mode=docker_mode or "node", pool_size=DOCTOR_POOL)}
     with console.progress_bar("sandbox doctor", 0) as advance:
-        diagnoses = diagnose(names, fast=not full, progress=lambda m: advance(m), docker_mode=docker_mode)
+        diagnoses = diagnose(names, fast=not full, progress=lambda m: advance(m), options=options)
     console.doctor_report(diagnoses)
     if json_out:
         write_json(json_out, {"tool": "verify-cli", "command": "sandbox doctor",

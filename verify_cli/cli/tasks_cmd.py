@@ -12,6 +12,8 @@ from rich.table import Table
 from verify_cli.checks.cache import default_cache_dir
 from verify_cli.checks.solvability import DEFAULT_REPEATS
 from verify_cli.cli import console
+from verify_cli.cli.options import DockerModeOpt, sandbox_options
+from verify_cli.errors import SandboxUnavailableError
 from verify_cli.report.files import write_json
 from verify_cli.report.task_set import (
     STAT_FIELDS,
@@ -20,7 +22,7 @@ from verify_cli.report.task_set import (
     statuses_from_report,
     task_set_stats,
 )
-from verify_cli.sandbox.registry import resolve_backend_name, sandbox_class
+from verify_cli.sandbox.registry import create_sandbox, sandbox_spec
 from verify_cli.tasks.catalog import TaskEntry, catalog
 
 tasks_app = typer.Typer(name="tasks", no_args_is_help=True, help="Look at a task set: list its tasks, count them.")
@@ -34,24 +36,31 @@ RepeatsOpt = Annotated[int, typer.Option("--repeats", "-n", min=1, help="Repeats
 CacheOpt = Annotated[Path | None, typer.Option("--cache-dir", help="The check-tasks cache folder.")]
 
 
-def _statuses(entries: Sequence[TaskEntry], checks: Path | None, sandbox: str, repeats: int,
-              cache_dir: Path | None) -> dict[str, str]:
+def _statuses(entries: Sequence[TaskEntry], checks: Path | None, sandbox: str, docker_mode: str | None,
+              repeats: int, cache_dir: Path | None) -> dict[str, str]:
     if checks is not None:
         return statuses_from_report(checks)
-    backend, _ = resolve_backend_name(sandbox)
-    sandbox_class(backend)  # an unknown name is a usage error, not every task 'unchecked'
-    return statuses_from_cache(entries, cache_dir or default_cache_dir(), backend, repeats)
+    spec = sandbox_spec(sandbox, sandbox_options(docker_mode=docker_mode))
+    try:
+        box = create_sandbox(spec)  # not started: asked only for its cache identity
+    except SandboxUnavailableError as e:
+        console.warning(f"{e.message}: its cached check results cannot be looked up")
+        return {e.id: "defective" for e in entries if e.task is None}
+    try:
+        return statuses_from_cache(entries, cache_dir or default_cache_dir(), box.cache_identity, repeats)
+    finally:
+        box.close()
 
 
 @tasks_app.command("list")
 def list_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = None,
-                 sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = DEFAULT_REPEATS,
-                 cache_dir: CacheOpt = None) -> None:
+                 sandbox: SandboxOpt = "auto", docker_mode: DockerModeOpt = None,
+                 repeats: RepeatsOpt = DEFAULT_REPEATS, cache_dir: CacheOpt = None) -> None:
     """One line per task: id, domain, language, kind, difficulty, check status."""
     if json_out == "-":
         console.use_stderr()
     entries = catalog(path)
-    statuses = _statuses(entries, checks, sandbox, repeats, cache_dir)
+    statuses = _statuses(entries, checks, sandbox, docker_mode, repeats, cache_dir)
     table = Table(title=f"{len(entries)} task(s) under {path}", title_justify="left")
     for name in ("task", "domain", "language", "kind", "difficulty", "check", "source"):
         table.add_column(name)
@@ -66,13 +75,14 @@ def list_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = No
 
 @tasks_app.command("stats")
 def stats_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = None,
-                  sandbox: SandboxOpt = "auto", repeats: RepeatsOpt = DEFAULT_REPEATS,
-                 cache_dir: CacheOpt = None) -> None:
+                  sandbox: SandboxOpt = "auto", docker_mode: DockerModeOpt = None,
+                  repeats: RepeatsOpt = DEFAULT_REPEATS, cache_dir: CacheOpt = None) -> None:
     """Counts by domain, language, kind, difficulty bucket and check status."""
     if json_out == "-":
         console.use_stderr()
     entries = catalog(path)
-    stats: dict[str, Any] = task_set_stats(entries, _statuses(entries, checks, sandbox, repeats, cache_dir))
+    stats: dict[str, Any] = task_set_stats(entries, _statuses(entries, checks, sandbox, docker_mode, repeats,
+                                                                             cache_dir))
     console.info(f"{stats['tasks']} task(s) under {path}"
                  + (f", {stats['failed_to_load']} do not load" if stats["failed_to_load"] else ""))
     for name in STAT_FIELDS:

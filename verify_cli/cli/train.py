@@ -79,7 +79,7 @@ def train_command(
         "--json", help="Write the run summary as JSON (- for stdout).")] = None,
 ) -> None:
     """Sample groups per task, grade each completion in the sandbox, write trajectory shards; optionally GRPO."""
-    from verify_cli.models.registry import create_model_backend
+    from verify_cli.models.registry import create_model_backend, model_backend_config
     from verify_cli.rollout.batches import select_tasks
     from verify_cli.rollout.episodes import SamplingOptions
     from verify_cli.rollout.inspect import summarize_run
@@ -111,8 +111,9 @@ def train_command(
         include_tests=not no_visible_tests)
     if no_system_prompt:
         config = dataclasses.replace(config, system=None)
-    grader = open_executor(executor, sandbox=sandbox, pool_size=2, warm=False, ray_address=ray_address)
-    gen = create_model_backend(backend, **options)
+    model_config = model_backend_config(backend, options)  # checked before anything starts
+    grader = open_executor(executor, sandbox=sandbox, warm=False, ray_address=ray_address)
+    gen = create_model_backend(backend, model_config)
     with gen, grader:
         policy = None
         if update == "grpo":
@@ -127,7 +128,7 @@ def train_command(
             console.info(step_line(r))
 
         trainer = Trainer(config, gen, grader, selection.tasks, out, sandbox_backend=grader.backend, policy=policy,
-                          on_step=on_step)
+                          on_step=on_step, other_task_ids=selection.skipped, on_warning=console.warning)
         result = trainer.run(resume=resume)
     report_cluster(grader)
     if result.resumed_from is not None:

@@ -10,7 +10,7 @@ from verify_cli._exports import lazy_attribute as _lazy_attribute
 _PUBLIC: dict[str, str] = {
     "DifficultyOptions": "verify_cli.difficulty.runner",
     "run_difficulty": "verify_cli.difficulty.runner",
-    "derive_seed": "verify_cli.difficulty.runner",
+    "sample_seed": "verify_cli.sampling.seeds",
     "grade_sample": "verify_cli.difficulty.samples",
 }
 

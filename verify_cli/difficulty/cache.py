@@ -17,8 +17,10 @@ from pathlib import Path
 from verify_cli.difficulty.samples import SampleRecord
 from verify_cli.difficulty.stats import SampleStatus
 
-#: Bumped when the prompt or extraction changes what a cached sample means.
-SAMPLE_FORMAT = "1"
+#: Bumped when the prompt, extraction or seeds change what a cached sample means. 2: a bare
+#: answer that is not valid Python is a parse error; seeds come from the one derivation
+#: (verify_cli.sampling.seeds), so samples cached under format 1 were drawn under other seeds.
+SAMPLE_FORMAT = "2"
 
 
 def sample_cache_key(task_hash: str, model_id: str, params_fingerprint: str, seed: int) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from verify_cli.checks.cache import ResultCache
 from verify_cli.checks.report import TaskReport, TaskVerdict
-from verify_cli.checks.solvability import CheckOptions, ProgressCallback, check_tasks
+from verify_cli.checks.solvability import CacheIdentity, CheckOptions, ProgressCallback, check_tasks
 from verify_cli.errors import UsageError
 from verify_cli.grading.batch import BatchGrader
 from verify_cli.tasks.loader import TaskLoadFailure
@@ -28,7 +28,7 @@ def defects_of_load_failures(failures: Sequence[TaskLoadFailure]) -> Defects:
 
 
 def defects_from_check_tasks(tasks: Sequence[Task], grader: BatchGrader, *, repeats: int = 3, jobs: int = 2,
-                             cache: ResultCache | None = None, backend_id: str = "",
+                             cache: ResultCache | None = None, backend_id: str | CacheIdentity = "",
                              on_progress: ProgressCallback | None = None) -> Defects:
     """Run check-tasks (cached as check-tasks caches) and return the defective tasks."""
     reports = check_tasks(tasks, grader, CheckOptions(repeats=repeats, jobs=jobs), cache=cache,

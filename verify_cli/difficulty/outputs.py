@@ -15,6 +15,7 @@ from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, SOLVED, UNSAMPLED,
 from verify_cli.difficulty.runner import DifficultyReport, TaskDifficulty
 from verify_cli.difficulty.schema import DIFFICULTY_SCHEMA, SAMPLES_SCHEMA
 from verify_cli.errors import UsageError
+from verify_cli.sampling.status import SampleStatus
 
 DIFFICULTY_FILE = "difficulty.parquet"
 SAMPLES_FILE = "samples.parquet"
@@ -33,7 +34,7 @@ def difficulty_rows(report: DifficultyReport) -> list[dict[str, Any]]:
             "confidence": report.options.confidence, "pass_at_k": list(s.pass_at.items()),
             "mean_score": s.mean_score, "visible_pass_rate": s.visible_pass_rate,
             "visible_pass_hidden_fail": s.visible_pass_hidden_fail,
-            **{k: s.status_counts.get(k, 0) for k in ("passed", "failed", "timeout", "parse_error", "infra_error")},
+            **{k.value: s.status_counts.get(k.value, 0) for k in SampleStatus},
             "stopped_early": t.stopped_early, "defect": t.defect, "model": report.model_id,
         })
     return rows

@@ -1,31 +1,33 @@
 """Sample every task, grade the samples as they arrive, and gather the statistics.
 
-Generation runs in a thread of its own and hands each completion over as soon as the backend
-yields it; ``jobs`` graders take them from a queue, so the sandboxes work while the model keeps
-generating. Each graded sample is appended to the sample cache at once, so an interrupted run
-resumes where it stopped. With ``adaptive``, tasks are sampled in rounds and leave as soon as
-their bucket is decided (:meth:`BucketScheme.decided`).
+Sampling is the pipeline's (:func:`verify_cli.sampling.stream.generate_and_grade`): each
+completion is handed to ``jobs`` grading threads as soon as the backend yields it, so the
+sandboxes work while the model keeps generating (generation never waits for grading here: a
+difficulty run has no policy to keep in step). Each graded sample is appended to the sample
+cache at once, so an interrupted run resumes where it stopped. With ``adaptive``, tasks are
+sampled in rounds and leave as soon as their bucket is decided (:meth:`BucketScheme.decided`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import math
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from verify_cli.difficulty.buckets import DEFECTIVE, BucketScheme
 from verify_cli.difficulty.cache import SampleCache, sample_cache_key
-from verify_cli.difficulty.samples import SampleRecord, grade_sample
+from verify_cli.difficulty.samples import SampleRecord, has_hidden_tests, sample_record
 from verify_cli.difficulty.stats import TaskStats, task_stats
 from verify_cli.grading.batch import BatchGrader
 from verify_cli.models.base import Completion, ModelBackend, SamplingParams
 from verify_cli.models.prompts import build_prompt
-from verify_cli.tasks.model import HIDDEN_TESTS_DIR, Task
+from verify_cli.sampling.seeds import sample_seed
+from verify_cli.sampling.step import AnswerStep, GradedSample, RetryPolicy, SampleStep
+from verify_cli.sampling.stream import generate_and_grade
+from verify_cli.sampling.supply import check_supply
+from verify_cli.tasks.model import Task
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,8 @@ class DifficultyOptions:
     confidence: float = 0.95
     scheme: BucketScheme = field(default_factory=BucketScheme)
     ks: tuple[int, ...] = (1,)
-    infra_retries: int = 2
+    #: Gradings of one sample before a sandbox failure is final (an ``infra_error``, never counted).
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     include_tests: bool = True
 
 
@@ -79,6 +82,8 @@ class DifficultyReport:
     generation_seconds: float = 0.0
     generated: int = 0
     cached: int = 0
+    #: What the run found worth saying before it sampled (replayed rows naming no task, tasks with none).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def sampled(self) -> int:
@@ -92,12 +97,6 @@ class DifficultyReport:
 
 
 ProgressCallback = Callable[[DifficultyProgress], None]
-
-
-def derive_seed(seed: int, task_hash: str, first_sample: int) -> int:
-    """A seed of its own for each (task, first sample index): samples added later are new draws."""
-    digest = hashlib.sha256(f"{seed}:{task_hash}:{first_sample}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 @dataclass
@@ -129,8 +128,9 @@ class _Arrival:
 
 class _Run:
     def __init__(self, tasks: Sequence[Task], backend: ModelBackend, grader: BatchGrader, options: DifficultyOptions,
-                 cache: SampleCache | None, on_progress: ProgressCallback | None) -> None:
+                 cache: SampleCache | None, on_progress: ProgressCallback | None, step: SampleStep | None) -> None:
         self.backend, self.grader, self.options, self.cache = backend, grader, options, cache
+        self.step = step or AnswerStep(grader, options.retry)
         self.on_progress = on_progress
         self.params = replace(options.params, seed=options.seed)
         self.fingerprint = self.params.fingerprint()
@@ -167,8 +167,8 @@ class _Run:
             return 0
         return min(self.options.round_size, left)
 
-    async def main(self) -> None:
-        # This run grades through agrade, one sample at a time, ``jobs`` at once.
+    def main(self) -> None:
+        # This run grades one sample at a time per grading thread, ``jobs`` at once.
         self.grader.reserve(self.options.jobs)
         looks = max(1, math.ceil(self.options.samples / max(1, self.options.round_size)))
         # Everything cached counts as done and graded for the progress bar.
@@ -181,88 +181,51 @@ class _Run:
             if self.options.adaptive:  # an undecided task's remaining budget is still planned
                 self.planned = sum(len(s.counted) + (0 if s.stopped_early else max(0, s.target - len(s.counted)))
                                    for s in self.states)
-            await self._round(todo)
+            self._round(todo)
             if not self.options.adaptive:
                 return
 
-    def _produce(self, todo: list[tuple[_TaskState, int]], hand_over: Callable[[_Arrival | None], object],
-                 stop: threading.Event) -> None:
-        """Generate ``need`` completions for each task; one backend call per distinct ``need``.
-        Stops early once ``stop`` is set (grading failed or the run was interrupted)."""
+    def _completions(self, todo: list[tuple[_TaskState, int]]) -> Iterator[tuple[tuple[_TaskState, int], Completion]]:
+        """``need`` completions of each task, keyed by (task, sample index); one backend call per
+        distinct ``need``."""
         groups: dict[int, list[_TaskState]] = {}
         for state, need in todo:
             groups.setdefault(need, []).append(state)
         for need, states in groups.items():
             firsts = [s.next_index() for s in states]
             prompts = [replace(build_prompt(s.task, self.backend.tokenizer, include_tests=self.options.include_tests),
-                               seed=derive_seed(self.options.seed, s.task_hash, first), first_sample=first)
+                               seed=sample_seed(self.options.seed, s.task_hash, first), first_sample=first)
                        for s, first in zip(states, firsts, strict=True)]
             counters = [0] * len(states)
-            last = time.monotonic()
             for i, completion in self.backend.generate_stream(prompts, replace(self.params, n=need)):
-                if stop.is_set():
-                    return
-                now = time.monotonic()
                 index = firsts[i] + counters[i]
                 counters[i] += 1
-                hand_over(_Arrival(states[i], index, completion, now - last))
-                last = now
+                yield (states[i], index), completion
 
-    async def _round(self, todo: list[tuple[_TaskState, int]]) -> None:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[_Arrival | None] = asyncio.Queue()
-        failure: list[BaseException] = []
-        jobs = max(1, self.options.jobs)
+    def _round(self, todo: list[tuple[_TaskState, int]]) -> None:
+        def arrive(key: tuple[_TaskState, int], completion: Completion, seconds: float) -> _Arrival:
+            state, index = key
+            self.generated += 1
+            state.generated += 1
+            self._progress(state.task.id)
+            return _Arrival(state, index, completion, seconds)
 
-        def arrived(item: _Arrival | None) -> None:
-            if item is not None:
-                self.generated += 1
-                item.state.generated += 1
-                self._progress(item.state.task.id)
-            queue.put_nowait(item)
+        def grade(item: _Arrival) -> GradedSample:
+            return self.step.run(item.state.task, item.completion, label=f"sample {item.index}")
 
-        stop = threading.Event()
+        def graded(item: _Arrival, sample: GradedSample) -> None:
+            state = item.state
+            record = sample_record(sample, item.index, item.completion, gen_seconds=item.gen_seconds,
+                                   has_hidden=has_hidden_tests(state.task))
+            state.records.append(record)
+            if self.cache is not None:
+                self.cache.append(state.key, record)
+            self.graded += 1
+            self._progress(state.task.id)
 
-        def hand_over(item: _Arrival | None) -> None:
-            if not stop.is_set():
-                loop.call_soon_threadsafe(arrived, item)
-
-        def producer() -> None:
-            started = time.monotonic()
-            try:
-                self._produce(todo, hand_over, stop)
-            except BaseException as e:  # re-raised in the event loop's thread
-                failure.append(e)
-            finally:
-                self.generation_seconds += time.monotonic() - started
-                for _ in range(jobs):
-                    hand_over(None)
-
-        async def consumer() -> None:
-            while (item := await queue.get()) is not None:
-                state = item.state
-                record = await self._grade(state, item.index, item.completion, item.gen_seconds)
-                state.records.append(record)
-                if self.cache is not None:
-                    self.cache.append(state.key, record)
-                self.graded += 1
-                self._progress(state.task.id)
-
-        thread = threading.Thread(target=producer, name="difficulty-generate", daemon=True)
-        thread.start()
-        try:
-            await asyncio.gather(*(consumer() for _ in range(jobs)))
-        finally:  # a grading failure or an interrupt: generation stops at its next completion
-            stop.set()
-        thread.join()
-        if failure:
-            raise failure[0]
-
-    async def _grade(self, state: _TaskState, index: int, completion: Completion, gen_seconds: float) -> SampleRecord:
-        task = state.task
-        return await grade_sample(self.grader, task, index, completion, gen_seconds=gen_seconds,
-                                  infra_retries=self.options.infra_retries,
-                                  has_hidden=(task.root / HIDDEN_TESTS_DIR).is_dir())
+        timing = generate_and_grade(self._completions(todo), arrive=arrive, grade=grade, on_graded=graded,
+                                    jobs=self.options.jobs, name="difficulty-grade")
+        self.generation_seconds += timing.generation_s
 
     def report(self, defective: Mapping[str, tuple[str, str]]) -> DifficultyReport:
         tasks: list[TaskDifficulty] = []
@@ -287,14 +250,26 @@ class _Run:
 
 def run_difficulty(tasks: Sequence[Task], backend: ModelBackend, grader: BatchGrader, options: DifficultyOptions,
                    *, defective: Mapping[str, tuple[str, str]] | None = None, cache: SampleCache | None = None,
-                   on_progress: ProgressCallback | None = None) -> DifficultyReport:
+                   on_progress: ProgressCallback | None = None,
+                   on_warning: Callable[[str], None] | None = None,
+                   step: SampleStep | None = None) -> DifficultyReport:
     """Measure each task's pass rate under ``backend``. ``defective`` maps task ids (that are
-    not sampled) to (path, reason): they are bucketed ``defective``."""
+    not sampled) to (path, reason): they are bucketed ``defective``. A backend with a fixed
+    supply (replay) that cannot give ``options.samples`` of a task it has rows for is a
+    :class:`~verify_cli.errors.UsageError`; ``on_warning`` hears what else is worth saying
+    (also in :attr:`DifficultyReport.warnings`). ``step`` turns each completion into a graded
+    sample (default: the one-shot :class:`~verify_cli.sampling.step.AnswerStep`)."""
     defective = dict(defective or {})
     sampled = [t for t in tasks if t.id not in defective]
-    run = _Run(sampled, backend, grader, options, cache, on_progress)
-    asyncio.run(run.main())
-    return run.report(defective)
+    warnings = check_supply(backend, sampled, options.samples, option="--samples", other_task_ids=defective)
+    for warning in warnings:
+        if on_warning is not None:
+            on_warning(warning)
+    run = _Run(sampled, backend, grader, options, cache, on_progress, step)
+    run.main()
+    report = run.report(defective)
+    report.warnings = warnings
+    return report
 
 
 def default_sample_cache(cache_root: Path) -> SampleCache:

@@ -1,24 +1,24 @@
-"""One sample of a task: the completion, the files taken from it, and how it graded.
+"""One sample of a task as difficulty records it: the completion, the files taken from it, and
+how it graded.
 
-:func:`grade_sample` is the one place a sample is graded, so that an executor (Ray) can take it
-over. Infrastructure errors are retried; one that persists is an ``infra_error`` record, which
-the statistics never count as a sample.
+Sampling, extraction, grading, retries and statuses are the pipeline's
+(:mod:`verify_cli.sampling`); this module turns its :class:`~verify_cli.sampling.step.GradedSample`
+into the record that is cached and written to samples.parquet. An ``infra_error`` record (a
+sandbox failure that persisted after retries) is never counted as a sample.
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from verify_cli.difficulty.stats import SampleOutcome, SampleStatus
 from verify_cli.grading.batch import BatchGrader
-from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
-from verify_cli.grading.workspace import Phase
+from verify_cli.grading.grader import GradeResult
 from verify_cli.models.base import Completion
-from verify_cli.models.prompts import extract_for_task, files_to_candidate
-from verify_cli.sandbox.base import Verdict
+from verify_cli.sampling.step import AnswerStep, GradedSample, RetryPolicy
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Task
 
 
@@ -63,8 +63,17 @@ def origin_of_test(test_id: str) -> str | None:
     return None
 
 
+def has_visible_tests(task: Task) -> bool:
+    """Whether the task has visible tests (files under ``tests/``) at all."""
+    folder = task.root / TESTS_DIR if task.root else None
+    return folder is not None and folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
+
+
 def visible_tests_passed(task: Task, result: GradeResult, has_hidden: bool) -> bool | None:
-    """Whether every visible test passed; None when the ids do not say which tests are visible."""
+    """Whether every visible test passed; None when the task has no visible tests or the ids
+    do not say which tests are visible."""
+    if has_hidden and not has_visible_tests(task):
+        return None  # nothing visible to pass: not 0 of them
     if not result.tests:
         return False
     if not has_hidden:
@@ -79,49 +88,37 @@ def visible_tests_passed(task: Task, result: GradeResult, has_hidden: bool) -> b
     return bool(visible) and all(t.outcome.ok for t in visible)
 
 
-def status_of(result: GradeResult) -> SampleStatus:
-    if result.status is GradeStatus.INFRA_ERROR:
-        return SampleStatus.INFRA_ERROR
-    if result.passed:
-        return SampleStatus.PASSED
-    if result.run.verdict is Verdict.TIMEOUT:
-        return SampleStatus.TIMEOUT
-    return SampleStatus.FAILED
+def has_hidden_tests(task: Task) -> bool:
+    return bool(task.root and (task.root / HIDDEN_TESTS_DIR).is_dir())
 
 
-async def grade_sample(grader: BatchGrader, task: Task, index: int, completion: Completion, *,
-                       gen_seconds: float = 0.0, infra_retries: int = 2,
-                       has_hidden: bool | None = None) -> SampleRecord:
-    """Extract the candidate's files from ``completion`` and grade them in the sandbox."""
+def sample_record(graded: GradedSample, index: int, completion: Completion, *, gen_seconds: float = 0.0,
+                  has_hidden: bool | None = None) -> SampleRecord:
+    """The record of sample ``index`` of ``graded.task``."""
+    task = graded.task
     common: dict[str, Any] = dict(task_id=task.id, sample_index=index, completion=completion.text,
                                   finish_reason=completion.finish_reason, token_ids=list(completion.token_ids),
                                   gen_seconds=round(gen_seconds, 4))
-    if completion.files is not None:
-        files = dict(completion.files)
-    else:
-        extraction = extract_for_task(task, completion.text)
-        if not extraction.ok:
-            return SampleRecord(files={}, status=SampleStatus.PARSE_ERROR.value, score=0.0, passed=False,
-                                visible_passed=False, problems=[extraction.error or "parse error"],
-                                attempts=0, **common)
-        files = extraction.files
+    status, result = graded.status, graded.grade
+    if result is None:  # a parse error: nothing was graded
+        return SampleRecord(files={}, status=status.value, score=0.0, passed=False,
+                            visible_passed=False if has_visible_tests(task) else None,
+                            problems=list(graded.problems), attempts=0, **common)
     if has_hidden is None:
-        has_hidden = bool(task.root and (task.root / HIDDEN_TESTS_DIR).is_dir())
-    request = GradeRequest(task=task, phase=Phase.CANDIDATE, candidate=files_to_candidate(files),
-                           label=f"sample {index}")
-    started = time.monotonic()
-    attempts = 0
-    while True:
-        attempts += 1
-        result = await grader.agrade(request)
-        if result.status is not GradeStatus.INFRA_ERROR or attempts > infra_retries:
-            break
-    status = status_of(result)
+        has_hidden = has_hidden_tests(task)
+    infra = status is SampleStatus.INFRA_ERROR
     return SampleRecord(
-        files=files, status=status.value,
-        score=None if status is SampleStatus.INFRA_ERROR else (result.score or 0.0),
-        passed=status is SampleStatus.PASSED,
-        visible_passed=None if status is SampleStatus.INFRA_ERROR else visible_tests_passed(task, result, has_hidden),
+        files=dict(graded.files), status=status.value, score=graded.score, passed=status is SampleStatus.PASSED,
+        visible_passed=None if infra else visible_tests_passed(task, result, has_hidden),
         tests=[{"id": t.id, "outcome": t.outcome.value} for t in result.tests],
-        problems=list(result.problems), grade_seconds=round(time.monotonic() - started, 4), attempts=attempts,
+        problems=list(result.problems), grade_seconds=round(graded.seconds, 4), attempts=graded.attempts,
         **common)
+
+
+async def grade_sample(grader: BatchGrader, task: Task, index: int, completion: Completion, *,
+                       gen_seconds: float = 0.0, retry: RetryPolicy | None = None,
+                       has_hidden: bool | None = None) -> SampleRecord:
+    """Extract the candidate's files from ``completion`` and grade them in the sandbox (the
+    pipeline's one-shot step, off the event loop)."""
+    graded = await asyncio.to_thread(AnswerStep(grader, retry).run, task, completion, label=f"sample {index}")
+    return sample_record(graded, index, completion, gen_seconds=gen_seconds, has_hidden=has_hidden)

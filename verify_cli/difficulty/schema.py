@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from verify_cli.sampling.status import SampleStatus, describe
+
 
 def _f(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
     return pa.field(name, type_, nullable=nullable, metadata={"doc": doc})
@@ -43,7 +45,7 @@ SAMPLES_SCHEMA = pa.schema([
     _f("sample_index", pa.int32(), "Index of the sample within its task.", nullable=False),
     _f("completion", pa.string(), "The model's raw completion.", nullable=False),
     _f("files", pa.map_(pa.string(), pa.string()), "Files extracted from the completion (path to text)."),
-    _f("status", pa.string(), "passed, failed, timeout, parse_error or infra_error.", nullable=False),
+    _f("status", pa.string(), f"{describe(tuple(SampleStatus))}.", nullable=False),
     _f("score", pa.float64(), "Partial-credit score (null for infra errors)."),
     _f("passed", pa.bool_(), "Every test passed.", nullable=False),
     _f("visible_passed", pa.bool_(), "Every visible test passed (null when not known)."),

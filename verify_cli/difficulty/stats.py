@@ -1,7 +1,8 @@
 """Statistics of a task's samples: Wilson intervals, the unbiased pass@k estimator, partial
 credit, status counts, and the visible-versus-all-tests gap.
 
-Infrastructure errors are never samples: they are counted apart and excluded from ``n``.
+Infrastructure errors are never samples: they are counted apart and excluded from ``n``. The
+statuses are the pipeline's (:class:`verify_cli.sampling.status.SampleStatus`, re-exported here).
 """
 
 from __future__ import annotations
@@ -10,21 +11,9 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from statistics import NormalDist
 
-
-class SampleStatus(StrEnum):
-    PASSED = "passed"
-    FAILED = "failed"
-    TIMEOUT = "timeout"
-    PARSE_ERROR = "parse_error"  # no file could be taken from the completion: a failed sample
-    INFRA_ERROR = "infra_error"  # the sandbox failed: retried, never counted as a sample
-
-    @property
-    def counts(self) -> bool:
-        """Whether a sample with this status is one of the ``n`` samples."""
-        return self is not SampleStatus.INFRA_ERROR
+from verify_cli.sampling.status import SampleStatus
 
 
 def z_value(confidence: float) -> float:

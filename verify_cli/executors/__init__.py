@@ -28,6 +28,7 @@ several threads at once (audit grades two streams side by side).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from verify_cli._exports import lazy_attribute
@@ -35,35 +36,43 @@ from verify_cli.errors import UsageError
 from verify_cli.executors.base import (
     ClusterError,
     Executor,
+    ExecutorStats,
     ExecutorUnavailableError,
     ResultCallback,
     import_ray,
 )
 from verify_cli.executors.local import LocalExecutor
-from verify_cli.sandbox.registry import resolve_backend_name
+from verify_cli.sandbox.registry import SandboxSpec, sandbox_spec
 
 EXECUTOR_NAMES = ("local", "ray")
 
 
-def create_executor(name: str, *, sandbox: str = "auto", pool_size: int = 2, warm: bool = True,
-                    ray_address: str = "auto", docker_mode: str = "node") -> Executor:
-    """The executor ``name`` (``local`` or ``ray``) grading in backend ``sandbox``.
+def create_executor(name: str, *, sandbox: str | SandboxSpec = "auto",
+                    sandbox_options: Mapping[str, Any] | None = None, warm: bool = True,
+                    ray_address: str = "auto") -> Executor:
+    """The executor ``name`` (``local`` or ``ray``) grading in backend ``sandbox`` configured with
+    ``sandbox_options`` (checked here, once: an option the backend does not take is a
+    UsageError), or in the :class:`SandboxSpec` given.
 
-    ``auto`` is resolved here for ``local`` (resolve it first to show the fallback warning) and
-    on each node for ``ray``. Ray is imported only for ``ray``.
+    ``auto`` is resolved here for ``local`` (a fall-back to ``process`` is in the executor's
+    :attr:`~Executor.warnings`) and on each node for ``ray``. Ray is imported only for ``ray``.
     """
+    if name not in EXECUTOR_NAMES:
+        raise UsageError(f"unknown executor {name!r}", hint=f"choose one of: {', '.join(EXECUTOR_NAMES)}")
+    if isinstance(sandbox, SandboxSpec):
+        if sandbox_options:
+            raise TypeError("create_executor: give the options in the SandboxSpec, not beside it")
+        spec = sandbox
+    else:
+        spec = sandbox_spec(sandbox, sandbox_options, resolve=name == "local")
     if name == "local":
-        backend, _ = resolve_backend_name(sandbox)
-        return LocalExecutor(backend, pool_size=pool_size, warm=warm, docker_mode=docker_mode)
-    if name == "ray":
-        from verify_cli.executors.ray_executor import RayExecutor
+        return LocalExecutor(spec, warm=warm)
+    from verify_cli.executors.ray_executor import RayExecutor
 
-        return RayExecutor(ray_address, sandbox=sandbox, pool_size=pool_size, warm=warm,
-                           docker_mode=docker_mode)
-    raise UsageError(f"unknown executor {name!r}", hint=f"choose one of: {', '.join(EXECUTOR_NAMES)}")
+    return RayExecutor(ray_address, sandbox=spec, warm=warm)
 
 
-__all__ = ["EXECUTOR_NAMES", "ClusterError", "Executor", "ExecutorUnavailableError", "LocalExecutor",
+__all__ = ["EXECUTOR_NAMES", "ClusterError", "Executor", "ExecutorStats", "ExecutorUnavailableError", "LocalExecutor",
            "RayExecutor", "ResultCallback", "create_executor", "import_ray"]
 
 

@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import threading
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
 
 from verify_cli.errors import ExitCode, VerifyError
@@ -39,11 +41,26 @@ def import_ray() -> ModuleType:
     return ray
 
 
+@dataclass
+class ExecutorStats:
+    """What happened on a cluster so far: runs per node, re-queued runs, drained nodes."""
+
+    completed: int = 0
+    requeued: int = 0
+    lost: int = 0
+    actor_restarts: int = 0
+    per_node: Counter[str] = field(default_factory=Counter)
+    drained: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+
+
 class Executor(ABC):
     """Runs grade requests and streams their results back; a :class:`~verify_cli.grading.batch.
     BatchGrader`, so every check takes one in place of a Grader.
 
-    ``backend`` and ``isolation`` describe the sandboxes the runs use (for reports).
+    ``backend`` and ``isolation`` describe the sandboxes the runs use (for reports);
+    :meth:`facts`, :attr:`warnings`, :attr:`stats` and :meth:`cache_identity` what a command
+    reports and caches about them, whatever the executor.
     Use as a context manager, or call :meth:`close`.
     """
 
@@ -61,6 +78,22 @@ class Executor(ABC):
         """What a report records about the sandboxes beyond backend and isolation (image digests,
         containers); default: nothing."""
         return {}
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the user should know about how this executor grades (``auto`` fell back to
+        ``process``, a node was left out, a local Ray instance was started); default: nothing."""
+        return []
+
+    @property
+    def stats(self) -> ExecutorStats | None:
+        """Where the runs went and what was re-queued or drained (a cluster); None: one machine."""
+        return None
+
+    @abstractmethod
+    def cache_identity(self, image: str | None) -> str:
+        """What a cached verdict of a run here on ``image`` depends on beyond the task's content
+        (:meth:`verify_cli.sandbox.base.Sandbox.cache_identity` of the sandboxes that run it)."""
 
     @abstractmethod
     def grade_many(self, requests: Iterable[GradeRequest], *, jobs: int = 2,

@@ -7,20 +7,25 @@ from collections.abc import Iterable, Iterator
 from verify_cli.executors.base import Executor, ResultCallback
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult
 from verify_cli.sandbox.base import Sandbox
-from verify_cli.sandbox.registry import create_sandbox
+from verify_cli.sandbox.registry import SandboxSpec, create_sandbox, sandbox_spec
 
 
 class LocalExecutor(Executor):
     """Grades on ``jobs`` threads here, through :meth:`Grader.grade_many` (streaming, at most
-    ``2 * jobs`` requests in flight). Owns the sandbox it creates and the Grader's warm workers."""
+    ``2 * jobs`` requests in flight). Owns the sandbox it creates from ``spec`` (a backend name,
+    or a :class:`SandboxSpec` with its options) and the Grader's warm workers; or grades in
+    ``sandbox``, which stays the caller's."""
 
     name = "local"
 
-    def __init__(self, backend: str, *, pool_size: int = 2, warm: bool = True,
-                 sandbox: Sandbox | None = None, docker_mode: str = "node") -> None:
-        self._backend = backend
-        self.sandbox = (sandbox if sandbox is not None
-                        else create_sandbox(backend, pool_size=pool_size, mode=docker_mode))
+    def __init__(self, spec: SandboxSpec | str = "auto", *, warm: bool = True,
+                 sandbox: Sandbox | None = None) -> None:
+        if sandbox is not None:
+            self.spec = SandboxSpec(sandbox.name)
+            self.sandbox = sandbox
+        else:
+            self.spec = sandbox_spec(spec) if isinstance(spec, str) else spec
+            self.sandbox = create_sandbox(self.spec)
         self._owns_sandbox = sandbox is None
         if self._owns_sandbox:
             self.sandbox.start()
@@ -28,7 +33,14 @@ class LocalExecutor(Executor):
 
     @property
     def backend(self) -> str:
-        return self._backend
+        return self.sandbox.name
+
+    @property
+    def warnings(self) -> list[str]:
+        return [self.spec.warning] if self.spec.warning else []
+
+    def cache_identity(self, image: str | None) -> str:
+        return self.sandbox.cache_identity(image)
 
     @property
     def isolation(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from dataclasses import dataclass
 from types import ModuleType
@@ -36,22 +37,47 @@ class SandboxNode:
         return f"{self.address}/{self.node_id[:8]}"
 
 
-def connect(address: str) -> tuple[ModuleType, bool]:
-    """Ray, connected to the cluster at ``address`` (``auto``: the one started on this machine);
-    and whether this call made the connection (so its caller should end it)."""
+def connect(address: str, *, start_local: bool = True,
+            local_slots: int | None = None) -> tuple[ModuleType, bool, str | None]:
+    """Ray, connected to the cluster at ``address``; whether this call made the connection (so
+    its caller should end it); and a notice for the user, or None.
+
+    ``auto``: the cluster started on this machine, or, when none runs (and ``start_local``), a local Ray instance
+    started here as ``ray.init()`` does, offering ``local_slots`` sandbox slots (default: one
+    per core) and ended with the connection; the notice says so. A ``HOST:PORT`` address only
+    connects to a cluster that is already there.
+    """
     ray = import_ray()
     if ray.is_initialized():
-        return ray, False
+        return ray, False, None
     if address != "auto" and "://" not in address and not _answers(address):
         # ray.init retries an address that does not answer for minutes: fail now instead.
         raise ExecutorUnavailableError(f"no Ray cluster answers at {address!r} (nothing listens there)",
                                        hint=START_HINT)
+    quiet: dict[str, Any] = {"namespace": ACTOR_NAMESPACE, "log_to_driver": False,
+                             "logging_level": logging.WARNING, "configure_logging": False}
     try:
-        ray.init(address=address, namespace=ACTOR_NAMESPACE, log_to_driver=False,
-                 logging_level=logging.WARNING, configure_logging=False)
-    except (ConnectionError, RuntimeError, ValueError) as e:
+        ray.init(address=address, **quiet)
+    except ConnectionError as e:
+        if address != "auto" or not start_local or not _no_cluster_running(e):
+            raise ExecutorUnavailableError(f"no Ray cluster answers at {address!r}: {e}", hint=START_HINT) from None
+    except (RuntimeError, ValueError) as e:
         raise ExecutorUnavailableError(f"no Ray cluster answers at {address!r}: {e}", hint=START_HINT) from None
-    return ray, True
+    else:
+        return ray, True, None
+    slots = local_slots or os.cpu_count() or 1
+    try:
+        ray.init(resources={SLOTS_RESOURCE: slots}, include_dashboard=False, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise ExecutorUnavailableError(f"no Ray cluster runs here and a local one could not start: {e}",
+                                       hint=START_HINT) from None
+    return ray, True, (f"no Ray cluster is running: started a local Ray instance with {slots} sandbox slot(s), "
+                       "ended when this command ends (give --ray-address HOST:PORT to use a cluster)")
+
+
+def _no_cluster_running(error: ConnectionError) -> bool:
+    """Whether ``ray.init(address="auto")`` failed because no cluster runs on this machine."""
+    return "Could not find any running Ray instance" in str(error)
 
 
 def _answers(address: str, timeout: float = 5.0) -> bool:

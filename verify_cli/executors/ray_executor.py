@@ -18,12 +18,12 @@ import contextlib
 import threading
 import time
 import uuid
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from verify_cli.executors.base import ClusterError, Executor, ExecutorUnavailableError, ResultCallback
+from verify_cli.executors.base import ClusterError, Executor, ExecutorStats, ExecutorUnavailableError, ResultCallback
 from verify_cli.executors.health import NodeHealth
 from verify_cli.executors.ray_cluster import (
     ACTOR_NAMESPACE,
@@ -39,6 +39,7 @@ from verify_cli.executors.ray_pool import SandboxPool
 from verify_cli.executors.shipping import pack_task
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.sandbox.base import RunResult, Verdict
+from verify_cli.sandbox.registry import SandboxSpec, sandbox_spec
 
 #: How long the driver waits between looks at capacity that another stream may have freed.
 _POLL_SECONDS = 0.05
@@ -66,42 +67,37 @@ class _Attempt:
     generation: int = 0
 
 
-@dataclass
-class RayRunStats:
-    """What happened on the cluster so far: runs per node, re-queued runs, drained nodes."""
-
-    completed: int = 0
-    requeued: int = 0
-    lost: int = 0
-    actor_restarts: int = 0
-    per_node: Counter[str] = field(default_factory=Counter)
-    drained: list[str] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
+#: The cluster's counters (the executor interface's :class:`ExecutorStats`).
+RayRunStats = ExecutorStats
 
 
 class RayExecutor(Executor):
     """Grades on every node of the Ray cluster at ``address`` that offers ``sandbox_slots``.
 
-    ``sandbox`` is resolved on each node (``auto``: the best backend there). ``jobs`` given to
-    :meth:`grade_many` is ignored: the cluster's slots decide how many runs go at once.
+    ``sandbox`` (a backend name, or a :class:`SandboxSpec` with its options) is resolved on each
+    node (``auto``: the best backend there). ``address`` ``auto`` connects to the cluster started
+    on this machine, or starts a local Ray instance when none runs (said in :attr:`warnings`).
+    ``jobs`` given to :meth:`grade_many` is ignored: the cluster's slots decide how many runs go
+    at once.
     """
 
     name = "ray"
 
-    def __init__(self, address: str = "auto", *, sandbox: str = "auto", pool_size: int = 2, warm: bool = True,
+    def __init__(self, address: str = "auto", *, sandbox: SandboxSpec | str = "auto", warm: bool = True,
                  prefetch: int = 2, max_attempts: int = 3, drain_after: int = 3,
-                 start_timeout: float = 180.0, docker_mode: str = "node") -> None:
-        self._ray, self._owns_connection = connect(address)
+                 start_timeout: float = 180.0) -> None:
+        self.spec = sandbox if isinstance(sandbox, SandboxSpec) else sandbox_spec(sandbox, resolve=False)
+        self._warnings: list[str] = []
+        self._ray, self._owns_connection, notice = connect(address)
+        if notice:
+            self._warnings.append(notice)
         self.address = address
-        self.sandbox = sandbox
-        self.pool_size = pool_size
-        self.docker_mode = docker_mode
         self.warm = warm
         self.prefetch = max(1, prefetch)
         self.max_attempts = max(1, max_attempts)
         self.health = NodeHealth(drain_after)
-        self.stats = RayRunStats()
-        self.warnings: list[str] = []
+        self._stats = ExecutorStats()
+        self._identities: dict[str | None, str] = {}
         self._run_id = uuid.uuid4().hex[:8]
         self._actor_class = self._ray.remote(SandboxPool)
         self._lock = threading.Lock()
@@ -122,8 +118,7 @@ class RayExecutor(Executor):
             name=f"{ACTOR_PREFIX}{node.node_id[:12]}:{self._run_id}:{generation}", namespace=ACTOR_NAMESPACE,
             resources={SLOTS_RESOURCE: node.slots}, num_cpus=0, max_restarts=0,
             scheduling_strategy=pin_to(node.node_id),
-        ).remote(self.sandbox, node.slots, node.name, pool_size=self.pool_size, warm=self.warm,
-                   docker_mode=self.docker_mode)
+        ).remote(self.spec, node.slots, node.name, warm=self.warm)
 
     def _await_pools(self, timeout: float) -> None:
         ray = self._ray
@@ -140,20 +135,20 @@ class RayExecutor(Executor):
                 self._leave_out(pool, f"its sandbox pool failed to start: {_cause(e)}")
                 continue
             if pool.info.get("warning"):
-                self.warnings.append(f"{pool.node.name}: {pool.info['warning']}")
+                self._warnings.append(f"{pool.node.name}: {pool.info['warning']}")
         live = [p for p in self._pools if not p.drained]
         if not live:
             raise ExecutorUnavailableError("no node of the Ray cluster could start a sandbox pool: "
-                                           + "; ".join(self.stats.events),
+                                           + "; ".join(self._stats.events),
                                            hint="run `verify-cli cluster status` to see each node's backends")
         kinds = {(p.info["backend"], p.info["isolation"]) for p in live}
         if len(kinds) > 1:
-            self.warnings.append("nodes grade with different sandbox backends: "
+            self._warnings.append("nodes grade with different sandbox backends: "
                                  + ", ".join(f"{p.node.name}={p.info['backend']}" for p in live))
 
     def _leave_out(self, pool: _Pool, reason: str) -> None:
         self._drain(pool, reason)
-        self.warnings.append(f"node {pool.node.name} left out: {reason}")
+        self._warnings.append(f"node {pool.node.name} left out: {reason}")
         with contextlib.suppress(Exception):
             self._ray.kill(pool.actor, no_restart=True)
 
@@ -163,8 +158,8 @@ class RayExecutor(Executor):
                 return
             pool.drained = True
             self.health.drain(pool.node.node_id, reason)
-            self.stats.drained.append(pool.node.name)
-            self.stats.events.append(f"drained {pool.node.name}: {reason}")
+            self._stats.drained.append(pool.node.name)
+            self._stats.events.append(f"drained {pool.node.name}: {reason}")
 
     # --- properties -------------------------------------------------------------------------
 
@@ -180,6 +175,30 @@ class RayExecutor(Executor):
     @property
     def isolation(self) -> str:
         return self._live_info("isolation")
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self._warnings)
+
+    @property
+    def stats(self) -> ExecutorStats:
+        return self._stats
+
+    def cache_identity(self, image: str | None) -> str:
+        """The identities the live nodes' sandboxes give (``a+b`` where they differ)."""
+        with self._lock:
+            known = self._identities.get(image)
+        if known is not None:
+            return known
+        refs = [p.actor.cache_identity.remote(image) for p in self._pools if p.info and not p.drained]
+        found: set[str] = set()
+        for ref in refs:
+            with contextlib.suppress(self._ray.exceptions.RayError):
+                found.add(str(self._ray.get(ref, timeout=60)))
+        identity = "+".join(sorted(found)) or self.backend
+        with self._lock:
+            self._identities[image] = identity
+        return identity
 
     @property
     def nodes(self) -> list[SandboxNode]:
@@ -215,7 +234,7 @@ class RayExecutor(Executor):
         with self._lock:
             healthy = [p for p in self._pools if not p.drained]
             if not healthy:
-                raise ClusterError("every node of the cluster was drained: " + "; ".join(self.stats.events[-3:]),
+                raise ClusterError("every node of the cluster was drained: " + "; ".join(self._stats.events[-3:]),
                                    hint="run `verify-cli cluster status`, fix or replace the nodes, run again")
             candidates = [p for p in healthy if p.node.node_id not in tried] or healthy
             free = [p for p in candidates if p.in_flight < p.capacity]
@@ -254,7 +273,7 @@ class RayExecutor(Executor):
             if actor_died:
                 pool.generation += 1
         reason = f"{type(error).__name__}: {_cause(error)}"
-        self.stats.events.append(f"{pool.node.name}: {reason}")
+        self._stats.events.append(f"{pool.node.name}: {reason}")
         if self.health.failure(pool.node.node_id, reason):
             self._drain(pool, f"failed {self.health.drain_after} times in a row")
             return
@@ -262,7 +281,7 @@ class RayExecutor(Executor):
             if node_is_alive(ray, pool.node.node_id):
                 with self._lock:
                     pool.actor = self._spawn(pool.node, pool.generation)
-                self.stats.actor_restarts += 1
+                self._stats.actor_restarts += 1
             else:
                 self._drain(pool, "the node left the cluster")
 
@@ -334,15 +353,15 @@ class RayExecutor(Executor):
                     attempt.tried.add(attempt.pool.node.node_id)
                     self._node_failed(attempt, e)
                     if attempt.deliveries < self.max_attempts:
-                        self.stats.requeued += 1
+                        self._stats.requeued += 1
                         retry.append(attempt)
                         continue
-                    self.stats.lost += 1
+                    self._stats.lost += 1
                     result = self._lost(attempt)
                 else:
                     self.health.success(attempt.pool.node.node_id)
-                    self.stats.per_node[result.node] += 1
-                self.stats.completed += 1
+                    self._stats.per_node[result.node] += 1
+                self._stats.completed += 1
                 if on_result is not None:
                     on_result(result)
                 yield result

@@ -16,21 +16,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.executors.shipping import TaskBundle, TaskDepot
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult
-from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
+from verify_cli.sandbox.registry import AUTO, SandboxSpec, create_sandbox, sandbox_spec
 
 
 class SandboxPool:
-    """Grades requests on this node in one backend, ``slots`` at a time (more calls wait here)."""
+    """Grades requests on this node in one backend, ``slots`` at a time (more calls wait here).
+    ``spec`` is the driver's, unchanged; an ``auto`` in it is resolved here."""
 
-    def __init__(self, sandbox: str, slots: int, node: str, *, pool_size: int = 2, warm: bool = True,
-                 docker_mode: str = "node") -> None:
+    def __init__(self, spec: SandboxSpec, slots: int, node: str, *, warm: bool = True) -> None:
         self.node = node
         self.slots = max(1, slots)
-        self.backend, self.warning = resolve_backend_name(sandbox)
-        self.box = create_sandbox(self.backend, pool_size=pool_size, mode=docker_mode)
+        if spec.backend == AUTO:
+            spec = sandbox_spec(AUTO, spec.config.as_kwargs())
+        self.warning = spec.warning
+        self.box = create_sandbox(spec)
+        self.backend = self.box.name
         self.box.start()
         self.grader = Grader(self.box, warm=warm)
         self.grader.reserve(self.slots)  # the warm workers serve ``slots`` runs at once
@@ -41,6 +44,9 @@ class SandboxPool:
         self.waiting = 0
         self.done = 0
         self.peak = 0  # the most sandboxes this actor ever ran at once
+
+    def cache_identity(self, image: str | None) -> str:
+        return self.box.cache_identity(image)
 
     def describe(self) -> dict[str, Any]:
         return {"node": self.node, "host": socket.gethostname(), "pid": os.getpid(), "version": __version__,

@@ -6,7 +6,7 @@ import platform
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from verify_cli import __version__
+from verify_cli._version import __version__
 from verify_cli.executors.ray_cluster import ACTOR_NAMESPACE, ACTOR_PREFIX, cluster_nodes, connect, pin_to
 
 
@@ -45,7 +45,7 @@ def probe_node() -> dict[str, Any]:
 
 def cluster_status(address: str, *, timeout: float = 60.0) -> list[NodeStatus]:
     """The state of every node of the cluster at ``address``; probes each live node."""
-    ray, owns = connect(address)
+    ray, owns, _ = connect(address, start_local=False)
     try:
         return _status(ray, timeout)
     finally:

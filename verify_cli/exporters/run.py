@@ -1,4 +1,4 @@
-"""``verify-cli export``: a task set to verl Parquet, JSONL, or a ``datasets`` folder."""
+"""``verify-cli export``: a task set to verl Parquet, JSONL, a ``datasets`` folder, or SWE-bench rows."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class ExportFormat(StrEnum):
     VERL = "verl"
     JSONL = "jsonl"
     DATASETS = "datasets"
+    SWEBENCH = "swebench"  # repository tasks: SWE-bench rows and a git repository per task
 
 
 @dataclass
@@ -102,6 +103,8 @@ def export_tasks(path: Path, fmt: str, out: Path, *, split: str = "train",
     report = ExportReport(chosen, out)
     rows: list[dict[str, Any]] = []
     items: Iterable[Task | TaskLoadFailure] = load_task_set(path)
+    if chosen is ExportFormat.SWEBENCH:
+        return _export_swebench(items, out, report, on_task)
     for item in items:
         if isinstance(item, TaskLoadFailure):
             report.skipped.append((str(item.root), item.error.message))
@@ -121,9 +124,37 @@ def export_tasks(path: Path, fmt: str, out: Path, *, split: str = "train",
     return report
 
 
+def _export_swebench(items: Iterable[Task | TaskLoadFailure], out: Path, report: ExportReport,
+                     on_task: Callable[[str], None] | None) -> ExportReport:
+    from verify_cli.exporters.swebench import write_swebench
+
+    tasks: list[Task] = []
+    for item in items:
+        if isinstance(item, TaskLoadFailure):
+            report.skipped.append((str(item.root), item.error.message))
+        else:
+            tasks.append(item)
+    try:
+        report.out, skipped = write_swebench(tasks, out)
+    except OSError as e:
+        raise UsageError(f"{e.filename or out}: cannot write the export ({e.strerror or e})",
+                         hint="give --out a place you can write to") from None
+    report.skipped.extend(skipped)
+    skipped_roots = {root for root, _ in skipped}
+    for task in tasks:
+        if str(task.root) not in skipped_roots:
+            report.exported.append(task.id)
+            if on_task is not None:
+                on_task(task.id)
+    if not report.exported:
+        raise UsageError("no repository task to export as SWE-bench rows (tasks need [test] fail_to_pass)",
+                         hint="see 'Repository tasks' in the README")
+    return report
+
+
 #: Formats written as one file when --out ends with one of these suffixes (else into a folder).
 _FILE_SUFFIXES = {ExportFormat.VERL: (".parquet",), ExportFormat.JSONL: (".jsonl", ".ndjson"),
-                  ExportFormat.DATASETS: ()}
+                  ExportFormat.DATASETS: (), ExportFormat.SWEBENCH: (".jsonl", ".ndjson")}
 
 
 def _check_destination(source: Path, out: Path, fmt: ExportFormat) -> None:

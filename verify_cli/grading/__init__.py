@@ -1,5 +1,6 @@
 """Grading: a phase of a task, run in a sandbox, judged into per-test outcomes and a score."""
 
+from verify_cli.grading.candidate_patch import CandidatePatchError, candidate_from_patch
 from verify_cli.grading.grader import (
     Grader,
     GradeRequest,
@@ -9,12 +10,11 @@ from verify_cli.grading.grader import (
     run_environment,
     task_limits,
 )
-from verify_cli.grading.junit import Outcome, TestOutcome, parse_junit
+from verify_cli.grading.junit import Outcome, TestOutcome, junit_id_of_node_id, parse_junit
 from verify_cli.grading.pytest_command import parse_pytest_command
 from verify_cli.grading.warm import WarmRunner
 from verify_cli.grading.workspace import Phase, lay_out, solution_as_candidate
 
-__all__ = ["GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase", "TestOutcome",
-           "WarmRunner",
-           "judge", "lay_out", "parse_junit", "parse_pytest_command", "run_environment",
-           "solution_as_candidate", "task_limits"]
+__all__ = ["CandidatePatchError", "GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase",
+           "TestOutcome", "WarmRunner", "candidate_from_patch", "judge", "junit_id_of_node_id", "lay_out",
+           "parse_junit", "parse_pytest_command", "run_environment", "solution_as_candidate", "task_limits"]

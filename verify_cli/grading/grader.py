@@ -23,6 +23,7 @@ from pathlib import Path
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
 from verify_cli.grading.node_seal import check_node_seal, node_seal_command, runner_writes_junit
 from verify_cli.grading.runners import runner_environment, uses_builtin_runner
+from verify_cli.grading.scoring import TestLists
 from verify_cli.grading.scoring import score as policy_score
 from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV, new_seal_key, read_seals
 from verify_cli.grading.two_process import (
@@ -296,7 +297,10 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
     trusted = sealed and run.verdict in (Verdict.OK, Verdict.NONZERO_EXIT) and not (
         all_passed and run.verdict is Verdict.NONZERO_EXIT) and not any(
         p.startswith("results file") for p in problems)
-    value = policy_score(task.scoring, tests) if trusted else 0.0
+    lists = TestLists.of(task.test)
+    value = policy_score(task.scoring, tests, lists) if trusted else 0.0
+    if lists is not None and task.scoring.policy.uses_test_lists:
+        all_passed = lists.all_pass(tests)  # tests outside the lists do not count (SWE-bench)
     return GradeResult(status=GradeStatus.GRADED, score=value, passed=trusted and all_passed,
                        tests=tuple(tests), problems=tuple(problems),
                        seconds=time.monotonic() - started, **common)  # type: ignore[arg-type]

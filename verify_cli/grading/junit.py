@@ -10,6 +10,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring as _safe_fromstring
 
 from verify_cli.errors import ExitCode, VerifyError
+from verify_cli.grading.failure_text import readable_failure
 
 
 class Outcome(StrEnum):
@@ -47,10 +48,12 @@ class JUnitParseError(VerifyError, ValueError):
 def _case_outcome(case: ET.Element) -> tuple[Outcome, str]:
     for child in case:
         tag = child.tag.lower()
-        if tag in ("failure", "failed"):
-            return Outcome.FAILED, (child.get("message") or child.text or "").strip()[:2000]
-        if tag == "error":
-            return Outcome.ERROR, (child.get("message") or child.text or "").strip()[:2000]
+        if tag in ("failure", "failed", "error"):
+            outcome = Outcome.ERROR if tag == "error" else Outcome.FAILED
+            message = child.get("message")
+            if not message:
+                return outcome, (child.text or "").strip()[:2000]
+            return outcome, readable_failure(message.strip(), child.text or "")
         if tag == "skipped":
             return Outcome.SKIPPED, (child.get("message") or child.text or "").strip()[:500]
     if case.get("failure") is not None:  # node puts it in an attribute too
@@ -104,3 +107,25 @@ def parse_junit(xml_bytes: bytes) -> list[TestOutcome]:
         root = wrapper
     walk(root, [] if root.tag == "testsuites" else [root.get("name", "")])
     return outcomes
+
+
+def junit_id_of_node_id(node_id: str) -> str:
+    """The grader's id (``classname::name``, as :func:`parse_junit` reads pytest's JUnit XML) of a
+    pytest node id: the one mapping between the ids task.toml lists (``fail_to_pass``,
+    ``pass_to_pass``) and the ids grading reports.
+
+    ``tests/test_x.py::test_y`` -> ``tests.test_x::test_y``;
+    ``pkg/tests/test_x.py::TestA::test_y[a/b::c]`` -> ``pkg.tests.test_x.TestA::test_y[a/b::c]``.
+    It follows pytest's own ``mangle_test_address`` (the file path dotted, ``.py`` dropped, the
+    classes joined to it by dots, parameters left as they are), so it needs no pytest here. The
+    mapping is one-way: a dotted classname cannot tell a folder from a class.
+    """
+    path, bracket, params = node_id.partition("[")
+    names = path.split("::")
+    names[0] = names[0].replace("/", ".")
+    if names[0].endswith(".py"):
+        names[0] = names[0][:-3]
+    names[-1] += bracket + params
+    if len(names) == 1:
+        return names[0]
+    return f"{'.'.join(names[:-1])}::{names[-1]}"

@@ -4,9 +4,37 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from verify_cli.grading.junit import TestOutcome
-from verify_cli.tasks.model import Scoring, ScoringPolicy
+from verify_cli.grading.junit import TestOutcome, junit_id_of_node_id
+from verify_cli.tasks.model import Scoring, ScoringPolicy, TestSpec
+
+
+@dataclass(frozen=True)
+class TestLists:
+    """A task's FAIL_TO_PASS and PASS_TO_PASS tests, as the grader's (JUnit) ids."""
+
+    __test__ = False
+
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+
+    @classmethod
+    def of(cls, test: TestSpec) -> TestLists | None:
+        """The lists of a task's ``[test]`` table, or None when it names none."""
+        if not test.has_test_lists:
+            return None
+        return cls(tuple(junit_id_of_node_id(t) for t in test.fail_to_pass),
+                   tuple(junit_id_of_node_id(t) for t in test.pass_to_pass))
+
+    def outcomes(self, tests: Sequence[TestOutcome]) -> tuple[list[bool], list[bool]]:
+        """Whether each listed test passed (one absent from the results did not)."""
+        ok = {t.id for t in tests if t.outcome.ok}
+        return [t in ok for t in self.fail_to_pass], [t in ok for t in self.pass_to_pass]
+
+    def all_pass(self, tests: Sequence[TestOutcome]) -> bool:
+        f2p, p2p = self.outcomes(tests)
+        return all(f2p) and all(p2p)
 
 
 def test_weight(scoring: Scoring, test_id: str) -> float:
@@ -21,10 +49,23 @@ def test_weight(scoring: Scoring, test_id: str) -> float:
     return scoring.default_weight
 
 
-def score(scoring: Scoring, tests: Sequence[TestOutcome]) -> float:
-    """A score in [0, 1]. No tests at all scores 0: an empty run proves nothing."""
+def score(scoring: Scoring, tests: Sequence[TestOutcome], lists: TestLists | None = None) -> float:
+    """A score in [0, 1]. No tests at all scores 0: an empty run proves nothing.
+
+    The list policies (``swebench``, ``fail-to-pass-fraction``) count only the task's listed
+    tests; a listed test absent from the results counts as failed.
+    """
     if not tests:
         return 0.0
+    if scoring.policy.uses_test_lists:
+        if lists is None or not lists.fail_to_pass:
+            return 0.0
+        f2p, p2p = lists.outcomes(tests)
+        if not all(p2p):
+            return 0.0
+        if scoring.policy is ScoringPolicy.SWEBENCH:
+            return 1.0 if all(f2p) else 0.0
+        return sum(f2p) / len(f2p)
     if scoring.policy is ScoringPolicy.ALL_OR_NOTHING:
         return 1.0 if all(t.outcome.ok for t in tests) else 0.0
     if scoring.policy is ScoringPolicy.FRACTION:

@@ -64,8 +64,12 @@ def io_cases(io: Mapping[str, Any], *, allow_empty: bool = False) -> tuple[list[
     inputs = io.get("inputs", io.get("input"))
     outputs = io.get("outputs", io.get("output"))
     inputs, outputs = (v.tolist() if hasattr(v, "tolist") else v for v in (inputs, outputs))
-    if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)):
-        raise RowError("input_output needs lists 'inputs' and 'outputs'")
+    for name, value in (("inputs", inputs), ("outputs", outputs)):
+        if value is None:
+            keys = ", ".join(repr(str(k)) for k in list(io)[:8]) or "none"
+            raise RowError(f"input_output has no {name!r} list (its keys: {keys})")
+        if not isinstance(value, (list, tuple)):
+            raise RowError(f"input_output's {name!r} is {type(value).__name__}, not a list")
     if len(inputs) != len(outputs):
         raise RowError(f"input_output has {len(inputs)} inputs but {len(outputs)} outputs")
     if not inputs and not allow_empty:

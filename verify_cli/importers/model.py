@@ -47,9 +47,11 @@ class TaskDraft:
 class RowFailure:
     index: int
     reason: str
+    #: The row's own id (its id column, as written there), where it has one.
+    id: str | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {"index": self.index, "reason": self.reason}
+        return {"index": self.index, "id": self.id, "reason": self.reason}
 
 
 _ID_BAD = re.compile(r"[^a-z0-9._/-]+")

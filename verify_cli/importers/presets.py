@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from verify_cli.importers.call_based import call_based_draft, io_cases, io_mapping, is_call_based
@@ -46,6 +47,8 @@ _TOP_LEVEL_DEF = re.compile(r"^(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\("
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 Converter = Callable[[Row, Mapping[str, str], str], TaskDraft]
+#: A converter that also reads local clones of the rows' repositories (``--repos DIR``).
+RepoConverter = Callable[[Row, Mapping[str, str], str, Path], TaskDraft]
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class Preset:
     columns: Mapping[str, str]  # logical field -> default column
     convert: Converter
     id_prefix: str = ""
+    #: Set for presets that read local repository clones: ``convert`` then only says so.
+    convert_with_repos: RepoConverter | None = None
 
 
 def lookup(row: Mapping[str, Any], column: str) -> Any:
@@ -93,6 +98,17 @@ def _text(fields: dict[str, Any], name: str, columns: Mapping[str, str]) -> str:
 
 def _missing(columns: Mapping[str, str], name: str) -> RowError:
     return missing_column(columns.get(name, name), name)
+
+
+def row_id(row: Row, columns: Mapping[str, str]) -> str | None:
+    """The row's own id as its id column holds it (None where it has none), to name the row in
+    reports: the task id made of it may be unmade (the row failed) or changed (namespaced)."""
+    column = columns.get("id")
+    value = lookup(row.data, column) if column is not None else None
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text[:200] or None
 
 
 def _row_id(fields: dict[str, Any], row: Row, prefix: str) -> str:
@@ -429,8 +445,27 @@ def convert_verl(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft
     if "solution" not in fields:
         raise RowError("verl rows carry no reference solution; map one with --map solution=COLUMN "
                        "(e.g. extra_info.solution)")
+    _check_io_truth(truth, columns)
     source = str(fields.get("data_source") or prefix)
     return io_draft(row, fields, source, prompt, fields["solution"], truth)
+
+
+def _check_io_truth(truth: Any, columns: Mapping[str, str]) -> None:
+    """A RowError for a ground truth that holds test code (verify-cli's export of a call-based or
+    test-file task) rather than inputs and outputs: only the exported task folder brings such a
+    row back, and the row has lost it."""
+    try:
+        value = json.loads(truth) if isinstance(truth, str) else truth
+    except ValueError:
+        return  # io_draft says what is wrong with it
+    if not isinstance(value, Mapping) or {"inputs", "input", "fn_name"} & set(value):
+        return
+    if "tests" in value or "test_command" in value:
+        kind = "function-call" if "entry_point" in value else "test-file"
+        raise RowError(f"the ground truth ({columns['ground_truth']!r}) holds a {kind} task's test code, "
+                       f"not inputs and outputs, and the row has no exported task folder "
+                       f"({columns['task']!r}), the only thing such a row is imported from: "
+                       "import the verl file verify-cli exported, with that column kept")
 
 
 def convert_verify(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft:
@@ -470,3 +505,18 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("verify", "verify-cli's own JSONL / datasets exports",
            {"task": TASK_PAYLOAD, "id": "id"}, convert_verify),
 ]}
+
+
+def _needs_repos(row: Row, columns: Mapping[str, str], prefix: str) -> TaskDraft:
+    raise RowError("this preset reads local clones of the rows' repositories: give --repos DIR")
+
+
+def _swebench_preset() -> Preset:
+    from verify_cli.importers.swebench import COLUMNS, convert_swebench
+
+    return Preset("swebench", "SWE-bench-format rows (instance_id, repo, base_commit, patch, test_patch, "
+                              "FAIL_TO_PASS, PASS_TO_PASS) with local clones under --repos DIR: repository tasks",
+                  COLUMNS, _needs_repos, "swebench", convert_with_repos=convert_swebench)
+
+
+PRESETS["swebench"] = _swebench_preset()

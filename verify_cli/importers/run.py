@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verify_cli.errors import TaskFormatError, UsageError, VerifyError
-from verify_cli.importers.model import RowError, RowFailure
-from verify_cli.importers.presets import PRESETS, Preset
+from verify_cli.importers.model import RowError, RowFailure, TaskDraft
+from verify_cli.importers.presets import PRESETS, Preset, row_id
 from verify_cli.importers.sources import Row, read_rows
 from verify_cli.importers.writer import DocumentCheck, write_task
 
@@ -83,15 +83,28 @@ def choose_preset(name: str | None, mapping: Mapping[str, str]) -> Preset:
 
 def import_rows(source: str | None, out: Path, *, preset: str | None = None,
                 mapping: Mapping[str, str] | None = None, strict: bool = False,
-                id_prefix: str | None = None, limit: int | None = None,
-                on_row: Callable[[int], None] | None = None) -> ImportReport:
+                id_prefix: str | None = None, limit: int | None = None, merge: bool = False,
+                on_row: Callable[[int], None] | None = None, repos: Path | None = None) -> ImportReport:
     """Convert every row of ``source`` into a task folder under ``out``.
 
-    A row that cannot be converted is recorded with its index and the reason (``strict``: raise
-    ImportStopped at the first). The other rows still become tasks.
+    A row that cannot be converted is recorded with its index, its own id where it has one, and
+    the reason (``strict``: raise ImportStopped at the first). The other rows still become tasks.
+    ``out`` must be new or empty unless ``merge``: the tasks would be mixed among what is there
+    (and a folder of the same id replaced). ``repos`` is the folder of local clones a preset of
+    repository tasks (``swebench``) reads.
     """
     mapping = dict(mapping or {})
     chosen = choose_preset(preset, mapping)
+    convert = chosen.convert
+    if chosen.convert_with_repos is not None:
+        if repos is None or not Path(repos).is_dir():
+            raise UsageError(f"the {chosen.name} preset reads local clones of the rows' repositories"
+                             + (f": {repos} is not a folder" if repos is not None else ""),
+                             hint="give --repos DIR holding DIR/<owner>__<name> (or DIR/<name>) clones")
+        with_repos, clones = chosen.convert_with_repos, Path(repos)
+
+        def convert(row: Row, cols: Mapping[str, str], pre: str) -> TaskDraft:
+            return with_repos(row, cols, pre, clones)
     if source is None:
         if chosen.name != "humaneval":
             raise UsageError("give the SOURCE to import", hint="a JSONL or Parquet file, or a datasets folder")
@@ -101,6 +114,10 @@ def import_rows(source: str | None, out: Path, *, preset: str | None = None,
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out}: is a file, not a folder", hint="give --out a folder (made if missing)")
+    if not merge and out.is_dir() and any(out.iterdir()):
+        raise UsageError(f"{out}: the output folder is not empty; the imported tasks would be mixed "
+                         "with what it holds (and folders of the same id replaced)",
+                         hint="give a new or empty --out, or --merge to add the tasks to this folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -115,7 +132,7 @@ def import_rows(source: str | None, out: Path, *, preset: str | None = None,
         if limit is not None and row.index >= limit:
             break
         try:
-            draft = chosen.convert(row, columns, prefix)
+            draft = convert(row, columns, prefix)
             if draft.id in seen:
                 raise RowError(f"id {draft.id!r} is already used by row {seen[draft.id]}")
             try:
@@ -129,7 +146,7 @@ def import_rows(source: str | None, out: Path, *, preset: str | None = None,
             reason = e.detail if isinstance(e, TaskFormatError) and e.pointer is not None else str(e)
             if isinstance(e, TaskFormatError) and e.pointer:
                 reason = f"{e.pointer}: {reason}"
-            failure = RowFailure(row.index, reason)
+            failure = RowFailure(row.index, reason, row_id(row, columns))
             if strict:
                 raise ImportStopped(f"{source}: row {row.index}: {reason}",
                                     hint="leave out --strict to import the other rows") from None

@@ -10,11 +10,17 @@ from typing import Any
 from verify_cli._exports import lazy_attribute
 from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams
 from verify_cli.models.prompts import build_prompt, extract_for_task, files_to_candidate
-from verify_cli.models.registry import create_model_backend, model_backend_class, model_backend_names
+from verify_cli.models.registry import (
+    create_model_backend,
+    model_backend_class,
+    model_backend_config,
+    model_backend_names,
+    register_model_backend,
+)
 
 __all__ = ["Completion", "ModelBackend", "Prompt", "SamplingParams", "build_prompt", "build_tiny_model",
            "create_model_backend", "extract_for_task", "files_to_candidate", "model_backend_class",
-           "model_backend_names"]
+           "model_backend_config", "model_backend_names", "register_model_backend"]
 
 
 def __getattr__(name: str) -> Any:

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from verify_cli.backend_config import BackendConfig
 from verify_cli.errors import UsageError, VerifyError
 
 
@@ -111,6 +112,14 @@ class ModelBackend(ABC):
     extra: ClassVar[str | None] = None
     #: Python modules this backend needs beyond the core dependencies.
     requires: ClassVar[tuple[str, ...]] = ()
+    #: The backend's typed options (:mod:`verify_cli.backend_config`), checked before it is built.
+    config_type: ClassVar[type[BackendConfig]] = BackendConfig
+
+    @classmethod
+    def from_config(cls, config: BackendConfig) -> ModelBackend:
+        """An instance configured by ``config`` (checked already). Default: the config's fields
+        as constructor keywords."""
+        return cls(**config.as_kwargs())
 
     @property
     def model_id(self) -> str:
@@ -126,6 +135,11 @@ class ModelBackend(ABC):
 
     def samples_available(self, task_id: str) -> int | None:
         """How many samples the backend can give for ``task_id`` (None: as many as asked)."""
+        return None
+
+    def task_ids(self) -> list[str] | None:
+        """The tasks a backend with a fixed supply has samples of (replayed rows), sorted;
+        None for a backend that samples any task."""
         return None
 
     def generate_stream(self, prompts: Sequence[Prompt], params: SamplingParams, *,

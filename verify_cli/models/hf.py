@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from verify_cli.backend_config import BackendConfig
 from verify_cli.errors import UsageError
 from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams, prompt_seed
 from verify_cli.models.registry import register_model_backend
@@ -26,12 +28,23 @@ def quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
+@dataclass(frozen=True)
+class HFConfig(BackendConfig):
+    """``model``: the local folder of a transformers causal LM; ``device`` cpu, cuda or auto;
+    ``dtype`` a torch dtype name or auto."""
+
+    model: str | Path = field(metadata={"help": "the local folder of a transformers model"})
+    device: str = "auto"
+    dtype: str = "auto"
+
+
 @register_model_backend("hf")
 class HFBackend(ModelBackend):
     """``model`` is a local folder holding a transformers causal LM and its tokenizer."""
 
     extra: ClassVar[str | None] = "train"
     requires: ClassVar[tuple[str, ...]] = ("torch", "transformers")
+    config_type = HFConfig
 
     def __init__(self, model: str | Path, *, device: str = "auto", dtype: str = "auto") -> None:
         import torch

@@ -14,8 +14,11 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
+from verify_cli.backend_config import BackendConfig
 from verify_cli.errors import ExitCode, UsageError
 from verify_cli.models.base import (
     Completion,
@@ -98,12 +101,44 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
+@dataclass(frozen=True)
+class OpenAIConfig(BackendConfig):
+    """``model``: the served model name; ``base_url``: the server's API root (``http://HOST:PORT/v1``);
+    the rest: endpoint, requests in flight, retries and their backoff, the request timeout, the
+    environment variable holding the API key, fields added to every request body."""
+
+    model: str = field(metadata={"help": "the served model name"})
+    base_url: str = "http://127.0.0.1:8000/v1"
+    chat: bool = True
+    concurrency: int = 8
+    max_retries: int = 5
+    backoff_seconds: float = 0.5
+    max_backoff_seconds: float = 30.0
+    timeout_seconds: float = 600.0
+    api_key_env: str = "OPENAI_API_KEY"
+    extra_body: Mapping[str, Any] | None = None
+
+    def check(self) -> str | None:
+        url = urlsplit(self.base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            return (f"base_url {self.base_url!r} is not an http(s) URL: give the server's API root, "
+                    "e.g. http://127.0.0.1:8000/v1")
+        if self.concurrency < 1:
+            return f"concurrency must be >= 1, got {self.concurrency}"
+        if self.max_retries < 0:
+            return f"max_retries must be >= 0, got {self.max_retries}"
+        if self.timeout_seconds <= 0:
+            return f"timeout_seconds must be > 0, got {self.timeout_seconds}"
+        return None
+
+
 @register_model_backend("openai")
 class OpenAIBackend(ModelBackend):
     """``base_url`` is the server's API root (``http://127.0.0.1:8000/v1``); ``model`` the served
     model name. The API key, if any, is read from the environment variable ``api_key_env``."""
 
     requires: ClassVar[tuple[str, ...]] = ("httpx",)
+    config_type = OpenAIConfig
 
     def __init__(self, model: str, *, base_url: str = "http://127.0.0.1:8000/v1", chat: bool = True,
                  concurrency: int = 8, max_retries: int = 5, backoff_seconds: float = 0.5,
@@ -180,7 +215,8 @@ class OpenAIBackend(ModelBackend):
                 self._count("retries")
                 self._sleep_before_retry(attempt, wait_hint)
         self._count("failures")
-        raise ServerError(f"{self.endpoint} failed {self.max_retries + 1} times; last: {last}",
+        tries = self.max_retries + 1
+        raise ServerError(f"{self.endpoint} failed {tries} time{'s' if tries != 1 else ''}; last: {last}",
                           hint="is the server up and reachable? raise --max-retries for a busy server")
 
     def _one(self, prompt: Prompt, params: SamplingParams, index: int) -> list[Completion]:

@@ -4,11 +4,14 @@ of a completion.
 The answer format asked for is one fenced code block per changed file, with the file's path on
 the opening fence line (```python roman.py). Extraction also accepts a path on the line just
 before a fence, and, for a task with a single editable file, an unnamed block or a bare answer.
-A completion that yields no file is a parse error (a failed sample), never an exception.
+A bare answer (no fence at all) is taken as the file only when it parses in the file's language
+where this process can tell (Python, by its suffix; nothing is run); otherwise, and when a
+completion yields no file, it is a parse error (a format failure), never an exception.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -190,11 +193,26 @@ def _clean_path(path: str) -> str:
     return path
 
 
+def syntax_problem(path: str, text: str) -> str | None:
+    """Why ``text`` is not a file of ``path``'s language (``"valid Python (line 2: invalid
+    syntax)"``), for the languages this process parses without running anything: Python. None
+    when it parses, or when its language cannot be checked here (it is then taken as it is)."""
+    if not path.endswith((".py", ".pyi")):
+        return None
+    try:
+        ast.parse(text, filename=path)
+    except SyntaxError as e:
+        return f"valid Python (line {e.lineno}: {e.msg})"
+    except (ValueError, RecursionError, MemoryError) as e:  # NUL bytes; nesting past the parser's limits
+        return f"valid Python ({type(e).__name__})"
+    return None
+
+
 def extract_files(text: str, editable: Sequence[str], single_file: str | None = None) -> Extraction:
     """The candidate's files in ``text``: named fenced blocks (the last block for a path wins);
-    without any, the last unnamed block (or, with no fence at all, the whole answer) as
-    ``single_file`` when the task has one. Files outside ``editable`` are kept: grading ignores
-    and reports them."""
+    without any, the last unnamed block (or, with no fence at all, the whole answer, if it parses
+    in the file's language: :func:`syntax_problem`) as ``single_file`` when the task has one.
+    Files outside ``editable`` are kept: grading ignores and reports them."""
     blocks = _blocks(text)
     named: dict[str, str] = {}
     unnamed: list[_Block] = []
@@ -213,7 +231,11 @@ def extract_files(text: str, editable: Sequence[str], single_file: str | None = 
                 return Extraction({single_file: body})
             return Extraction({}, "the answer's code block is empty")
         if not blocks and text.strip():
-            return Extraction({single_file: text.strip("\n") + "\n"})
+            body = text.strip("\n") + "\n"
+            problem = syntax_problem(single_file, body)
+            if problem is not None:
+                return Extraction({}, f"the answer holds no fenced code block and is not {problem}")
+            return Extraction({single_file: body})
         return Extraction({}, "the answer is empty")
     if unnamed:
         return Extraction({}, "code blocks do not name their files and the task has several editable files")

@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verify_cli.backend_config import BackendConfig
 from verify_cli.errors import UsageError
 from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams
 from verify_cli.models.registry import register_model_backend
@@ -72,9 +74,18 @@ def read_replay_rows(path: Path) -> list[tuple[str, Completion]]:
     return rows
 
 
+@dataclass(frozen=True)
+class ReplayConfig(BackendConfig):
+    """``model``: the JSONL or Parquet file of completions."""
+
+    model: str | Path = field(metadata={"help": "the JSONL or Parquet file of completions"})
+
+
 @register_model_backend("replay")
 class ReplayBackend(ModelBackend):
     """``model`` is the JSONL or Parquet file of completions."""
+
+    config_type = ReplayConfig
 
     def __init__(self, model: str | Path) -> None:
         self.path = Path(model)

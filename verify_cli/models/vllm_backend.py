@@ -10,8 +10,10 @@ gpu_memory_utilization=...)``, ``LLM.generate(prompts, sampling_params)`` with o
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from verify_cli.backend_config import BackendConfig
 from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams, prompt_seed
 from verify_cli.models.registry import register_model_backend
 
@@ -67,12 +69,33 @@ def completions_from_request_output(output: Any) -> list[Completion]:
     return result
 
 
+@dataclass(frozen=True)
+class VLLMConfig(BackendConfig):
+    """``model``: a local folder (or a name vLLM resolves offline); the rest as ``vllm.LLM``
+    takes them; ``chunk_size``: prompts per streamed batch."""
+
+    model: str = field(metadata={"help": "a local model folder"})
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    dtype: str = "auto"
+    max_model_len: int | None = None
+    chunk_size: int = 64
+
+    def check(self) -> str | None:
+        if self.tensor_parallel_size < 1:
+            return f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}"
+        if not 0 < self.gpu_memory_utilization <= 1:
+            return f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+        return None
+
+
 @register_model_backend("vllm")
 class VLLMBackend(ModelBackend):
     """``model`` is a local folder (or a name vLLM can resolve offline)."""
 
     extra: ClassVar[str | None] = "gpu"
     requires: ClassVar[tuple[str, ...]] = ("vllm",)
+    config_type = VLLMConfig
 
     def __init__(self, model: str, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  dtype: str = "auto", max_model_len: int | None = None, chunk_size: int = 64) -> None:

@@ -51,8 +51,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def junit_document(reports: Sequence[TaskReport], *, suite: str = "verify-cli check-tasks") -> bytes:
-    """JUnit XML with one test case per task: defective tasks fail, infrastructure errors error."""
-    failures = sum(r.verdict is TaskVerdict.DEFECTIVE for r in reports)
+    """JUnit XML with one test case per task: defective tasks and tasks not gradeable two-process
+    fail, infrastructure errors error."""
+    failures = sum(r.verdict in (TaskVerdict.DEFECTIVE, TaskVerdict.NOT_GRADEABLE) for r in reports)
     errors = sum(r.verdict is TaskVerdict.ERROR for r in reports)
     total_time = sum(r.reference_seconds or 0.0 for r in reports)
     root = ET.Element("testsuites", name=suite, tests=str(len(reports)), failures=str(failures),
@@ -66,6 +67,10 @@ def junit_document(reports: Sequence[TaskReport], *, suite: str = "verify-cli ch
             names = ", ".join(c.name for c in r.defects)
             el = ET.SubElement(case, "failure", message=f"defective: {names}", type="DefectiveTask")
             el.text = "\n".join(f"{c.name}: {c.message}" for c in r.defects)
+        elif r.verdict is TaskVerdict.NOT_GRADEABLE:
+            el = ET.SubElement(case, "failure", message="not gradeable two-process",
+                               type="NotGradeableTwoProcess")
+            el.text = "\n".join(f"{c.name}: {c.message}" for c in r.gaps)
         elif r.verdict is TaskVerdict.ERROR:
             el = ET.SubElement(case, "error", message="could not be checked", type="InfrastructureError")
             el.text = "\n".join(f"{c.name}: {c.message}" for c in r.warnings)

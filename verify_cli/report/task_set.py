@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.checks.cache import ResultCache
-from verify_cli.checks.solvability import CheckOptions, check_cache_key
+from verify_cli.checks.solvability import CacheIdentity, CheckOptions, check_cache_key
 from verify_cli.errors import UsageError
 from verify_cli.tasks.catalog import TaskEntry
 
@@ -28,8 +28,11 @@ def statuses_from_report(path: Path) -> dict[str, str]:
                          hint="write one with 'verify-cli check-tasks PATH --json FILE'") from None
 
 
-def statuses_from_cache(entries: Sequence[TaskEntry], cache_dir: Path, backend: str, repeats: int) -> dict[str, str]:
-    """task id -> verdict of the cached check-tasks result for the task's current content."""
+def statuses_from_cache(entries: Sequence[TaskEntry], cache_dir: Path, backend: str | CacheIdentity,
+                        repeats: int) -> dict[str, str]:
+    """task id -> verdict of the cached check-tasks result for the task's current content, on
+    the sandbox whose cache identity ``backend`` gives (``Sandbox.cache_identity``: the same
+    one check-tasks keyed its verdicts by)."""
     cache = ResultCache(cache_dir, "check-tasks")
     out: dict[str, str] = {}
     for e in entries:

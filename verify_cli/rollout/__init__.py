@@ -12,7 +12,7 @@ _PUBLIC: dict[str, str] = {
     "GRPOConfig": "verify_cli.rollout.grpo",
     "SamplingOptions": "verify_cli.rollout.episodes",
     "PolicyUpdater": "verify_cli.rollout.policy",
-    "derive_seed": "verify_cli.rollout.batches",
+    "derive_seed": "verify_cli.sampling.seeds",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -8,22 +8,16 @@ Replacement tasks (dynamic sampling) come from their own stream, seeded by (seed
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from verify_cli.errors import UsageError
+from verify_cli.sampling.seeds import derive_seed
 from verify_cli.tasks.model import Task
 
 #: Difficulty buckets skipped unless asked for: no gradient (solved, unsolved) or broken (defective).
 SKIPPED_BUCKETS = frozenset({"solved", "unsolved", "defective"})
-
-
-def derive_seed(seed: int, *parts: object) -> int:
-    """A 31-bit seed from the run seed and a path of names and numbers (stable across runs)."""
-    h = hashlib.sha256(repr((seed, *parts)).encode()).digest()
-    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
 
 
 def difficulty_bucket(task: Task) -> str | None:

@@ -1,9 +1,11 @@
 """Sample groups of episodes and grade each completion as soon as it is generated.
 
-Generation runs in the caller's thread, pulling completions from the backend's stream; every
-completion goes straight to a pool of grading threads (bounded: at most ``2 * grade_jobs`` in
-flight, so a slow sandbox slows generation down rather than piling up work). Generation and
-grading overlap; what is left of grading after the last completion is the step's grading tail.
+Sampling is the pipeline's (:mod:`verify_cli.sampling`): generation runs in the caller's thread,
+every completion goes straight to a pool of grading threads (bounded: at most ``2 * grade_jobs``
+in flight, so a slow sandbox slows generation down rather than piling up work, and the policy
+that generates stays the one being trained), and the per-sample step (:class:`~verify_cli.
+sampling.step.SampleStep`) takes the answer, grades it and names its status. What is left of
+grading after the last completion is the step's grading tail.
 
 Multi-turn (``max_turns > 1``): an episode whose answer did not pass gets the visible tests'
 feedback (failing test names and truncated messages, never a hidden test) as a user message and
@@ -14,23 +16,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 from verify_cli.grading.batch import BatchGrader
-from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
-from verify_cli.grading.workspace import Phase
+from verify_cli.grading.grader import GradeResult
 from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams
-from verify_cli.models.prompts import (
-    Extraction,
-    build_prompt,
-    extract_for_task,
-    files_to_candidate,
-    has_chat_template,
-)
-from verify_cli.rollout.batches import derive_seed
-from verify_cli.rollout.rewards import Reward, RewardConfig, RewardStatus, reward_from_grade
+from verify_cli.models.prompts import build_prompt, has_chat_template
+from verify_cli.rollout.rewards import Reward, RewardConfig, reward_of
+from verify_cli.sampling.seeds import derive_seed
+from verify_cli.sampling.status import SampleStatus
+from verify_cli.sampling.step import AnswerStep, RetryPolicy, SampleStep
+from verify_cli.sampling.stream import generate_and_grade
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Task
 
 #: Characters of each failing test's message shown in feedback.
@@ -145,9 +142,12 @@ class EpisodeRunner:
     def __init__(self, backend: ModelBackend, grader: BatchGrader, *, sampling: SamplingOptions,
                  reward: RewardConfig, max_turns: int = 1, grade_jobs: int = 2,
                  include_tests: bool = True, system: str | None = None,
-                 on_completion: Callable[[Episode], None] | None = None) -> None:
+                 on_completion: Callable[[Episode], None] | None = None,
+                 retry: RetryPolicy | None = None, step: SampleStep | None = None) -> None:
         self.backend = backend
         self.grader = grader
+        #: The per-sample step (the one-shot answer step unless another is given).
+        self.step = step or AnswerStep(grader, retry)
         self.sampling = sampling
         self.reward_config = reward
         self.max_turns = max(1, max_turns)
@@ -167,55 +167,32 @@ class EpisodeRunner:
 
     def _grade(self, ep: Episode) -> Episode:
         started = time.monotonic()
-        extraction = (Extraction(dict(ep.last_files)) if ep.last_files is not None
-                      else extract_for_task(ep.task, ep.last_text))
-        ep.grade, ep.parse_error, ep.grade_attempts = None, None, 0
-        if not extraction.ok:
-            ep.parse_error = extraction.error
-        else:
-            req = GradeRequest(ep.task, Phase.CANDIDATE, candidate=files_to_candidate(extraction.files),
+        sample = self.step.run(ep.task, Completion(ep.last_text, files=ep.last_files),
                                label=f"{ep.group_index}/{ep.sample_index}")
-            for _ in range(max(1, self.reward_config.grade_attempts)):
-                ep.grade_attempts += 1
-                ep.grade = self.grader.grade(req)
-                if ep.grade.status is not GradeStatus.INFRA_ERROR:
-                    break
+        ep.grade, ep.parse_error, ep.grade_attempts = sample.grade, sample.parse_error, sample.attempts
         ep.grading_seconds += time.monotonic() - started
-        ep.reward = reward_from_grade(ep.grade, parse_error=ep.parse_error, response_tokens=ep.model_tokens,
-                                      max_tokens=self.sampling.max_tokens * ep.turns,
-                                      truncated=ep.finish_reason == "length", config=self.reward_config)
+        ep.reward = reward_of(sample, response_tokens=ep.model_tokens, max_tokens=self.sampling.max_tokens * ep.turns,
+                              truncated=ep.finish_reason == "length", config=self.reward_config)
         return ep
 
     # -- one round: stream generation into grading ------------------------------------------------
 
     def _round(self, prompts: Sequence[Prompt], params: SamplingParams,
                on_completion: Callable[[int, Completion], Episode]) -> RoundTiming:
-        timing = RoundTiming()
         gen_time: dict[int, float] = {}
         by_prompt: dict[int, list[Episode]] = {}
-        pending: set[Future[Episode]] = set()
-        with ThreadPoolExecutor(max_workers=self.grade_jobs, thread_name_prefix="rollout-grade") as pool:
-            stream = self.backend.generate_stream(prompts, params)
-            while True:
-                t0 = time.monotonic()
-                try:
-                    index, completion = next(stream)
-                except StopIteration:
-                    timing.generation_s += time.monotonic() - t0
-                    break
-                dt = time.monotonic() - t0
-                timing.generation_s += dt
-                gen_time[index] = gen_time.get(index, 0.0) + dt
-                ep = on_completion(index, completion)
-                by_prompt.setdefault(index, []).append(ep)
-                timing.completions += 1
-                if len(pending) >= 2 * self.grade_jobs:
-                    _, pending = wait(pending, return_when=FIRST_COMPLETED)
-                pending.add(pool.submit(self._grade, ep))
-            tail_start = time.monotonic()
-            for fut in pending:
-                fut.result()
-            timing.grading_tail_s = time.monotonic() - tail_start
+
+        def arrive(index: int, completion: Completion, seconds: float) -> Episode:
+            gen_time[index] = gen_time.get(index, 0.0) + seconds
+            ep = on_completion(index, completion)
+            by_prompt.setdefault(index, []).append(ep)
+            return ep
+
+        streamed = generate_and_grade(self.backend.generate_stream(prompts, params), arrive=arrive,
+                                      grade=self._grade, jobs=self.grade_jobs, backlog=2 * self.grade_jobs,
+                                      name="rollout-grade")
+        timing = RoundTiming(generation_s=streamed.generation_s, grading_tail_s=streamed.grading_tail_s,
+                             completions=streamed.completions)
         for index, eps in by_prompt.items():
             share = gen_time.get(index, 0.0) / len(eps)
             for ep in eps:
@@ -270,8 +247,8 @@ class EpisodeRunner:
 
         timing.add(self._round(prompts, params, first))
         for turn in range(2, self.max_turns + 1):
-            todo = [ep for g in groups for ep in g
-                    if ep.reward is not None and ep.reward.status not in (RewardStatus.OK, RewardStatus.SANDBOX_ERROR)]
+            final = (SampleStatus.PASSED, SampleStatus.INFRA_ERROR)
+            todo = [ep for g in groups for ep in g if ep.reward is not None and ep.reward.status not in final]
             if not todo:
                 break
             timing.add(self._revise(todo, seed, turn))

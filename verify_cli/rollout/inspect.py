@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.rollout.shards import read_manifest, read_run, read_run_config, verify_run
+from verify_cli.sampling.status import SampleStatus
+
+OK = SampleStatus.PASSED.trajectory_label
 
 
 def summarize_run(run_dir: Path) -> dict[str, Any]:
@@ -21,7 +24,7 @@ def summarize_run(run_dir: Path) -> dict[str, Any]:
         rewards = [cols["reward"][i] for i in idx if cols["reward"][i] is not None]
         curve.append({"step": s, "rows": len(idx),
                       "reward_mean": sum(rewards) / len(rewards) if rewards else None,
-                      "ok_rate": sum(cols["status"][i] == "ok" for i in idx) / len(idx) if idx else 0.0,
+                      "ok_rate": sum(cols["status"][i] == OK for i in idx) / len(idx) if idx else 0.0,
                       "masked": sum(bool(cols["masked"][i]) for i in idx)})
     stats = [e.stats for e in read_manifest(run_dir) if e.stats]
     seconds: dict[str, float] = {}

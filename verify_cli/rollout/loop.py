@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,17 +21,23 @@ from verify_cli.grading.batch import BatchGrader
 from verify_cli.models.base import ModelBackend
 from verify_cli.models.prompts import DEFAULT_SYSTEM
 from verify_cli.rollout.advantages import GroupAdvantages, group_advantages
-from verify_cli.rollout.batches import BatchSchedule, derive_seed
+from verify_cli.rollout.batches import BatchSchedule
 from verify_cli.rollout.episodes import Episode, EpisodeRunner, RoundTiming, SamplingOptions
 from verify_cli.rollout.policy import PolicyUpdater
-from verify_cli.rollout.rewards import RewardConfig, RewardStatus
+from verify_cli.rollout.rewards import RewardConfig
 from verify_cli.rollout.shards import (
+    RUN_FILE,
     ShardWriter,
     committed_steps,
     read_run_config,
     recover,
     write_run_config,
 )
+from verify_cli.sampling.seeds import derive_seed
+from verify_cli.sampling.status import TRAJECTORY_LABELS
+from verify_cli.sampling.step import RetryPolicy, SampleStep
+from verify_cli.sampling.supply import check_supply
+from verify_cli.sandbox.registry import environment_label
 from verify_cli.tasks.model import Task
 
 #: Options that must not change between a run and its --resume (they change what is sampled).
@@ -47,6 +53,8 @@ class TrainConfig:
     seed: int = 0
     sampling: SamplingOptions = field(default_factory=SamplingOptions)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    #: Gradings of one completion before a sandbox failure is final (masked, never scored).
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_turns: int = 1
     normalize_std: bool = True
     dynamic_sampling: bool = False
@@ -106,14 +114,15 @@ def episode_row(ep: Episode, *, run_id: str, step: int, group_index: int, adv: G
         "sampling": {"n": group_size, "temperature": sampling.temperature, "top_p": sampling.top_p,
                      "max_tokens": sampling.max_tokens, "seed": ep.group_seed},
         "sandbox_backend": sandbox_backend,
-        "sandbox_image": ep.task.environment.image if sandbox_backend == "docker" else ep.task.environment.runtime,
+        # the sandbox says what it runs in: the task's image (docker), else the runtime
+        "sandbox_image": environment_label(sandbox_backend, ep.task.environment.image, ep.task.environment.runtime),
         "prompt_token_ids": list(ep.prompt_ids), "response_token_ids": list(ep.response_ids),
         "response_mask": list(ep.response_mask),
         "response_logprobs": list(ep.logprobs) if ep.logprobs is not None else None,
         "prompt": ep.prompt.text, "response": ep.last_text,
         "messages": [{"role": m["role"], "content": m["content"]} for m in ep.messages],
         "num_turns": ep.turns, "finish_reason": ep.finish_reason,
-        "reward": reward.total, "reward_components": reward.components(), "status": reward.status.value,
+        "reward": reward.total, "reward_components": reward.components(), "status": reward.status.trajectory_label,
         "masked": reward.masked, "tests_passed": reward.tests_passed, "tests_total": reward.tests_total,
         "grade_attempts": ep.grade_attempts, "problems": list(reward.problems),
         "advantage": advantage, "group_reward_mean": adv.mean, "group_reward_std": adv.std,
@@ -127,9 +136,19 @@ class Trainer:
     def __init__(self, config: TrainConfig, backend: ModelBackend, grader: BatchGrader, tasks: Sequence[Task],
                  run_dir: Path, *, sandbox_backend: str, policy: PolicyUpdater | None = None,
                  on_step: Callable[[StepReport], None] | None = None,
-                 before_commit: Callable[[int], None] | None = None) -> None:
+                 before_commit: Callable[[int], None] | None = None, step: SampleStep | None = None,
+                 other_task_ids: Iterable[str] = (),
+                 on_warning: Callable[[str], None] | None = None) -> None:
+        """``other_task_ids``: tasks that exist but are not trained on (skipped by difficulty
+        bucket), so that replayed rows for them are not reported as naming no task."""
         if config.update != "none" and policy is None:
             raise UsageError(f"--update {config.update} needs a policy updater")
+        #: What is worth saying before the run (replayed rows naming no task, tasks with none).
+        self.warnings = check_supply(backend, tasks, config.group_size, option="--group-size",
+                                     other_task_ids=other_task_ids)
+        for warning in self.warnings:
+            if on_warning is not None:
+                on_warning(warning)
         self.config = config
         self.backend = backend
         self.grader = grader
@@ -144,9 +163,18 @@ class Trainer:
         self.schedule = BatchSchedule(self.tasks, config.batch_size, config.seed)
         self.runner = EpisodeRunner(backend, grader, sampling=config.sampling, reward=config.reward,
                                     max_turns=config.max_turns, grade_jobs=config.grade_jobs,
-                                    include_tests=config.include_tests, system=config.system)
-        self.writer = ShardWriter(run_dir, max_rows_per_shard=config.max_rows_per_shard)
+                                    include_tests=config.include_tests, system=config.system,
+                                    retry=config.retry, step=step)
+        self._writer: ShardWriter | None = None
         self.policy_version = 0
+
+    @property
+    def writer(self) -> ShardWriter:
+        """The run folder's shard writer, made on first use (nothing is written before the
+        folder has been checked)."""
+        if self._writer is None:
+            self._writer = ShardWriter(self.run_dir, max_rows_per_shard=self.config.max_rows_per_shard)
+        return self._writer
 
     def pinned(self) -> dict[str, Any]:
         c = self.config
@@ -160,6 +188,10 @@ class Trainer:
     def start(self, *, resume: bool) -> tuple[str, int, int | None]:
         """(run id, first step to run, last committed step) after checking or creating the run folder."""
         existing = read_run_config(self.run_dir)
+        if existing is None and resume:
+            raise UsageError(f"--resume: {self.run_dir} holds no run to resume (no {RUN_FILE})",
+                             hint="leave out --resume to start a new run there, or pass the --out folder of the "
+                                  "run to continue")
         if existing is None:
             if committed_steps(self.run_dir):
                 raise UsageError(f"{self.run_dir}: shards without a run.json; not a run folder verify-cli wrote")
@@ -241,7 +273,7 @@ class Trainer:
         update_s = time.monotonic() - t_update
         if self.before_commit is not None:
             self.before_commit(step)
-        statuses: dict[str, int] = {s.value: 0 for s in RewardStatus}
+        statuses: dict[str, int] = dict.fromkeys(TRAJECTORY_LABELS, 0)
         for r in rows:
             statuses[r["status"]] += 1
         rewards = [r["reward"] for r in rows if r["reward"] is not None]

@@ -1,25 +1,18 @@
-"""Rewards from grading: the task's partial-credit score, shaping terms kept apart, and a status.
+"""Rewards from graded samples: the task's partial-credit score, shaping terms kept apart, and
+the sample's status (the pipeline's :class:`~verify_cli.sampling.status.SampleStatus`, written to
+shards in their spelling: ``ok``, ``wrong``, ``timeout``, ``parse_error``, ``sandbox_error``).
 
 The rule of DESIGN.md holds here: a sandbox or infrastructure failure is never a score. Such a
-sample gets status ``sandbox_error``, no reward and ``masked=True`` (after the caller's retries),
-so a trainer leaves it out rather than learning from a 0 it did not earn.
+sample gets status ``sandbox_error``, no reward and ``masked=True`` (after the pipeline's
+retries), so a trainer leaves it out rather than learning from a 0 it did not earn.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-from verify_cli.grading.grader import GradeResult, GradeStatus
-from verify_cli.sandbox.base import Verdict
-
-
-class RewardStatus(StrEnum):
-    OK = "ok"  # every test passed
-    WRONG = "wrong"  # graded: some test did not pass
-    TIMEOUT = "timeout"  # graded: the tests ran past the task's wall limit (the candidate's fault)
-    PARSE_ERROR = "parse_error"  # no files could be taken from the completion
-    SANDBOX_ERROR = "sandbox_error"  # the sandbox failed, after retries: masked, never scored
+from verify_cli.sampling.status import SampleStatus
+from verify_cli.sampling.step import GradedSample
 
 
 @dataclass(frozen=True)
@@ -31,13 +24,11 @@ class RewardConfig:
     #: Response length (model tokens, all turns) from which the length penalty ramps up linearly,
     #: reaching ``length_penalty`` at ``max_tokens``. None: no soft zone, only truncation counts.
     soft_length: int | None = None
-    #: Sandbox runs of one completion before an infrastructure failure is final.
-    grade_attempts: int = 3
 
 
 @dataclass(frozen=True)
 class Reward:
-    status: RewardStatus
+    status: SampleStatus
     total: float | None
     score: float | None
     format_penalty: float
@@ -48,7 +39,7 @@ class Reward:
 
     @property
     def masked(self) -> bool:
-        return self.status is RewardStatus.SANDBOX_ERROR
+        return self.status.masked
 
     def components(self) -> dict[str, float | None]:
         return {"score": self.score, "format_penalty": self.format_penalty,
@@ -68,21 +59,16 @@ def length_penalty(response_tokens: int, max_tokens: int, truncated: bool, confi
     return -config.length_penalty * min(1.0, (response_tokens - soft) / span)
 
 
-def reward_from_grade(grade: GradeResult | None, *, parse_error: str | None, response_tokens: int,
-                      max_tokens: int, truncated: bool, config: RewardConfig) -> Reward:
-    """The reward of one graded completion (``grade`` None only with ``parse_error``)."""
+def reward_of(sample: GradedSample, *, response_tokens: int, max_tokens: int, truncated: bool,
+              config: RewardConfig) -> Reward:
+    """The reward of one graded sample."""
     lp = length_penalty(response_tokens, max_tokens, truncated, config)
-    if parse_error is not None or grade is None:
+    if sample.status is SampleStatus.PARSE_ERROR or sample.grade is None:
         fp = -config.format_penalty
-        return Reward(RewardStatus.PARSE_ERROR, 0.0 + fp + lp, 0.0, fp, lp, 0, 0,
-                      (parse_error or "no completion to grade",))
+        return Reward(SampleStatus.PARSE_ERROR, 0.0 + fp + lp, 0.0, fp, lp, 0, 0,
+                      sample.problems or ("no completion to grade",))
+    grade = sample.grade
+    if sample.status is SampleStatus.INFRA_ERROR or grade.score is None:
+        return Reward(SampleStatus.INFRA_ERROR, None, None, 0.0, 0.0, 0, 0, grade.problems)
     passed = sum(t.outcome.ok for t in grade.tests)
-    if grade.status is GradeStatus.INFRA_ERROR or grade.score is None:
-        return Reward(RewardStatus.SANDBOX_ERROR, None, None, 0.0, 0.0, 0, 0, grade.problems)
-    if grade.passed:
-        status = RewardStatus.OK
-    elif grade.run.verdict is Verdict.TIMEOUT:
-        status = RewardStatus.TIMEOUT
-    else:
-        status = RewardStatus.WRONG
-    return Reward(status, grade.score + lp, grade.score, 0.0, lp, passed, len(grade.tests), grade.problems)
+    return Reward(sample.status, grade.score + lp, grade.score, 0.0, lp, passed, len(grade.tests), grade.problems)

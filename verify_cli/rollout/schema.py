@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from verify_cli.sampling.status import TRAJECTORY_LABELS, describe
+
 SCHEMA_VERSION = 1
 
 
@@ -72,7 +74,7 @@ TRAJECTORY_SCHEMA = pa.schema([
     # reward
     _f("reward", pa.float64(), "total reward (score + shaping); null when masked", nullable=True),
     _f("reward_components", COMPONENTS_TYPE, "the reward's parts, reported separately"),
-    _f("status", pa.string(), "ok, wrong, timeout, parse_error or sandbox_error"),
+    _f("status", pa.string(), describe(TRAJECTORY_LABELS)),
     _f("masked", pa.bool_(), "true when the sample must not be trained on (sandbox_error)"),
     _f("tests_passed", pa.int32(), "tests passed in the final grading, hidden tests included"),
     _f("tests_total", pa.int32(), "tests reported in the final grading, hidden tests included"),

@@ -14,11 +14,13 @@ from verify_cli.sandbox.environment import HARNESS_DIR, pinned_environment
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import (
     ENTRY_POINT_GROUP,
+    SandboxSpec,
     create_sandbox,
     register_sandbox,
     resolve_backend_name,
     sandbox_class,
     sandbox_names,
+    sandbox_spec,
 )
 from verify_cli.sandbox.sessions.base import (
     ExecResult,
@@ -42,6 +44,7 @@ __all__ = [
     "RunResult",
     "RunSpec",
     "Sandbox",
+    "SandboxSpec",
     "Session",
     "SessionDeadError",
     "SessionInfraError",
@@ -55,4 +58,5 @@ __all__ = [
     "runtime_path",
     "sandbox_class",
     "sandbox_names",
+    "sandbox_spec",
 ]

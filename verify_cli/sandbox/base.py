@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 if TYPE_CHECKING:
     from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
 
+from verify_cli.backend_config import BackendConfig
+
 RESULTS_ENV = "VERIFY_RESULTS_DIR"
 MAX_RESULT_FILE_BYTES = 16 * 1024 * 1024
 
@@ -245,6 +247,22 @@ class Sandbox(ABC):
     #: Why ``two_process`` is false, where the backend can say more than "not yet" (shown in
     #: every in-process result's notes).
     two_process_missing: ClassVar[str] = ""
+    #: The backend's typed options (:mod:`verify_cli.backend_config`); default: none.
+    config_type: ClassVar[type[BackendConfig]] = BackendConfig
+    #: Whether each run runs in the task's image (a container), not in the host's runtime.
+    runs_in_image: ClassVar[bool] = False
+
+    @classmethod
+    def from_config(cls, config: BackendConfig) -> Sandbox:
+        """An instance configured by ``config`` (checked already: :func:`~verify_cli.sandbox.
+        registry.sandbox_spec`). Default: the config's fields as constructor keywords."""
+        return cls(**config.as_kwargs())
+
+    def cache_identity(self, image: str | None) -> str:
+        """What a cached verdict of a run here depends on beyond the task's own content (the
+        backend, how it is configured where that changes verdicts, the content digest of the
+        image a run would use): equal strings, interchangeable verdicts. Default: the name."""
+        return self.name
 
     @classmethod
     def availability(cls) -> Availability:

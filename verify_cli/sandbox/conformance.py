@@ -636,7 +636,7 @@ def run_case(sandbox: Sandbox, case: ConformanceCase, *,
             findings += check.findings(result, elapsed)
             findings += [f"process {pid} survived the run" for pid in _survivors(token)]
             findings += [f"container {name} left behind" for name in
-                         _leftover_containers(token, required=backend == "docker")]
+                         _leftover_containers(token, required=sandbox.runs_in_image)]
             findings += _next_run_findings(sandbox, image)
     except Exception as e:  # fail closed: an unjudged run is not a contained one
         return ConformanceResult(case.name, backend, False, expected,

@@ -10,13 +10,14 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from verify_cli.sandbox.base import Limits, RunSpec, Sandbox, Verdict
 from verify_cli.sandbox.conformance import ConformanceResult, run_conformance
-from verify_cli.sandbox.registry import create_sandbox, sandbox_class, sandbox_names
+from verify_cli.sandbox.registry import create_sandbox, sandbox_class, sandbox_names, sandbox_spec
 
 DOCTOR_IMAGE = "verify-cli/python:3.11"
 
@@ -71,21 +72,24 @@ def _latency(box: Sandbox, image: str | None, runs: int) -> tuple[float, float]:
 
 def diagnose(backends: list[str] | None = None, *, fast: bool = True, latency_runs: int = 10,
              progress: Callable[[str], None] | None = None,
-             docker_mode: str = "node") -> list[BackendDiagnosis]:
-    """Check each backend (default: all registered) here and now (docker in ``docker_mode``)."""
+             options: Mapping[str, Mapping[str, Any]] | None = None) -> list[BackendDiagnosis]:
+    """Check each backend (default: all registered) here and now, each configured with its
+    ``options`` (by backend name; checked first, so a bad option is a UsageError before anything
+    runs). A backend that runs in an image is checked in :data:`DOCTOR_IMAGE`."""
     say = progress or (lambda _m: None)
     out: list[BackendDiagnosis] = []
-    for name in backends or sandbox_names():
+    names = backends or sandbox_names()
+    specs = {name: sandbox_spec(name, (options or {}).get(name)) for name in names}
+    for name in names:
         cls = sandbox_class(name)
         avail = cls.availability()
         diag = BackendDiagnosis(name, avail.available, cls.isolation, avail.reason, avail.install_hint)
         out.append(diag)
         if not avail.available:
             continue
-        image = DOCTOR_IMAGE if name == "docker" else None
-        options: dict[str, object] = {"pool_size": 2, "mode": docker_mode} if name == "docker" else {}
+        image = DOCTOR_IMAGE if cls.runs_in_image else None
         try:
-            with create_sandbox(name, **options) as box:
+            with create_sandbox(specs[name]) as box:
                 diag.isolation = box.isolation
                 say(f"{name}: timing a trivial run")
                 diag.latency_p50_s, diag.latency_p95_s = _latency(box, image, latency_runs)

@@ -33,6 +33,7 @@ from verify_cli.tasks.model import (
     TestSpec,
 )
 from verify_cli.tasks.paths import escaping_symlinks, list_files, matches_any, unsafe_relative_path
+from verify_cli.tasks.repository import SOLUTION_PATCH, RepositorySpec, read_test_ids, unpacked_starter
 from verify_cli.tasks.schema import task_schema, task_validator
 
 
@@ -145,6 +146,77 @@ def validate_document(path: Path, data: dict[str, Any]) -> None:
     raise TaskFormatError(str(path), msg, pointer=pointer, hint=hint)
 
 
+def _test_ids(task_file: Path, test: dict[str, Any], key: str) -> tuple[str, ...]:
+    """``[test] fail_to_pass`` / ``pass_to_pass``: a list of ids, or a list file's ids."""
+    value = test.get(key, [])
+    if isinstance(value, list):
+        return tuple(value)
+    why = unsafe_relative_path(value)
+    path = task_file.parent / value
+    if why or not path.is_file():
+        raise TaskFormatError(str(task_file), f"test.{key} names {value!r}, "
+                              + (f"which {why}" if why else "which is not a file of the task folder"),
+                              pointer=f"/test/{key}",
+                              hint="give a list of test ids, or a file in the task folder with one id per line")
+    try:
+        return read_test_ids(path)
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskFormatError(str(path), f"cannot read the test list: {e}") from None
+
+
+def _repository(d: dict[str, Any]) -> RepositorySpec | None:
+    if "repository" not in d:
+        return None
+    r = d["repository"]
+    return RepositorySpec(bundle=r.get("bundle", ""), archive=r.get("archive", ""),
+                          base_commit=r.get("base_commit", ""), test_files=tuple(r.get("test_files", ())),
+                          test_layout=r.get("test_layout", "task"))
+
+
+def _check_repository(task_file: Path, data: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The ``[repository]`` table and the test lists hold together; returns the lists."""
+    folder = task_file.parent
+    test = data["test"]
+    f2p, p2p = _test_ids(task_file, test, "fail_to_pass"), _test_ids(task_file, test, "pass_to_pass")
+    for key, ids in (("fail_to_pass", f2p), ("pass_to_pass", p2p)):
+        for i, tid in enumerate(ids):
+            path = tid.split("::", 1)[0]
+            if "::" not in tid or not path.endswith(".py") or unsafe_relative_path(path):
+                raise TaskFormatError(str(task_file), f"test id {tid!r} is not a pytest node id",
+                                      pointer=f"/test/{key}/{i}",
+                                      hint="write ids as pytest prints them: tests/test_x.py::test_y")
+    both = sorted(set(f2p) & set(p2p))
+    if both:
+        raise TaskFormatError(str(task_file), f"test {both[0]!r} is in both fail_to_pass and pass_to_pass",
+                              pointer="/test/pass_to_pass", hint="a test either starts failing or starts passing")
+    policy = ScoringPolicy(data["scoring"]["policy"])
+    if policy.uses_test_lists and not f2p:
+        raise TaskFormatError(str(task_file), f"policy {policy.value!r} needs test.fail_to_pass",
+                              pointer="/test/fail_to_pass",
+                              hint="list the tests the reference makes pass (pytest node ids)")
+    if (f2p or p2p) and data["test"].get("framework") != "pytest":
+        raise TaskFormatError(str(task_file), "fail_to_pass and pass_to_pass name pytest node ids",
+                              pointer="/test/framework", hint='set framework = "pytest" in [test]')
+    repo = data.get("repository", {})
+    if repo.get("bundle") and repo.get("archive"):
+        raise TaskFormatError(str(task_file), "give a bundle or an archive, not both", pointer="/repository")
+    if repo.get("bundle") and not repo.get("base_commit"):
+        raise TaskFormatError(str(task_file), "a bundle needs the base_commit whose tree is the starter",
+                              pointer="/repository/base_commit")
+    for field in ("bundle", "archive"):
+        if repo.get(field):
+            if why := unsafe_relative_path(repo[field]):
+                raise TaskFormatError(str(task_file), f"{field} {why}", pointer=f"/repository/{field}")
+            if (folder / "starter").is_dir():
+                raise TaskFormatError(str(folder / "starter"), f"a task with a {field} has no starter/ folder",
+                                      hint=f"the {field} is the starter: remove starter/ or the {field}")
+    for i, pattern in enumerate(repo.get("test_files", ())):
+        if why := unsafe_relative_path(pattern):
+            raise TaskFormatError(str(task_file), f"test_files glob {pattern!r} {why}",
+                                  pointer=f"/repository/test_files/{i}")
+    return f2p, p2p
+
+
 def _build(root: Path, d: dict[str, Any]) -> Task:
     env = d["environment"]
     test = d["test"]
@@ -161,7 +233,9 @@ def _build(root: Path, d: dict[str, Any]) -> Task:
         environment=Environment(image=env["image"], runtime=env["runtime"],
                                 preload=tuple(env.get("preload", ()))),
         test=TestSpec(command=test["command"], framework=test.get("framework", "other"),
-                      results=test.get("results", "*.xml")),
+                      results=test.get("results", "*.xml"),
+                      fail_to_pass=_test_ids(root / TASK_FILE, test, "fail_to_pass"),
+                      pass_to_pass=_test_ids(root / TASK_FILE, test, "pass_to_pass")),
         scoring=Scoring(policy=ScoringPolicy(sc["policy"]), weights=dict(sc.get("weights", {})),
                         default_weight=float(sc.get("default_weight", 1.0))),
         limits=TaskLimits(wall_seconds=float(lim["wall_seconds"]),
@@ -174,6 +248,7 @@ def _build(root: Path, d: dict[str, Any]) -> Task:
         kind=TaskKind(d.get("kind", TaskKind.TESTS.value)),
         stdio=StdioSpec(**d["stdio"]) if "stdio" in d else None,
         calls=CallsSpec(**d["calls"]) if "calls" in d else None,
+        repository=_repository(d),
     )
 
 
@@ -236,13 +311,24 @@ def load_task(folder: Path) -> Task:
                               pointer="/scoring/weights",
                               hint="map test ids or patterns to weights, e.g. \"hidden_tests.*\" = 2")
 
-    if not (folder / SOLUTION_DIR).is_dir():
+    _check_repository(task_file, data)
+    has_patch = (folder / SOLUTION_PATCH).is_file()
+    if has_patch and (folder / SOLUTION_DIR).is_dir():
+        raise TaskFormatError(str(folder / SOLUTION_PATCH), "a task has solution/ or solution.patch, not both",
+                              hint="keep one reference: the edited files or the unified diff")
+    if not has_patch and not (folder / SOLUTION_DIR).is_dir():
         raise TaskFormatError(str(folder / SOLUTION_DIR), "missing folder solution/ (the reference solution)",
-                              hint="every task needs a reference solution that passes its tests")
+                              hint="every task needs a reference solution that passes its tests "
+                                   "(solution/, or solution.patch: a unified diff against the starter)")
     if not (folder / TESTS_DIR).is_dir() and not (folder / HIDDEN_TESTS_DIR).is_dir():
         raise TaskFormatError(str(folder / TESTS_DIR), "missing folder tests/ (and no hidden_tests/)",
                               hint="put the tests the grader runs in tests/ or hidden_tests/")
-    solution = list_files(folder / SOLUTION_DIR)
+    repository = _repository(data)
+    if repository is not None and repository.packed:
+        unpacked_starter(folder, repository)  # once per bundle or archive: a bad one fails here
+    # With a patch, applying it to the starter (cached) gives the files; TaskFormatError names
+    # a hunk that does not apply.
+    solution = _build(folder, data).solution_files() if has_patch else list_files(folder / SOLUTION_DIR)
     if not solution:
         raise TaskFormatError(str(folder / SOLUTION_DIR), "the reference solution folder is empty")
     for i, pattern in enumerate(data["editable"]):

@@ -9,12 +9,27 @@ from enum import StrEnum
 from pathlib import Path
 
 from verify_cli.tasks.paths import list_files
+from verify_cli.tasks.repository import (
+    SOLUTION_PATCH,
+    RepositorySpec,
+    applied_solution,
+    repository_files,
+    unpacked_starter,
+)
 
 
 class ScoringPolicy(StrEnum):
     ALL_OR_NOTHING = "all-or-nothing"
     FRACTION = "fraction"
     WEIGHTED = "weighted"
+    #: Repository tasks: every FAIL_TO_PASS test passes and no PASS_TO_PASS test breaks (1), else 0.
+    SWEBENCH = "swebench"
+    #: Repository tasks: the fraction of FAIL_TO_PASS tests that pass, 0 if a PASS_TO_PASS test breaks.
+    FAIL_TO_PASS_FRACTION = "fail-to-pass-fraction"
+
+    @property
+    def uses_test_lists(self) -> bool:
+        return self in (ScoringPolicy.SWEBENCH, ScoringPolicy.FAIL_TO_PASS_FRACTION)
 
 
 class Isolation(StrEnum):
@@ -38,6 +53,15 @@ class TestSpec:
     command: str
     framework: str = "other"
     results: str = "*.xml"
+    #: pytest node ids (``tests/test_x.py::test_y``) that must go from failing (starter) to
+    #: passing (reference), and that must pass on both; read from list files where task.toml
+    #: names one.
+    fail_to_pass: tuple[str, ...] = ()
+    pass_to_pass: tuple[str, ...] = ()
+
+    @property
+    def has_test_lists(self) -> bool:
+        return bool(self.fail_to_pass or self.pass_to_pass)
 
 
 @dataclass(frozen=True)
@@ -123,6 +147,8 @@ class Task:
     kind: TaskKind = TaskKind.TESTS
     stdio: StdioSpec | None = None
     calls: CallsSpec | None = None
+    #: The ``[repository]`` table of a repository task (a whole project, maybe packed), if any.
+    repository: RepositorySpec | None = None
 
     @property
     def task_file(self) -> Path:
@@ -134,17 +160,38 @@ class Task:
         return p.read_text(encoding="utf-8") if p.is_file() else ""
 
     def starter_files(self) -> dict[str, Path]:
+        """The starter's files by work-folder path (from a bundle or archive's cache folder for
+        a packed repository task)."""
+        if self.repository is not None and self.repository.packed:
+            return repository_files(unpacked_starter(self.root, self.repository))
         return list_files(self.root / STARTER_DIR)
 
+    @property
+    def solution_is_patch(self) -> bool:
+        return (self.root / SOLUTION_PATCH).is_file() and not (self.root / SOLUTION_DIR).is_dir()
+
     def solution_files(self) -> dict[str, Path]:
+        """The reference's files: solution/, or the files ``solution.patch`` writes (applied to
+        the starter; raises TaskFormatError naming the hunk that does not apply)."""
+        if self.solution_is_patch:
+            return list_files(applied_solution(self.root, self.starter_files()))
         return list_files(self.root / SOLUTION_DIR)
 
     def test_files(self) -> dict[str, Path]:
-        """Visible and hidden tests, keyed by their path in the work folder (``tests/...``)."""
+        """Visible and hidden tests, keyed by their path in the work folder (``tests/...``, or
+        their path inside those folders for ``test_layout = "repository"``)."""
+        return self._tests_in((TESTS_DIR, HIDDEN_TESTS_DIR))
+
+    def visible_test_files(self) -> dict[str, Path]:
+        """The visible tests alone (what a solver may see), keyed as :meth:`test_files` keys them."""
+        return self._tests_in((TESTS_DIR,))
+
+    def _tests_in(self, folders: tuple[str, ...]) -> dict[str, Path]:
+        flat = self.repository is not None and self.repository.test_layout == "repository"
         out: dict[str, Path] = {}
-        for folder in (TESTS_DIR, HIDDEN_TESTS_DIR):
+        for folder in folders:
             for rel, p in list_files(self.root / folder).items():
-                out[f"{folder}/{rel}"] = p
+                out[rel if flat else f"{folder}/{rel}"] = p
         return out
 
     def content_hash(self) -> str:

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Any
 
 from verify_cli.checks.flaky_power import DEFAULT_REPEATS
+from verify_cli.checks.two_process_gaps import Gap
 
 #: Below this mutation score (0-100) a task's tests are too weak to trust: a finding. The CLI's
 #: ``--fail-under`` overrides it (0 turns it off).
@@ -261,6 +262,13 @@ class TaskAudit:
     #: Tests that failed on the unmutated reference in the mutation baseline run (the evidence when
     #: no reruns were made).
     baseline_failures: list[str] = field(default_factory=list)
+    #: Tests the reference fails only two-process (they pass when it is re-run in-process): the
+    #: test uses something the boundary does not carry (checks/two_process_gaps.py).
+    two_process_gaps: list[Gap] = field(default_factory=list)
+
+    @property
+    def not_gradeable_two_process(self) -> bool:
+        return bool(self.two_process_gaps)
 
     @property
     def trusts_candidate(self) -> bool:
@@ -272,9 +280,10 @@ class TaskAudit:
     def reference_failures(self) -> list[str]:
         """Tests the reference fails every time it is run (every rerun; the baseline run when
         there were no reruns)."""
+        gaps = {g.test_id for g in self.two_process_gaps}
         if self.flakiness is not None and self.flakiness.tests:
-            return self.flakiness.always_failing
-        return list(self.baseline_failures)
+            return [t for t in self.flakiness.always_failing if t not in gaps]
+        return [t for t in self.baseline_failures if t not in gaps]
 
     @property
     def hacks(self) -> list[ProbeResult]:
@@ -289,6 +298,12 @@ class TaskAudit:
                      else "in the baseline run")
             out.append(f"the reference fails {len(failing)} test(s) {where}: " + ", ".join(failing[:3])
                        + (f" and {len(failing) - 3} more" if len(failing) > 3 else ""))
+        if self.two_process_gaps:
+            idioms = sorted({g.idiom for g in self.two_process_gaps})
+            out.append(f"not gradeable two-process: {len(self.two_process_gaps)} test(s) pass in-process "
+                       f"and fail only two-process; the test uses {'; '.join(idioms)} "
+                       f"({', '.join(g.test_id for g in self.two_process_gaps[:3])}). Remedy: "
+                       + "; or ".join(sorted({g.remedy for g in self.two_process_gaps})))
         for p in self.hacks:
             where = "weak tests" if p.target == "tests" else "grading hole"
             out.append(f"hackable ({where}): probe {p.name} scored {p.score:.2f}")
@@ -318,6 +333,8 @@ class TaskAudit:
                 "verdict": self.verdict(fail_under).value, "findings": self.findings(fail_under),
                 "isolation": self.isolation, "trusts_candidate": self.trusts_candidate,
                 "reference_failures": self.reference_failures,
+                "not_gradeable_two_process": self.not_gradeable_two_process,
+                "two_process_gaps": [g.to_dict() for g in self.two_process_gaps],
                 "defects": self.defects,
                 "problems": self.problems,
                 "mutation": self.mutation.to_dict() if self.mutation else None,

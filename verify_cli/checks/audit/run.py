@@ -44,10 +44,13 @@ from verify_cli.checks.audit.observed import (
 from verify_cli.checks.audit.probing import judge_probe, probe_requests, trick_files
 from verify_cli.checks.mutation import MutantSet
 from verify_cli.checks.probes import probes_for
+from verify_cli.checks.two_process_gaps import find_gaps
 from verify_cli.grading.batch import BatchGrader
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.two_process import TWO_PROCESS
+from verify_cli.grading.workspace import Phase
 from verify_cli.tasks.loader import TaskLoadFailure
-from verify_cli.tasks.model import Task
+from verify_cli.tasks.model import Isolation, Task
 
 #: At most this many waiting probes run at once beside the main stream.
 MAX_IDLE_JOBS = 16
@@ -76,6 +79,7 @@ class _TaskState:
     mutants_done_at: float | None = None  # time.monotonic() of the last mutant result
     reruns: list[GradeResult] = field(default_factory=list)
     reference_trace: Trace | None = None
+    baseline: GradeResult | None = None
 
 
 class _Stream:
@@ -186,6 +190,7 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         beside.join()
     if options.observed_equivalence:
         _observe_survivors(live, stream)
+    _recheck_in_process(live, stream, options)
 
     for state in live:
         if state.plan is not None and state.mutants is not None:
@@ -204,6 +209,40 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
             if lost:
                 state.audit.problems.append(f"probe(s) lost to the sandbox: {', '.join(lost)}")
     return [s.audit if isinstance(s, _TaskState) else s for s in states]
+
+
+def _two_process_evidence(state: _TaskState, options: AuditOptions) -> list[GradeResult]:
+    """The two-process reference runs the audit's reference failures come from."""
+    runs = [r for r in state.reruns if r.status is GradeStatus.GRADED] if options.flaky else []
+    if not runs and state.baseline is not None:
+        runs = [state.baseline]
+    return [r for r in runs if r.isolation == TWO_PROCESS]
+
+
+def _recheck_in_process(live: list[_TaskState], stream: _Stream, options: AuditOptions) -> None:
+    """A reference that failed tests two-process is re-run once in-process: the tests that pass
+    there are two-process gaps (the test uses something the boundary does not carry), reported
+    as such, never as the reference's failures."""
+    pending: list[tuple[_TaskState, list[GradeResult], list[GradeResult]]] = []
+    requests: list[GradeRequest] = []
+    for state in live:
+        if state.audit.flakiness is None and options.flaky and options.reruns > 0:
+            state.audit.flakiness = flakiness_report(state.reruns)
+        evidence = _two_process_evidence(state, options)
+        if not evidence or not state.audit.reference_failures:
+            continue
+        landed: list[GradeResult] = []
+        pending.append((state, evidence, landed))
+        requests.append(stream.add(GradeRequest(replace(state.task, isolation=Isolation.IN_PROCESS),
+                                                Phase.REFERENCE, seed=evidence[0].seed, label=state.task.id),
+                                   "reference (in-process re-run)", landed.append))
+    if not requests:
+        return
+    stream.total += len(requests)
+    stream.run(requests)
+    for state, evidence, landed in pending:
+        if landed and landed[0].status is GradeStatus.GRADED:
+            state.audit.two_process_gaps = list(find_gaps(state.task, evidence, landed[0]).gaps)
 
 
 def _observe_survivors(live: list[_TaskState], stream: _Stream) -> None:
@@ -251,6 +290,7 @@ def _on_baseline(state: _TaskState, options: AuditOptions) -> Callable[[GradeRes
         if state.mutants is None:
             return
         if result.status is GradeStatus.GRADED:
+            state.baseline = result
             state.audit.baseline_failures = sorted(t.id for t in result.tests if not t.outcome.ok)
         plan = plan_mutants(state.task, state.mutants, result, options)
         if isinstance(plan, str):

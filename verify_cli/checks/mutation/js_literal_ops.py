@@ -12,13 +12,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from verify_cli.checks.mutation.js_tokens import JsToken, Kind
+from verify_cli.checks.mutation.js_tokens import JsSource, JsToken, Kind
 from verify_cli.checks.mutation.model import Edit, shorten
-
-if TYPE_CHECKING:
-    from verify_cli.checks.mutation.js_ops import JsSource
 
 _DECIMAL = re.compile(r"(0|[1-9]\d*)(n?)")
 _FLOAT = re.compile(r"(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+")

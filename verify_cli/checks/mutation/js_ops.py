@@ -12,13 +12,7 @@ from types import MappingProxyType
 
 from verify_cli.checks.mutation.js_literal_ops import method_edits, number_edits, regex_edits, string_edits
 from verify_cli.checks.mutation.js_statement_ops import arg_change, stmt_delete
-from verify_cli.checks.mutation.js_tokens import (
-    JsToken,
-    Kind,
-    ends_operand,
-    match_brackets,
-    tokenize_js,
-)
+from verify_cli.checks.mutation.js_tokens import JsSource, JsToken, Kind, ends_operand
 from verify_cli.checks.mutation.model import Edit, shorten
 
 # Adjacent characters that would fuse into another token (``a+-b`` to ``a--b``).
@@ -30,30 +24,6 @@ _BOOLEAN_OPERATORS = frozenset(
 _NOT_BOOLEAN_RESULT = frozenset({"?", "=>", "=", ",", "+=", "-=", "??"})
 _CONDITION_KEYWORDS = frozenset({"if", "while", "for", "switch", "with"})
 _CONTINUING_NAMES = frozenset({"in", "instanceof", "of"})
-
-
-class JsSource:
-    """One JavaScript file with its tokens and bracket pairs."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.tokens = tokenize_js(source)
-        self.pairs, self.enclosing = match_brackets(self.tokens)
-
-    def token(self, index: int) -> JsToken | None:
-        return self.tokens[index] if 0 <= index < len(self.tokens) else None
-
-    def is_punct(self, index: int, *texts: str) -> bool:
-        token = self.token(index)
-        return token is not None and token.kind is Kind.PUNCT and token.text in texts
-
-    def is_name(self, index: int, *texts: str) -> bool:
-        token = self.token(index)
-        return token is not None and token.kind is Kind.NAME and token.text in texts
-
-    def is_property(self, index: int) -> bool:
-        """Whether the token follows ``.`` or ``?.`` (``a.if`` is a name, not a keyword)."""
-        return self.is_punct(index - 1, ".", "?.")
 
 
 def _edit(source: str, start: int, end: int, new: str, description: str) -> Edit:

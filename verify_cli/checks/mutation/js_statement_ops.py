@@ -10,13 +10,9 @@ that call, assign or update something, ``break``, ``continue`` and ``throw``. De
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from verify_cli.checks.mutation.js_tokens import Kind, ends_operand
+from verify_cli.checks.mutation.js_tokens import JsSource, Kind, ends_operand
 from verify_cli.checks.mutation.model import Edit, shorten
-
-if TYPE_CHECKING:
-    from verify_cli.checks.mutation.js_ops import JsSource
 
 _NOT_EXPRESSION_START = frozenset({
     "const", "let", "var", "function", "class", "if", "for", "while", "do", "return", "switch",

@@ -1,4 +1,5 @@
-"""A small JavaScript tokenizer, good enough to find operators in ordinary code.
+"""A small JavaScript tokenizer, good enough to find operators in ordinary code, and ``JsSource``:
+one file's tokens with their bracket pairs, which every JavaScript operator reads.
 
 Strings, template literals (with their ``${...}`` parts), comments and regular expression
 literals each come out as one token, so nothing inside them is ever mutated. Whether ``/``
@@ -242,3 +243,27 @@ def match_brackets(tokens: list[JsToken]) -> tuple[dict[int, int], dict[int, int
         if token.text in _CLOSERS:
             stack.append(index)
     return pairs, enclosing
+
+
+class JsSource:
+    """One JavaScript file with its tokens and bracket pairs."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.tokens = tokenize_js(source)
+        self.pairs, self.enclosing = match_brackets(self.tokens)
+
+    def token(self, index: int) -> JsToken | None:
+        return self.tokens[index] if 0 <= index < len(self.tokens) else None
+
+    def is_punct(self, index: int, *texts: str) -> bool:
+        token = self.token(index)
+        return token is not None and token.kind is Kind.PUNCT and token.text in texts
+
+    def is_name(self, index: int, *texts: str) -> bool:
+        token = self.token(index)
+        return token is not None and token.kind is Kind.NAME and token.text in texts
+
+    def is_property(self, index: int) -> bool:
+        """Whether the token follows ``.`` or ``?.`` (``a.if`` is a name, not a keyword)."""
+        return self.is_punct(index - 1, ".", "?.")

@@ -1,14 +1,16 @@
 """What a container of the docker backend is made of: labels, its shape (image and limits,
-the key of every pool), limits, tmpfs mounts and the environment of its processes."""
+the key of every pool), limits, tmpfs mounts, the environment of its processes, and the hardening
+that every container holding untrusted code gets (:func:`hardened_container`, written once)."""
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from docker.types import Ulimit
+from docker.types import LogConfig, Ulimit
 
 from verify_cli.sandbox.base import (
     Limits,
@@ -108,3 +110,48 @@ def ulimits(shape: Shape) -> list[Any]:
             secs += WARM_CPU_SLACK_S
         limits.append(Ulimit(name="cpu", soft=secs, hard=secs + 1))
     return limits
+
+
+def hardened_container(api: Any, image: str, command: Sequence[str], *, memory_mb: int,
+                       pids_limit: int, tmpfs: Mapping[str, str], ulimits: Sequence[Any],
+                       labels: Mapping[str, str], working_dir: str,
+                       environment: Mapping[str, str] | None = None,
+                       seccomp_profile: str | None = None, unmask_system_paths: bool = False,
+                       stdin_open: bool = False) -> dict[str, Any]:
+    """The keyword arguments of ``api.create_container`` for a container that runs untrusted
+    code, whatever its kind (a run's container, a node): no network, every capability dropped, no
+    new privileges, a read-only root with writable tmpfs mounts only, the non-root user, memory
+    with no swap on top, one CPU, a pids limit, no logs kept by the engine.
+
+    The callers choose only what differs by kind: the pids limit, the tmpfs mounts, the ulimits,
+    a seccomp profile in place of Docker's default (nodes: bubblewrap needs user namespaces), and
+    ``unmask_system_paths`` (as ``--security-opt systempaths=unconfined``: nodes, whose
+    bubblewrap mounts a fresh /proc, which the kernel refuses under Docker's masks)."""
+    security_opt = ["no-new-privileges"]
+    if seccomp_profile is not None:
+        security_opt.append(f"seccomp={seccomp_profile}")
+    host_config = api.create_host_config(
+        network_mode="none",
+        mem_limit=f"{memory_mb}m",
+        memswap_limit=f"{memory_mb}m",
+        pids_limit=pids_limit,
+        nano_cpus=NANO_CPUS,
+        cap_drop=["ALL"],
+        security_opt=security_opt,
+        read_only=True,
+        tmpfs=dict(tmpfs),
+        ulimits=list(ulimits),
+        log_config=LogConfig(type="none"),
+    )
+    if unmask_system_paths:
+        host_config["MaskedPaths"] = []
+        host_config["ReadonlyPaths"] = []
+    kwargs: dict[str, Any] = {
+        "image": image, "command": list(command), "user": USER, "working_dir": working_dir,
+        "labels": dict(labels), "host_config": host_config, "network_disabled": True,
+    }
+    if environment is not None:
+        kwargs["environment"] = dict(environment)
+    if stdin_open:
+        kwargs["stdin_open"] = True
+    return kwargs

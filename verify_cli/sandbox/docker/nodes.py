@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from typing import IO, Any
 
 from docker.errors import ImageNotFound
-from docker.types import LogConfig, Ulimit
+from docker.types import Ulimit
 
 from verify_cli.sandbox.base import CapturedOutput, RunResult, RunSpec, Verdict
 from verify_cli.sandbox.bwrap import RUN_NAMESPACES, SANDBOX_UID, run_wrapper
@@ -51,12 +51,12 @@ from verify_cli.sandbox.docker.containers import (
     COLLECT_TIMEOUT_S,
     LABEL,
     MAX_RESULTS_ARCHIVE_BYTES,
-    NANO_CPUS,
     OWNER_LABEL,
     POOL_LABEL,
     USER,
     Shape,
     base_environment,
+    hardened_container,
     owner,
     tmpfs_mib,
 )
@@ -296,6 +296,24 @@ def _read_job(reader: IO[bytes], out: _Splitter, err: _Splitter, on_end: Callabl
     return None
 
 
+def node_container(api: Any, shape: Shape, digest: str) -> dict[str, Any]:
+    """``create_container``'s arguments for a node of ``shape`` made from the image ``digest``:
+    the hardening every container gets, with bubblewrap's needs on top (user namespaces through
+    the seccomp allowlist, a fresh /proc under unmasked system paths)."""
+    return hardened_container(
+        api, digest, ["/bin/sh", "-c", _INIT, "verify-node-init"],
+        memory_mb=shape.memory_mb, pids_limit=shape.processes + NODE_OWN_PIDS,
+        # The harness folder is root's (filled by a root exec once the node has started).
+        # /dev/mqueue (the container's IPC namespace's, which a warm run's view keeps) is covered
+        # by an empty root-owned tmpfs: a run's message queues live in the run's own IPC namespace.
+        tmpfs={SANDBOX_TMP: f"size={NODE_TMP_MIB}m,mode=1777",
+               SANDBOX_HARNESS: "size=8m,mode=0755",
+               "/dev/mqueue": "size=4k,mode=0755"},
+        ulimits=[Ulimit(name="core", soft=0, hard=0)],
+        labels={LABEL: "1", OWNER_LABEL: owner(), POOL_LABEL: "node"}, working_dir="/",
+        seccomp_profile=node_profile(), unmask_system_paths=True)
+
+
 class NodeEngine(DockerExecs):
     """Runs specs on pooled nodes; the docker backend's default mode."""
 
@@ -319,34 +337,9 @@ class NodeEngine(DockerExecs):
 
     def _create(self, shape: Shape) -> Node:
         digest = self._digest_of(shape.image)  # raises ImageNotFound first, before any container
-        host_config = self._api.create_host_config(
-            network_mode="none",
-            mem_limit=f"{shape.memory_mb}m",
-            memswap_limit=f"{shape.memory_mb}m",
-            pids_limit=shape.processes + NODE_OWN_PIDS,
-            nano_cpus=NANO_CPUS,
-            cap_drop=["ALL"],
-            # bubblewrap needs user namespaces (seccomp allowlist) and a fresh /proc, which the
-            # kernel refuses while Docker's masks cover parts of the container's /proc.
-            security_opt=["no-new-privileges", f"seccomp={node_profile()}"],
-            read_only=True,
-            # The harness folder is root's (filled by a root exec below). /dev/mqueue (the
-            # container's IPC namespace's, which a warm run's view keeps) is covered by an empty
-            # root-owned tmpfs: a run's message queues live in the run's own IPC namespace.
-            tmpfs={SANDBOX_TMP: f"size={NODE_TMP_MIB}m,mode=1777",
-                   SANDBOX_HARNESS: "size=8m,mode=0755",
-                   "/dev/mqueue": "size=4k,mode=0755"},
-            ulimits=[Ulimit(name="core", soft=0, hard=0)],
-            log_config=LogConfig(type="none"),
-        )
-        host_config["MaskedPaths"] = []  # as `--security-opt systempaths=unconfined`
-        host_config["ReadonlyPaths"] = []
-        labels = {LABEL: "1", OWNER_LABEL: owner(), POOL_LABEL: "node"}
         # Made from the digest it records, not the name: a name re-tagged meanwhile (an image
         # rebuilt) would run one image and record another.
-        container_id: str = self._api.create_container(
-            digest, ["/bin/sh", "-c", _INIT, "verify-node-init"], user=USER, working_dir="/", labels=labels,
-            host_config=host_config, network_disabled=True)["Id"]
+        container_id: str = self._api.create_container(**node_container(self._api, shape, digest))["Id"]
         try:
             self._api.start(container_id)
             self._install_harness(container_id, shape.image)

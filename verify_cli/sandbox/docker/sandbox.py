@@ -73,13 +73,13 @@ from verify_cli.sandbox.base import (
     WarmHost,
 )
 from verify_cli.sandbox.docker.archives import harness_archive, write_workdir_tar
+from verify_cli.sandbox.docker.config import MODES, DockerConfig, docker_cache_identity
 from verify_cli.sandbox.docker.containers import (
     COLLECT_NUDGE_S,
     COLLECT_TIMEOUT_S,
     COPY_TIMEOUT_S,
     LABEL,
     MAX_RESULTS_ARCHIVE_BYTES,
-    NANO_CPUS,
     OWN_PIDS,
     OWNER_LABEL,
     POOL_LABEL,
@@ -90,6 +90,7 @@ from verify_cli.sandbox.docker.containers import (
     WARM_START_TIMEOUT_S,
     Shape,
     base_environment,
+    hardened_container,
     owner,
     tmpfs,
     ulimits,
@@ -137,11 +138,25 @@ from verify_cli.sandbox.registry import register_sandbox
 try:  # submodule imports: a top-level `docker/` folder (Dockerfiles) shadows `docker` for mypy
     from docker.client import DockerClient
     from docker.errors import DockerException, ImageNotFound, NotFound
-    from docker.types import LogConfig
 
     _SDK_MISSING = ""
 except ImportError as _e:  # pragma: no cover - docker is a dependency of verify-cli
     _SDK_MISSING = str(_e)
+
+
+def run_container(api: Any, shape: Shape, digest: str,
+                  labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``create_container``'s arguments for a run's container of ``shape`` made from the image
+    ``digest``, its collector waiting: the hardening every container gets. Without ``labels`` it
+    is a pool's container."""
+    run_labels = {**(labels or {}), LABEL: "1", RUN_ID_LABEL: uuid.uuid4().hex, OWNER_LABEL: owner()}
+    if labels is None:
+        run_labels[POOL_LABEL] = "1"
+    return hardened_container(
+        api, digest, ["/bin/sh", "-c", COLLECTOR, "verify-collector"],
+        memory_mb=shape.memory_mb, pids_limit=shape.processes + OWN_PIDS, tmpfs=tmpfs(shape),
+        ulimits=ulimits(shape), labels=run_labels, working_dir=SANDBOX_WORKDIR,
+        environment=base_environment(), stdin_open=True)
 
 
 @register_sandbox("docker")
@@ -163,7 +178,9 @@ class DockerSandbox(DockerExecs, Sandbox):
         "dropped, no-new-privileges, seccomp allowlist, uid 1000, memory/pids/1-CPU cgroup "
         "limits), each run in fresh namespaces (bubblewrap; pytest: a warm parent's fork) "
         "with private tmpfs folders, its own rlimits and its process tree killed at the end")
-    MODES = ("node", "single-use")
+    MODES = MODES
+    config_type = DockerConfig
+    runs_in_image = True
     #: Node mode runs two-process (:mod:`.two_process`); single-use mode does not (below).
     two_process: ClassVar[bool] = True
     two_process_gaps: ClassVar[tuple[str, ...]] = ()
@@ -211,6 +228,16 @@ class DockerSandbox(DockerExecs, Sandbox):
             with self._digest_lock:
                 self._digests[image] = known
         return known
+
+    def cache_identity(self, image: str | None) -> str:
+        """The backend, its mode and ``image``'s content digest (:func:`.config.docker_cache_identity`)."""
+        return docker_cache_identity(self.mode, image, self._digest_or_none)
+
+    def _digest_or_none(self, image: str) -> str | None:
+        try:
+            return self.image_digest(image)
+        except (DockerException, *DAEMON_ERRORS):
+            return None
 
     def container_stats(self) -> dict[str, Any]:
         """How many containers the node pools started, reused (runs on a container that had
@@ -367,28 +394,9 @@ class DockerSandbox(DockerExecs, Sandbox):
     def _prepare(self, shape: Shape, labels: Mapping[str, str] | None = None) -> Prepared:
         """A started container of ``shape``, harness in place, runner waiting; removed again on
         failure. Without ``labels`` it is a pool's container."""
-        host_config = self._api.create_host_config(
-            network_mode="none",
-            mem_limit=f"{shape.memory_mb}m",
-            memswap_limit=f"{shape.memory_mb}m",
-            pids_limit=shape.processes + OWN_PIDS,
-            nano_cpus=NANO_CPUS,
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            read_only=True,
-            tmpfs=tmpfs(shape),
-            ulimits=ulimits(shape),
-            log_config=LogConfig(type="none"),
-        )
-        run_labels = {**(labels or {}), LABEL: "1", RUN_ID_LABEL: uuid.uuid4().hex,
-                      OWNER_LABEL: owner()}
-        if labels is None:
-            run_labels[POOL_LABEL] = "1"
         env = base_environment()
         container_id: str = self._api.create_container(  # from the digest runs record
-            self.image_digest(shape.image), ["/bin/sh", "-c", COLLECTOR, "verify-collector"], user=USER,
-            working_dir=SANDBOX_WORKDIR, environment=env, labels=run_labels,
-            host_config=host_config, network_disabled=True, stdin_open=True)["Id"]
+            **run_container(self._api, shape, self.image_digest(shape.image), labels))["Id"]
         try:
             self._api.start(container_id)
             ok, said = self._unpack_harness(container_id, self._harness)

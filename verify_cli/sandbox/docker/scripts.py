@@ -3,20 +3,18 @@ orders the host writes them."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shlex
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 from verify_cli.sandbox.base import (
     RunSpec,
 )
 from verify_cli.sandbox.docker.archives import write_workdir_tar
 from verify_cli.sandbox.docker.containers import WARM_SCRIPT
-
-if TYPE_CHECKING:
-    from verify_cli.sandbox.docker.streams import SocketWriter
 from verify_cli.sandbox.environment import (
     SANDBOX_RESULTS,
     SANDBOX_WORKDIR,
@@ -94,7 +92,7 @@ def warm_job(spec: RunSpec, args: Sequence[str]) -> bytes:
     return f"{len(header)}\n".encode() + header
 
 
-def feed_runner(out: SocketWriter, script: bytes, spec: RunSpec,
+def feed_runner(out: io.RawIOBase, script: bytes, spec: RunSpec,
                  archive: IO[bytes] | None) -> None:
     out.write(script)
     if archive is None:

@@ -9,12 +9,32 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
-from verify_cli.sandbox.base import PytestInvocation, RunSpec, WarmHost, WarmHow, WarmOutcome, WarmStats
+from verify_cli.sandbox.base import (
+    PytestInvocation,
+    RunResult,
+    RunSpec,
+    WarmHost,
+    WarmHow,
+    WarmOutcome,
+    WarmStats,
+)
 
-if TYPE_CHECKING:
-    from verify_cli.sandbox.docker.sandbox import DockerSandbox
+
+class WarmSandbox(Protocol):
+    """What the host uses of its :class:`DockerSandbox` (named here, so that this module does
+    not import the sandbox that imports it)."""
+
+    mode: str
+    warm_last_error: str
+
+    def run(self, spec: RunSpec) -> RunResult: ...
+
+    def warm_environment(self, spec: RunSpec) -> dict[str, str]: ...
+
+    def run_warm_pytest(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
+                        preload: Sequence[str] = ()) -> tuple[RunResult, str]: ...
 
 
 class DockerWarmHost(WarmHost):
@@ -22,7 +42,7 @@ class DockerWarmHost(WarmHost):
 
     programs_on_host: ClassVar[bool] = False
 
-    def __init__(self, sandbox: DockerSandbox) -> None:
+    def __init__(self, sandbox: WarmSandbox) -> None:
         self.sandbox = sandbox
         self._stats = WarmStats()
         self._lock = threading.Lock()

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Throughput and latency of ``verify-cli serve`` against the Grader called in-process, same run.
+
+Overhead: ``--requests`` grade requests of one cheap task (the reference of
+``coding/interval-merge``) each way, in ``--rounds`` alternating rounds so that both see the same
+machine load:
+
+- in-process: the local executor's ``grade_many`` on ``--jobs`` threads;
+- service: ``verify-cli serve`` on a loopback port with the same ``--jobs`` (and a journal), a
+  queue as deep as the clients, and ``--clients`` concurrent clients (asyncio,
+  :class:`verify_cli.client.AsyncVerifyClient`), one candidate per request, each with its own id.
+
+Overload: ``--overload-requests`` more requests from the same clients to a second service whose
+queue (``--overload-queue``) is far shallower than the clients: it answers 429 with Retry-After
+and the clients retry until answered.
+
+Prints requests/s and p50/p99 latency, the service's throughput overhead (1 - service/in-process),
+the 429s, and checks that every request was answered exactly once (each id once at the client;
+each service graded exactly what was sent and replayed nothing). Loopback only. Timings on a
+shared machine are noisy: compare the ratio from one run.
+
+    python scripts/bench_serve.py [--requests 2000] [--clients 64] [--jobs 2] [--rounds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from verify_cli import GradeRequest, Phase, create_executor, load_task
+from verify_cli.client import AsyncVerifyClient
+
+REPO = Path(__file__).resolve().parent.parent
+TASK = REPO / "sample_tasks" / "coding-interval-merge"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[k]
+
+
+class InProcess:
+    """The local executor, kept open across rounds."""
+
+    def __init__(self, jobs: int, sandbox: str, files: dict[str, bytes]) -> None:
+        self.task = load_task(TASK)
+        self.jobs = jobs
+        self.files = files
+        self.executor = create_executor("local", sandbox=sandbox, warm=True)
+        self.executor.reserve(jobs)
+        self.executor.grade(GradeRequest(task=self.task, phase=Phase.CANDIDATE, candidate=files))  # warm up
+
+    def round(self, n: int) -> tuple[float, list[float], list[float | None]]:
+        requests = (GradeRequest(task=self.task, phase=Phase.CANDIDATE, candidate=self.files, label=str(i))
+                    for i in range(n))
+        started = time.perf_counter()
+        latencies, scores = [], []
+        for result in self.executor.grade_many(requests, jobs=self.jobs):
+            latencies.append(result.seconds)
+            scores.append(result.score)
+        return time.perf_counter() - started, latencies, scores
+
+    def close(self) -> None:
+        self.executor.close()
+
+
+def start_service(jobs: int, queue_size: int, sandbox: str, journal: Path) -> tuple[subprocess.Popen[str], str]:
+    args = [sys.executable, "-m", "verify_cli", "serve", str(TASK), "--port", "0", "--jobs", str(jobs),
+            "--queue-size", str(queue_size), "--sandbox", sandbox, "--journal", str(journal),
+            "--log-level", "warning"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "listening on " in line:
+            return proc, line.rsplit("listening on ", 1)[1].strip()
+    raise SystemExit("the service did not start")
+
+
+def metric(url: str, name: str) -> float:
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def service_clients(url: str, ids: list[str], clients: int, source: str) -> dict[str, Any]:
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for i in ids:
+        queue.put_nowait(i)
+    answered: dict[str, int] = {}
+    latencies: list[float] = []
+    grade_seconds: list[float] = []
+    scores: list[float | None] = []
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with AsyncVerifyClient(url, max_retries=1000, max_wait=5.0,
+                                 transport=httpx.AsyncHTTPTransport(limits=limits)) as client:
+        async def worker() -> None:
+            while True:
+                try:
+                    ident = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                t0 = time.perf_counter()
+                result = await client.grade("coding/interval-merge", files={"intervals.py": source}, id=ident)
+                latencies.append(time.perf_counter() - t0)
+                grade_seconds.append(result["timings"]["grade_seconds"])
+                answered[result["id"]] = answered.get(result["id"], 0) + 1
+                scores.append(result["score"])
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        seconds = time.perf_counter() - started
+        throttled = client.throttled
+    return {"seconds": seconds, "latencies": latencies, "throttled": throttled, "scores": scores,
+            "grade_seconds": grade_seconds,
+            "each_once": sorted(answered) == sorted(ids) and set(answered.values()) == {1}}
+
+
+def row(name: str, n: int, seconds: float, latencies: list[float]) -> str:
+    return (f"{name:12} {n / seconds:8.1f} {percentile(latencies, 0.5):8.3f} {percentile(latencies, 0.99):8.3f} "
+            f"{seconds:8.1f}")
+
+
+def served_counts(url: str) -> tuple[float, float, float]:
+    return (metric(url, 'verify_serve_runs_total{status="graded"}'), metric(url, "verify_serve_replayed_total"),
+            metric(url, 'verify_serve_rejected_total{reason="queue_full"}'))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--overload-requests", type=int, default=500)
+    parser.add_argument("--overload-queue", type=int, default=8)
+    parser.add_argument("--sandbox", default="bwrap")
+    args = parser.parse_args()
+    source = (TASK / "solution" / "intervals.py").read_text()
+    files = {"intervals.py": source.encode()}
+    per_round = max(1, args.requests // args.rounds)
+    n = per_round * args.rounds
+    base_s, base_lat, base_scores = 0.0, [], []
+    svc_s, svc_lat, svc_scores, svc_once, svc_throttled = 0.0, [], [], True, 0
+    svc_grade: list[float] = []
+    local = InProcess(args.jobs, args.sandbox, files)
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url = start_service(args.jobs, args.clients, args.sandbox, Path(tmp) / "journal.jsonl")
+        try:
+            asyncio.run(service_clients(url, ["warm-up"], 1, source))
+            for r in range(args.rounds):
+                print(f"round {r + 1}/{args.rounds}: {per_round} requests in-process, then through the "
+                      f"service from {args.clients} clients ...", flush=True)
+                seconds, lat, scores = local.round(per_round)
+                base_s, base_lat, base_scores = base_s + seconds, base_lat + lat, base_scores + scores
+                out = asyncio.run(service_clients(url, [f"r{r}-{i}" for i in range(per_round)], args.clients,
+                                                  source))
+                svc_s, svc_lat = svc_s + out["seconds"], svc_lat + out["latencies"]
+                svc_scores += out["scores"]
+                svc_grade += out["grade_seconds"]
+                svc_once, svc_throttled = svc_once and out["each_once"], svc_throttled + out["throttled"]
+            graded, replayed, _ = served_counts(url)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+        local.close()
+        print(f"overload: {args.overload_requests} requests from {args.clients} clients, queue "
+              f"{args.overload_queue} + {args.jobs} workers ...", flush=True)
+        proc, url = start_service(args.jobs, args.overload_queue, args.sandbox, Path(tmp) / "journal2.jsonl")
+        try:
+            over = asyncio.run(service_clients(url, [f"o-{i}" for i in range(args.overload_requests)],
+                                               args.clients, source))
+            o_graded, o_replayed, o_rejected = served_counts(url)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    rps_base, rps_svc = n / base_s, n / svc_s
+    print(f"\n{'':12} {'req/s':>8} {'p50 s':>8} {'p99 s':>8} {'wall s':>8}")
+    print(row("in-process", n, base_s, base_lat))
+    print(row("service", n, svc_s, svc_lat))
+    print(row("overloaded", args.overload_requests, over["seconds"], over["latencies"]))
+    print(f"grade time per run inside the service: p50 {percentile(svc_grade, 0.5):.3f} s, p99 "
+          f"{percentile(svc_grade, 0.99):.3f} s (in-process: p50 {percentile(base_lat, 0.5):.3f} s, "
+          f"p99 {percentile(base_lat, 0.99):.3f} s)")
+    print(f"service throughput overhead: {1 - rps_svc / rps_base:.1%} (target <= 15%); "
+          f"service/in-process = {rps_svc / rps_base:.3f}; 429s: {svc_throttled}")
+    print(f"overloaded: {over['throttled']} 429s at the clients, {int(o_rejected)} at the service, every "
+          f"retried request answered: {'yes' if over['each_once'] else 'NO'}")
+    ok = (svc_once and over["each_once"] and graded == n + 1 and o_graded == args.overload_requests
+          and replayed == 0 and o_replayed == 0 and o_rejected > 0
+          and all(x == 1.0 for x in [*base_scores, *svc_scores, *over["scores"]]))
+    print(f"graded by the services: {int(graded)} (+1 warm-up) and {int(o_graded)}, replayed: "
+          f"{int(replayed + o_replayed)}; every request answered exactly once, every score 1.0: "
+          + ("yes" if ok else "NO"))
+    print("latency: in-process, a run's grade time; through the service, the client's wall time per request "
+          "(queueing and 429 waits included)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""The swebench preset: SWE-bench-format rows and local clones (built here with git) become
+repository tasks; rows without their repository or commit are reported; a wrong FAIL_TO_PASS list
+imports and check-tasks names the test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from verify_cli.checks.report import TaskVerdict
+from verify_cli.checks.solvability import CheckOptions, check_tasks
+from verify_cli.errors import UsageError
+from verify_cli.grading import Grader
+from verify_cli.importers import import_rows
+from verify_cli.sandbox.base import Sandbox
+from verify_cli.tasks import load_task, load_task_set
+
+OPS_BASE = "def add(a, b):\n    return a + b\n\n\ndef clamp(x, lo, hi):\n    return max(lo, x)\n"
+OPS_FIXED = "def add(a, b):\n    return a + b\n\n\ndef clamp(x, lo, hi):\n    return min(hi, max(lo, x))\n"
+TESTS_BASE = "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+TESTS_NEW = TESTS_BASE + "\n\ndef test_clamp_above():\n    from calc.ops import clamp\n    assert clamp(9, 0, 5) == 5\n"
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(cwd)}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VERIFY_REPO_CACHE", str(tmp_path / "repo-cache"))
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> tuple[Path, Path]:
+    """A clone of acme/calc under repos/acme__calc, and four SWE-bench rows about it."""
+    repos = tmp_path / "repos"
+    clone = repos / "acme__calc"
+    clone.mkdir(parents=True)
+    git(clone, "init", "-q")
+    write(clone, {"calc/__init__.py": "", "calc/ops.py": OPS_BASE, "tests/test_ops.py": TESTS_BASE,
+                  "README.md": "calc\n"})
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "base")
+    base = git(clone, "rev-parse", "HEAD").strip()
+    write(clone, {"calc/ops.py": OPS_FIXED})
+    gold = git(clone, "diff")
+    git(clone, "checkout", "-q", "--", ".")
+    write(clone, {"tests/test_ops.py": TESTS_NEW})
+    test_patch = git(clone, "diff")
+    git(clone, "checkout", "-q", "--", ".")
+    row = {"instance_id": "acme__calc-1", "repo": "acme/calc", "base_commit": base, "patch": gold,
+           "test_patch": test_patch, "FAIL_TO_PASS": json.dumps(["tests/test_ops.py::test_clamp_above"]),
+           "PASS_TO_PASS": json.dumps(["tests/test_ops.py::test_add"]), "environment_setup_commit": base,
+           "problem_statement": "clamp ignores its upper bound\n", "version": "0.1"}
+    rows = [
+        row,
+        {**row, "instance_id": "acme__calc-2", "base_commit": "f" * 40},
+        {**row, "instance_id": "acme__calc-3", "FAIL_TO_PASS": ["tests/test_ops.py::test_add"],
+         "PASS_TO_PASS": ["tests/test_ops.py::test_clamp_above"]},
+        {**row, "instance_id": "acme__absent-4", "repo": "acme/absent"},
+    ]
+    data = tmp_path / "swe.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data, repos
+
+
+def test_rows_import_and_failures_name_their_row(dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    data, repos = dataset
+    report = import_rows(str(data), tmp_path / "out", preset="swebench", repos=repos)
+    assert report.written == ["swebench/acme__calc-1", "swebench/acme__calc-3"]
+    failures = {f.id: f.reason for f in report.failures}
+    assert set(failures) == {"acme__calc-2", "acme__absent-4"}
+    assert f"base_commit {'f' * 40!r} is not in {repos / 'acme__calc'}" in failures["acme__calc-2"]
+    assert "repository 'acme/absent' has no local clone" in failures["acme__absent-4"]
+    task = load_task(tmp_path / "out" / "swebench" / "acme__calc-1")
+    assert task.test.fail_to_pass == ("tests/test_ops.py::test_clamp_above",)
+    assert task.scoring.policy.value == "swebench" and task.isolation.value == "in-process"
+    assert task.starter_files()["calc/ops.py"].read_text() == OPS_BASE
+    assert task.solution_files()["calc/ops.py"].read_text() == OPS_FIXED
+    assert task.test_files()["tests/test_ops.py"].read_text() == TESTS_NEW
+    source = json.loads((task.root / "source.json").read_text())
+    assert source["environment_setup_commit"] == source["base_commit"]
+
+
+def test_parquet_rows_and_list_columns(dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    data, repos = dataset
+    rows = [json.loads(line) for line in data.read_text().splitlines()][:1]
+    rows[0]["FAIL_TO_PASS"] = json.loads(rows[0]["FAIL_TO_PASS"])
+    rows[0]["PASS_TO_PASS"] = json.loads(rows[0]["PASS_TO_PASS"])
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "swe.parquet")
+    report = import_rows(str(tmp_path / "swe.parquet"), tmp_path / "out", preset="swebench", repos=repos)
+    assert report.written == ["swebench/acme__calc-1"] and report.failures == []
+
+
+def test_swebench_needs_repos(dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    data, _ = dataset
+    with pytest.raises(UsageError, match="reads local clones"):
+        import_rows(str(data), tmp_path / "out", preset="swebench")
+
+
+def test_check_tasks_names_the_wrong_fail_to_pass_test(dataset: tuple[Path, Path], tmp_path: Path,
+                                                       process_sandbox: Sandbox) -> None:
+    data, repos = dataset
+    import_rows(str(data), tmp_path / "out", preset="swebench", repos=repos)
+    reports = {r.task_id: r for r in check_tasks(load_task_set(tmp_path / "out"), Grader(process_sandbox),
+                                                 CheckOptions(repeats=2))}
+    good, wrong = reports["swebench/acme__calc-1"], reports["swebench/acme__calc-3"]
+    assert good.verdict is TaskVerdict.SOUND, [c.to_dict() for c in good.defects]
+    assert wrong.verdict is TaskVerdict.DEFECTIVE
+    defects = {c.name: c for c in wrong.defects}
+    assert defects["fail-to-pass"].tests == ("tests/test_ops.py::test_add",)
+    assert defects["pass-to-pass"].tests == ("tests/test_ops.py::test_clamp_above",)

@@ -1,0 +1,46 @@
+"""A repository candidate given as a unified diff, turned into the edited files grading takes."""
+
+from __future__ import annotations
+
+from verify_cli.errors import VerifyError
+from verify_cli.grading.workspace import is_repository_test_file
+from verify_cli.tasks.model import Task
+from verify_cli.tasks.paths import matches_any
+from verify_cli.tasks.repository import PatchError, apply_patch, patch_files
+
+
+class CandidatePatchError(VerifyError):
+    """A candidate's diff that cannot be graded: it does not apply to the starter, or it
+    touches a file a candidate may not change (a test file, a path outside ``editable``)."""
+
+
+def candidate_from_patch(task: Task, diff: str | bytes) -> dict[str, bytes]:
+    """The files a candidate's unified diff leaves in the work folder, for
+    ``GradeRequest.candidate``: the diff applied to the task's starter.
+
+    Raises CandidatePatchError naming the path (outside the editable globs, a test file, a
+    deletion) or the hunk that does not apply. Test files always come from the task, so a diff
+    that edits one is refused rather than silently dropped.
+    """
+    data = diff.encode("utf-8") if isinstance(diff, str) else diff
+    touched = patch_files(data.decode("utf-8", "replace"))
+    if not touched.writes and not touched.deletes:
+        raise CandidatePatchError("the candidate's diff changes no file",
+                                  hint="give a unified diff (git diff output) against the starter")
+    tests = task.test_files()
+    for rel in (*touched.writes, *touched.deletes):
+        if rel in tests or rel.split("/", 1)[0] in ("tests", "hidden_tests") or is_repository_test_file(task, rel):
+            raise CandidatePatchError(f"the candidate's diff edits the test file {rel!r}",
+                                      hint="tests always come from the task; change only source files")
+        if not matches_any(task.editable, rel):
+            raise CandidatePatchError(f"the candidate's diff edits {rel!r}, outside the editable globs "
+                                      f"({', '.join(task.editable)})")
+    if touched.deletes:
+        raise CandidatePatchError(f"the candidate's diff deletes {touched.deletes[0]!r}; a candidate "
+                                  "overlays files on the starter and cannot delete one")
+    starter = task.starter_files()
+    inputs = {rel: starter[rel].read_bytes() for rel in touched.reads if rel in starter}
+    try:
+        return apply_patch(data, inputs)
+    except PatchError as e:
+        raise CandidatePatchError(f"the candidate's diff does not apply to the starter: {e}") from None

@@ -1,0 +1,175 @@
+"""The ``swebench`` preset: SWE-bench-format rows and local clones of their repositories become
+repository tasks.
+
+A row (SWE-bench, SWE-bench Lite/Verified, SWE-Gym, SWE-smith all share the layout) holds
+``instance_id``, ``repo`` (``owner/name``), ``base_commit``, ``patch`` (the gold patch),
+``test_patch`` (the tests that judge it), ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` (JSON text or
+lists of test ids) and, where present, ``environment_setup_commit``, ``problem_statement`` and
+``version``. Nothing is fetched: the repository must be a local clone under ``--repos DIR``
+(``DIR/<owner>__<name>``, as SWE-bench names its instances, or ``DIR/<name>``) holding the
+commit. Each row becomes a task folder:
+
+- ``starter/``: the tree at ``base_commit`` (``git archive``; regular files only),
+- ``solution.patch``: the gold patch (checked to apply, or the row fails),
+- ``hidden_tests/<path>``: the files the test patch writes, laid out at their repository paths
+  (``[repository] test_layout = "repository"``), and never taken from a candidate,
+- ``[test] fail_to_pass`` / ``pass_to_pass``: the row's lists, scored by ``policy = "swebench"``.
+
+The test command runs pytest over the test patch's files. Rows whose test ids are not pytest
+node ids (Django's ``test_x (module.Class)``, SymPy's bare names) fail with the loader's reason,
+as do rows whose repository or commit is missing: each is reported with its id, the rest import.
+Imported tasks declare ``isolation = "in-process"``: a whole project's tests import its
+package's internals, which two-process grading has not been proven to carry.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import subprocess
+import tarfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from verify_cli.errors import TaskFormatError
+from verify_cli.importers.model import RowError, TaskDraft, task_id
+from verify_cli.importers.sources import Row
+from verify_cli.importers.writer import PYTHON_IMAGE, dumps_toml
+from verify_cli.tasks.loader import validate_document
+from verify_cli.tasks.model import TaskKind
+from verify_cli.tasks.repository import PatchError, apply_patch, patch_files
+
+COLUMNS: Mapping[str, str] = {
+    "id": "instance_id", "repo": "repo", "base_commit": "base_commit", "patch": "patch",
+    "test_patch": "test_patch", "fail_to_pass": "FAIL_TO_PASS", "pass_to_pass": "PASS_TO_PASS",
+    "environment_setup_commit": "environment_setup_commit", "prompt": "problem_statement",
+    "version": "version", "image": "image_name",
+}
+#: The project's own test files in an imported repository: always from the task.
+TEST_FILE_GLOBS = ("**/tests/**", "**/test/**", "**/testing/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
+WALL_SECONDS = 900.0
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False,
+                          env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C",
+                               "GIT_TERMINAL_PROMPT": "0"})
+
+
+def find_clone(repos: Path, repo: str) -> Path:
+    """The local clone of ``owner/name`` under ``repos``, or RowError saying where it looked."""
+    owner, _, name = repo.strip().partition("/")
+    candidates = [repos / f"{owner}__{name}", repos / name] if name else [repos / owner]
+    for path in candidates:
+        if path.is_dir() and _git(path, "rev-parse", "--git-dir").returncode == 0:
+            return path
+    looked = ", ".join(str(p) for p in candidates)
+    raise RowError(f"repository {repo!r} has no local clone (looked for {looked}); clone it there, "
+                   "this import uses no network")
+
+
+def _tree_files(clone: Path, commit: str) -> dict[str, bytes]:
+    """The regular files of ``commit``'s tree (symlinks and submodules are left out)."""
+    if _git(clone, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+        raise RowError(f"base_commit {commit!r} is not in {clone} (fetch it into the clone)")
+    archived = _git(clone, "archive", "--format=tar", commit)
+    if archived.returncode != 0:
+        raise RowError(f"git archive {commit} failed: {archived.stderr.decode('utf-8', 'replace').strip()[:200]}")
+    files: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(archived.stdout)) as tar:
+        for member in tar:
+            if member.isfile():
+                fh = tar.extractfile(member)
+                if fh is not None:
+                    files[member.name] = fh.read()
+    return files
+
+
+def _id_list(fields: Mapping[str, Any], name: str, column: str) -> list[str]:
+    value = fields.get(name, [])
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else []
+        except ValueError:
+            raise RowError(f"column {column!r} ({name}) is not a JSON list of test ids") from None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RowError(f"column {column!r} ({name}) is not a list of test ids")
+    return list(dict.fromkeys(value))
+
+
+def _text(fields: Mapping[str, Any], name: str, columns: Mapping[str, str]) -> str:
+    value = fields.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise RowError(f"column {columns[name]!r} ({name}) is missing or empty; map another with --map {name}=COLUMN")
+    return value
+
+
+def convert_swebench(row: Row, columns: Mapping[str, str], prefix: str, repos: Path) -> TaskDraft:
+    """One SWE-bench-format row as a repository task draft (see the module's docstring)."""
+    from verify_cli.importers.presets import _fields  # the presets' shared row reading
+
+    fields = _fields(row, columns)
+    instance = _text(fields, "id", columns)
+    repo, commit = _text(fields, "repo", columns), _text(fields, "base_commit", columns).strip()
+    gold, tests_patch = _text(fields, "patch", columns), _text(fields, "test_patch", columns)
+    f2p = _id_list(fields, "fail_to_pass", columns["fail_to_pass"])
+    p2p = _id_list(fields, "pass_to_pass", columns["pass_to_pass"])
+    if not f2p:
+        raise RowError(f"column {columns['fail_to_pass']!r} lists no test: nothing would judge the patch")
+    clone = find_clone(repos, repo)
+    tree = _tree_files(clone, commit)
+    try:
+        hidden = apply_patch(tests_patch.encode(), {rel: tree[rel] for rel in
+                                                    patch_files(tests_patch).reads if rel in tree})
+        solution = apply_patch(gold.encode(), {rel: tree[rel] for rel in patch_files(gold).reads if rel in tree})
+    except PatchError as e:
+        raise RowError(f"a patch does not apply at {commit[:12]}: {e}") from None
+    overlap = sorted(set(hidden) & set(solution))
+    if overlap:
+        raise RowError(f"the gold patch edits {overlap[0]!r}, which the test patch also writes")
+    tid = task_id(instance, prefix)
+    files: dict[str, str | bytes] = {f"starter/{rel}": data for rel, data in tree.items()}
+    files.update({f"hidden_tests/{rel}": data for rel, data in hidden.items()})
+    files["solution.patch"] = gold if gold.endswith("\n") else gold + "\n"
+    editable = ["**/*.py", *sorted(rel for rel in solution if not rel.endswith(".py"))]
+    test_paths = " ".join(shlex.quote(p) for p in sorted(hidden) if p.endswith(".py"))
+    doc: dict[str, Any] = {
+        "schema_version": 1, "id": tid, "title": f"{repo} {instance}", "domain": "coding", "language": "python",
+        "tags": ["repository", "swebench", repo.replace("/", "__").lower()], "kind": TaskKind.TESTS.value,
+        "editable": editable, "isolation": "in-process",
+        "environment": {"image": PYTHON_IMAGE, "runtime": "python"},
+        "test": {"command": 'python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
+                            + (test_paths or "."),
+                 "framework": "pytest", "results": "junit.xml", "fail_to_pass": f2p, "pass_to_pass": p2p},
+        "scoring": {"policy": "swebench"},
+        "limits": {"wall_seconds": WALL_SECONDS, "memory_mb": 4096, "processes": 256},
+        "repository": {"test_files": [*TEST_FILE_GLOBS, *sorted(hidden)], "test_layout": "repository"},
+    }
+    try:
+        validate_document(Path(tid) / "task.toml", doc)
+    except TaskFormatError as e:
+        raise RowError(f"{e.pointer}: {e.detail}") from None
+    for key, ids in (("fail_to_pass", f2p), ("pass_to_pass", p2p)):
+        for tid_ in ids:
+            path = tid_.split("::", 1)[0]
+            if "::" not in tid_ or not path.endswith(".py"):
+                raise RowError(f"/test/{key}: test id {tid_!r} is not a pytest node id "
+                               "(this importer writes pytest tasks)")
+    prompt = str(fields.get("prompt") or f"Resolve {instance} in {repo}.")
+    source: dict[str, Any] = {"data_source": "swebench", "index": row.index, "original_id": instance,
+                              "repo": repo, "base_commit": commit}
+    for name in ("environment_setup_commit", "version", "image"):
+        if fields.get(name):
+            source[name] = fields[name]
+    return TaskDraft(id=tid, prompt=prompt if prompt.endswith("\n") else prompt + "\n", kind=TaskKind.TESTS,
+                     files=files, editable=editable, title=doc["title"], tags=doc["tags"], source=source,
+                     task_toml=dumps_toml(_nested_first(doc)))
+
+
+def _nested_first(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with its tables after its scalars (dumps_toml writes them in that order)."""
+    return {k: v for k, v in doc.items() if not isinstance(v, dict)} | {
+        k: v for k, v in doc.items() if isinstance(v, dict)}

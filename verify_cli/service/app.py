@@ -1,0 +1,151 @@
+"""The HTTP face of :class:`~verify_cli.service.core.GradingService`: routes, error bodies, OpenAPI.
+
+FastAPI, because the request and response bodies are pydantic models that give the OpenAPI
+schema and the field-by-field validation (each error names its field) for free; it runs on
+Starlette, whose streaming answers carry the NDJSON batches, and SandboxFusion itself is a
+FastAPI app, so ``/run_code`` takes the very same model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from verify_cli import __version__
+from verify_cli.service.core import GradingService, ServiceError, pointer
+from verify_cli.service.gate import Gate
+from verify_cli.service.models import (
+    ErrorBody,
+    GradeBody,
+    GradeResponse,
+    Health,
+    RunCodeRequest,
+    RunCodeResponse,
+)
+from verify_cli.service.run_code import check_request, run_code
+
+NDJSON = "application/x-ndjson"
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    s: {"model": ErrorBody} for s in (401, 409, 413, 422, 429, 503)}
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 400: "bad_request"}
+
+
+def _error(e: ServiceError) -> JSONResponse:
+    headers = {"Retry-After": str(int(e.retry_after))} if e.retry_after is not None else None
+    return JSONResponse(e.body(), status_code=e.status, headers=headers)
+
+
+def _validation_error(e: RequestValidationError) -> JSONResponse:
+    errors = list(e.errors())
+    first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request", "type": ""}
+    loc = list(first.get("loc", ()))
+    if loc and loc[0] == "body":
+        loc = loc[1:]
+    if first.get("type") == "json_invalid":
+        field, code = "/body", "invalid_json"
+        ctx = first.get("ctx")
+        detail = ctx.get("error") if isinstance(ctx, dict) else first.get("msg")
+        message = f"the body is not valid JSON: {detail}"
+    else:
+        field, code = (pointer(*loc) if loc else "/body"), "invalid_field"
+        message = str(first.get("msg", "invalid"))
+        if first.get("type") == "missing":
+            code = "missing_field"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem(s))"
+    return JSONResponse({"error": {"code": code, "message": message, "field": field}}, status_code=422)
+
+
+def create_app(service: GradingService) -> Gate:
+    """The ASGI app serving ``service`` (wrapped in the auth/size/log gate)."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await service.wait_idle()
+            service.close()
+
+    app = FastAPI(title="verify-cli serve", version=__version__, lifespan=lifespan, description=(
+        "Trusted grading of LLM-written code in verify-cli's sandboxes: /v1/grade for task sets, "
+        "/run_code for SandboxFusion clients (verl)."))
+    app.state.service = service
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(_r: Request, e: ServiceError) -> JSONResponse:
+        return _error(e)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_r: Request, e: RequestValidationError) -> JSONResponse:
+        return _validation_error(e)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_r: Request, e: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(e.status_code, "http_error")
+        field = "/body" if e.status_code == 413 else None
+        return JSONResponse({"error": {"code": code, "message": str(e.detail), "field": field}},
+                            status_code=e.status_code)
+
+    @app.post("/v1/grade", response_model=GradeResponse, responses={
+        **_ERRORS, 200: {"content": {NDJSON: {"schema": {"type": "string"}}},
+                         "description": "JSON, or NDJSON lines (GradeOut ... then StreamEnd) when streamed"}})
+    async def grade(body: GradeBody, request: Request) -> Any:
+        """Grade one or more candidates; with ``stream`` (or ``Accept: application/x-ndjson``)
+        each result is a line as soon as it is graded, then ``{"end": true, "count": N}``."""
+        answers = await service.grade_stream(body)
+        if body.stream or NDJSON in request.headers.get("accept", ""):
+            async def lines() -> AsyncIterator[bytes]:
+                n = 0
+                async for answer in answers:
+                    n += 1
+                    yield (json.dumps(answer) + "\n").encode()
+                yield (json.dumps({"end": True, "count": n}) + "\n").encode()
+
+            return StreamingResponse(lines(), media_type=NDJSON)
+        results = [a async for a in answers]
+        results.sort(key=lambda a: a["index"])
+        return JSONResponse({"results": results})
+
+    @app.get("/v1/tasks")
+    async def tasks() -> dict[str, Any]:
+        """The served tasks (id, folder, language, editable globs) and the folders that do not load."""
+        return {"tasks": [{"id": t.id, "path": str(t.root), "language": t.language, "editable": list(t.editable)}
+                          for t in service.store.tasks()],
+                "failures": [{"path": str(p), "error": str(e)} for p, e in service.store.failures()]}
+
+    @app.post("/run_code", response_model=RunCodeResponse, responses=_ERRORS)
+    async def run_code_route(req: RunCodeRequest) -> RunCodeResponse:
+        """SandboxFusion's run_code: run ``code`` in a verify-cli sandbox."""
+        check_request(req)
+        service.admit(1)
+        try:
+            response, _started, _took = await service.on_worker(run_code, service.run_sandbox(), req,
+                                                                service.config)
+        finally:
+            service.release(1)
+        service.metrics.runs.labels(f"run_code_{response.status.value}").inc()
+        out: RunCodeResponse = response
+        return out
+
+    @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
+    async def healthz() -> JSONResponse:
+        """Liveness and load; 503 while draining."""
+        h = service.health()
+        return JSONResponse(h, status_code=503 if service.draining else 200)
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def metrics() -> PlainTextResponse:
+        """Prometheus text format."""
+        return PlainTextResponse(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    return Gate(app, token=service.config.token, max_body_bytes=service.config.max_body_bytes,
+                metrics=service.metrics)

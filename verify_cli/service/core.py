@@ -1,0 +1,465 @@
+"""The grading service without HTTP: admission (a bounded queue), the worker pool, deadlines,
+drain, the journal, and turning candidates into grade requests and results into answers.
+
+Everything here runs on the service's event loop except the grading itself, which runs on
+``jobs`` worker threads through the executor (``local`` or ``ray``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+import math
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from verify_cli.executors import Executor, create_executor
+from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.workspace import Phase
+from verify_cli.models.prompts import extract_for_task, files_to_candidate
+from verify_cli.sandbox.base import Sandbox, WarmStats
+from verify_cli.sandbox.registry import create_sandbox
+from verify_cli.service.journal import Journal, JournalConflict, candidate_digest
+from verify_cli.service.metrics import ServiceMetrics
+from verify_cli.service.models import Candidate, GradeBody, GradeStatusOut
+from verify_cli.service.taskstore import TaskLookupError, TaskStore
+from verify_cli.tasks.model import Task
+from verify_cli.tasks.paths import unsafe_relative_path
+
+log = logging.getLogger("verify_cli.service")
+
+#: Extra seconds a candidate's answer may take past its deadline (laying out, judging) before
+#: the service stops waiting for it.
+DEADLINE_GRACE = 5.0
+
+
+def pointer(*parts: object) -> str:
+    """A JSON pointer (RFC 6901) of ``parts``."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+class ServiceError(Exception):
+    """A request the service refuses, answered as ``{"error": {...}}`` with ``status``."""
+
+    def __init__(self, status: int, code: str, message: str, *, field: str | None = None,
+                 hint: str | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.hint = hint
+        self.retry_after = retry_after
+
+    def body(self) -> dict[str, Any]:
+        err: dict[str, Any] = {"code": self.code, "message": self.message, "field": self.field}
+        if self.hint:
+            err["hint"] = self.hint
+        return {"error": err}
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """How a service runs (``verify-cli serve`` options)."""
+
+    roots: tuple[Path, ...]
+    executor: str = "local"
+    sandbox: str = "auto"
+    jobs: int = 2
+    #: Candidates that may wait for a worker beyond the ``jobs`` running; more get 429.
+    queue_size: int = 64
+    warm: bool = True
+    #: The backend's options by config field (``pool_size``, ``mode`` for docker), checked by it.
+    sandbox_options: Mapping[str, Any] = field(default_factory=dict)
+    ray_address: str = "auto"
+    token: str | None = None
+    max_body_bytes: int = 16 * 1024 * 1024
+    #: Deadline of a request that names none, and the most one may ask for.
+    default_deadline: float = 600.0
+    max_deadline: float = 3600.0
+    #: On SIGTERM: how long in-flight work may take before it is answered infra_error.
+    drain_seconds: float = 30.0
+    journal: Path | None = None
+    journal_fsync: bool = False
+    #: The longest run_timeout /run_code grants, and its memory when the request says -1.
+    max_run_seconds: float = 120.0
+    default_memory_mb: int = 1024
+
+
+@dataclass
+class Prepared:
+    """A candidate checked and ready: what to grade, or its answer already (replayed, parse error)."""
+
+    index: int
+    candidate: Candidate
+    task: Task
+    digest: str
+    request: GradeRequest | None = None
+    answer: dict[str, Any] | None = None
+
+
+@dataclass
+class _Counters:
+    admitted: int = 0
+    running: int = 0
+    mean_seconds: float = 0.5
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class GradingService:
+    """The service's state; built in the app's lifespan, closed when it ends."""
+
+    def __init__(self, config: ServiceConfig, *, executor: Executor | None = None) -> None:
+        self.config = config
+        self.store = TaskStore(config.roots)
+        if executor is None:
+            executor = create_executor(config.executor, sandbox=config.sandbox,
+                                       sandbox_options=dict(config.sandbox_options), warm=config.warm,
+                                       ray_address=config.ray_address)
+        self.executor = executor
+        for warning in executor.warnings:
+            log.warning("executor", extra={"fields": {"warning": warning}})
+        self.executor.reserve(config.jobs)
+        self.capacity = config.jobs + config.queue_size
+        self.pool = ThreadPoolExecutor(max_workers=config.jobs, thread_name_prefix="serve-grade")
+        self.journal = Journal(config.journal, fsync=config.journal_fsync) if config.journal else None
+        self.metrics = ServiceMetrics(self.warm_stats)
+        self.metrics.workers.set(config.jobs)
+        self.metrics.capacity.set(self.capacity)
+        self._counters = _Counters()
+        self._run_sandbox: Sandbox | None = None
+        self._sandbox_lock = threading.Lock()
+        self.draining = False
+        self._stop: asyncio.Event | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- state --------------------------------------------------------------------------------
+
+    def warm_stats(self) -> WarmStats | None:
+        grader = getattr(self.executor, "grader", None)
+        return getattr(grader, "warm_stats", None)
+
+    @property
+    def running(self) -> int:
+        return self._counters.running
+
+    @property
+    def queued(self) -> int:
+        c = self._counters
+        return max(0, c.admitted - c.running)
+
+    def _update_gauges(self) -> None:
+        self.metrics.queue_depth.set(self.queued)
+        self.metrics.running.set(self._counters.running)
+
+    def admit(self, n: int) -> None:
+        """Reserve ``n`` places or refuse: 503 while draining, 429 with Retry-After when full."""
+        if self.draining:
+            self.metrics.rejected.labels("draining").inc()
+            raise ServiceError(503, "draining", "the service is shutting down", retry_after=5,
+                               hint="retry against another replica or after the restart")
+        if n > self.capacity:
+            raise ServiceError(422, "batch_too_large", f"{n} candidates exceed the service's capacity of "
+                               f"{self.capacity} (jobs + queue size)", field="/candidates",
+                               hint=f"send at most {self.capacity} per request")
+        c = self._counters
+        with c.lock:
+            if c.admitted + n > self.capacity:
+                # Until the candidates waiting now have a worker: the queue is worth retrying then.
+                waiting = max(1, c.admitted - self.config.jobs)
+                wait = max(1, math.ceil(waiting * c.mean_seconds / max(1, self.config.jobs)))
+                self.metrics.rejected.labels("queue_full").inc()
+                raise ServiceError(429, "queue_full", f"the queue is full ({c.admitted} admitted, capacity "
+                                   f"{self.capacity})", retry_after=min(wait, 60), hint="retry after Retry-After")
+            c.admitted += n
+        self._update_gauges()
+
+    def release(self, n: int = 1) -> None:
+        with self._counters.lock:
+            self._counters.admitted -= n
+        self._update_gauges()
+
+    def _blocking(self, fn: Any, *args: Any) -> tuple[Any, float, float]:
+        """Run ``fn`` on a worker: (its value, seconds it waited, seconds it took)."""
+        started = time.monotonic()
+        c = self._counters
+        with c.lock:
+            c.running += 1
+        self._update_gauges()
+        try:
+            value = fn(*args)
+        finally:
+            took = time.monotonic() - started
+            with c.lock:
+                c.running -= 1
+                c.mean_seconds = 0.9 * c.mean_seconds + 0.1 * took
+        return value, started, took
+
+    async def on_worker(self, fn: Any, *args: Any) -> tuple[Any, float, float]:
+        """``fn(*args)`` on a worker thread; (value, started at, seconds)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, self._blocking, fn, *args)
+
+    # -- drain --------------------------------------------------------------------------------
+
+    def begin_drain(self) -> None:
+        """Refuse new work; after ``drain_seconds`` answer what is still in flight infra_error.
+        Safe to call from a signal handler on the loop's thread."""
+        if self.draining:
+            return
+        self.draining = True
+        log.info("draining", extra={"fields": {"in_flight": self._counters.admitted,
+                                               "drain_seconds": self.config.drain_seconds}})
+        loop = asyncio.get_event_loop()
+        loop.call_soon_threadsafe(loop.call_later, self.config.drain_seconds, self._stop_now)
+
+    def _stop_now(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    def _stop_event(self) -> asyncio.Event:
+        if self._stop is None:
+            self._stop = asyncio.Event()
+        return self._stop
+
+    # -- grading ------------------------------------------------------------------------------
+
+    def resolve_task(self, cand: Candidate, index: int) -> Task:
+        try:
+            if cand.task_id is not None:
+                return self.store.by_id(cand.task_id)
+            return self.store.by_path(cand.task_path or "")
+        except TaskLookupError as e:
+            where = "task_id" if cand.task_id is not None else "task_path"
+            raise ServiceError(422, e.code, e.message, field=pointer("candidates", index, where),
+                               hint=e.hint) from None
+
+    @staticmethod
+    def _files(cand: Candidate, index: int) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for key, table in (("files", cand.files), ("files_base64", cand.files_base64)):
+            for path, content in (table or {}).items():
+                where = pointer("candidates", index, key, path)
+                why = unsafe_relative_path(path.replace("\\", "/"))
+                if why:
+                    raise ServiceError(422, "invalid_path", f"file path {path!r} {why}", field=where)
+                if key == "files":
+                    out[path] = content.encode("utf-8")
+                    continue
+                try:
+                    out[path] = base64.b64decode(content, validate=True)
+                except (binascii.Error, ValueError):
+                    raise ServiceError(422, "invalid_base64", f"{path!r} is not valid base64", field=where) from None
+        return out
+
+    def prepare(self, body: GradeBody) -> list[Prepared]:
+        """Check every candidate before anything is graded: a bad one refuses the whole request."""
+        out: list[Prepared] = []
+        for i, cand in enumerate(body.candidates):
+            task = self.resolve_task(cand, i)
+            files = self._files(cand, i)
+            ident: dict[str, Any] = {"task": task.id, "seed": cand.seed,
+                                     "files": {k: base64.b64encode(v).decode() for k, v in sorted(files.items())},
+                                     "completion": cand.completion}
+            digest = candidate_digest(ident)
+            prep = Prepared(i, cand, task, digest)
+            if cand.id is not None and self.journal is not None:
+                try:
+                    found = self.journal.get(cand.id, digest)
+                except JournalConflict:
+                    raise ServiceError(409, "id_reused", f"id {cand.id!r} was already graded for a different "
+                                       "candidate", field=pointer("candidates", i, "id"),
+                                       hint="give every distinct candidate its own id") from None
+                if found is not None:
+                    prep.answer = {**found, "index": i, "replayed": True}
+                    out.append(prep)
+                    continue
+            if cand.completion is not None:
+                extraction = extract_for_task(task, cand.completion)
+                if not extraction.ok:
+                    prep.answer = self._parse_error(prep, extraction.error or "parse error")
+                    out.append(prep)
+                    continue
+                files = files_to_candidate(extraction.files)
+            prep.request = GradeRequest(task=task, phase=Phase.CANDIDATE, candidate=files, seed=cand.seed,
+                                        label=cand.label)
+            out.append(prep)
+        return out
+
+    @staticmethod
+    def _parse_error(prep: Prepared, why: str) -> dict[str, Any]:
+        return {"index": prep.index, "id": prep.candidate.id, "task_id": prep.task.id,
+                "status": GradeStatusOut.PARSE_ERROR.value, "score": 0.0, "passed": False, "tests": [],
+                "problems": [why], "ignored_files": [], "isolation": "", "seed": prep.candidate.seed,
+                "label": prep.candidate.label,
+                "timings": {"queue_seconds": 0.0, "grade_seconds": 0.0, "total_seconds": 0.0}, "replayed": False}
+
+    @staticmethod
+    def _infra(prep: Prepared, why: str, queued: float, total: float) -> dict[str, Any]:
+        return {"index": prep.index, "id": prep.candidate.id, "task_id": prep.task.id,
+                "status": GradeStatusOut.INFRA_ERROR.value, "score": None, "passed": False, "tests": [],
+                "problems": [why], "ignored_files": [], "isolation": "", "seed": prep.candidate.seed,
+                "label": prep.candidate.label,
+                "timings": {"queue_seconds": round(queued, 4), "grade_seconds": 0.0,
+                            "total_seconds": round(total, 4)}, "replayed": False}
+
+    @staticmethod
+    def answer_of(prep: Prepared, result: GradeResult, queued: float, took: float, total: float,
+                  include_output: bool) -> dict[str, Any]:
+        run: dict[str, Any] = {"verdict": result.run.verdict.value, "exit_code": result.run.exit_code,
+                               "wall_seconds": round(result.run.wall_seconds, 4)}
+        if include_output:
+            run.update(stdout=result.run.stdout.text, stderr=result.run.stderr.text)
+        return {"index": prep.index, "id": prep.candidate.id, "task_id": result.task_id,
+                "status": result.status.value, "score": result.score, "passed": result.passed,
+                "tests": [t.to_dict() for t in result.tests], "problems": list(result.problems),
+                "ignored_files": list(result.ignored_files), "isolation": result.isolation,
+                "seed": result.seed, "label": result.label,
+                "timings": {"queue_seconds": round(queued, 4), "grade_seconds": round(took, 4),
+                            "total_seconds": round(total, 4)}, "run": run, "replayed": False}
+
+    def _grade_before(self, request: GradeRequest, deadline_at: float) -> GradeResult | None:
+        """Grade ``request`` unless its deadline passed while it waited (None then); a deadline
+        nearer than the task's wall limit tightens the run's limit."""
+        left = deadline_at - time.monotonic()
+        if left <= 0:
+            return None
+        if left < request.task.limits.wall_seconds:
+            request = replace(request, wall_seconds=left)
+        return self.executor.grade(request)
+
+    async def _grade_one(self, prep: Prepared, arrived: float, deadline_at: float,
+                         include_output: bool) -> dict[str, Any]:
+        """Grade one admitted candidate (its place is released when its worker is done) and
+        journal the answer before anyone sees it."""
+        assert prep.request is not None
+        request = prep.request
+        work = asyncio.ensure_future(self.on_worker(self._grade_before, request, deadline_at))
+        work.add_done_callback(lambda _f: self.release(1))
+        stop = asyncio.ensure_future(self._stop_event().wait())
+        timeout = max(0.0, deadline_at - time.monotonic()) + DEADLINE_GRACE
+        try:
+            done, _ = await asyncio.wait({work, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        now = time.monotonic()
+        if work not in done:
+            why = ("the service shut down before this candidate was graded; retry it" if stop in done
+                   else "the request's deadline passed before grading finished; retry with a later deadline")
+            answer = self._infra(prep, why, now - arrived, now - arrived)
+        else:
+            try:
+                result, started, took = work.result()
+            except Exception as e:  # an executor failure is never a score
+                answer = self._infra(prep, f"{type(e).__name__}: {e}", now - arrived, now - arrived)
+            else:
+                if result is None:
+                    answer = self._infra(prep, "the request's deadline passed while it waited for a worker",
+                                         started - arrived, now - arrived)
+                else:
+                    cut = request.task.limits.wall_seconds > (deadline_at - started)
+                    if cut and result.run.verdict.value == "timeout":
+                        result = GradeResult(task_id=result.task_id, phase=result.phase,
+                                             status=GradeStatus.INFRA_ERROR, score=None, passed=False, tests=(),
+                                             run=result.run, problems=(
+                                                 "the request's deadline, shorter than the task's wall limit, "
+                                                 "ended the run",), seed=result.seed, label=result.label)
+                    self.metrics.queue_latency.observe(started - arrived)
+                    self.metrics.grade_latency.observe(took)
+                    answer = self.answer_of(prep, result, started - arrived, took, now - arrived, include_output)
+        if self.journal is not None and prep.candidate.id is not None and answer["status"] != "infra_error":
+            stored = {k: v for k, v in answer.items() if k not in ("index", "replayed")}
+            await asyncio.to_thread(self.journal.put, prep.candidate.id, prep.digest, stored)
+        self.metrics.runs.labels(answer["status"]).inc()
+        log.info("graded", extra={"fields": {"task_id": answer["task_id"], "status": answer["status"],
+                                             "score": answer["score"], "index": prep.index,
+                                             "seconds": answer["timings"]["total_seconds"]}})
+        return answer
+
+    async def grade_stream(self, body: GradeBody) -> AsyncIterator[dict[str, Any]]:
+        """Answers in completion order. The caller has :meth:`prepare`d the body; this admits
+        it (raising ServiceError before anything runs) and returns an iterator over answers."""
+        prepared = self.prepare(body)
+        to_grade = [p for p in prepared if p.request is not None]
+        if to_grade:
+            self.admit(len(to_grade))
+        arrived = time.monotonic()
+        deadline = min(body.deadline_seconds or self.config.default_deadline, self.config.max_deadline)
+        deadline_at = arrived + deadline
+        tasks: list[asyncio.Task[dict[str, Any]]] = []
+        for p in to_grade:
+            t = asyncio.ensure_future(self._grade_one(p, arrived, deadline_at, body.include_output))
+            self._background.add(t)  # the work goes on (and is journalled) if the client leaves
+            t.add_done_callback(self._background.discard)
+            tasks.append(t)
+        ready = [p.answer for p in prepared if p.answer is not None]
+        for answer in ready:
+            if answer.get("replayed"):
+                self.metrics.replayed.inc()
+            else:
+                self.metrics.runs.labels(answer["status"]).inc()
+        return self._answers(ready, tasks)
+
+    @staticmethod
+    async def _answers(ready: list[dict[str, Any]],
+                       tasks: list[asyncio.Task[dict[str, Any]]]) -> AsyncIterator[dict[str, Any]]:
+        for answer in ready:
+            yield answer
+        for fut in asyncio.as_completed(tasks):
+            yield await fut
+
+    # -- run_code -----------------------------------------------------------------------------
+
+    def run_sandbox(self) -> Sandbox:
+        """The sandbox /run_code runs in: the local executor's own, else one opened here."""
+        own = getattr(self.executor, "sandbox", None)
+        if isinstance(own, Sandbox):
+            return own
+        with self._sandbox_lock:
+            if self._run_sandbox is None:
+                self._run_sandbox = create_sandbox(self.config.sandbox, **self.config.sandbox_options)
+                self._run_sandbox.start()
+            return self._run_sandbox
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def wait_idle(self) -> None:
+        """Until every admitted candidate's worker is done (used at shutdown)."""
+        while self._background:
+            await asyncio.wait(set(self._background), timeout=1.0)
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "draining" if self.draining else "ok", "tasks": len(self.store.tasks()),
+                "task_load_failures": len(self.store.failures()), "backend": self.executor.backend,
+                "executor": self.config.executor, "workers": self.config.jobs,
+                "queue_capacity": self.capacity, "queued": self.queued, "running": self.running}
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.executor.close()
+        if self._run_sandbox is not None:
+            self._run_sandbox.close()
+        if self.journal is not None:
+            self.journal.close()
+
+
+def decode_files(files: Mapping[str, str | None], field_name: str) -> dict[str, bytes]:
+    """SandboxFusion's ``files`` (path -> base64, None: an empty file), checked."""
+    out: dict[str, bytes] = {}
+    for path, content in files.items():
+        where = pointer(field_name, path)
+        why = unsafe_relative_path(path.replace("\\", "/"))
+        if why:
+            raise ServiceError(422, "invalid_path", f"file path {path!r} {why}", field=where)
+        try:
+            out[path] = base64.b64decode(content or "", validate=True)
+        except (binascii.Error, ValueError):
+            raise ServiceError(422, "invalid_base64", f"{path!r} is not valid base64", field=where) from None
+    return out

@@ -1,0 +1,304 @@
+"""Repository tasks: a whole project as the starter, a gold patch as the reference.
+
+A repository task's starter is ``starter/`` (any number of files and packages) or, for large
+projects, a git bundle or an archive in the task folder (``[repository] bundle`` with
+``base_commit``, or ``archive``). A bundle or archive is unpacked once into a cache folder keyed by
+the hash of its bytes (and the commit) and made read-only; every run copies from there.
+
+The reference is ``solution/`` (the edited files) or ``solution.patch``, a unified diff applied
+to a copy of the starter files it touches with ``git apply`` (its ``--check`` semantics: all
+hunks apply, or nothing does). The patched files are cached the same way, keyed by the patch and
+the starter files it touches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import threading
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from verify_cli.errors import TaskFormatError
+from verify_cli.tasks.paths import list_files, unsafe_relative_path
+
+#: The gold patch's file name in a task folder (instead of ``solution/``).
+SOLUTION_PATCH = "solution.patch"
+#: Where unpacked bundles and applied patches are kept (overridable for tests and CI).
+CACHE_ENV = "VERIFY_REPO_CACHE"
+
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class RepositorySpec:
+    """The ``[repository]`` table of task.toml."""
+
+    bundle: str = ""
+    archive: str = ""
+    base_commit: str = ""
+    #: Globs of the project's test files: always laid out from the task, never from a candidate.
+    test_files: tuple[str, ...] = ()
+    #: "task": tests/ and hidden_tests/ sit at those paths in the work folder (the default);
+    #: "repository": their files are laid out at their paths inside those folders
+    #: (``hidden_tests/pkg/tests/test_x.py`` runs as ``pkg/tests/test_x.py``), for projects
+    #: whose tests live beside their modules.
+    test_layout: str = "task"
+
+    @property
+    def packed(self) -> bool:
+        return bool(self.bundle or self.archive)
+
+
+def cache_root() -> Path:
+    """The folder holding unpacked starters and applied gold patches."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "verify-cli" / "repos"
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(hashlib.sha256(p).digest())
+    return h.hexdigest()[:32]
+
+
+def _make_read_only(folder: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(folder):
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o444)
+        os.chmod(dirpath, 0o555)
+
+
+def _publish(build: Path, final: Path) -> None:
+    """Move a finished build into place (another process may have won the race: keep theirs)."""
+    _make_read_only(build)
+    try:
+        os.rename(build, final)
+    except OSError:
+        if not final.is_dir():
+            raise
+        _make_writable(build)
+        shutil.rmtree(build, ignore_errors=True)
+
+
+def _make_writable(folder: Path) -> None:
+    for dirpath, _dirnames, _filenames in os.walk(folder):
+        os.chmod(dirpath, 0o755)
+
+
+def _extract_tar(data: bytes, dest: Path, source: str) -> None:
+    import io
+
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(dest, filter="data")
+    except (tarfile.TarError, OSError) as e:
+        raise TaskFormatError(source, f"cannot unpack the archive: {e}",
+                              hint="give a .tar, .tar.gz or .zip of the project tree") from None
+
+
+def _extract_zip(path: Path, dest: Path) -> None:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if unsafe_relative_path(info.filename.rstrip("/")) and not info.is_dir():
+                    raise TaskFormatError(str(path), f"archive member {info.filename!r} would escape the folder")
+            zf.extractall(dest)
+    except zipfile.BadZipFile as e:
+        raise TaskFormatError(str(path), f"cannot unpack the archive: {e}") from None
+
+
+def _git(args: list[str], cwd: Path | None = None, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+    env.pop("GIT_DIR", None)
+    env.pop("GIT_WORK_TREE", None)
+    if cwd is not None:
+        # git apply inside some repository's folder would take paths from that repository's top.
+        env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
+    return subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, env=env, check=False)
+
+
+def unpacked_starter(task_root: Path, spec: RepositorySpec) -> Path:
+    """The folder holding the starter tree of a bundle or archive (unpacked once, read-only)."""
+    task_file = str(task_root / "task.toml")
+    name = spec.bundle or spec.archive
+    source = task_root / name
+    if not source.is_file():
+        field = "bundle" if spec.bundle else "archive"
+        raise TaskFormatError(task_file, f"{name!r} is not a file of the task folder",
+                              pointer=f"/repository/{field}")
+    data = source.read_bytes()
+    key = _digest(data, spec.base_commit.encode(), b"bundle" if spec.bundle else b"archive")
+    final = cache_root() / "starters" / key
+    if final.is_dir():
+        return final
+    with _lock:
+        if final.is_dir():
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        build = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+        try:
+            if spec.bundle:
+                _unbundle(source, spec.base_commit, build, task_file)
+            elif source.name.endswith(".zip"):
+                _extract_zip(source, build)
+            else:
+                _extract_tar(data, build, str(source))
+            _publish(build, final)
+        except BaseException:
+            _make_writable(build)
+            shutil.rmtree(build, ignore_errors=True)
+            raise
+    return final
+
+
+def _unbundle(bundle: Path, commit: str, dest: Path, task_file: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="verify-bundle-") as tmp:
+        git_dir = Path(tmp) / "repo.git"
+        cloned = _git(["clone", "--bare", "--quiet", str(bundle.resolve()), str(git_dir)])
+        if cloned.returncode != 0:
+            raise TaskFormatError(str(bundle), "not a git bundle git can clone: "
+                                  + cloned.stderr.decode("utf-8", "replace").strip()[:300])
+        archived = _git(["--git-dir", str(git_dir), "archive", "--format=tar", f"{commit}^{{tree}}"])
+        if archived.returncode != 0:
+            raise TaskFormatError(task_file, f"base_commit {commit!r} is not in the bundle {bundle.name}",
+                                  pointer="/repository/base_commit",
+                                  hint="bundle the branch holding the commit: git bundle create repo.bundle --all")
+        _extract_tar(archived.stdout, dest, str(bundle))
+
+
+# --------------------------------------------------------------------------------------------
+# The gold patch
+
+_DIFF_GIT = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
+_PLUS = re.compile(r"^\+\+\+ (?:b/)?(\S+)")
+_MINUS = re.compile(r"^--- (?:a/)?(\S+)")
+
+
+@dataclass(frozen=True)
+class PatchFiles:
+    """The paths a unified diff touches: those it reads (old side) and writes (new side)."""
+
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    deletes: tuple[str, ...]
+
+
+def patch_files(patch: str) -> PatchFiles:
+    """The files a unified diff (``git diff`` or ``diff -u`` output) reads, writes and deletes."""
+    reads: list[str] = []
+    writes: list[str] = []
+    deletes: list[str] = []
+    old: str | None = None
+    for line in patch.splitlines():
+        if (m := _MINUS.match(line)) and not line.startswith("--- /dev/null"):
+            old = m.group(1)
+        elif line.startswith("--- /dev/null"):
+            old = None
+        elif line.startswith("+++ "):
+            if line.startswith("+++ /dev/null"):
+                if old is not None:
+                    deletes.append(old)
+                    reads.append(old)
+            elif m := _PLUS.match(line):
+                writes.append(m.group(1))
+                if old is not None:
+                    reads.append(old)
+            old = None
+    return PatchFiles(tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes)), tuple(dict.fromkeys(deletes)))
+
+
+class PatchError(ValueError):
+    """A unified diff that does not apply; the message names the file and the hunk."""
+
+
+def apply_patch(patch: bytes, files: dict[str, bytes]) -> dict[str, bytes]:
+    """The files ``patch`` writes, after applying it to ``files`` (path -> bytes; the starter
+    files it reads). All hunks apply or PatchError names the first that does not."""
+    touched = patch_files(patch.decode("utf-8", "replace"))
+    for rel in (*touched.reads, *touched.writes):
+        if why := unsafe_relative_path(rel):
+            raise PatchError(f"the patch names {rel!r}, which {why}")
+    with tempfile.TemporaryDirectory(prefix="verify-patch-") as tmp:
+        root = Path(tmp)
+        for rel in touched.reads:
+            if rel in files:
+                dest = root / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(files[rel])
+        (root / ".patch").write_bytes(patch)
+        # --check first: git apply would otherwise apply nothing yet say little about why.
+        checked = _git(["apply", "--check", "--verbose", "--whitespace=nowarn", ".patch"], cwd=root)
+        if checked.returncode != 0:
+            raise PatchError(_patch_failure(checked.stderr.decode("utf-8", "replace")))
+        applied = _git(["apply", "--whitespace=nowarn", ".patch"], cwd=root)
+        if applied.returncode != 0:
+            raise PatchError(_patch_failure(applied.stderr.decode("utf-8", "replace")))
+        return {rel: (root / rel).read_bytes() for rel in touched.writes if (root / rel).is_file()}
+
+
+def _patch_failure(stderr: str) -> str:
+    """git apply's own words for the first hunk or file that failed."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    hunk = next((ln for ln in lines if ln.startswith("error: patch failed:")), None)
+    other = next((ln for ln in lines if ln.startswith("error:") and ln != hunk), None)
+    parts = [p.removeprefix("error: ") for p in (hunk, other) if p]
+    detail = next((ln for ln in lines if ln.startswith("Checking patch")), "")
+    return "; ".join(parts) or detail or stderr.strip()[:300] or "git apply refused the patch"
+
+
+def applied_solution(task_root: Path, starter: dict[str, Path]) -> Path:
+    """The folder of the files ``solution.patch`` writes, applied to ``starter`` (cached)."""
+    patch_path = task_root / SOLUTION_PATCH
+    patch = patch_path.read_bytes()
+    touched = patch_files(patch.decode("utf-8", "replace"))
+    if touched.deletes:
+        raise TaskFormatError(str(patch_path), f"the gold patch deletes {touched.deletes[0]!r}; a reference "
+                              "overlays files on the starter and cannot delete one",
+                              hint="leave the file in place (empty it) or move the deletion out of the patch")
+    inputs = {rel: starter[rel].read_bytes() for rel in touched.reads if rel in starter}
+    key = _digest(patch, *(rel.encode() + b"\0" + data for rel, data in sorted(inputs.items())))
+    final = cache_root() / "solutions" / key
+    if final.is_dir():
+        return final
+    try:
+        out = apply_patch(patch, inputs)
+    except PatchError as e:
+        raise TaskFormatError(str(patch_path), f"the gold patch does not apply to the starter: {e}",
+                              hint="regenerate it with 'git diff' against the starter's base tree") from None
+    with _lock:
+        if final.is_dir():
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        build = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+        for rel, data in out.items():
+            dest = build / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+        _publish(build, final)
+    return final
+
+
+def read_test_ids(path: Path) -> tuple[str, ...]:
+    """Test ids from a list file: one per line; blank lines and ``#`` comments skipped."""
+    ids = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            ids.append(line)
+    return tuple(ids)
+
+
+def repository_files(folder: Path) -> dict[str, Path]:
+    """The files of an unpacked starter (``list_files`` without git's own folder)."""
+    return {rel: p for rel, p in list_files(folder).items() if not rel.startswith(".git/")}
