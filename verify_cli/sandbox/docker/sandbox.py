@@ -57,9 +57,12 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import IO, Any, ClassVar
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from verify_cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
 from verify_cli.sandbox.base import (
     Availability,
     Limits,
@@ -280,8 +283,29 @@ class DockerSandbox(DockerExecs, Sandbox):
             for image in images:
                 self._pool.replenish(Shape.of(image, limits or Limits()))
 
+    def sessions_unavailable(self) -> str | None:
+        return None
+
+    def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
+                     env: Mapping[str, str] | None = None, image: str | None = None,
+                     labels: Mapping[str, str] | None = None) -> Session:
+        """A session in a container of ``image`` of its own (:mod:`verify_cli.sandbox.sessions.docker`)."""
+        from verify_cli.sandbox.sessions.base import SessionLimits as _Limits
+        from verify_cli.sandbox.sessions.docker import DockerSessions
+
+        if not image:
+            raise UsageError("a docker session needs an image", hint="pass image=...")
+        with self._digest_lock:
+            sessions = self.__dict__.get("_sessions")
+            if sessions is None:
+                sessions = self.__dict__["_sessions"] = DockerSessions(self)
+        return sessions.open(workspace, limits or _Limits(), env, image, labels)
+
     def close(self) -> None:
         """Remove the pools' containers and wait for the removal of every used one."""
+        sessions = self.__dict__.pop("_sessions", None)
+        if sessions is not None:
+            sessions.close()
         if self._nodes is not None:
             self._nodes.close()
         if self._pool is not None:
