@@ -17,10 +17,6 @@ PACKAGE = ROOT / "verify_cli"
 KIND_OWNERS = ("verify_cli/kinds/", "verify_cli/tasks/loader.py")
 #: Where backend names may be compared: the sandbox backends (each its own module and registry).
 BACKEND_OWNERS = ("verify_cli/sandbox/",)
-#: TEMPORARY: the backend-name branches helper 'config' removes on its branch (the coordinator
-#: drops this allowance at merge).
-BACKEND_ALLOWANCE = ("verify_cli/cli/check_tasks.py", "verify_cli/cli/doctor.py",
-                     "verify_cli/sandbox/conformance.py", "verify_cli/rollout/loop.py")
 BACKENDS = {"docker", "bwrap", "process"}
 
 
@@ -93,7 +89,7 @@ def test_no_kind_named_by_value_outside_the_kinds() -> None:
 
 def test_no_backend_name_branch_outside_the_backends() -> None:
     found = _findings(BACKEND_OWNERS, _names_backend, scripts=False)  # benchmarks pick backends by name
-    assert [f for f in found if not f.startswith(BACKEND_ALLOWANCE)] == []
+    assert found == []
 
 
 def test_the_scan_finds_what_it_looks_for() -> None:
