@@ -14,11 +14,7 @@ SANDBOX_OWNERS = {"docker": ("sandbox/docker/", "harness/docker_"), "bwrap": ("s
 MODEL_OWNERS = {"hf": ("models/hf.py",), "vllm": ("models/vllm_backend.py",),
                 "openai": ("models/openai_backend.py",), "replay": ("models/replay.py",)}
 #: Branches known to remain, each with the reason; the list only shrinks.
-KNOWN = {
-    # --update grpo needs the torch model: in process (hf) or loaded from the folder (vllm);
-    # rollout/ is being rebuilt as the sample pipeline, which will ask the backend instead.
-    ("rollout/policy.py", "hf"), ("rollout/policy.py", "vllm"),
-}
+KNOWN: set[tuple[str, str]] = set()
 
 
 def _branches(names: dict[str, tuple[str, ...]]) -> list[str]:

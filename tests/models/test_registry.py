@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from verify_cli.errors import UsageError
@@ -98,3 +100,12 @@ def test_a_second_class_under_a_taken_name_is_refused() -> None:
 
     with pytest.raises(DuplicateNameError):
         register_model_backend("replay")(type("Other", (model_backend_class("replay"),), {}))
+
+
+def test_a_backend_without_a_trainable_model_says_so_for_grpo(tmp_path: Path) -> None:
+    """--update grpo asks the backend for the module to train; replay has none (UsageError, exit 2)."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"task_id": "t", "completion": "x"}\n')
+    backend = create_model_backend("replay", model=str(rows))
+    with pytest.raises(UsageError, match="cannot update the 'replay' backend's model"):
+        backend.trainable_model(None)

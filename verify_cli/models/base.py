@@ -152,6 +152,16 @@ class ModelBackend(ABC):
                 for completion in completions:
                     yield start + offset, completion
 
+    def trainable_model(self, model_path: Any = None) -> Any:
+        """The torch module ``train --update grpo`` trains for this backend (its own, or one loaded
+        from ``model_path``). Default: this backend's model cannot be updated (UsageError)."""
+        raise UsageError(f"--update grpo cannot update the {self.name!r} backend's model",
+                         hint="use --backend hf (in process) or vllm, or --update none and train elsewhere")
+
+    def push_weights(self, model: Any) -> None:  # noqa: B027 - a hook that does nothing by default
+        """Generate with ``model``'s current weights from now on (after each update and restore).
+        Default: nothing to do (the backend generates with ``model`` itself)."""
+
     def close(self) -> None:  # noqa: B027 - a lifecycle hook that does nothing by default
         """Release what the backend holds (GPU memory, connections)."""
 

@@ -74,6 +74,13 @@ class HFBackend(ModelBackend):
     def model_id(self) -> str:
         return str(self.path.resolve())
 
+    def trainable_model(self, model_path: Any = None) -> Any:
+        """The module it generates with: GRPO updates it in place."""
+        return self.model
+
+    def push_weights(self, model: Any) -> None:
+        model.eval()  # the same module the backend generates with
+
     def load_weights(self, state_dict: Mapping[str, Any]) -> None:
         """Copy new weights into the served model in place (names as in ``model.state_dict()``)."""
         self.model.load_state_dict(dict(state_dict), strict=True)

@@ -9,11 +9,12 @@ gpu_memory_utilization=...)``, ``LLM.generate(prompts, sampling_params)`` with o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from verify_cli.backend_config import BackendConfig
+from verify_cli.errors import UsageError
 from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams, prompt_seed
 from verify_cli.models.registry import register_model_backend
 
@@ -89,6 +90,24 @@ class VLLMConfig(BackendConfig):
         return None
 
 
+def vllm_load_weights(llm: Any, named_tensors: Iterable[tuple[str, Any]]) -> None:
+    """Load new weights into a running ``vllm.LLM`` in place (every worker, tensor-parallel too).
+
+    Uses ``LLM.collective_rpc`` with a function run in each worker, which calls the model's own
+    ``load_weights`` (the loader that maps Hugging Face names onto vLLM's fused layers). Tensors
+    go as CPU tensors; the worker moves them to its device.
+    """
+    weights = [(name, t.detach().to("cpu")) for name, t in named_tensors]
+
+    def _load(worker: Any, batch: list[tuple[str, Any]]) -> None:
+        worker.model_runner.model.load_weights(weights=batch)
+
+    llm.collective_rpc(_load, args=(weights,))
+    reset = getattr(llm, "reset_prefix_cache", None)
+    if callable(reset):
+        reset()  # cached KV blocks were computed with the old weights
+
+
 @register_model_backend("vllm")
 class VLLMBackend(ModelBackend):
     """``model`` is a local folder (or a name vLLM can resolve offline)."""
@@ -141,6 +160,21 @@ class VLLMBackend(ModelBackend):
             for offset, completions in enumerate(chunk):
                 for completion in completions:
                     yield start + offset, completion
+
+    def trainable_model(self, model_path: Any = None) -> Any:
+        """A trainable copy loaded from the model folder (vLLM's own weights are not a torch module
+        the trainer can step); :meth:`push_weights` loads its weights back into the engine."""
+        if model_path is None:
+            raise UsageError("--update grpo with vllm needs the model folder to train from")
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        trained: Any = AutoModelForCausalLM.from_pretrained(model_path)
+        return trained.to(device)
+
+    def push_weights(self, model: Any) -> None:
+        vllm_load_weights(self.llm, model.named_parameters())
 
     def close(self) -> None:
         self.llm = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -26,24 +26,6 @@ CHECKPOINTS_DIR = "checkpoints"
 
 def _checkpoint_name(step: int) -> str:
     return f"step-{step:06d}"
-
-
-def vllm_load_weights(llm: Any, named_tensors: Iterable[tuple[str, Any]]) -> None:
-    """Load new weights into a running ``vllm.LLM`` in place (every worker, tensor-parallel too).
-
-    Uses ``LLM.collective_rpc`` with a function run in each worker, which calls the model's own
-    ``load_weights`` (the loader that maps Hugging Face names onto vLLM's fused layers). Tensors
-    go as CPU tensors; the worker moves them to its device.
-    """
-    weights = [(name, t.detach().to("cpu")) for name, t in named_tensors]
-
-    def _load(worker: Any, batch: list[tuple[str, Any]]) -> None:
-        worker.model_runner.model.load_weights(weights=batch)
-
-    llm.collective_rpc(_load, args=(weights,))
-    reset = getattr(llm, "reset_prefix_cache", None)
-    if callable(reset):
-        reset()  # cached KV blocks were computed with the old weights
 
 
 class PolicyUpdater:
@@ -60,31 +42,14 @@ class PolicyUpdater:
         self.backend = backend
         self.run_dir = run_dir
         self.config = config
-        self.in_process = backend.name == "hf"
-        if self.in_process:
-            self.model = backend.model  # type: ignore[attr-defined]
-        elif backend.name == "vllm":
-            if model_path is None:
-                raise UsageError("--update grpo with vllm needs the model folder to train from")
-            import torch as _torch
-            from transformers import AutoModelForCausalLM
-            device = _torch.device("cuda" if _torch.cuda.is_available() else "cpu")
-            trained: Any = AutoModelForCausalLM.from_pretrained(model_path)
-            self.model = trained.to(device)
-        else:
-            raise UsageError(f"--update grpo cannot update the {backend.name!r} backend's model",
-                             hint="use --backend hf (in process) or vllm, or --update none and train elsewhere")
+        # The backend says what is trained (its own module, or one loaded from the folder) and
+        # how its generation picks the new weights up (ModelBackend.trainable_model/push_weights).
+        self.model = backend.trainable_model(model_path)
         self.trainer = GRPOTrainer(self.model, config)
 
     def _push(self) -> None:
         """The backend generates with the current weights from now on."""
-        if self.in_process:
-            self.model.eval()  # the same module the backend generates with
-            return
-        llm = getattr(self.backend, "llm", None)
-        if llm is None:
-            raise UsageError("the vllm backend does not expose its engine (.llm) for weight updates")
-        vllm_load_weights(llm, self.model.named_parameters())
+        self.backend.push_weights(self.model)
 
     def update(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """One GRPO step on the unmasked rows with a non-zero advantage; returns its statistics."""
