@@ -16,6 +16,7 @@ nearest built-in base.
 from __future__ import annotations
 
 import builtins
+import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -29,7 +30,9 @@ from typing import Any
 
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
 
+import verify_codecs
 from verify_peer import ChannelClosed, Peer, RemoteError
+from verify_process_state import TestsState, emit_records
 from verify_wire import WireError
 
 CHANNEL_ENV = "VERIFY_CHANNEL"
@@ -39,8 +42,13 @@ CONNECT_SECONDS = 20.0
 #: has run by then, so that is the infrastructure's fault (the grader reports infra_error).
 NO_CANDIDATE_FILE = "verify-no-candidate-process.txt"
 #: Dunders the candidate may call on objects the tests passed in (besides public names).
-SERVED_DUNDERS = {"__call__", "__len__", "__iter__", "__next__", "__getitem__", "__contains__",
-                  "__str__", "__repr__"}
+SERVED_DUNDERS: dict[str, Any] = {
+    "__call__": None, "__len__": len, "__iter__": iter, "__next__": next,
+    "__getitem__": lambda obj, key: obj[key], "__contains__": lambda obj, item: item in obj,
+    "__str__": str, "__repr__": repr, "__bool__": bool}
+#: Objects of the test process whose attributes the candidate may never read or call, even when
+#: the tests hand them over: modules, the environment, and the harness's and pytest's objects.
+PRIVATE_MODULES = ("verify_", "_pytest", "pytest", "pluggy", "os", "sys", "importlib")
 #: Opt-in (audit's mutation runs): every message crossing between the tests and the candidate is
 #: appended, as sent, to ``$VERIFY_RESULTS_DIR/verify-call-trace.jsonl`` (checks/audit/observed.py).
 TRACE_ENV = "VERIFY_TRACE_CALLS"
@@ -61,6 +69,8 @@ class _Channel:
         self.path = os.environ.get(CHANNEL_ENV, "")
         self.peer: Peer | None = None
         self.remotes: dict[int, Any] = {}
+        # The baseline of the process state the tests may change (before any test runs).
+        self.state = TestsState(lambda obj: self.get().handle_for(obj)) if self.path else None
 
     def get(self) -> Peer:
         if self.peer is not None:
@@ -83,17 +93,26 @@ class _Channel:
                 time.sleep(pause)
                 pause = min(pause * 1.5, 0.001 if time.monotonic() - started < 1.0 else 0.05)
         self.peer = Peer(sock, "trusted", describe=_describe_trusted, make_remote=self.remote,
-                         dispatch=_serve_candidate, on_answer=_echo_output, remote_ref=_candidate_ref)
+                         dispatch=_serve_candidate, on_answer=_echo_output, remote_ref=_candidate_ref,
+                         request_extras=self.state.fields if self.state is not None else None,
+                         share_containers=True)
         return self.peer
 
     def remote(self, desc: dict[str, Any]) -> Any:
+        """The stand-in for a candidate object: one per handle, so ``is`` holds as in-process
+        (an object's descriptor, whose fields are a snapshot, is refreshed each time it crosses)."""
         kind = desc.get("kind")
         if kind == "exception_class":
-            return standin_exception(desc["module"], desc["type"], desc.get("bases", []))
+            return standin_exception(desc["module"], desc["type"], desc.get("bases", []),
+                                     desc.get("classes"))
         hid = desc["$handle"]
         known = self.remotes.get(hid)
-        if known is not None and kind in ("class", "module", "callable"):
+        if known is not None:
+            if isinstance(known, CandidateObject) and desc.get("kind"):
+                object.__setattr__(known, "_desc", desc)
             return known
+        if not kind:
+            raise WireError(f"a reference to candidate object {hid}, which never crossed")
         if kind == "class":
             made: Any = _class_proxy(desc)
         elif kind == "module":
@@ -103,8 +122,18 @@ class _Channel:
             made.__dict__["_verify_desc"] = made.__dict__.get("_verify_desc") or desc
         elif kind == "namedtuple":
             made = CandidateNamedTuple(desc)
+        elif kind == "generator":
+            made = _generator(CandidateObject(desc))
+        elif kind == "coroutine":
+            made = _coroutine(CandidateObject(desc))
+        elif kind == "async_iterator":
+            made = _async_generator(CandidateObject(desc))
+        elif kind == "callable" and desc.get("async"):
+            made = _coroutine_function(CandidateObject(desc))
         else:
-            made = CandidateObject(desc)
+            cls = desc.get("class")
+            made = object.__new__(cls if isinstance(cls, _CandidateClassMeta) else CandidateObject)
+            object.__setattr__(made, "_desc", desc)
         self.remotes[hid] = made
         return made
 
@@ -149,8 +178,19 @@ def _mark_infrastructure_fault(message: str) -> None:
 
 
 def _echo_output(msg: dict[str, Any]) -> None:
-    """What candidate code printed during a call, into this process's (captured) streams."""
+    """What candidate code printed during a call, into this process's (captured) streams; the
+    records it logged, into this process's loggers; ``random``'s state, once in step."""
     TRACER.record("answer", msg)
+    if "logs" in msg:
+        emit_records(msg["logs"])
+    if "random" in msg and CHANNEL.state is not None:
+        value = msg["random"]
+        try:
+            if type(value) is list and len(value) == 3 and type(value[2]) is dict:
+                value = [value[0], value[1], CHANNEL.get().decode(value[2])]
+            CHANNEL.state.random_from_candidate(value)
+        except (ValueError, WireError, TypeError):
+            pass
     out, err = msg.get("stdout"), msg.get("stderr")
     if type(out) is str and out:
         sys.stdout.write(out)
@@ -161,40 +201,82 @@ def _echo_output(msg: dict[str, Any]) -> None:
 def _candidate_ref(obj: Any) -> dict[str, Any] | None:
     """A stand-in of a candidate object goes back as that object."""
     if isinstance(obj, CandidateObject):
-        return _ref(object.__getattribute__(obj, "_desc"))
-    if isinstance(obj, (CandidateNamedTuple, _CandidateClassMeta)):
+        try:
+            return _ref(object.__getattribute__(obj, "_desc"))
+        except AttributeError:  # a test subclass's object, before its candidate half exists
+            return None
+    if isinstance(obj, _CandidateClassMeta):
+        return _ref(obj._verify_class_desc)
+    if isinstance(obj, CandidateNamedTuple):
         return _ref(obj._desc)
     if isinstance(obj, CandidateModule) and isinstance(obj.__dict__.get("_verify_desc"), dict):
         return _ref(obj.__dict__["_verify_desc"])
+    if isinstance(obj, types.FunctionType):
+        proxied = getattr(obj, "_verify_proxied", None)
+        if isinstance(proxied, CandidateObject):
+            return _candidate_ref(proxied)
     return None
 
 
+_TRUSTED_METHODS: dict[type, list[str]] = {}
+
+
 def _describe_trusted(obj: Any) -> dict[str, Any]:
-    # Nothing of the object's state crosses: the candidate may only call what it was given.
-    return {"kind": "callable" if callable(obj) else "object", "type": type(obj).__name__,
-            "module": "trusted"}
+    # Nothing of the object's state crosses: the candidate may only use what it was given.
+    cls = type(obj)
+    desc: dict[str, Any] = {"type": cls.__name__, "module": "trusted"}
+    if hasattr(cls, "__next__") and hasattr(cls, "__iter__"):
+        desc["kind"] = "iterator"
+    elif callable(obj) and (isinstance(obj, type) or not hasattr(obj, "__dict__")
+                            or isinstance(obj, types.FunctionType)):
+        desc["kind"] = "callable"
+    else:
+        desc["kind"] = "callable" if callable(obj) else "object"
+        methods = _TRUSTED_METHODS.get(cls)
+        if methods is None:
+            methods = [n for n in dir(cls) if (not n.startswith("_") or n in SERVED_DUNDERS)
+                       and callable(getattr(cls, n, None))]
+            _TRUSTED_METHODS[cls] = methods
+        desc["methods"] = methods
+    return desc
+
+
+def _private(obj: Any) -> bool:
+    """Whether the candidate is refused everything of ``obj`` but calling what it was handed."""
+    if isinstance(obj, types.ModuleType) or obj is os.environ:
+        return True
+    module = str(getattr(type(obj), "__module__", "") or "")
+    return module.split(".")[0].startswith(PRIVATE_MODULES)
 
 
 def _serve_candidate(op: str, msg: dict[str, Any]) -> Any:
-    """Requests from the candidate: it may call what the tests handed it, nothing else."""
+    """Requests from the candidate: it may call what the tests handed it and read its public
+    attributes, nothing else."""
     peer = CHANNEL.get()
     TRACER.record("served", msg)
     if op == "release":
         ids = msg.get("handles", [])
         peer.release([i for i in ids if type(i) is int] if type(ids) is list else [])
         return None
-    if op not in ("call", "method"):
+    if op not in ("call", "method", "getattr"):
         raise PermissionError(f"the candidate may not {op!r} in the test process")
     target = peer.decode(msg.get("target"))
+    name = str(msg.get("name"))
+    if op == "getattr":
+        if name.startswith("_") or _private(target) or isinstance(target, BaseException):
+            raise PermissionError(f"the candidate may not read {name} in the test process")
+        return getattr(target, name)
     args = peer.decode(msg.get("args", []))
     kwargs = peer.decode(msg.get("kwargs", {"$dict": []}))
     if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
         raise WireError("args must be a list and kwargs a dict with str keys")
     if op == "call":
         return target(*args, **kwargs)
-    name = str(msg.get("name"))
-    if name.startswith("_") and name not in SERVED_DUNDERS:
+    if (name.startswith("_") and name not in SERVED_DUNDERS) or (_private(target) and name != "__call__"):
         raise PermissionError(f"the candidate may not call {name} in the test process")
+    builtin = SERVED_DUNDERS.get(name)
+    if builtin is not None and not kwargs:
+        return builtin(target, *args)
     return getattr(target, name)(*args, **kwargs)
 
 
@@ -214,8 +296,7 @@ def _call(op: str, ref: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str,
           **fields: Any) -> Any:
     peer = CHANNEL.get()
     try:
-        encoded = {"args": peer.encode(list(args)),
-                   "kwargs": peer.encode(kwargs) if kwargs else {"$dict": []}}
+        encoded = peer.encode_call(args, kwargs)
     except WireError as e:
         raise TypeError(f"cannot pass this to the candidate: {e}") from None
     return _cross(op, target=ref, **encoded, **fields)
@@ -226,26 +307,88 @@ def _call(op: str, ref: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str,
 
 _STANDINS: dict[tuple[str, str], type[BaseException]] = {}
 _SUBSTITUTES = {"KeyboardInterrupt", "GeneratorExit"}  # never abort the test session
+#: Standard-library modules whose exception classes a candidate's error arrives as (the real
+#: class: ``pytest.raises(json.JSONDecodeError)`` matches). Not unittest (SkipTest would skip),
+#: not bdb, nothing of pytest's or the harness's.
+STDLIB_ERROR_MODULES = frozenset({
+    "dataclasses", "json", "json.decoder", "subprocess", "asyncio", "asyncio.exceptions",
+    "concurrent.futures", "concurrent.futures._base", "queue", "_queue", "decimal", "re", "csv",
+    "_csv", "configparser", "zipfile", "tomllib", "socket", "shutil", "http.client", "urllib.error",
+    "email.errors", "pickle", "_pickle", "struct", "zlib", "binascii", "tarfile", "xml.etree.ElementTree",
+    "xml.parsers.expat", "pyexpat", "sqlite3", "locale", "calendar", "statistics", "argparse", "getopt",
+    "copy", "ipaddress", "graphlib", "gzip", "lzma", "bz2", "io", "_io", "enum", "string", "shlex",
+    "datetime", "zoneinfo", "base64", "codecs", "ast", "inspect", "fractions", "numbers", "functools",
+    "itertools", "operator", "collections", "heapq", "bisect", "math", "random", "time", "threading",
+    "select", "signal", "ssl", "errno", "array", "uuid", "hashlib", "hmac", "secrets", "textwrap",
+    "difflib", "pprint", "reprlib", "contextlib", "typing", "types", "weakref", "abc", "warnings",
+    "logging", "tempfile", "glob", "fnmatch", "pathlib", "os", "stat", "filecmp", "netrc", "plistlib",
+    "mimetypes", "html.parser", "urllib.parse", "wave", "colorsys", "sched", "selectors",
+})
 
 
-def standin_exception(module: str, name: str, bases: list[str]) -> type[BaseException]:
-    """The stand-in class for the candidate's exception class ``module.name`` (cached)."""
+def _stdlib_error_class(module: str, name: str) -> type[BaseException] | None:
+    if module not in STDLIB_ERROR_MODULES or "." in name:
+        return None
+    found = getattr(sys.modules.get(module), name, None)
+    if found is None:
+        try:
+            found = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            return None
+    if isinstance(found, type) and issubclass(found, Exception):
+        return found
+    return None
+
+
+def standin_exception(module: str, name: str, bases: list[str],
+                      classes: list[Any] | None = None) -> type[BaseException]:
+    """The class the candidate's exception class ``module.name`` is here (cached): the real
+    class of a standard-library module, else a stand-in whose bases are the stand-ins of the
+    candidate's base classes (``classes``: ``[module, qualname, [direct bases]]`` along the
+    MRO) and the built-in ones, so ``pytest.raises(mod.BaseError)`` matches a subclass."""
+    real = _stdlib_error_class(module, name)
+    if real is not None:
+        return real
     key = (module, name)
     cls = _STANDINS.get(key)
-    if cls is None:
-        base: type[BaseException] = Exception
+    if cls is not None:
+        return cls
+    by_name = {f"{c[0]}.{c[1]}": c for c in classes or ()
+               if type(c) is list and len(c) == 3 and type(c[0]) is str and type(c[1]) is str
+               and type(c[2]) is list}
+    parents: list[type] = []
+    own = by_name.get(f"{module}.{name}")
+    for base in (own[2] if own else []):
+        if type(base) is not str:
+            continue
+        found = getattr(builtins, base, None)
+        if isinstance(found, type) and issubclass(found, BaseException):
+            if issubclass(found, Exception) and found not in parents:
+                parents.append(found)
+            continue
+        parent = by_name.get(base)
+        if parent is not None and parent is not own:
+            made = standin_exception(parent[0], parent[1], bases, classes)
+            if made not in parents:
+                parents.append(made)
+    if not parents:
+        base_cls: type[BaseException] = Exception
         for b in bases:
             found = getattr(builtins, b, None)
             if isinstance(found, type) and issubclass(found, Exception):
-                base = found
+                base_cls = found
                 break
+        parents = [base_cls]
 
-        def __str__(self: BaseException) -> str:
-            return str(getattr(self, "_verify_message", BaseException.__str__(self)))
+    def __str__(self: BaseException) -> str:
+        return str(getattr(self, "_verify_message", BaseException.__str__(self)))
 
-        cls = type(name.rsplit(".", 1)[-1], (base,), {"__module__": module, "__qualname__": name,
-                                                      "__str__": __str__})
-        _STANDINS[key] = cls
+    namespace = {"__module__": module, "__qualname__": name, "__str__": __str__}
+    try:
+        cls = type(name.rsplit(".", 1)[-1], tuple(parents), namespace)
+    except TypeError:  # an MRO the stand-ins cannot have: the first base alone
+        cls = type(name.rsplit(".", 1)[-1], (parents[0],), namespace)
+    _STANDINS[key] = cls
     return cls
 
 
@@ -254,21 +397,49 @@ def rebuild_exception(payload: dict[str, Any]) -> BaseException:
     module = str(payload.get("module", ""))
     bases = [str(b) for b in payload.get("bases", []) if type(b) is str]
     message = str(payload.get("message", ""))
+    peer = CHANNEL.get()
+    value = payload.get("value")
+    if type(value) is dict and value.get("owner") == "trusted" and type(value.get("$handle")) is int:
+        try:  # the test's own exception, let through by the candidate: the very same object
+            own = peer.owned(value["$handle"])
+        except WireError:
+            own = None
+        if isinstance(own, BaseException):
+            return own
     try:
-        args = [CHANNEL.get().decode(a) for a in payload.get("args", [])]
+        args = [peer.decode(a) for a in payload.get("args", [])]
     except (WireError, ChannelClosed):
         args = [message]
     builtin = getattr(builtins, name, None)
     if module == "builtins" and isinstance(builtin, type) and issubclass(builtin, BaseException) \
             and name not in _SUBSTITUTES:
         try:
-            return _with_trace(builtin(*args), payload)
+            return _with_fields(_with_trace(builtin(*args), payload), payload)
         except Exception:
-            return _with_trace(builtin(message), payload)
-    cls = standin_exception(module, name, bases)
-    exc = cls(*args)
-    exc._verify_message = message  # type: ignore[attr-defined]
-    return _with_trace(exc, payload)
+            return _with_fields(_with_trace(builtin(message), payload), payload)
+    classes = payload.get("classes") if type(payload.get("classes")) is list else None
+    cls = standin_exception(module, name, bases, classes)
+    if cls in _STANDINS.values():
+        exc = cls(*args)
+        exc._verify_message = message  # type: ignore[attr-defined]
+    else:  # a standard-library class: built without its __init__ (its args and fields are data)
+        exc = cls.__new__(cls)
+        exc.args = tuple(args)
+    return _with_fields(_with_trace(exc, payload), payload)
+
+
+def _with_fields(exc: BaseException, payload: dict[str, Any]) -> BaseException:
+    """The candidate exception's attributes (``e.line``), by value or as handles."""
+    fields = payload.get("fields")
+    if type(fields) is dict:
+        peer = CHANNEL.get()
+        for key, data in fields.items():
+            if type(key) is str and not key.startswith("_"):
+                try:
+                    setattr(exc, key, peer.decode(data))
+                except (WireError, AttributeError, TypeError):
+                    continue
+    return exc
 
 
 def _with_trace(exc: BaseException, payload: dict[str, Any]) -> BaseException:
@@ -302,6 +473,10 @@ def _value_hash(desc: dict[str, Any]) -> int:
     return hash((desc["module"], desc["type"], tuple(sorted(desc["fields"].items()))))
 
 
+def _desc_of(obj: Any) -> dict[str, Any]:
+    return object.__getattribute__(obj, "_desc")  # type: ignore[no-any-return]
+
+
 class CandidateObject:
     """An object (or callable, or iterator) that lives in the candidate process."""
 
@@ -311,32 +486,45 @@ class CandidateObject:
         object.__setattr__(self, "_desc", desc)
 
     def __getattr__(self, name: str) -> Any:
-        desc = object.__getattribute__(self, "_desc")
+        desc = _desc_of(self)
+        if name.startswith("__") and name.endswith("__"):  # protocol lookups never cross
+            raise AttributeError(name)
         if name in desc.get("methods", ()):
             return _BoundMethod(desc, name)
         return _cross("getattr", target=_ref(desc), name=name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         peer = CHANNEL.get()
-        _cross("setattr", target=_ref(self._desc), name=name, value=peer.encode(value))
+        _cross("setattr", target=_ref(_desc_of(self)), name=name, value=peer.encode(value))
+
+    def __delattr__(self, name: str) -> None:
+        _cross("delattr", target=_ref(_desc_of(self)), name=name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _call("call", _ref(self._desc), args, kwargs)
+        return _call("call", _ref(_desc_of(self)), args, kwargs)
 
     def _method(self, name: str, *args: Any) -> Any:
-        return _call("method", _ref(self._desc), args, {}, name=name)
+        return _call("method", _ref(_desc_of(self)), args, {}, name=name)
 
     # Never cross: answered from the descriptor.
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, CandidateObject) and _same_value(self._desc, other._desc)
+        return isinstance(other, CandidateObject) and _same_value(_desc_of(self), _desc_of(other))
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
 
     def __hash__(self) -> int:
-        return _value_hash(self._desc)
+        return _value_hash(_desc_of(self))
 
     def __bool__(self) -> bool:
+        # Decided in the candidate's process (its __bool__ or __len__ runs there); the answer
+        # must be a plain bool, and an object without either is true, as in-process.
+        methods = _desc_of(self).get("methods", ())
+        if "__bool__" in methods or "__len__" in methods:
+            answer = self._method("__bool__")
+            if type(answer) is not bool:
+                raise TypeError("__bool__ should return bool")
+            return answer
         return True
 
     # Cross as method calls.
@@ -345,7 +533,7 @@ class CandidateObject:
             text = self._method("__repr__")
         except Exception:
             text = None
-        return text if type(text) is str else f"<candidate {self._desc.get('type')}>"
+        return text if type(text) is str else f"<candidate {_desc_of(self).get('type')}>"
 
     def __str__(self) -> str:
         text = self._method("__str__")
@@ -360,12 +548,15 @@ class CandidateObject:
         return n
 
     def __iter__(self) -> Any:
-        if self._desc.get("kind") == "iterator":
+        if _desc_of(self).get("kind") == "iterator":
             return self
         return self._method("__iter__")
 
     def __next__(self) -> Any:
         return self._method("__next__")
+
+    def __reversed__(self) -> Any:
+        return self._method("__reversed__")
 
     def __getitem__(self, key: Any) -> Any:
         return self._method("__getitem__", key)
@@ -382,8 +573,25 @@ class CandidateObject:
     def __enter__(self) -> Any:
         return self._method("__enter__")
 
-    def __exit__(self, *exc: Any) -> Any:
-        return self._method("__exit__", None, None, None)
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        """The candidate's ``__exit__`` runs in its process and sees the exception (rebuilt
+        there); its wish to suppress it is honoured except for a failed assertion or
+        anything that is not an ``Exception`` (pytest's outcomes): those always propagate."""
+        error = None
+        if exc is not None:
+            error = CHANNEL.get().error_payload(exc)
+        suppress = _cross("exit", target=_ref(_desc_of(self)), error=error)
+        return (suppress is True and isinstance(exc, Exception)
+                and not isinstance(exc, AssertionError))
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (_unpickle, (self._method("__verify_pickle__"),))
+
+    def __copy__(self) -> Any:
+        return self._method("__copy__")
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self._method("__deepcopy__")
 
     def __lt__(self, other: Any) -> Any:
         return self._method("__lt__", other)
@@ -403,6 +611,42 @@ class CandidateObject:
     def __sub__(self, other: Any) -> Any:
         return self._method("__sub__", other)
 
+    def __mul__(self, other: Any) -> Any:
+        return self._method("__mul__", other)
+
+    def __truediv__(self, other: Any) -> Any:
+        return self._method("__truediv__", other)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return self._method("__floordiv__", other)
+
+    def __mod__(self, other: Any) -> Any:
+        return self._method("__mod__", other)
+
+    def __neg__(self) -> Any:
+        return self._method("__neg__")
+
+    def __abs__(self) -> Any:
+        return self._method("__abs__")
+
+    def __int__(self) -> int:
+        n = self._method("__int__")
+        if type(n) is not int:
+            raise TypeError("__int__ returned a non-int")
+        return n
+
+    def __float__(self) -> float:
+        n = self._method("__float__")
+        if type(n) is not float:
+            raise TypeError("__float__ returned a non-float")
+        return n
+
+    def __index__(self) -> int:
+        n = self._method("__index__")
+        if type(n) is not int:
+            raise TypeError("__index__ returned a non-int")
+        return n
+
 
 class _BoundMethod:
     __slots__ = ("desc", "name")
@@ -416,6 +660,75 @@ class _BoundMethod:
 
     def __repr__(self) -> str:
         return f"<candidate method {self.desc.get('type')}.{self.name}>"
+
+
+def _generator(obj: CandidateObject) -> Any:
+    """A candidate generator as a generator here (``inspect.isgenerator``), lazy: each item
+    is one ``__next__`` (``send`` and ``close`` go through too)."""
+
+    def gen() -> Any:
+        sent = None
+        try:
+            while True:
+                try:
+                    item = obj._method("__next__") if sent is None else _call(
+                        "method", _ref(_desc_of(obj)), (sent,), {}, name="send")
+                except StopIteration as stop:
+                    return stop.value
+                sent = yield item
+        except GeneratorExit:
+            try:
+                _call("method", _ref(_desc_of(obj)), (), {}, name="close")
+            except Exception:
+                pass
+            raise
+
+    made = gen()
+    return made
+
+
+def _coroutine(obj: CandidateObject) -> Any:
+    """A candidate coroutine as a coroutine here, for the test's event loop: awaiting it runs
+    the candidate's coroutine to its end in the candidate's process, on its own loop."""
+
+    async def run() -> Any:
+        return _cross("await", target=_ref(_desc_of(obj)))
+
+    return run()
+
+
+def _coroutine_function(obj: CandidateObject) -> Any:
+    """A candidate ``async def`` function as one here (``inspect.iscoroutinefunction``)."""
+    desc = _desc_of(obj)
+
+    async def function(*args: Any, **kwargs: Any) -> Any:
+        coroutine = _call("call", _ref(desc), args, kwargs)
+        if isinstance(coroutine, types.CoroutineType):
+            return await coroutine
+        return coroutine
+
+    function.__name__ = function.__qualname__ = str(desc.get("type", "function"))
+    function._verify_proxied = obj  # type: ignore[attr-defined]
+    return function
+
+
+def _unpickle(data: bytes) -> Any:
+    """``pickle.loads`` of a candidate object: the candidate unpickles its own bytes."""
+    return _cross("unpickle", data=CHANNEL.get().encode(data))
+
+
+def _async_generator(obj: CandidateObject) -> Any:
+    async def agen() -> Any:
+        while True:
+            step = obj._method("__anext__")
+            try:
+                item = await step if not isinstance(step, CandidateObject) else _cross(
+                    "await", target=_ref(_desc_of(step)))
+            except StopAsyncIteration:
+                return
+            yield item
+
+    return agen()
 
 
 class CandidateNamedTuple(tuple):
@@ -445,34 +758,159 @@ class CandidateNamedTuple(tuple):
 
 
 class _CandidateClassMeta(type):
-    _desc: dict[str, Any]
+    """The type of a candidate class's stand-in, which is also the type of the stand-ins of its
+    objects (``type(obj) is mod.Cls``); a class the tests derive from one has it too."""
+
+    _verify_class_desc: dict[str, Any]
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        return _call("call", _ref(cls._desc), args, kwargs)
+        if "_verify_class_desc" not in cls.__dict__:
+            return _new_test_subclass_object(cls, args, kwargs)
+        return _call("call", _ref(cls._verify_class_desc), args, kwargs)
 
     def __getattr__(cls, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") and name not in ("__version__", "__members__"):
             raise AttributeError(name)
-        return _cross("getattr", target=_ref(cls._desc), name=name)
+        return _cross("getattr", target=_ref(cls._verify_class_desc), name=name)
+
+    def __setattr__(cls, name: str, value: Any) -> None:
+        if "_verify_class_desc" in cls.__dict__ and not name.startswith("_verify"):
+            # monkeypatch.setattr(mod.Cls, "method", fake): the candidate's class changes
+            _cross("setattr", target=_ref(cls._verify_class_desc), name=name,
+                   value=CHANNEL.get().encode(value))
+            return
+        super().__setattr__(name, value)
+
+    def __delattr__(cls, name: str) -> None:
+        if "_verify_class_desc" in cls.__dict__:
+            _cross("delattr", target=_ref(cls._verify_class_desc), name=name)
+            return
+        super().__delattr__(name)
+
+    def _class_method(cls, name: str, *args: Any) -> Any:
+        return _call("method", _ref(cls._verify_class_desc), args, {}, name=name)
+
+    def __iter__(cls) -> Any:  # iterating an Enum
+        return cls._class_method("__iter__")
+
+    def __len__(cls) -> int:
+        n = cls._class_method("__len__")
+        if type(n) is not int:
+            raise TypeError("__len__ returned a non-int")
+        return n
+
+    def __getitem__(cls, key: Any) -> Any:  # Colour["RED"]
+        return cls._class_method("__getitem__", key)
+
+    def __contains__(cls, item: Any) -> bool:
+        return cls._class_method("__contains__", item) is True
+
+    def __reversed__(cls) -> Any:
+        return cls._class_method("__reversed__")
+
+    def __repr__(cls) -> str:
+        desc = cls.__dict__.get("_verify_class_desc")
+        if desc is None:
+            return super().__repr__()
+        return f"<class '{desc['module']}.{desc['type']}'>"
 
     def __instancecheck__(cls, obj: Any) -> bool:
+        if type(obj) is cls or (type.__instancecheck__(cls, obj)):
+            return True
+        desc = cls.__dict__.get("_verify_class_desc")
+        if desc is None:
+            return False
         if isinstance(obj, CandidateNamedTuple):
-            return obj._desc["type"] == cls._desc["type"] and obj._desc["module"] == cls._desc["module"]
+            return obj._desc["type"] == desc["type"] and obj._desc["module"] == desc["module"]
         if not isinstance(obj, CandidateObject):
             return False
-        wanted = f"{cls._desc['module']}.{cls._desc['type']}"
-        return wanted in object.__getattribute__(obj, "_desc").get("bases", ())
+        try:
+            bases = _desc_of(obj).get("bases", ())
+        except AttributeError:
+            return False
+        return f"{desc['module']}.{desc['type']}" in bases
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        if type.__subclasscheck__(cls, sub):
+            return True
+        desc = cls.__dict__.get("_verify_class_desc")
+        sub_desc = getattr(sub, "__dict__", {}).get("_verify_class_desc") if isinstance(sub, type) else None
+        if desc is None or sub_desc is None:
+            return False
+        return f"{desc['module']}.{desc['type']}" in sub_desc.get("bases", ())
+
+
+def _forwarder(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return _call("method", _ref(_desc_of(self)), args, kwargs, name=name)
+
+    method.__name__ = method.__qualname__ = name
+    return method
 
 
 def _class_proxy(desc: dict[str, Any]) -> type:
+    """The stand-in of a candidate class: calling it makes a candidate object; its methods are
+    forwarders (so ``super().method()`` in a test's subclass reaches the candidate's); a
+    dataclass gets its fields (``dataclasses.asdict``/``replace``/``fields`` work)."""
     name = str(desc["type"]).rsplit(".", 1)[-1]
-    cls = _CandidateClassMeta(name, (), {"__module__": desc["module"], "__qualname__": desc["type"]})
-    cls._desc = desc
-    return cls
+    namespace: dict[str, Any] = {"__module__": desc["module"], "__qualname__": desc["type"],
+                                 "__slots__": (), "_verify_class_desc": desc}
+    for method in desc.get("methods") or ():
+        if not method.startswith("_") or method == "__init__":
+            namespace[method] = _forwarder(method)
+    fields = desc.get("dataclass")
+    if type(fields) is list:
+        import dataclasses
+
+        made: dict[str, Any] = {}
+        for item in fields:
+            if type(item) is list and len(item) == 2 and type(item[0]) is str:
+                f = dataclasses.field()
+                f.name, f.init = item[0], bool(item[1])
+                f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]
+                made[item[0]] = f
+        namespace["__dataclass_fields__"] = made
+        namespace["__dataclass_params__"] = types.SimpleNamespace(
+            init=True, repr=True, eq=True, order=False, unsafe_hash=False, frozen=bool(desc.get("frozen")))
+    return _CandidateClassMeta(name, (CandidateObject,), namespace)
+
+
+def _new_test_subclass_object(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """An object of a class the tests derived from a candidate class: its candidate half is an
+    object of a subclass made in the candidate's process whose overridden methods call back the
+    test's (so the candidate's own methods reach the overrides); its test half, returned, runs
+    the overrides here and forwards the rest."""
+    proxy = next(c for c in cls.__mro__ if "_verify_class_desc" in c.__dict__)
+    overrides: list[str] = []
+    for klass in cls.__mro__:
+        if klass is proxy:
+            break
+        for name, value in vars(klass).items():
+            if callable(value) and (not name.startswith("_") or name in ("__str__", "__repr__",
+                                                                          "__len__", "__iter__"))\
+                    and name not in overrides:
+                overrides.append(name)
+    has_init = any("__init__" in vars(k) for k in cls.__mro__[:cls.__mro__.index(proxy)])
+    obj = object.__new__(cls)
+    peer = CHANNEL.get()
+    hid = peer.handle_for(obj)["$handle"]
+    encoded = {"args": peer.encode([] if has_init else list(args)),
+               "kwargs": peer.encode({} if has_init else kwargs)}
+    half = _cross("subclass", target=_ref(proxy._verify_class_desc), name=cls.__name__,  # type: ignore[attr-defined]
+                  overrides=overrides, peer={"$handle": hid, "owner": "trusted"}, init=not has_init,
+                  **encoded)
+    if not isinstance(half, CandidateObject):
+        raise TypeError("the candidate did not make an object of the subclass")
+    object.__setattr__(obj, "_desc", _desc_of(half))
+    CHANNEL.remotes[_desc_of(half)["$handle"]] = obj
+    if has_init:
+        cls.__init__(obj, *args, **kwargs)
+    return obj
 
 
 class CandidateModule(types.ModuleType):
-    """A stand-in for a candidate module: attributes come from the candidate process."""
+    """A stand-in for a candidate module: attributes come from the candidate process, and
+    assignments the tests make (``monkeypatch.setattr``, ``mock.patch``) are made there."""
 
     def __init__(self, name: str, desc: dict[str, Any] | None = None) -> None:
         super().__init__(name)
@@ -490,19 +928,40 @@ class CandidateModule(types.ModuleType):
 
     def __getattr__(self, name: str) -> Any:
         desc = self.__dict__.get("_verify_desc")
-        if desc is None or name.startswith("__"):
+        if desc is None or (name.startswith("__") and name not in MODULE_DUNDERS):
             raise AttributeError(name)
         try:
             value = _cross("getattr", target=_ref(desc), name=name)
         except AttributeError:
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}") from None
         if isinstance(value, (type, CandidateModule)) or (
-                isinstance(value, CandidateObject) and value._desc.get("kind") == "callable"):
+                isinstance(value, CandidateObject) and _desc_of(value).get("kind") == "callable"):
             self.__dict__[name] = value  # functions and classes stay put: one crossing each
         return value
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        desc = self.__dict__.get("_verify_desc")
+        if desc is None or name.startswith("__") and name not in MODULE_DUNDERS:
+            super().__setattr__(name, value)
+            return
+        _cross("setattr", target=_ref(desc), name=name, value=CHANNEL.get().encode(value))
+        self.__dict__[name] = value  # the tests see their own object back, as in-process
+
+    def __delattr__(self, name: str) -> None:
+        desc = self.__dict__.get("_verify_desc")
+        if desc is None or name.startswith("__") and name not in MODULE_DUNDERS:
+            super().__delattr__(name)
+            return
+        _cross("delattr", target=_ref(desc), name=name)
+        self.__dict__.pop(name, None)
+
     def __dir__(self) -> list[str]:
         return list(self.__dict__.get("__all__", []))
+
+
+#: Module dunders that are the module's data, read from (and set in) the candidate's module.
+MODULE_DUNDERS = frozenset({"__version__", "__author__", "__email__", "__license__", "__copyright__",
+                            "__version_info__", "__title__", "__description__", "__url__"})
 
 
 # --------------------------------------------------------------------------------------------
