@@ -15,7 +15,7 @@ nearest built-in base.
 
 from __future__ import annotations
 
-import builtins
+import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -30,9 +30,12 @@ from typing import Any
 
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
 
-import verify_codecs
 from verify_peer import ChannelClosed, Peer, RemoteError
 from verify_process_state import TestsState, emit_records
+from verify_standin_errors import rebuild_exception as _rebuild_exception
+from verify_standin_errors import standin_exception
+from verify_standin_serve import describe_trusted as _describe_trusted
+from verify_standin_serve import serve_candidate
 from verify_wire import WireError
 
 CHANNEL_ENV = "VERIFY_CHANNEL"
@@ -41,14 +44,8 @@ CONNECT_SECONDS = 20.0
 #: Written to the results folder when the candidate server never came up: no candidate code
 #: has run by then, so that is the infrastructure's fault (the grader reports infra_error).
 NO_CANDIDATE_FILE = "verify-no-candidate-process.txt"
-#: Dunders the candidate may call on objects the tests passed in (besides public names).
-SERVED_DUNDERS: dict[str, Any] = {
-    "__call__": None, "__len__": len, "__iter__": iter, "__next__": next,
-    "__getitem__": lambda obj, key: obj[key], "__contains__": lambda obj, item: item in obj,
-    "__str__": str, "__repr__": repr, "__bool__": bool}
-#: Objects of the test process whose attributes the candidate may never read or call, even when
-#: the tests hand them over: modules, the environment, and the harness's and pytest's objects.
-PRIVATE_MODULES = ("verify_", "_pytest", "pytest", "pluggy", "os", "sys", "importlib")
+from verify_standin_serve import PRIVATE_MODULES, SERVED_DUNDERS  # noqa: E402,F401
+
 #: Opt-in (audit's mutation runs): every message crossing between the tests and the candidate is
 #: appended, as sent, to ``$VERIFY_RESULTS_DIR/verify-call-trace.jsonl`` (checks/audit/observed.py).
 TRACE_ENV = "VERIFY_TRACE_CALLS"
@@ -132,7 +129,7 @@ class _Channel:
             made = _coroutine_function(CandidateObject(desc))
         else:
             cls = desc.get("class")
-            made = object.__new__(cls if isinstance(cls, _CandidateClassMeta) else CandidateObject)
+            made = object.__new__(cls if isinstance(cls, _CandidateClassMeta) else CandidateObject)  # type: ignore[arg-type]
             object.__setattr__(made, "_desc", desc)
         self.remotes[hid] = made
         return made
@@ -218,66 +215,9 @@ def _candidate_ref(obj: Any) -> dict[str, Any] | None:
     return None
 
 
-_TRUSTED_METHODS: dict[type, list[str]] = {}
-
-
-def _describe_trusted(obj: Any) -> dict[str, Any]:
-    # Nothing of the object's state crosses: the candidate may only use what it was given.
-    cls = type(obj)
-    desc: dict[str, Any] = {"type": cls.__name__, "module": "trusted"}
-    if hasattr(cls, "__next__") and hasattr(cls, "__iter__"):
-        desc["kind"] = "iterator"
-    elif callable(obj) and (isinstance(obj, type) or not hasattr(obj, "__dict__")
-                            or isinstance(obj, types.FunctionType)):
-        desc["kind"] = "callable"
-    else:
-        desc["kind"] = "callable" if callable(obj) else "object"
-        methods = _TRUSTED_METHODS.get(cls)
-        if methods is None:
-            methods = [n for n in dir(cls) if (not n.startswith("_") or n in SERVED_DUNDERS)
-                       and callable(getattr(cls, n, None))]
-            _TRUSTED_METHODS[cls] = methods
-        desc["methods"] = methods
-    return desc
-
-
-def _private(obj: Any) -> bool:
-    """Whether the candidate is refused everything of ``obj`` but calling what it was handed."""
-    if isinstance(obj, types.ModuleType) or obj is os.environ:
-        return True
-    module = str(getattr(type(obj), "__module__", "") or "")
-    return module.split(".")[0].startswith(PRIVATE_MODULES)
-
-
 def _serve_candidate(op: str, msg: dict[str, Any]) -> Any:
-    """Requests from the candidate: it may call what the tests handed it and read its public
-    attributes, nothing else."""
-    peer = CHANNEL.get()
     TRACER.record("served", msg)
-    if op == "release":
-        ids = msg.get("handles", [])
-        peer.release([i for i in ids if type(i) is int] if type(ids) is list else [])
-        return None
-    if op not in ("call", "method", "getattr"):
-        raise PermissionError(f"the candidate may not {op!r} in the test process")
-    target = peer.decode(msg.get("target"))
-    name = str(msg.get("name"))
-    if op == "getattr":
-        if name.startswith("_") or _private(target) or isinstance(target, BaseException):
-            raise PermissionError(f"the candidate may not read {name} in the test process")
-        return getattr(target, name)
-    args = peer.decode(msg.get("args", []))
-    kwargs = peer.decode(msg.get("kwargs", {"$dict": []}))
-    if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
-        raise WireError("args must be a list and kwargs a dict with str keys")
-    if op == "call":
-        return target(*args, **kwargs)
-    if (name.startswith("_") and name not in SERVED_DUNDERS) or (_private(target) and name != "__call__"):
-        raise PermissionError(f"the candidate may not call {name} in the test process")
-    builtin = SERVED_DUNDERS.get(name)
-    if builtin is not None and not kwargs:
-        return builtin(target, *args)
-    return getattr(target, name)(*args, **kwargs)
+    return serve_candidate(CHANNEL.get(), op, msg)
 
 
 def _cross(op: str, **fields: Any) -> Any:
@@ -303,150 +243,12 @@ def _call(op: str, ref: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str,
 
 
 # --------------------------------------------------------------------------------------------
-# Exceptions
-
-_STANDINS: dict[tuple[str, str], type[BaseException]] = {}
-_SUBSTITUTES = {"KeyboardInterrupt", "GeneratorExit"}  # never abort the test session
-#: Standard-library modules whose exception classes a candidate's error arrives as (the real
-#: class: ``pytest.raises(json.JSONDecodeError)`` matches). Not unittest (SkipTest would skip),
-#: not bdb, nothing of pytest's or the harness's.
-STDLIB_ERROR_MODULES = frozenset({
-    "dataclasses", "json", "json.decoder", "subprocess", "asyncio", "asyncio.exceptions",
-    "concurrent.futures", "concurrent.futures._base", "queue", "_queue", "decimal", "re", "csv",
-    "_csv", "configparser", "zipfile", "tomllib", "socket", "shutil", "http.client", "urllib.error",
-    "email.errors", "pickle", "_pickle", "struct", "zlib", "binascii", "tarfile", "xml.etree.ElementTree",
-    "xml.parsers.expat", "pyexpat", "sqlite3", "locale", "calendar", "statistics", "argparse", "getopt",
-    "copy", "ipaddress", "graphlib", "gzip", "lzma", "bz2", "io", "_io", "enum", "string", "shlex",
-    "datetime", "zoneinfo", "base64", "codecs", "ast", "inspect", "fractions", "numbers", "functools",
-    "itertools", "operator", "collections", "heapq", "bisect", "math", "random", "time", "threading",
-    "select", "signal", "ssl", "errno", "array", "uuid", "hashlib", "hmac", "secrets", "textwrap",
-    "difflib", "pprint", "reprlib", "contextlib", "typing", "types", "weakref", "abc", "warnings",
-    "logging", "tempfile", "glob", "fnmatch", "pathlib", "os", "stat", "filecmp", "netrc", "plistlib",
-    "mimetypes", "html.parser", "urllib.parse", "wave", "colorsys", "sched", "selectors",
-})
-
-
-def _stdlib_error_class(module: str, name: str) -> type[BaseException] | None:
-    if module not in STDLIB_ERROR_MODULES or "." in name:
-        return None
-    found = getattr(sys.modules.get(module), name, None)
-    if found is None:
-        try:
-            found = getattr(importlib.import_module(module), name, None)
-        except ImportError:
-            return None
-    if isinstance(found, type) and issubclass(found, Exception):
-        return found
-    return None
-
-
-def standin_exception(module: str, name: str, bases: list[str],
-                      classes: list[Any] | None = None) -> type[BaseException]:
-    """The class the candidate's exception class ``module.name`` is here (cached): the real
-    class of a standard-library module, else a stand-in whose bases are the stand-ins of the
-    candidate's base classes (``classes``: ``[module, qualname, [direct bases]]`` along the
-    MRO) and the built-in ones, so ``pytest.raises(mod.BaseError)`` matches a subclass."""
-    real = _stdlib_error_class(module, name)
-    if real is not None:
-        return real
-    key = (module, name)
-    cls = _STANDINS.get(key)
-    if cls is not None:
-        return cls
-    by_name = {f"{c[0]}.{c[1]}": c for c in classes or ()
-               if type(c) is list and len(c) == 3 and type(c[0]) is str and type(c[1]) is str
-               and type(c[2]) is list}
-    parents: list[type] = []
-    own = by_name.get(f"{module}.{name}")
-    for base in (own[2] if own else []):
-        if type(base) is not str:
-            continue
-        found = getattr(builtins, base, None)
-        if isinstance(found, type) and issubclass(found, BaseException):
-            if issubclass(found, Exception) and found not in parents:
-                parents.append(found)
-            continue
-        parent = by_name.get(base)
-        if parent is not None and parent is not own:
-            made = standin_exception(parent[0], parent[1], bases, classes)
-            if made not in parents:
-                parents.append(made)
-    if not parents:
-        base_cls: type[BaseException] = Exception
-        for b in bases:
-            found = getattr(builtins, b, None)
-            if isinstance(found, type) and issubclass(found, Exception):
-                base_cls = found
-                break
-        parents = [base_cls]
-
-    def __str__(self: BaseException) -> str:
-        return str(getattr(self, "_verify_message", BaseException.__str__(self)))
-
-    namespace = {"__module__": module, "__qualname__": name, "__str__": __str__}
-    try:
-        cls = type(name.rsplit(".", 1)[-1], tuple(parents), namespace)
-    except TypeError:  # an MRO the stand-ins cannot have: the first base alone
-        cls = type(name.rsplit(".", 1)[-1], (parents[0],), namespace)
-    _STANDINS[key] = cls
-    return cls
+# Exceptions (verify_standin_errors.py)
 
 
 def rebuild_exception(payload: dict[str, Any]) -> BaseException:
-    name = str(payload.get("type", "Exception"))
-    module = str(payload.get("module", ""))
-    bases = [str(b) for b in payload.get("bases", []) if type(b) is str]
-    message = str(payload.get("message", ""))
-    peer = CHANNEL.get()
-    value = payload.get("value")
-    if type(value) is dict and value.get("owner") == "trusted" and type(value.get("$handle")) is int:
-        try:  # the test's own exception, let through by the candidate: the very same object
-            own = peer.owned(value["$handle"])
-        except WireError:
-            own = None
-        if isinstance(own, BaseException):
-            return own
-    try:
-        args = [peer.decode(a) for a in payload.get("args", [])]
-    except (WireError, ChannelClosed):
-        args = [message]
-    builtin = getattr(builtins, name, None)
-    if module == "builtins" and isinstance(builtin, type) and issubclass(builtin, BaseException) \
-            and name not in _SUBSTITUTES:
-        try:
-            return _with_fields(_with_trace(builtin(*args), payload), payload)
-        except Exception:
-            return _with_fields(_with_trace(builtin(message), payload), payload)
-    classes = payload.get("classes") if type(payload.get("classes")) is list else None
-    cls = standin_exception(module, name, bases, classes)
-    if cls in _STANDINS.values():
-        exc = cls(*args)
-        exc._verify_message = message  # type: ignore[attr-defined]
-    else:  # a standard-library class: built without its __init__ (its args and fields are data)
-        exc = cls.__new__(cls)
-        exc.args = tuple(args)
-    return _with_fields(_with_trace(exc, payload), payload)
-
-
-def _with_fields(exc: BaseException, payload: dict[str, Any]) -> BaseException:
-    """The candidate exception's attributes (``e.line``), by value or as handles."""
-    fields = payload.get("fields")
-    if type(fields) is dict:
-        peer = CHANNEL.get()
-        for key, data in fields.items():
-            if type(key) is str and not key.startswith("_"):
-                try:
-                    setattr(exc, key, peer.decode(data))
-                except (WireError, AttributeError, TypeError):
-                    continue
-    return exc
-
-
-def _with_trace(exc: BaseException, payload: dict[str, Any]) -> BaseException:
-    trace = payload.get("traceback")
-    if type(trace) is str and trace:
-        exc.add_note("in the candidate process:\n" + trace.rstrip())
-    return exc
+    """The exception a candidate's error answer stands for, here."""
+    return _rebuild_exception(payload, CHANNEL.get())
 
 
 # --------------------------------------------------------------------------------------------
@@ -474,7 +276,8 @@ def _value_hash(desc: dict[str, Any]) -> int:
 
 
 def _desc_of(obj: Any) -> dict[str, Any]:
-    return object.__getattribute__(obj, "_desc")  # type: ignore[no-any-return]
+    desc: dict[str, Any] = object.__getattribute__(obj, "_desc")
+    return desc
 
 
 class CandidateObject:
@@ -677,10 +480,8 @@ def _generator(obj: CandidateObject) -> Any:
                     return stop.value
                 sent = yield item
         except GeneratorExit:
-            try:
+            with contextlib.suppress(Exception):
                 _call("method", _ref(_desc_of(obj)), (), {}, name="close")
-            except Exception:
-                pass
             raise
 
     made = gen()
@@ -891,7 +692,7 @@ def _new_test_subclass_object(cls: type, args: tuple[Any, ...], kwargs: dict[str
                     and name not in overrides:
                 overrides.append(name)
     has_init = any("__init__" in vars(k) for k in cls.__mro__[:cls.__mro__.index(proxy)])
-    obj = object.__new__(cls)
+    obj: Any = object.__new__(cls)
     peer = CHANNEL.get()
     hid = peer.handle_for(obj)["$handle"]
     encoded = {"args": peer.encode([] if has_init else list(args)),
@@ -904,7 +705,7 @@ def _new_test_subclass_object(cls: type, args: tuple[Any, ...], kwargs: dict[str
     object.__setattr__(obj, "_desc", _desc_of(half))
     CHANNEL.remotes[_desc_of(half)["$handle"]] = obj
     if has_init:
-        cls.__init__(obj, *args, **kwargs)
+        type.__getattribute__(cls, "__init__")(obj, *args, **kwargs)
     return obj
 
 
@@ -941,7 +742,7 @@ class CandidateModule(types.ModuleType):
 
     def __setattr__(self, name: str, value: Any) -> None:
         desc = self.__dict__.get("_verify_desc")
-        if desc is None or name.startswith("__") and name not in MODULE_DUNDERS:
+        if desc is None or (name.startswith("__") and name not in MODULE_DUNDERS):
             super().__setattr__(name, value)
             return
         _cross("setattr", target=_ref(desc), name=name, value=CHANNEL.get().encode(value))
@@ -949,7 +750,7 @@ class CandidateModule(types.ModuleType):
 
     def __delattr__(self, name: str) -> None:
         desc = self.__dict__.get("_verify_desc")
-        if desc is None or name.startswith("__") and name not in MODULE_DUNDERS:
+        if desc is None or (name.startswith("__") and name not in MODULE_DUNDERS):
             super().__delattr__(name)
             return
         _cross("delattr", target=_ref(desc), name=name)

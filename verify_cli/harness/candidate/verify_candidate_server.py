@@ -29,7 +29,6 @@ import time
 import types
 from typing import Any
 
-import verify_codecs
 from verify_peer import ChannelClosed, Peer, RemoteError
 from verify_process_state import ProcessState
 from verify_wire import WireError
@@ -296,7 +295,7 @@ class CandidateSide:
         if msg.get("init") is True:
             obj = sub.__new__(sub, *args, **kwargs) if sub.__new__ is not object.__new__ else object.__new__(sub)
             obj.__dict__["_verify_test_half"] = peer_obj
-            sub.__init__(obj, *args, **kwargs)
+            type.__getattribute__(sub, "__init__")(obj, *args, **kwargs)
         else:
             obj = object.__new__(sub)
             obj.__dict__["_verify_test_half"] = peer_obj
@@ -435,9 +434,9 @@ def _rebuild(payload: dict[str, Any], peer: Peer | None = None) -> BaseException
                                                       "__str__": lambda self: self._verify_message})
         _TRUSTED_ERRORS[key] = cls
     exc = cls(message)
-    exc._verify_message = message  # type: ignore[attr-defined]
+    exc._verify_message = message
     if type(value) is dict and type(value.get("$handle")) is int and value.get("owner") == "trusted":
-        exc._verify_ref = {"$handle": value["$handle"], "owner": "trusted"}  # type: ignore[attr-defined]
+        exc._verify_ref = {"$handle": value["$handle"], "owner": "trusted"}
     return exc
 
 

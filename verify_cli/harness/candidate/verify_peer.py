@@ -17,9 +17,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import verify_codecs
 from verify_wire import MISSING, Decoder, Encoder, FrameReader, WireError, error_payload, pack_frame
 
 Dispatch = Callable[[str, dict[str, Any]], Any]
+
+# The by-value codecs beyond the core values (collections, numpy, pandas), and the task's own.
+verify_codecs.load_task_codecs()
 
 
 class RemoteError(Exception):
@@ -295,6 +299,7 @@ class Peer:
         """The answer to request ``rid``, serving the requests nested in it meanwhile."""
         cond = self._cond
         while True:
+            nested: dict[str, Any] | None
             with cond:
                 while True:
                     if self.broken:

@@ -176,7 +176,7 @@ def _watch(state: TestsState) -> None:
     watched_seed._verify_watch = True  # type: ignore[attr-defined]
     random.seed, random.setstate = watched_seed, watched_setstate  # type: ignore[assignment]
     logging.Logger.setLevel = watched_set_level  # type: ignore[method-assign]
-    logging.disable = watched_disable  # type: ignore[assignment]
+    logging.disable = watched_disable
 
 
 def emit_records(records: Any) -> None:

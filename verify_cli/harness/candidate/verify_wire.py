@@ -448,7 +448,7 @@ class Decoder:
             codec = CODECS.decoder_for(tag)
             _need(codec is not None, f"unknown tag {tag[:40]!r}")
             return codec(body, lambda x: self._dec(x, d))  # type: ignore[misc]
-        return std(body)  # type: ignore[misc]
+        return std(body)
 
     def _items(self, data: list[Any], depth: int) -> list[Any]:
         """The items of a JSON array at ``depth``; strings, bools, null and safe integers
