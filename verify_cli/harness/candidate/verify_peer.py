@@ -89,6 +89,8 @@ class Peer:
         self._shared_ids: dict[int, int] = {}
         self._replicas: dict[int, list[Any]] = {}
         self._replica_ids: dict[int, int] = {}
+        #: This side's containers whose value the message being built already carries.
+        self._fresh: set[int] = set()
         # What the other side's last two reports dropped (the report's own message may name it).
         self._dropped: dict[int, list[Any]] = {}
         self._dropped_before: dict[int, list[Any]] = {}
@@ -167,6 +169,7 @@ class Peer:
             self._shared[hid] = [obj, None]
         value = body()
         self._shared[hid][1] = value
+        self._fresh.add(hid)
         return {"$mut": hid, "owner": self.owner, "value": value}
 
     def _share_in(self, hid: int, owner: str, value: Any, decode: Callable[[Any], Any]) -> Any:
@@ -199,6 +202,7 @@ class Peer:
         """The changes to shared containers since they last crossed, and the copies this side
         no longer holds (nothing references them but this table)."""
         if not self._shared and not self._replicas:
+            self._fresh.clear()
             return {}
         out: dict[str, Any] = {}
         drop: list[int] = []
@@ -213,9 +217,12 @@ class Peer:
                     self._replica_ids.pop(id(entry[0]), None)
                     drop.append(hid)
                     dropped = True
-        for table in (self._shared, self._replicas):
-            for hid, entry in list(table.items()):
+        fresh, self._fresh = self._fresh, set()
+        for hid, entry in list(self._shared.items()):
+            if hid not in fresh:
                 self._sync_one(hid, entry, sync)
+        for hid, entry in list(self._replicas.items()):
+            self._sync_one(hid, entry, sync)
         if drop:
             out["drop"] = drop
         if sync:
