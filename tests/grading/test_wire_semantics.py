@@ -458,6 +458,19 @@ TESTS = textwrap.dedent('''
         assert p.greet() == "Ahoy, matey!" and isinstance(p, Greeter)
 
 
+    def test_subclass_with_its_own_init():
+        class Loud(Greeter):
+            def __init__(self, name):
+                super().__init__(name.upper())
+                self.extra = 1
+
+            def greeting(self):
+                return "HEY"
+
+        g = Loud("bob")
+        assert g.greet() == "HEY, BOB!" and g.extra == 1 and g.name == "BOB"
+
+
     def test_async_function():
         assert inspect.iscoroutinefunction(cand.double_later)
         assert asyncio.run(cand.double_later(21)) == 42
