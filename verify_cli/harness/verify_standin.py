@@ -34,6 +34,7 @@ from verify_peer import ChannelClosed, Peer, RemoteError
 from verify_process_state import TestsState, emit_records
 from verify_standin_errors import rebuild_exception as _rebuild_exception
 from verify_standin_errors import standin_exception
+from verify_standin_import import StandInFinder
 from verify_standin_serve import describe_trusted as _describe_trusted
 from verify_standin_serve import serve_candidate
 from verify_wire import WireError
@@ -770,42 +771,6 @@ MODULE_DUNDERS = frozenset({"__version__", "__author__", "__email__", "__license
 # The importer
 
 
-class _StandInLoader(importlib.abc.Loader):
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = CandidateModule(spec.name)
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        assert isinstance(module, CandidateModule)
-        module._verify_load()
-
-
-class StandInFinder(importlib.abc.MetaPathFinder):
-    """Candidate modules become stand-ins; nothing else may load from the work folder."""
-
-    def __init__(self, modules: list[str], workdir: str, allowed: list[str]) -> None:
-        self.modules = set(modules)
-        self.packages = {m.rsplit(".", i)[0] for m in modules for i in range(1, m.count(".") + 1)}
-        self.workdir = os.path.realpath(workdir)
-        self.allowed = [os.path.join(self.workdir, a) + os.sep for a in allowed]
-        self._loader = _StandInLoader()
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname in self.modules or fullname in self.packages:
-            return importlib.util.spec_from_loader(fullname, self._loader,
-                                                   is_package=fullname in self.packages)
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        origin = getattr(spec, "origin", None) or ""
-        locations = list(getattr(spec, "submodule_search_locations", None) or [])
-        for where in [origin, *locations]:
-            real = os.path.realpath(where) if where else ""
-            if real.startswith(self.workdir + os.sep) and not any(real.startswith(a) for a in self.allowed):
-                raise ImportError(f"{fullname} would load from the work folder ({real}), which only "
-                                  "the candidate process may run; list it among the editable files "
-                                  "or move it under tests/")
-        return None
-
-
 def install() -> StandInFinder | None:
     """Put this session's stand-in importer in place, when the run grades two-process.
 
@@ -825,7 +790,7 @@ def install() -> StandInFinder | None:
     dirs = [d for d in os.environ.get("VERIFY_TEST_DIRS", "tests,hidden_tests").split(",") if d]
     real = os.path.realpath(workdir)
     sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != real]
-    finder = StandInFinder(modules, workdir, dirs)
+    finder = StandInFinder(modules, workdir, dirs, CandidateModule)
     sys.meta_path.insert(0, finder)
     importlib.invalidate_caches()
     _no_core_dumps()

@@ -104,9 +104,12 @@ class TestsState:
             self._argv_sent = list(argv) if argv != self._argv0 else None
             if all(type(a) is str for a in argv):
                 state["argv"] = list(argv) if self._argv_sent is not None else None
-        if sys.stdin is not self._stdin_sent:
-            self._stdin_sent = sys.stdin
-            state["stdin"] = None if sys.stdin is self._stdin0 else self._handle_for(sys.stdin)
+        stdin = sys.stdin
+        if stdin is not self._stdin_sent:
+            self._stdin_sent = stdin
+            # pytest's own stand-in while it captures is not the tests' replacement
+            ours = stdin is self._stdin0 or type(stdin).__module__.startswith("_pytest")
+            state["stdin"] = None if ours else self._handle_for(stdin)
         if self.random_synced:
             current = random.getstate()
             if current != self._random_known:
