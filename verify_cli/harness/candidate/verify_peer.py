@@ -102,6 +102,7 @@ class Peer:
         self._answers: dict[int, dict[str, Any]] = {}
         self._inbox: dict[int, list[dict[str, Any]]] = {}
         self._local = threading.local()
+        self._sleepers = 0  # threads waiting on _cond
 
     # -- handles ----------------------------------------------------------------------------
     def handle_for(self, obj: Any) -> dict[str, Any]:
@@ -302,6 +303,11 @@ class Peer:
         except WireError as e:
             raise self._break(f"undecodable answer: {e}") from None
 
+    def _wake(self) -> None:
+        """Wake the threads waiting on the condition (its lock held), if any."""
+        if self._sleepers:
+            self._cond.notify_all()
+
     def _await(self, rid: int) -> dict[str, Any]:
         """The answer to request ``rid``, serving the requests nested in it meanwhile."""
         cond = self._cond
@@ -322,7 +328,11 @@ class Peer:
                         self._reading = True
                         nested = None
                         break
-                    cond.wait()
+                    self._sleepers += 1
+                    try:
+                        cond.wait()
+                    finally:
+                        self._sleepers -= 1
             if nested is not None:
                 self._serve(nested)
                 continue
@@ -331,13 +341,13 @@ class Peer:
             finally:
                 with cond:
                     self._reading = False
-                    cond.notify_all()
+                    self._wake()
             if "op" in msg:
                 within = msg.get("within")
                 if within != rid and within in self._waiting:
                     with cond:
                         self._inbox.setdefault(within, []).append(msg)
-                        cond.notify_all()
+                        self._wake()
                 else:
                     self._serve(msg)
                 continue
@@ -348,7 +358,7 @@ class Peer:
                 if aid not in self._waiting:
                     raise self._break(f"an answer to request {aid!r}, which nobody waits for")
                 self._answers[aid] = msg
-                cond.notify_all()
+                self._wake()
 
     def serve_forever(self) -> None:
         """Serve requests until the other side closes the channel (this thread reads whenever
@@ -357,24 +367,28 @@ class Peer:
         while True:
             with cond:
                 while self._reading:
-                    cond.wait()
+                    self._sleepers += 1
+                    try:
+                        cond.wait()
+                    finally:
+                        self._sleepers -= 1
                 self._reading = True
             try:
                 msg = self._receive()
             except ChannelClosed:
                 with cond:
                     self._reading = False
-                    cond.notify_all()
+                    self._wake()
                 return
             with cond:
                 self._reading = False
-                cond.notify_all()
+                self._wake()
             if "op" not in msg:
                 aid = msg.get("id")
                 with cond:
                     if aid in self._waiting:
                         self._answers[aid] = msg
-                        cond.notify_all()
+                        self._wake()
                         continue
                 self._break("an answer to no request")
                 return
@@ -382,7 +396,7 @@ class Peer:
             if within in self._waiting:
                 with cond:
                     self._inbox.setdefault(within, []).append(msg)
-                    cond.notify_all()
+                    self._wake()
                 continue
             try:
                 self._serve(msg)
