@@ -156,6 +156,11 @@ CANDIDATE = textwrap.dedent('''
         GREEN = "green"
 
 
+    class Level(enum.IntEnum):
+        LOW = 1
+        HIGH = 3
+
+
     def colour(name):
         return Colour[name]
 
@@ -405,6 +410,8 @@ TESTS = textwrap.dedent('''
         assert colour("RED") is Colour.RED
         assert [c.value for c in Colour] == ["red", "green"]
         assert Colour("green") is Colour.GREEN and len(Colour) == 2
+        assert cand.Level.HIGH == 3 and cand.Level(1) is cand.Level.LOW and Colour.RED != "red"
+        assert {cand.Level.HIGH: "h"}[3] == "h"
 
 
     def test_sentinel_identity():

@@ -312,13 +312,25 @@ class CandidateObject:
 
     # Never cross: answered from the descriptor.
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, CandidateObject) and _same_value(_desc_of(self), _desc_of(other))
+        desc = _desc_of(self)
+        if "plain" in desc and type(other) in (int, str, float, bool):
+            return bool(desc["plain"] == other)  # an IntEnum/StrEnum member and its value
+        if not isinstance(other, CandidateObject):
+            return False
+        try:
+            theirs = _desc_of(other)
+        except AttributeError:
+            return other is self
+        return _same_value(desc, theirs)
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
 
     def __hash__(self) -> int:
-        return _value_hash(_desc_of(self))
+        desc = _desc_of(self)
+        if "plain" in desc:
+            return hash(desc["plain"])
+        return _value_hash(desc)
 
     def __bool__(self) -> bool:
         # Decided in the candidate's process (its __bool__ or __len__ runs there); the answer

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import enum
 import functools
 import importlib
 import inspect
@@ -141,6 +142,11 @@ class CandidateSide:
         desc["methods"] = _methods(cls)
         if cls.__module__ != "builtins":
             desc["class"] = self._class_ref(cls)
+        if isinstance(obj, enum.Enum) and isinstance(obj, (int, str, float)):
+            # an IntEnum / StrEnum member equals its value, as in-process (decided from data)
+            plain = obj._value_
+            if type(plain) in (int, str, float):
+                desc["plain"] = self.peer.encode(plain)
         if dataclasses.is_dataclass(obj):
             params = getattr(cls, "__dataclass_params__", None)
             desc["eq"] = "fields" if params is None or params.eq else "identity"

@@ -498,6 +498,10 @@ class Decoder:
         out["eq"] = eq
         if v.get("async") is True:
             out["async"] = True
+        if "plain" in v:
+            plain = self._dec(v["plain"], depth + 1)
+            _need(type(plain) in (int, str, float), "handle plain must be an int, str or float")
+            out["plain"] = plain
         cls = v.get("class")
         if cls is not None:
             _need(type(cls) is dict and "$handle" in cls, "handle class must be a handle")
