@@ -44,6 +44,20 @@ CANDIDATE = textwrap.dedent('''
         values.append(sum(values))
 
 
+    CACHE = {}
+    CONFIG = {"debug": False}
+
+
+    def cached_square(x):
+        if x not in CACHE:
+            CACHE[x] = x * x
+        return CACHE[x]
+
+
+    def debug_on():
+        return CONFIG["debug"]
+
+
     def bump(counts, key):
         counts[key] = counts.get(key, 0) + 1
         counts.setdefault("seen", []).append(key)
@@ -292,6 +306,20 @@ TESTS = textwrap.dedent('''
         assert items == [1]
         items.append(2)
         assert k.size() == 2
+
+
+    def test_module_globals_shared(monkeypatch):
+        cand.cached_square(3)
+        assert cand.CACHE == {3: 9} and cand.CACHE is cand.CACHE
+        cand.CACHE.clear()
+        cand.cached_square(4)
+        assert dict(cand.CACHE) == {4: 16}
+        monkeypatch.setitem(cand.CONFIG, "debug", True)
+        assert cand.debug_on() is True
+
+
+    def test_module_globals_restored():
+        assert cand.debug_on() is False
 
 
     def test_lazy_iterables_in():

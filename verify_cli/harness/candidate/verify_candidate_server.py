@@ -234,7 +234,11 @@ class CandidateSide:
                 raise WireError("import needs a module name")
             return importlib.import_module(name)
         if op == "getattr":
-            return getattr(self._target(msg), str(msg.get("name")))
+            target = self._target(msg)
+            value = getattr(target, str(msg.get("name")))
+            if isinstance(target, (types.ModuleType, type)) and type(value) in (list, dict, set):
+                self.peer.share_answer()  # mod.CACHE.clear(), monkeypatch.setitem(mod.CONFIG, ...)
+            return value
         if op == "setattr":
             setattr(self._target(msg), str(msg.get("name")), self.peer.decode(msg.get("value")))
             return None

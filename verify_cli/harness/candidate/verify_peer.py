@@ -161,7 +161,7 @@ class Peer:
                 entry[1] = value
                 out["value"] = value
             return out
-        if not self._share:
+        if not self._share and not getattr(self._local, "share_answer", False):
             return None
         hid = self._shared_ids.get(id(obj))
         if hid is None or self._shared.get(hid, (None,))[0] is not obj:
@@ -416,7 +416,10 @@ class Peer:
             if self._on_request is not None:
                 self._on_request(msg)
             result = self._dispatch(op, msg)
-            reply = {"id": rid, "ok": self.encode(result)}
+            try:
+                reply = {"id": rid, "ok": self.encode(result)}
+            finally:
+                self._local.share_answer = False
             del result
         except BaseException as e:
             if isinstance(e, ChannelClosed):
@@ -427,6 +430,11 @@ class Peer:
         if self._reply_extras is not None:
             reply.update(self._reply_extras())
         self._send(reply)
+
+    def share_answer(self) -> None:
+        """Send the containers of the answer being served as shared ones (this side's own: a
+        module's or class's list or dict the tests read, change and read again)."""
+        self._local.share_answer = True
 
     def error_payload(self, exc: BaseException) -> dict[str, Any]:
         """An error answer for ``exc``; the trusted side also sends the exception itself as a
