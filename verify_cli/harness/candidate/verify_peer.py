@@ -91,6 +91,7 @@ class Peer:
         self._replica_ids: dict[int, int] = {}
         #: This side's containers whose value the message being built already carries.
         self._fresh: set[int] = set()
+        self._share_lock = threading.RLock()
         # What the other side's last two reports dropped (the report's own message may name it).
         self._dropped: dict[int, list[Any]] = {}
         self._dropped_before: dict[int, list[Any]] = {}
@@ -205,6 +206,10 @@ class Peer:
         if not self._shared and not self._replicas:
             self._fresh.clear()
             return {}
+        with self._share_lock:  # threads send at once
+            return self._sync_fields_locked()
+
+    def _sync_fields_locked(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         drop: list[int] = []
         sync: list[list[Any]] = []
@@ -214,7 +219,7 @@ class Peer:
             for hid, entry in list(self._replicas.items()):
                 if sys.getrefcount(entry[0]) <= _HELD_ONLY_HERE:
                     self._sync_one(hid, entry, sync)  # its last changes still go back
-                    del self._replicas[hid]
+                    self._replicas.pop(hid, None)
                     self._replica_ids.pop(id(entry[0]), None)
                     drop.append(hid)
                     dropped = True
@@ -247,6 +252,10 @@ class Peer:
 
     def _apply_sync(self, msg: dict[str, Any]) -> None:
         """The other side's changes to shared containers, then the copies it dropped."""
+        with self._share_lock:
+            self._apply_sync_locked(msg)
+
+    def _apply_sync_locked(self, msg: dict[str, Any]) -> None:
         sync = msg.get("sync")
         if type(sync) is list:
             for item in sync:
