@@ -22,7 +22,8 @@ SERVED_DUNDERS: dict[str, Any] = {
     "__str__": str, "__repr__": repr, "__bool__": bool}
 #: Objects of the test process whose attributes the candidate may never read or call, even when
 #: the tests hand them over: modules, the environment, and the harness's and pytest's objects.
-PRIVATE_MODULES = ("verify_", "_pytest", "pytest", "pluggy", "os", "sys", "importlib")
+PRIVATE_MODULES = frozenset({"_pytest", "pytest", "pluggy", "os", "posix", "sys", "importlib", "gc",
+                             "inspect", "ctypes", "_ctypes", "py"})
 
 _TRUSTED_METHODS: dict[type, list[str]] = {}
 
@@ -52,7 +53,8 @@ def _private(obj: Any) -> bool:
     if isinstance(obj, types.ModuleType) or obj is os.environ:
         return True
     module = str(getattr(type(obj), "__module__", "") or "")
-    return module.split(".")[0].startswith(PRIVATE_MODULES)
+    top = module.split(".")[0]
+    return top in PRIVATE_MODULES or top.startswith("verify_")
 
 
 def serve_candidate(peer: Peer, op: str, msg: dict[str, Any]) -> Any:
