@@ -139,6 +139,12 @@ CANDIDATE = textwrap.dedent('''
         return input("? ").upper()
 
 
+    def wait_and_stamp():
+        import time
+        time.sleep(30)
+        return time.time()
+
+
     def draw(n):
         return [random.randint(1, 100) for _ in range(n)]
 
@@ -407,6 +413,20 @@ TESTS = textwrap.dedent('''
     def test_input(monkeypatch):
         monkeypatch.setattr(sys, "stdin", io.StringIO("yes\\n"))
         assert cand.ask() == "YES"
+
+
+    def test_patched_library_functions(monkeypatch):
+        import time
+        slept = []
+        monkeypatch.setattr(time, "sleep", slept.append)
+        monkeypatch.setattr(time, "time", lambda: 1000.0)
+        assert cand.wait_and_stamp() == 1000.0 and slept == [30]
+
+
+    def test_mock_patch_of_a_library_function():
+        with mock.patch("time.time", return_value=5.0), mock.patch("time.sleep") as fake:
+            assert cand.wait_and_stamp() == 5.0
+        fake.assert_called_once_with(30)
 
 
     def test_random_seed():

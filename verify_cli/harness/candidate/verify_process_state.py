@@ -11,6 +11,7 @@ in step, its new state. Nothing here runs anything the other side sent: states a
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import random
@@ -18,6 +19,26 @@ import sys
 import threading
 from typing import Any
 
+#: Attributes of shared library modules that suites patch for the code under test
+#: (``monkeypatch.setattr(time, "sleep", ...)``, ``mock.patch("subprocess.run")``): a replacement
+#: the tests put there is put in the candidate's copy of the module too, and taken out again.
+PATCHABLE: dict[str, tuple[str, ...]] = {
+    "time": ("time", "sleep", "monotonic", "perf_counter", "time_ns", "strftime", "localtime",
+             "gmtime"),
+    "builtins": ("input", "open", "print"),
+    "subprocess": ("run", "check_output", "check_call", "call", "Popen"),
+    "shutil": ("which", "rmtree", "copy", "move"),
+    "os": ("getcwd", "listdir", "remove", "getpid", "cpu_count", "urandom"),
+    "os.path": ("exists", "isfile", "isdir", "expanduser", "getmtime", "getsize"),
+    "uuid": ("uuid4", "uuid1"),
+    "socket": ("gethostname", "create_connection"),
+    "platform": ("system", "machine", "node", "python_version"),
+    "getpass": ("getuser", "getpass"),
+    "urllib.request": ("urlopen",),
+    "webbrowser": ("open",),
+    "requests": ("get", "post", "put", "delete", "request"),
+    "datetime": ("datetime", "date"),
+}
 #: Environment variables that never cross: the harness's own and pytest's per-test marker.
 PRIVATE_ENV_PREFIXES = ("VERIFY_", "PYTEST_")
 MAX_LOG_RECORDS = 10_000
@@ -62,6 +83,11 @@ class TestsState:
         self._random_known: Any = None
         self._log_version = 0
         self._log_sent = 0
+        self._patch0: dict[tuple[str, str], Any] = {}
+        self._unseen = set(PATCHABLE)  # modules not imported yet: their originals when they are
+        self._see_modules()
+        self._patch_sent: dict[tuple[str, str], Any] = {}
+        self.patches_dirty = True
         _watch(self)
 
     @staticmethod
@@ -117,10 +143,47 @@ class TestsState:
                 version, internal, gauss = current
                 state["random"] = [version, list(internal),
                                    None if gauss is None else {"$float": repr(gauss)}]
+        patches = self._patches()
+        if patches is not None:
+            state["patches"] = patches
         if self._log_version != self._log_sent:
             self._log_sent = self._log_version
             state["logging"] = logging_levels()
         return {"state": state} if state else {}
+
+    def _see_modules(self) -> None:
+        modules = sys.modules
+        for name in [m for m in self._unseen if m in modules]:
+            self._unseen.discard(name)
+            for attr in PATCHABLE[name]:
+                self._patch0[(name, attr)] = getattr(modules[name], attr, None)
+
+    def _patches(self) -> list[list[Any]] | None:
+        """``[[module, attr, value-or-null]...]``: the library attributes the tests replaced
+        (null: put back) since the last request, or None when none changed."""
+        if self._unseen:
+            self._see_modules()
+        if not _HOOKED["mock"] and "unittest.mock" in sys.modules:
+            _watch_patching()
+        if not self.patches_dirty:
+            return None
+        self.patches_dirty = False
+        changed: list[list[Any]] = []
+        modules = sys.modules
+        for key, original in self._patch0.items():
+            module = modules.get(key[0])
+            current = getattr(module, key[1], None) if module is not None else original
+            sent = self._patch_sent.get(key, original)
+            if current is sent:
+                continue
+            if current is original:
+                del self._patch_sent[key]
+                changed.append([key[0], key[1], None])
+            else:
+                self._patch_sent[key] = current
+                changed.append([key[0], key[1], self._handle_for(current) if callable(current)
+                                else None])
+        return changed or None
 
     def random_from_candidate(self, value: Any) -> None:
         state = random_state(value)
@@ -150,6 +213,7 @@ def _watch(state: TestsState) -> None:
     """Seeding ``random`` and setting a logger's level mark the state to send (cheaper than
     comparing them before every call)."""
     _WATCHED[:] = [state]
+    _watch_patching()
     if getattr(random.seed, "_verify_watch", False):
         return
     seed, setstate, set_level, disable = random.seed, random.setstate, logging.Logger.setLevel, logging.disable
@@ -180,6 +244,41 @@ def _watch(state: TestsState) -> None:
     random.seed, random.setstate = watched_seed, watched_setstate  # type: ignore[assignment]
     logging.Logger.setLevel = watched_set_level  # type: ignore[method-assign]
     logging.disable = watched_disable
+
+
+_HOOKED = {"mock": False}
+
+
+def _patched(*_: Any) -> None:
+    for s in _WATCHED:
+        s.patches_dirty = True
+
+
+def _watch_patching() -> None:
+    """``monkeypatch.setattr``/``delattr``/``undo`` and ``mock.patch``'s start and stop mark
+    the library patches to compare before the next request (direct assignments to a library
+    module's attribute are not seen)."""
+    targets: list[tuple[Any, str]] = []
+    mp = sys.modules.get("_pytest.monkeypatch")
+    if mp is not None:
+        targets += [(mp.MonkeyPatch, n) for n in ("setattr", "delattr", "undo")]
+    mock = sys.modules.get("unittest.mock")  # never imported here: only when the tests use it
+    if mock is not None:
+        targets += [(mock._patch, "__enter__"), (mock._patch, "__exit__")]
+        _HOOKED["mock"] = True
+    for owner, name in targets:
+        original = getattr(owner, name)
+        if getattr(original, "_verify_watch", False):
+            continue
+
+        def wrapper(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            try:
+                return __original(*args, **kwargs)
+            finally:
+                _patched()
+
+        wrapper._verify_watch = True  # type: ignore[attr-defined]
+        setattr(owner, name, wrapper)
 
 
 def emit_records(records: Any) -> None:
@@ -246,6 +345,7 @@ class ProcessState:
         self._random_sent: Any = None
         self._capture = _Capture()
         logging.root.addHandler(self._capture)
+        self._patched: dict[tuple[str, str], Any] = {}
 
     def apply(self, state: Any) -> None:
         if type(state) is not dict:
@@ -294,6 +394,24 @@ class ProcessState:
             self._random_sent = random.getstate()
         if "logging" in state:
             self._apply_logging(state["logging"])
+        if "patches" in state:
+            self._apply_patches(state["patches"])
+
+    def _apply_patches(self, patches: Any) -> None:
+        if type(patches) is not list:
+            raise ValueError("state patches must be a list")
+        for item in patches:
+            if not (type(item) is list and len(item) == 3 and item[0] in PATCHABLE
+                    and item[1] in PATCHABLE[item[0]]):
+                raise ValueError("a patch names a module attribute outside the list")
+            module = importlib.import_module(item[0])
+            key = (item[0], item[1])
+            if item[2] is None:
+                if key in self._patched:
+                    setattr(module, item[1], self._patched.pop(key))
+                continue
+            self._patched.setdefault(key, getattr(module, item[1], None))
+            setattr(module, item[1], self.peer.decode(item[2]))
 
     def _apply_logging(self, config: Any) -> None:
         if type(config) is not dict or type(config.get("levels")) is not list:
