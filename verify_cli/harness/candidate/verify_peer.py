@@ -321,36 +321,41 @@ class Peer:
         """The answer to request ``rid``, serving the requests nested in it meanwhile."""
         cond = self._cond
         while True:
-            nested: dict[str, Any] | None
-            with cond:
-                while True:
-                    if self.broken:
-                        raise ChannelClosed(self.broken)
-                    answer = self._answers.pop(rid, None)
-                    if answer is not None:
-                        return answer
-                    box = self._inbox.get(rid)
-                    if box:
-                        nested = box.pop(0)
-                        break
-                    if not self._reading:
-                        self._reading = True
-                        nested = None
-                        break
-                    self._sleepers += 1
-                    try:
-                        cond.wait()
-                    finally:
-                        self._sleepers -= 1
+            nested: dict[str, Any] | None = None
+            reader = False
+            # One try from taking the reader's role to giving it back: a signal (a calls
+            # runner's per-call alarm) between the two never leaves the role taken.
+            try:
+                with cond:
+                    while True:
+                        if self.broken:
+                            raise ChannelClosed(self.broken)
+                        answer = self._answers.pop(rid, None)
+                        if answer is not None:
+                            return answer
+                        box = self._inbox.get(rid)
+                        if box:
+                            nested = box.pop(0)
+                            break
+                        if not self._reading:
+                            reader = True
+                            self._reading = True
+                            break
+                        self._sleepers += 1
+                        try:
+                            cond.wait()
+                        finally:
+                            self._sleepers -= 1
+                if reader:
+                    msg = self._receive()
+            finally:
+                if reader:
+                    with cond:
+                        self._reading = False
+                        self._wake()
             if nested is not None:
                 self._serve(nested)
                 continue
-            try:
-                msg = self._receive()
-            finally:
-                with cond:
-                    self._reading = False
-                    self._wake()
             if "op" in msg:
                 within = msg.get("within")
                 if within != rid and within in self._waiting:
