@@ -313,6 +313,7 @@ class BaselineCheckout:
     def __init__(self, ref: str) -> None:
         self.ref = ref
         self.path = Path(tempfile.mkdtemp(prefix="verify-baseline-")) / "tree"
+        self.error = ""
 
     def __enter__(self) -> BaselineCheckout:
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(self.path),
@@ -328,9 +329,11 @@ class BaselineCheckout:
         """The baseline's own bench script, with ``args`` and ``--json``."""
         out = subprocess.run([sys.executable, str(self.path / "scripts" / "bench_grading.py"), *args, "--json"],
                              cwd=self.path, capture_output=True, text=True, timeout=3600, check=False)
-        try:
-            return dict(json.loads(out.stdout[out.stdout.index("{"):]))
+        try:  # the first JSON object it printed (anything after it is not ours to parse)
+            report, _ = json.JSONDecoder().raw_decode(out.stdout, out.stdout.index("{"))
+            return dict(report)
         except ValueError:
+            self.error = (out.stderr or out.stdout)[-500:]
             return None
 
 
@@ -575,11 +578,13 @@ def main(argv: list[str] | None = None) -> int:
                     w2c["seconds_per_run"] / by_mode["warm"]["seconds_per_run"], 2)
     rtt = bench_round_trip(opts.calls)
     baseline_rows: list[dict[str, Any]] = []
+    baseline_error = ""
     if opts.baseline:
         with BaselineCheckout(opts.baseline) as base:
             cost = boundary_cost(base, 10_000)
             theirs = base.bench(["--task", str(opts.task.resolve()), "--runs", str(opts.runs),
                                  "--jobs", str(opts.jobs), "--backends", opts.backends])
+            baseline_error = base.error if theirs is None else ""
         for row in (theirs or {}).get("rows", []):
             mine = next((r for r in rows if r["backend"] == row["backend"] and r["mode"] == row["mode"]), None)
             if row.get("mode") == "warm two-process" and mine and "seconds_per_run" in mine \
@@ -591,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
         cost = boundary_cost(None, 10_000)
     report = {"task": task.id, "runs": opts.runs, "jobs": opts.jobs, "rows": rows, "ratios": ratios,
               "skipped_backends": skipped, "cpus": os.cpu_count(), "call_round_trip": rtt,
-              "boundary": cost, "against_baseline": baseline_rows}
+              "boundary": cost, "against_baseline": baseline_rows, "baseline_error": baseline_error}
     if opts.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -633,6 +638,8 @@ def main(argv: list[str] | None = None) -> int:
     if rtt:
         _print_round_trip(rtt)
     _print_boundary(cost)
+    if baseline_error:
+        print(f"{opts.baseline}'s own bench failed: {baseline_error}")
     for row in baseline_rows:
         print(f"{row['backend']}: warm two-process {1000 * row['seconds_per_run']:.1f} ms/run, "
               f"{opts.baseline}'s {1000 * row['baseline_seconds_per_run']:.1f} ms/run: {row['ratio']}x "
