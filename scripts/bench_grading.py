@@ -4,11 +4,18 @@ sandbox backend, side by side (plus one stand-in call's round trip).
 
     python scripts/bench_grading.py [--task sample_tasks/coding-interval-merge] [--runs 40]
                                     [--jobs 1] [--backends bwrap,docker] [--json]
+                                    [--baseline REF] [--many-calls-only]
 
 Each row grades the task's reference ``--runs`` times (after an untimed warm-up: the first
 cold run, the warm workers' start) through the public Grader, exactly as check-tasks does. The
 floors are what no grader can beat: the tests' own durations from the JUnit XML, and a pytest
 session forked from a warmed interpreter on the host with no sandbox at all.
+
+The boundary's own cost: a test making 10,000 small calls (a scalar call, a list argument the
+candidate mutates, a method of a candidate object), through this checkout's harness and, with
+``--baseline REF``, through the harness of commit REF (lists copied there, shared here), in the
+same run; with ``--baseline`` the warm two-process rows are also graded by REF's whole checkout
+(a temporary git worktree, its own bench script) and the ratio printed (target <= 1.2x).
 """
 
 from __future__ import annotations
@@ -216,6 +223,145 @@ finally:
 """
 
 
+_MANY_CALLS = r"""
+import json, os, subprocess, sys, tempfile, time
+harness, n = sys.argv[1], int(sys.argv[2])
+work = tempfile.mkdtemp(prefix="verify-calls-")
+with open(os.path.join(work, "calls_mod.py"), "w") as fh:
+    fh.write("def scale(x):\n    return x * 2\n\n"
+             "def append_one(values):\n    values.append(1)\n\n"
+             "class Stack:\n    def __init__(self):\n        self.items = []\n"
+             "    def push(self, x):\n        self.items.append(x)\n        return len(self.items)\n")
+channel = os.path.join(work, "channel.sock")
+env = {**os.environ, "VERIFY_CHANNEL": channel, "PYTHONPATH": os.path.join(harness, "candidate")}
+server = subprocess.Popen([sys.executable, os.path.join(harness, "candidate", "verify_candidate_server.py")],
+                          cwd=work, env=env)
+try:
+    os.environ.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_MODULES=json.dumps(["calls_mod"]),
+                      VERIFY_WORKDIR=work)
+    sys.path.insert(0, harness)
+    import verify_standin
+    verify_standin.install()
+    import calls_mod
+    stack = calls_mod.Stack()
+    for _ in range(200):
+        calls_mod.scale(1)
+    report = {}
+
+    def candidate_cpu():
+        try:
+            with open(f"/proc/{server.pid}/stat") as fh:
+                parts = fh.read().rsplit(")", 1)[1].split()
+            return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return float("nan")
+
+    for shape in ("scalar", "list_argument", "method"):
+        cpu, their_cpu = time.process_time(), candidate_cpu()
+        start = time.perf_counter()
+        if shape == "scalar":
+            for i in range(n):
+                calls_mod.scale(i)
+        elif shape == "list_argument":
+            for i in range(n):
+                values = [i, i + 1]
+                calls_mod.append_one(values)
+        else:
+            for i in range(n):
+                stack.push(i)
+        report[shape + "_us"] = (time.perf_counter() - start) / n * 1e6
+        # CPU of both processes per call: what the boundary's code costs, whatever the load.
+        report[shape + "_cpu_us"] = ((time.process_time() - cpu) + (candidate_cpu() - their_cpu)) / n * 1e6
+    print(json.dumps(report))
+finally:
+    server.kill()
+"""
+
+
+def bench_many_calls(harness: Path, n: int = 10_000) -> dict[str, Any] | None:
+    """Microseconds per call of a test making ``n`` small calls of each shape through the
+    harness in ``harness`` (no sandbox)."""
+    out = subprocess.run([sys.executable, "-c", _MANY_CALLS, str(harness), str(n)],
+                         capture_output=True, text=True, timeout=600, check=False)
+    try:
+        return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        return None
+
+
+def bench_many_calls_against(harnesses: dict[str, Path], n: int = 10_000,
+                             rounds: int = 5) -> dict[str, dict[str, float] | None]:
+    """``bench_many_calls`` for each harness, in ``rounds`` interleaved rounds of ``n // rounds``
+    calls (so that a change in the machine's load falls on all of them alike); per shape, the
+    median of the rounds."""
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in harnesses}
+    for _ in range(rounds):
+        for name, harness in harnesses.items():
+            got = bench_many_calls(harness, max(n // rounds, 1))
+            if got is not None:
+                samples[name].append(got)
+    out: dict[str, dict[str, float] | None] = {}
+    for name, runs in samples.items():
+        out[name] = ({k: round(statistics.median(r[k] for r in runs), 1) for k in runs[0]}
+                     if runs else None)
+    return out
+
+
+class BaselineCheckout:
+    """Commit ``ref`` of this repository in a temporary git worktree (removed on exit)."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        self.path = Path(tempfile.mkdtemp(prefix="verify-baseline-")) / "tree"
+        self.error = ""
+
+    def __enter__(self) -> BaselineCheckout:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(self.path),
+                        self.ref], check=True, capture_output=True, text=True, timeout=120)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(self.path)],
+                       capture_output=True, text=True, timeout=120, check=False)
+        shutil.rmtree(self.path.parent, ignore_errors=True)
+
+    def bench(self, args: list[str]) -> dict[str, Any] | None:
+        """The baseline's own bench script, with ``args`` and ``--json``."""
+        out = subprocess.run([sys.executable, str(self.path / "scripts" / "bench_grading.py"), *args, "--json"],
+                             cwd=self.path, capture_output=True, text=True, timeout=3600, check=False)
+        try:  # the first JSON object it printed (anything after it is not ours to parse)
+            report, _ = json.JSONDecoder().raw_decode(out.stdout, out.stdout.index("{"))
+            return dict(report)
+        except ValueError:
+            self.error = (out.stderr or out.stdout)[-500:]
+            return None
+
+
+def boundary_cost(baseline: BaselineCheckout | None, calls: int) -> dict[str, Any]:
+    """The 10,000-call case through this harness and the baseline's, and their ratios."""
+    harnesses = {"here": HARNESS_DIR}
+    if baseline is not None:
+        harnesses["baseline"] = baseline.path / "verify_cli" / "harness"
+    report: dict[str, Any] = {"calls": calls, **bench_many_calls_against(harnesses, calls)}
+    if baseline is not None:
+        report["baseline_ref"] = baseline.ref
+        here, base = report["here"], report["baseline"]
+        if here and base:
+            report["ratios"] = {k.removesuffix("_us"): round(here[k] / base[k], 2)
+                                for k in here if k in base and base[k] > 0}
+    return report
+
+
+def _print_boundary(cost: dict[str, Any]) -> None:
+    here = cost.get("here") or {}
+    line = ", ".join(f"{k.removesuffix('_us').replace('_cpu', ' (CPU of both sides)')} {v:.0f} us"
+                     for k, v in here.items())
+    print(f"a test making {cost['calls']} small calls, per call: {line or 'failed'}")
+    if "ratios" in cost:
+        ratios = ", ".join(f"{k} {v}x" for k, v in cost["ratios"].items())
+        print(f"  against {cost['baseline_ref']}'s harness (lists copied there, shared here): {ratios}")
+
+
 def bench_round_trip(n: int = 2000) -> dict[str, Any] | None:
     """One stand-in call's round trip (a list of three values each way), no sandbox, beside a
     bare socket ping-pong between two processes and the same message through the codec alone
@@ -359,7 +505,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--round-trip-only", action="store_true",
                     help="only the call round trips (Python and node, beside a socket ping-pong)")
     ap.add_argument("--calls", type=int, default=2000, help="calls timed for the round trips")
+    ap.add_argument("--baseline", default=None, metavar="REF",
+                    help="also measure commit REF (a git ref): its harness on the 10,000-call case "
+                         "and its whole checkout on the warm two-process rows")
+    ap.add_argument("--many-calls-only", action="store_true",
+                    help="only the 10,000-call case (with --baseline: against REF's harness)")
     opts = ap.parse_args(argv)
+    if opts.many_calls_only:
+        if opts.baseline:
+            with BaselineCheckout(opts.baseline) as base:
+                cost = boundary_cost(base, 10_000)
+        else:
+            cost = boundary_cost(None, 10_000)
+        print(json.dumps(cost, indent=2)) if opts.json else _print_boundary(cost)
+        return 0
     if opts.round_trip_only:
         rtt = bench_round_trip(opts.calls)
         if rtt is None:
@@ -418,8 +577,26 @@ def main(argv: list[str] | None = None) -> int:
                 ratios[name]["two_process_cold_candidate_over_in_process_warm"] = round(
                     w2c["seconds_per_run"] / by_mode["warm"]["seconds_per_run"], 2)
     rtt = bench_round_trip(opts.calls)
+    baseline_rows: list[dict[str, Any]] = []
+    baseline_error = ""
+    if opts.baseline:
+        with BaselineCheckout(opts.baseline) as base:
+            cost = boundary_cost(base, 10_000)
+            theirs = base.bench(["--task", str(opts.task.resolve()), "--runs", str(opts.runs),
+                                 "--jobs", str(opts.jobs), "--backends", opts.backends])
+            baseline_error = base.error if theirs is None else ""
+        for row in (theirs or {}).get("rows", []):
+            mine = next((r for r in rows if r["backend"] == row["backend"] and r["mode"] == row["mode"]), None)
+            if row.get("mode") == "warm two-process" and mine and "seconds_per_run" in mine \
+                    and "seconds_per_run" in row:
+                baseline_rows.append({"backend": row["backend"], "baseline_seconds_per_run": row["seconds_per_run"],
+                                      "seconds_per_run": mine["seconds_per_run"],
+                                      "ratio": round(mine["seconds_per_run"] / row["seconds_per_run"], 2)})
+    else:
+        cost = boundary_cost(None, 10_000)
     report = {"task": task.id, "runs": opts.runs, "jobs": opts.jobs, "rows": rows, "ratios": ratios,
-              "skipped_backends": skipped, "cpus": os.cpu_count(), "call_round_trip": rtt}
+              "skipped_backends": skipped, "cpus": os.cpu_count(), "call_round_trip": rtt,
+              "boundary": cost, "against_baseline": baseline_rows, "baseline_error": baseline_error}
     if opts.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -460,6 +637,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{rt.get('two_process_cold_candidate_over_in_process_warm')}x")
     if rtt:
         _print_round_trip(rtt)
+    _print_boundary(cost)
+    if baseline_error:
+        print(f"{opts.baseline}'s own bench failed: {baseline_error}")
+    for row in baseline_rows:
+        print(f"{row['backend']}: warm two-process {1000 * row['seconds_per_run']:.1f} ms/run, "
+              f"{opts.baseline}'s {1000 * row['baseline_seconds_per_run']:.1f} ms/run: {row['ratio']}x "
+              f"(target <= 1.2x)")
     return 0
 
 

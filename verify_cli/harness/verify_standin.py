@@ -15,7 +15,8 @@ nearest built-in base.
 
 from __future__ import annotations
 
-import builtins
+import contextlib
+import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -30,6 +31,12 @@ from typing import Any
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
 
 from verify_peer import ChannelClosed, Peer, RemoteError
+from verify_process_state import TestsState, emit_records
+from verify_standin_errors import rebuild_exception as _rebuild_exception
+from verify_standin_errors import standin_exception
+from verify_standin_import import StandInFinder
+from verify_standin_serve import describe_trusted as _describe_trusted
+from verify_standin_serve import serve_candidate
 from verify_wire import WireError
 
 CHANNEL_ENV = "VERIFY_CHANNEL"
@@ -38,9 +45,8 @@ CONNECT_SECONDS = 20.0
 #: Written to the results folder when the candidate server never came up: no candidate code
 #: has run by then, so that is the infrastructure's fault (the grader reports infra_error).
 NO_CANDIDATE_FILE = "verify-no-candidate-process.txt"
-#: Dunders the candidate may call on objects the tests passed in (besides public names).
-SERVED_DUNDERS = {"__call__", "__len__", "__iter__", "__next__", "__getitem__", "__contains__",
-                  "__str__", "__repr__"}
+from verify_standin_serve import PRIVATE_MODULES, SERVED_DUNDERS  # noqa: E402,F401
+
 #: Opt-in (audit's mutation runs): every message crossing between the tests and the candidate is
 #: appended, as sent, to ``$VERIFY_RESULTS_DIR/verify-call-trace.jsonl`` (checks/audit/observed.py).
 TRACE_ENV = "VERIFY_TRACE_CALLS"
@@ -61,6 +67,8 @@ class _Channel:
         self.path = os.environ.get(CHANNEL_ENV, "")
         self.peer: Peer | None = None
         self.remotes: dict[int, Any] = {}
+        # The baseline of the process state the tests may change (before any test runs).
+        self.state = TestsState(lambda obj: self.get().handle_for(obj)) if self.path else None
 
     def get(self) -> Peer:
         if self.peer is not None:
@@ -83,17 +91,26 @@ class _Channel:
                 time.sleep(pause)
                 pause = min(pause * 1.5, 0.001 if time.monotonic() - started < 1.0 else 0.05)
         self.peer = Peer(sock, "trusted", describe=_describe_trusted, make_remote=self.remote,
-                         dispatch=_serve_candidate, on_answer=_echo_output, remote_ref=_candidate_ref)
+                         dispatch=_serve_candidate, on_answer=_echo_output, remote_ref=_candidate_ref,
+                         request_extras=self.state.fields if self.state is not None else None,
+                         share_containers=True)
         return self.peer
 
     def remote(self, desc: dict[str, Any]) -> Any:
+        """The stand-in for a candidate object: one per handle, so ``is`` holds as in-process
+        (an object's descriptor, whose fields are a snapshot, is refreshed each time it crosses)."""
         kind = desc.get("kind")
         if kind == "exception_class":
-            return standin_exception(desc["module"], desc["type"], desc.get("bases", []))
+            return standin_exception(desc["module"], desc["type"], desc.get("bases", []),
+                                     desc.get("classes"))
         hid = desc["$handle"]
         known = self.remotes.get(hid)
-        if known is not None and kind in ("class", "module", "callable"):
+        if known is not None:
+            if isinstance(known, CandidateObject) and desc.get("kind"):
+                object.__setattr__(known, "_desc", desc)
             return known
+        if not kind:
+            raise WireError(f"a reference to candidate object {hid}, which never crossed")
         if kind == "class":
             made: Any = _class_proxy(desc)
         elif kind == "module":
@@ -103,8 +120,18 @@ class _Channel:
             made.__dict__["_verify_desc"] = made.__dict__.get("_verify_desc") or desc
         elif kind == "namedtuple":
             made = CandidateNamedTuple(desc)
+        elif kind == "generator":
+            made = _generator(CandidateObject(desc))
+        elif kind == "coroutine":
+            made = _coroutine(CandidateObject(desc))
+        elif kind == "async_iterator":
+            made = _async_generator(CandidateObject(desc))
+        elif kind == "callable" and desc.get("async"):
+            made = _coroutine_function(CandidateObject(desc))
         else:
-            made = CandidateObject(desc)
+            cls = desc.get("class")
+            made = object.__new__(cls if isinstance(cls, _CandidateClassMeta) else CandidateObject)  # type: ignore[arg-type]
+            object.__setattr__(made, "_desc", desc)
         self.remotes[hid] = made
         return made
 
@@ -149,8 +176,19 @@ def _mark_infrastructure_fault(message: str) -> None:
 
 
 def _echo_output(msg: dict[str, Any]) -> None:
-    """What candidate code printed during a call, into this process's (captured) streams."""
+    """What candidate code printed during a call, into this process's (captured) streams; the
+    records it logged, into this process's loggers; ``random``'s state, once in step."""
     TRACER.record("answer", msg)
+    if "logs" in msg:
+        emit_records(msg["logs"])
+    if "random" in msg and CHANNEL.state is not None:
+        value = msg["random"]
+        try:
+            if type(value) is list and len(value) == 3 and type(value[2]) is dict:
+                value = [value[0], value[1], CHANNEL.get().decode(value[2])]
+            CHANNEL.state.random_from_candidate(value)
+        except (ValueError, WireError, TypeError):
+            pass
     out, err = msg.get("stdout"), msg.get("stderr")
     if type(out) is str and out:
         sys.stdout.write(out)
@@ -161,41 +199,26 @@ def _echo_output(msg: dict[str, Any]) -> None:
 def _candidate_ref(obj: Any) -> dict[str, Any] | None:
     """A stand-in of a candidate object goes back as that object."""
     if isinstance(obj, CandidateObject):
-        return _ref(object.__getattribute__(obj, "_desc"))
-    if isinstance(obj, (CandidateNamedTuple, _CandidateClassMeta)):
+        try:
+            return _ref(object.__getattribute__(obj, "_desc"))
+        except AttributeError:  # a test subclass's object, before its candidate half exists
+            return None
+    if isinstance(obj, _CandidateClassMeta):
+        return _ref(obj._verify_class_desc)
+    if isinstance(obj, CandidateNamedTuple):
         return _ref(obj._desc)
     if isinstance(obj, CandidateModule) and isinstance(obj.__dict__.get("_verify_desc"), dict):
         return _ref(obj.__dict__["_verify_desc"])
+    if isinstance(obj, types.FunctionType):
+        proxied = getattr(obj, "_verify_proxied", None)
+        if isinstance(proxied, CandidateObject):
+            return _candidate_ref(proxied)
     return None
 
 
-def _describe_trusted(obj: Any) -> dict[str, Any]:
-    # Nothing of the object's state crosses: the candidate may only call what it was given.
-    return {"kind": "callable" if callable(obj) else "object", "type": type(obj).__name__,
-            "module": "trusted"}
-
-
 def _serve_candidate(op: str, msg: dict[str, Any]) -> Any:
-    """Requests from the candidate: it may call what the tests handed it, nothing else."""
-    peer = CHANNEL.get()
     TRACER.record("served", msg)
-    if op == "release":
-        ids = msg.get("handles", [])
-        peer.release([i for i in ids if type(i) is int] if type(ids) is list else [])
-        return None
-    if op not in ("call", "method"):
-        raise PermissionError(f"the candidate may not {op!r} in the test process")
-    target = peer.decode(msg.get("target"))
-    args = peer.decode(msg.get("args", []))
-    kwargs = peer.decode(msg.get("kwargs", {"$dict": []}))
-    if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
-        raise WireError("args must be a list and kwargs a dict with str keys")
-    if op == "call":
-        return target(*args, **kwargs)
-    name = str(msg.get("name"))
-    if name.startswith("_") and name not in SERVED_DUNDERS:
-        raise PermissionError(f"the candidate may not call {name} in the test process")
-    return getattr(target, name)(*args, **kwargs)
+    return serve_candidate(CHANNEL.get(), op, msg)
 
 
 def _cross(op: str, **fields: Any) -> Any:
@@ -214,68 +237,19 @@ def _call(op: str, ref: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str,
           **fields: Any) -> Any:
     peer = CHANNEL.get()
     try:
-        encoded = {"args": peer.encode(list(args)),
-                   "kwargs": peer.encode(kwargs) if kwargs else {"$dict": []}}
+        encoded = peer.encode_call(args, kwargs)
     except WireError as e:
         raise TypeError(f"cannot pass this to the candidate: {e}") from None
     return _cross(op, target=ref, **encoded, **fields)
 
 
 # --------------------------------------------------------------------------------------------
-# Exceptions
-
-_STANDINS: dict[tuple[str, str], type[BaseException]] = {}
-_SUBSTITUTES = {"KeyboardInterrupt", "GeneratorExit"}  # never abort the test session
-
-
-def standin_exception(module: str, name: str, bases: list[str]) -> type[BaseException]:
-    """The stand-in class for the candidate's exception class ``module.name`` (cached)."""
-    key = (module, name)
-    cls = _STANDINS.get(key)
-    if cls is None:
-        base: type[BaseException] = Exception
-        for b in bases:
-            found = getattr(builtins, b, None)
-            if isinstance(found, type) and issubclass(found, Exception):
-                base = found
-                break
-
-        def __str__(self: BaseException) -> str:
-            return str(getattr(self, "_verify_message", BaseException.__str__(self)))
-
-        cls = type(name.rsplit(".", 1)[-1], (base,), {"__module__": module, "__qualname__": name,
-                                                      "__str__": __str__})
-        _STANDINS[key] = cls
-    return cls
+# Exceptions (verify_standin_errors.py)
 
 
 def rebuild_exception(payload: dict[str, Any]) -> BaseException:
-    name = str(payload.get("type", "Exception"))
-    module = str(payload.get("module", ""))
-    bases = [str(b) for b in payload.get("bases", []) if type(b) is str]
-    message = str(payload.get("message", ""))
-    try:
-        args = [CHANNEL.get().decode(a) for a in payload.get("args", [])]
-    except (WireError, ChannelClosed):
-        args = [message]
-    builtin = getattr(builtins, name, None)
-    if module == "builtins" and isinstance(builtin, type) and issubclass(builtin, BaseException) \
-            and name not in _SUBSTITUTES:
-        try:
-            return _with_trace(builtin(*args), payload)
-        except Exception:
-            return _with_trace(builtin(message), payload)
-    cls = standin_exception(module, name, bases)
-    exc = cls(*args)
-    exc._verify_message = message  # type: ignore[attr-defined]
-    return _with_trace(exc, payload)
-
-
-def _with_trace(exc: BaseException, payload: dict[str, Any]) -> BaseException:
-    trace = payload.get("traceback")
-    if type(trace) is str and trace:
-        exc.add_note("in the candidate process:\n" + trace.rstrip())
-    return exc
+    """The exception a candidate's error answer stands for, here."""
+    return _rebuild_exception(payload, CHANNEL.get())
 
 
 # --------------------------------------------------------------------------------------------
@@ -302,6 +276,11 @@ def _value_hash(desc: dict[str, Any]) -> int:
     return hash((desc["module"], desc["type"], tuple(sorted(desc["fields"].items()))))
 
 
+def _desc_of(obj: Any) -> dict[str, Any]:
+    desc: dict[str, Any] = object.__getattribute__(obj, "_desc")
+    return desc
+
+
 class CandidateObject:
     """An object (or callable, or iterator) that lives in the candidate process."""
 
@@ -311,32 +290,57 @@ class CandidateObject:
         object.__setattr__(self, "_desc", desc)
 
     def __getattr__(self, name: str) -> Any:
-        desc = object.__getattribute__(self, "_desc")
+        desc = _desc_of(self)
+        if name.startswith("__") and name.endswith("__"):  # protocol lookups never cross
+            raise AttributeError(name)
         if name in desc.get("methods", ()):
             return _BoundMethod(desc, name)
         return _cross("getattr", target=_ref(desc), name=name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         peer = CHANNEL.get()
-        _cross("setattr", target=_ref(self._desc), name=name, value=peer.encode(value))
+        _cross("setattr", target=_ref(_desc_of(self)), name=name, value=peer.encode(value))
+
+    def __delattr__(self, name: str) -> None:
+        _cross("delattr", target=_ref(_desc_of(self)), name=name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _call("call", _ref(self._desc), args, kwargs)
+        return _call("call", _ref(_desc_of(self)), args, kwargs)
 
     def _method(self, name: str, *args: Any) -> Any:
-        return _call("method", _ref(self._desc), args, {}, name=name)
+        return _call("method", _ref(_desc_of(self)), args, {}, name=name)
 
     # Never cross: answered from the descriptor.
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, CandidateObject) and _same_value(self._desc, other._desc)
+        desc = _desc_of(self)
+        if "plain" in desc and type(other) in (int, str, float, bool):
+            return bool(desc["plain"] == other)  # an IntEnum/StrEnum member and its value
+        if not isinstance(other, CandidateObject):
+            return False
+        try:
+            theirs = _desc_of(other)
+        except AttributeError:
+            return other is self
+        return _same_value(desc, theirs)
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
 
     def __hash__(self) -> int:
-        return _value_hash(self._desc)
+        desc = _desc_of(self)
+        if "plain" in desc:
+            return hash(desc["plain"])
+        return _value_hash(desc)
 
     def __bool__(self) -> bool:
+        # Decided in the candidate's process (its __bool__ or __len__ runs there); the answer
+        # must be a plain bool, and an object without either is true, as in-process.
+        methods = _desc_of(self).get("methods", ())
+        if "__bool__" in methods or "__len__" in methods:
+            answer = self._method("__bool__")
+            if type(answer) is not bool:
+                raise TypeError("__bool__ should return bool")
+            return answer
         return True
 
     # Cross as method calls.
@@ -345,7 +349,7 @@ class CandidateObject:
             text = self._method("__repr__")
         except Exception:
             text = None
-        return text if type(text) is str else f"<candidate {self._desc.get('type')}>"
+        return text if type(text) is str else f"<candidate {_desc_of(self).get('type')}>"
 
     def __str__(self) -> str:
         text = self._method("__str__")
@@ -360,12 +364,15 @@ class CandidateObject:
         return n
 
     def __iter__(self) -> Any:
-        if self._desc.get("kind") == "iterator":
+        if _desc_of(self).get("kind") == "iterator":
             return self
         return self._method("__iter__")
 
     def __next__(self) -> Any:
         return self._method("__next__")
+
+    def __reversed__(self) -> Any:
+        return self._method("__reversed__")
 
     def __getitem__(self, key: Any) -> Any:
         return self._method("__getitem__", key)
@@ -382,8 +389,25 @@ class CandidateObject:
     def __enter__(self) -> Any:
         return self._method("__enter__")
 
-    def __exit__(self, *exc: Any) -> Any:
-        return self._method("__exit__", None, None, None)
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        """The candidate's ``__exit__`` runs in its process and sees the exception (rebuilt
+        there); its wish to suppress it is honoured except for a failed assertion or
+        anything that is not an ``Exception`` (pytest's outcomes): those always propagate."""
+        error = None
+        if exc is not None:
+            error = CHANNEL.get().error_payload(exc)
+        suppress = _cross("exit", target=_ref(_desc_of(self)), error=error)
+        return (suppress is True and isinstance(exc, Exception)
+                and not isinstance(exc, AssertionError))
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (_unpickle, (self._method("__verify_pickle__"),))
+
+    def __copy__(self) -> Any:
+        return self._method("__copy__")
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self._method("__deepcopy__")
 
     def __lt__(self, other: Any) -> Any:
         return self._method("__lt__", other)
@@ -403,6 +427,42 @@ class CandidateObject:
     def __sub__(self, other: Any) -> Any:
         return self._method("__sub__", other)
 
+    def __mul__(self, other: Any) -> Any:
+        return self._method("__mul__", other)
+
+    def __truediv__(self, other: Any) -> Any:
+        return self._method("__truediv__", other)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return self._method("__floordiv__", other)
+
+    def __mod__(self, other: Any) -> Any:
+        return self._method("__mod__", other)
+
+    def __neg__(self) -> Any:
+        return self._method("__neg__")
+
+    def __abs__(self) -> Any:
+        return self._method("__abs__")
+
+    def __int__(self) -> int:
+        n = self._method("__int__")
+        if type(n) is not int:
+            raise TypeError("__int__ returned a non-int")
+        return n
+
+    def __float__(self) -> float:
+        n = self._method("__float__")
+        if type(n) is not float:
+            raise TypeError("__float__ returned a non-float")
+        return n
+
+    def __index__(self) -> int:
+        n = self._method("__index__")
+        if type(n) is not int:
+            raise TypeError("__index__ returned a non-int")
+        return n
+
 
 class _BoundMethod:
     __slots__ = ("desc", "name")
@@ -416,6 +476,73 @@ class _BoundMethod:
 
     def __repr__(self) -> str:
         return f"<candidate method {self.desc.get('type')}.{self.name}>"
+
+
+def _generator(obj: CandidateObject) -> Any:
+    """A candidate generator as a generator here (``inspect.isgenerator``), lazy: each item
+    is one ``__next__`` (``send`` and ``close`` go through too)."""
+
+    def gen() -> Any:
+        sent = None
+        try:
+            while True:
+                try:
+                    item = obj._method("__next__") if sent is None else _call(
+                        "method", _ref(_desc_of(obj)), (sent,), {}, name="send")
+                except StopIteration as stop:
+                    return stop.value
+                sent = yield item
+        except GeneratorExit:
+            with contextlib.suppress(Exception):
+                _call("method", _ref(_desc_of(obj)), (), {}, name="close")
+            raise
+
+    made = gen()
+    return made
+
+
+def _coroutine(obj: CandidateObject) -> Any:
+    """A candidate coroutine as a coroutine here, for the test's event loop: awaiting it runs
+    the candidate's coroutine to its end in the candidate's process, on its own loop."""
+
+    async def run() -> Any:
+        return _cross("await", target=_ref(_desc_of(obj)))
+
+    return run()
+
+
+def _coroutine_function(obj: CandidateObject) -> Any:
+    """A candidate ``async def`` function as one here (``inspect.iscoroutinefunction``)."""
+    desc = _desc_of(obj)
+
+    async def function(*args: Any, **kwargs: Any) -> Any:
+        coroutine = _call("call", _ref(desc), args, kwargs)
+        if isinstance(coroutine, types.CoroutineType):
+            return await coroutine
+        return coroutine
+
+    function.__name__ = function.__qualname__ = str(desc.get("type", "function"))
+    function._verify_proxied = obj  # type: ignore[attr-defined]
+    return function
+
+
+def _unpickle(data: bytes) -> Any:
+    """``pickle.loads`` of a candidate object: the candidate unpickles its own bytes."""
+    return _cross("unpickle", data=CHANNEL.get().encode(data))
+
+
+def _async_generator(obj: CandidateObject) -> Any:
+    async def agen() -> Any:
+        while True:
+            step = obj._method("__anext__")
+            try:
+                item = await step if not isinstance(step, CandidateObject) else _cross(
+                    "await", target=_ref(_desc_of(step)))
+            except StopAsyncIteration:
+                return
+            yield item
+
+    return agen()
 
 
 class CandidateNamedTuple(tuple):
@@ -445,34 +572,160 @@ class CandidateNamedTuple(tuple):
 
 
 class _CandidateClassMeta(type):
-    _desc: dict[str, Any]
+    """The type of a candidate class's stand-in, which is also the type of the stand-ins of its
+    objects (``type(obj) is mod.Cls``); a class the tests derive from one has it too."""
+
+    _verify_class_desc: dict[str, Any]
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        return _call("call", _ref(cls._desc), args, kwargs)
+        if "_verify_class_desc" not in cls.__dict__:
+            return _new_test_subclass_object(cls, args, kwargs)
+        return _call("call", _ref(cls._verify_class_desc), args, kwargs)
 
     def __getattr__(cls, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") and name not in ("__version__", "__members__"):
             raise AttributeError(name)
-        return _cross("getattr", target=_ref(cls._desc), name=name)
+        return _cross("getattr", target=_ref(cls._verify_class_desc), name=name)
+
+    def __setattr__(cls, name: str, value: Any) -> None:
+        if "_verify_class_desc" in cls.__dict__ and not name.startswith("_verify"):
+            # monkeypatch.setattr(mod.Cls, "method", fake): the candidate's class changes
+            _cross("setattr", target=_ref(cls._verify_class_desc), name=name,
+                   value=CHANNEL.get().encode(value))
+            return
+        super().__setattr__(name, value)
+
+    def __delattr__(cls, name: str) -> None:
+        if "_verify_class_desc" in cls.__dict__:
+            _cross("delattr", target=_ref(cls._verify_class_desc), name=name)
+            return
+        super().__delattr__(name)
+
+    def _class_method(cls, name: str, *args: Any) -> Any:
+        return _call("method", _ref(cls._verify_class_desc), args, {}, name=name)
+
+    def __iter__(cls) -> Any:  # iterating an Enum
+        return cls._class_method("__iter__")
+
+    def __len__(cls) -> int:
+        n = cls._class_method("__len__")
+        if type(n) is not int:
+            raise TypeError("__len__ returned a non-int")
+        return n
+
+    def __getitem__(cls, key: Any) -> Any:  # Colour["RED"]
+        return cls._class_method("__getitem__", key)
+
+    def __contains__(cls, item: Any) -> bool:
+        return cls._class_method("__contains__", item) is True
+
+    def __reversed__(cls) -> Any:
+        return cls._class_method("__reversed__")
+
+    def __repr__(cls) -> str:
+        desc = cls.__dict__.get("_verify_class_desc")
+        if desc is None:
+            return super().__repr__()
+        return f"<class '{desc['module']}.{desc['type']}'>"
 
     def __instancecheck__(cls, obj: Any) -> bool:
+        if type(obj) is cls or (type.__instancecheck__(cls, obj)):
+            return True
+        desc = cls.__dict__.get("_verify_class_desc")
+        if desc is None:
+            return False
         if isinstance(obj, CandidateNamedTuple):
-            return obj._desc["type"] == cls._desc["type"] and obj._desc["module"] == cls._desc["module"]
+            return obj._desc["type"] == desc["type"] and obj._desc["module"] == desc["module"]
         if not isinstance(obj, CandidateObject):
             return False
-        wanted = f"{cls._desc['module']}.{cls._desc['type']}"
-        return wanted in object.__getattribute__(obj, "_desc").get("bases", ())
+        try:
+            bases = _desc_of(obj).get("bases", ())
+        except AttributeError:
+            return False
+        return f"{desc['module']}.{desc['type']}" in bases
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        if type.__subclasscheck__(cls, sub):
+            return True
+        desc = cls.__dict__.get("_verify_class_desc")
+        sub_desc = getattr(sub, "__dict__", {}).get("_verify_class_desc") if isinstance(sub, type) else None
+        if desc is None or sub_desc is None:
+            return False
+        return f"{desc['module']}.{desc['type']}" in sub_desc.get("bases", ())
+
+
+def _forwarder(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return _call("method", _ref(_desc_of(self)), args, kwargs, name=name)
+
+    method.__name__ = method.__qualname__ = name
+    return method
 
 
 def _class_proxy(desc: dict[str, Any]) -> type:
+    """The stand-in of a candidate class: calling it makes a candidate object; its methods are
+    forwarders (so ``super().method()`` in a test's subclass reaches the candidate's); a
+    dataclass gets its fields (``dataclasses.asdict``/``replace``/``fields`` work)."""
     name = str(desc["type"]).rsplit(".", 1)[-1]
-    cls = _CandidateClassMeta(name, (), {"__module__": desc["module"], "__qualname__": desc["type"]})
-    cls._desc = desc
-    return cls
+    namespace: dict[str, Any] = {"__module__": desc["module"], "__qualname__": desc["type"],
+                                 "__slots__": (), "_verify_class_desc": desc}
+    for method in desc.get("methods") or ():
+        if not method.startswith("_"):
+            namespace[method] = _forwarder(method)
+    namespace["__init__"] = _forwarder("__init__")  # a test subclass's super().__init__(...)
+    fields = desc.get("dataclass")
+    if type(fields) is list:
+        import dataclasses
+
+        made: dict[str, Any] = {}
+        for item in fields:
+            if type(item) is list and len(item) == 2 and type(item[0]) is str:
+                f = dataclasses.field()
+                f.name, f.init = item[0], bool(item[1])
+                f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]
+                made[item[0]] = f
+        namespace["__dataclass_fields__"] = made
+        namespace["__dataclass_params__"] = types.SimpleNamespace(
+            init=True, repr=True, eq=True, order=False, unsafe_hash=False, frozen=bool(desc.get("frozen")))
+    return _CandidateClassMeta(name, (CandidateObject,), namespace)
+
+
+def _new_test_subclass_object(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """An object of a class the tests derived from a candidate class: its candidate half is an
+    object of a subclass made in the candidate's process whose overridden methods call back the
+    test's (so the candidate's own methods reach the overrides); its test half, returned, runs
+    the overrides here and forwards the rest."""
+    proxy = next(c for c in cls.__mro__ if "_verify_class_desc" in c.__dict__)
+    overrides: list[str] = []
+    for klass in cls.__mro__:
+        if klass is proxy:
+            break
+        for name, value in vars(klass).items():
+            if callable(value) and (not name.startswith("_") or name in ("__str__", "__repr__",
+                                                                          "__len__", "__iter__"))\
+                    and name not in overrides:
+                overrides.append(name)
+    has_init = any("__init__" in vars(k) for k in cls.__mro__[:cls.__mro__.index(proxy)])
+    obj: Any = object.__new__(cls)
+    peer = CHANNEL.get()
+    hid = peer.handle_for(obj)["$handle"]
+    encoded = {"args": peer.encode([] if has_init else list(args)),
+               "kwargs": peer.encode({} if has_init else kwargs)}
+    half = _cross("subclass", target=_ref(proxy._verify_class_desc), name=cls.__name__,  # type: ignore[attr-defined]
+                  overrides=overrides, peer={"$handle": hid, "owner": "trusted"}, init=not has_init,
+                  **encoded)
+    if not isinstance(half, CandidateObject):
+        raise TypeError("the candidate did not make an object of the subclass")
+    object.__setattr__(obj, "_desc", _desc_of(half))
+    CHANNEL.remotes[_desc_of(half)["$handle"]] = obj
+    if has_init:
+        type.__getattribute__(cls, "__init__")(obj, *args, **kwargs)
+    return obj
 
 
 class CandidateModule(types.ModuleType):
-    """A stand-in for a candidate module: attributes come from the candidate process."""
+    """A stand-in for a candidate module: attributes come from the candidate process, and
+    assignments the tests make (``monkeypatch.setattr``, ``mock.patch``) are made there."""
 
     def __init__(self, name: str, desc: dict[str, Any] | None = None) -> None:
         super().__init__(name)
@@ -490,59 +743,44 @@ class CandidateModule(types.ModuleType):
 
     def __getattr__(self, name: str) -> Any:
         desc = self.__dict__.get("_verify_desc")
-        if desc is None or name.startswith("__"):
+        if desc is None or (name.startswith("__") and name not in MODULE_DUNDERS):
             raise AttributeError(name)
         try:
             value = _cross("getattr", target=_ref(desc), name=name)
         except AttributeError:
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}") from None
         if isinstance(value, (type, CandidateModule)) or (
-                isinstance(value, CandidateObject) and value._desc.get("kind") == "callable"):
+                isinstance(value, CandidateObject) and _desc_of(value).get("kind") == "callable"):
             self.__dict__[name] = value  # functions and classes stay put: one crossing each
         return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        desc = self.__dict__.get("_verify_desc")
+        if desc is None or (name.startswith("__") and name not in MODULE_DUNDERS):
+            super().__setattr__(name, value)
+            return
+        _cross("setattr", target=_ref(desc), name=name, value=CHANNEL.get().encode(value))
+        self.__dict__[name] = value  # the tests see their own object back, as in-process
+
+    def __delattr__(self, name: str) -> None:
+        desc = self.__dict__.get("_verify_desc")
+        if desc is None or (name.startswith("__") and name not in MODULE_DUNDERS):
+            super().__delattr__(name)
+            return
+        _cross("delattr", target=_ref(desc), name=name)
+        self.__dict__.pop(name, None)
 
     def __dir__(self) -> list[str]:
         return list(self.__dict__.get("__all__", []))
 
 
+#: Module dunders that are the module's data, read from (and set in) the candidate's module.
+MODULE_DUNDERS = frozenset({"__version__", "__author__", "__email__", "__license__", "__copyright__",
+                            "__version_info__", "__title__", "__description__", "__url__"})
+
+
 # --------------------------------------------------------------------------------------------
 # The importer
-
-
-class _StandInLoader(importlib.abc.Loader):
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = CandidateModule(spec.name)
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        assert isinstance(module, CandidateModule)
-        module._verify_load()
-
-
-class StandInFinder(importlib.abc.MetaPathFinder):
-    """Candidate modules become stand-ins; nothing else may load from the work folder."""
-
-    def __init__(self, modules: list[str], workdir: str, allowed: list[str]) -> None:
-        self.modules = set(modules)
-        self.packages = {m.rsplit(".", i)[0] for m in modules for i in range(1, m.count(".") + 1)}
-        self.workdir = os.path.realpath(workdir)
-        self.allowed = [os.path.join(self.workdir, a) + os.sep for a in allowed]
-        self._loader = _StandInLoader()
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname in self.modules or fullname in self.packages:
-            return importlib.util.spec_from_loader(fullname, self._loader,
-                                                   is_package=fullname in self.packages)
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        origin = getattr(spec, "origin", None) or ""
-        locations = list(getattr(spec, "submodule_search_locations", None) or [])
-        for where in [origin, *locations]:
-            real = os.path.realpath(where) if where else ""
-            if real.startswith(self.workdir + os.sep) and not any(real.startswith(a) for a in self.allowed):
-                raise ImportError(f"{fullname} would load from the work folder ({real}), which only "
-                                  "the candidate process may run; list it among the editable files "
-                                  "or move it under tests/")
-        return None
 
 
 def install() -> StandInFinder | None:
@@ -564,7 +802,7 @@ def install() -> StandInFinder | None:
     dirs = [d for d in os.environ.get("VERIFY_TEST_DIRS", "tests,hidden_tests").split(",") if d]
     real = os.path.realpath(workdir)
     sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != real]
-    finder = StandInFinder(modules, workdir, dirs)
+    finder = StandInFinder(modules, workdir, dirs, CandidateModule)
     sys.meta_path.insert(0, finder)
     importlib.invalidate_caches()
     _no_core_dumps()

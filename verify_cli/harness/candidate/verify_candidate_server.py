@@ -11,12 +11,16 @@ run it, on the same connection.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
+import enum
 import functools
 import importlib
+import inspect
 import io
 import operator
 import os
+import pickle
 import select
 import socket
 import subprocess
@@ -27,6 +31,7 @@ import types
 from typing import Any
 
 from verify_peer import ChannelClosed, Peer, RemoteError
+from verify_process_state import ProcessState
 from verify_wire import WireError
 
 #: Dunders a stand-in forwards through ``method`` (the rest of a class's dunders never cross).
@@ -39,7 +44,8 @@ FORWARDED: dict[str, Any] = {
     "__truediv__": operator.truediv, "__floordiv__": operator.floordiv, "__mod__": operator.mod,
     "__neg__": operator.neg, "__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt,
     "__ge__": operator.ge, "__int__": int, "__float__": float, "__index__": operator.index,
-    "__format__": format, "__bytes__": bytes, "__abs__": abs,
+    "__format__": format, "__bytes__": bytes, "__abs__": abs, "__bool__": bool,
+    "__copy__": copy.copy, "__deepcopy__": copy.deepcopy, "__verify_pickle__": pickle.dumps,
 }
 EXEC_OUTPUT_LIMIT = 16 * 1024 * 1024
 
@@ -74,9 +80,13 @@ class CandidateSide:
     def __init__(self, sock: socket.socket) -> None:
         self.peer = Peer(sock, "candidate", describe=self.describe, make_remote=self.remote,
                          dispatch=self.dispatch, reply_extras=self.reply_extras,
-                         remote_ref=_trusted_ref)
+                         remote_ref=_trusted_ref, on_request=self.on_request)
         self._describing: set[int] = set()
         self.output = ("", "")
+        self.state = ProcessState(self.peer)
+        self._loop: Any = None
+        self._subclasses: dict[Any, type] = {}
+        self._classes_sent: set[int] = set()
 
     # -- what a candidate object looks like on the other side ---------------------------------
     def describe(self, obj: Any) -> dict[str, Any]:
@@ -91,26 +101,52 @@ class CandidateSide:
             desc.update(type=obj.__qualname__, module=obj.__module__)
             if issubclass(obj, BaseException):
                 desc.update(kind="exception_class", bases=[
-                    c.__name__ for c in obj.__mro__ if c.__module__ == "builtins"])
+                    c.__name__ for c in obj.__mro__ if c.__module__ == "builtins"],
+                    classes=exception_classes(obj))
             else:
                 desc["kind"] = "class"
+                desc["bases"] = [f"{c.__module__}.{c.__qualname__}" for c in obj.__mro__
+                                 if c.__module__ != "builtins"]
+                desc["methods"] = _methods(obj)
+                if dataclasses.is_dataclass(obj):
+                    params = getattr(obj, "__dataclass_params__", None)
+                    desc["dataclass"] = [[f.name, bool(f.init)] for f in dataclasses.fields(obj)]
+                    desc["frozen"] = bool(params is not None and params.frozen)
             return desc
         if isinstance(obj, tuple) and hasattr(cls, "_fields"):
             desc.update(kind="namedtuple", eq="fields")
             desc["fields"] = self._fields(obj, {f: getattr(obj, f) for f in cls._fields})
             return desc
-        if isinstance(obj, (types.GeneratorType, types.CoroutineType)) or (
-                hasattr(cls, "__next__") and hasattr(cls, "__iter__") and not hasattr(obj, "__dict__")):
+        if isinstance(obj, types.GeneratorType):
+            desc["kind"] = "generator"
+            return desc
+        if isinstance(obj, types.CoroutineType) or (
+                hasattr(cls, "__await__") and not isinstance(obj, type) and not hasattr(cls, "__next__")):
+            desc["kind"] = "coroutine"
+            return desc
+        if isinstance(obj, types.AsyncGeneratorType):
+            desc["kind"] = "async_iterator"
+            return desc
+        if hasattr(cls, "__next__") and hasattr(cls, "__iter__") and not hasattr(obj, "__dict__"):
             desc["kind"] = "iterator"
             return desc
         if isinstance(obj, (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
                             types.BuiltinMethodType, types.MethodWrapperType, functools.partial)):
             desc["kind"] = "callable"
+            if inspect.iscoroutinefunction(obj):
+                desc["async"] = True
             return desc
         desc["kind"] = "object"
         desc["bases"] = [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__
                          if c.__module__ != "builtins"]
         desc["methods"] = _methods(cls)
+        if cls.__module__ != "builtins":
+            desc["class"] = self._class_ref(cls)
+        if isinstance(obj, enum.Enum) and isinstance(obj, (int, str, float)):
+            # an IntEnum / StrEnum member equals its value, as in-process (decided from data)
+            plain = obj._value_
+            if type(plain) in (int, str, float):
+                desc["plain"] = self.peer.encode(plain)
         if dataclasses.is_dataclass(obj):
             params = getattr(cls, "__dataclass_params__", None)
             desc["eq"] = "fields" if params is None or params.eq else "identity"
@@ -122,6 +158,15 @@ class CandidateSide:
             if isinstance(state, dict):
                 desc["fields"] = self._fields(obj, dict(state))
         return desc
+
+    def _class_ref(self, cls: type) -> dict[str, Any]:
+        """The handle of an object's class: described the first time, a reference after."""
+        hid = self.peer._ids.get(id(cls))
+        if hid is not None and hid in self._classes_sent and self.peer._owned.get(hid) is cls:
+            return {"$handle": hid, "owner": "candidate"}
+        ref = self.peer.handle_for(cls)
+        self._classes_sent.add(ref["$handle"])
+        return ref
 
     def _fields(self, obj: Any, values: dict[str, Any]) -> dict[str, Any] | None:
         if id(obj) in self._describing:
@@ -148,23 +193,34 @@ class CandidateSide:
             raise WireError("args must be a list and kwargs a dict with str keys")
         return args, kwargs
 
+    def on_request(self, msg: dict[str, Any]) -> None:
+        """The tests' process state (environment, working folder, argv, stdin, random, logging),
+        applied before the request runs."""
+        state = msg.get("state")
+        if state is not None:
+            self.state.apply(state)
+
     def dispatch(self, op: str, msg: dict[str, Any]) -> Any:
         """Serve one request; what candidate code prints meanwhile goes back with the answer."""
         if op in ("exec", "release"):
             return self._dispatch(op, msg)
+        if getattr(self.state.local, "depth", 0):  # nested (a callback calls back): one capture
+            return self._dispatch(op, msg)
         saved = sys.stdout, sys.stderr
         out, err = io.StringIO(), io.StringIO()
         sys.stdout, sys.stderr = out, err
+        self.state.local.depth = 1
         try:
             return self._dispatch(op, msg)
         finally:
+            self.state.local.depth = 0
             sys.stdout, sys.stderr = saved
             self.output = (out.getvalue()[:EXEC_OUTPUT_LIMIT], err.getvalue()[:EXEC_OUTPUT_LIMIT])
 
     def reply_extras(self) -> dict[str, Any]:
         out, err = self.output
         self.output = ("", "")
-        extras: dict[str, Any] = {}
+        extras: dict[str, Any] = self.state.answer_fields()
         if out:
             extras["stdout"] = out
         if err:
@@ -178,10 +234,28 @@ class CandidateSide:
                 raise WireError("import needs a module name")
             return importlib.import_module(name)
         if op == "getattr":
-            return getattr(self._target(msg), str(msg.get("name")))
+            target = self._target(msg)
+            value = getattr(target, str(msg.get("name")))
+            if isinstance(target, (types.ModuleType, type)) and type(value) in (list, dict, set):
+                self.peer.share_answer()  # mod.CACHE.clear(), monkeypatch.setitem(mod.CONFIG, ...)
+            return value
         if op == "setattr":
             setattr(self._target(msg), str(msg.get("name")), self.peer.decode(msg.get("value")))
             return None
+        if op == "delattr":
+            delattr(self._target(msg), str(msg.get("name")))
+            return None
+        if op == "await":
+            return self._await(self._target(msg))
+        if op == "exit":
+            target = self._target(msg)
+            error = msg.get("error")
+            if error is None:
+                return bool(target.__exit__(None, None, None))
+            if type(error) is not dict:
+                raise WireError("exit needs an error object or null")
+            exc = _rebuild(error, self.peer)
+            return bool(target.__exit__(type(exc), exc, None))
         if op == "call":
             target = self._target(msg)
             args, kwargs = self._args(msg)
@@ -200,7 +274,65 @@ class CandidateSide:
             return None
         if op == "exec":
             return run_program(msg, self.peer)
+        if op == "subclass":
+            return self._subclass_object(msg)
+        if op == "unpickle":
+            data = self.peer.decode(msg.get("data"))
+            if type(data) is not bytes:
+                raise WireError("unpickle needs bytes")
+            return pickle.loads(data)
         raise WireError(f"unknown op {op!r}")
+
+    def _subclass_object(self, msg: dict[str, Any]) -> Any:
+        """An object of a subclass of a candidate class that the tests derived: the methods the
+        tests override call back the test's object (``peer``), the rest are the class's own."""
+        base = self._target(msg)
+        peer_obj = self.peer.decode(msg.get("peer"))
+        overrides = msg.get("overrides")
+        name = msg.get("name")
+        if not isinstance(base, type) or not isinstance(peer_obj, TrustedHandle) or type(name) is not str \
+                or type(overrides) is not list or not all(type(o) is str for o in overrides):
+            raise WireError("subclass needs a class, the test's object, a name and overrides")
+        key = (base, peer_obj._desc["$handle"], tuple(overrides))
+        sub = self._subclasses.get(key)
+        if sub is None:
+            namespace: dict[str, Any] = {"__module__": "tests", "__qualname__": name}
+            for method in overrides:
+                namespace[method] = _override(method)
+            sub = type(name, (base,), namespace)
+            self._subclasses[key] = sub
+        args, kwargs = self._args(msg)
+        if msg.get("init") is True:
+            obj = sub.__new__(sub, *args, **kwargs) if sub.__new__ is not object.__new__ else object.__new__(sub)
+            obj.__dict__["_verify_test_half"] = peer_obj
+            type.__getattribute__(sub, "__init__")(obj, *args, **kwargs)
+        else:
+            obj = object.__new__(sub)
+            obj.__dict__["_verify_test_half"] = peer_obj
+        return obj
+
+    def _await(self, awaitable: Any) -> Any:
+        """Run a coroutine (or other awaitable) of the candidate's to its end, on this
+        connection's event loop (the test's loop drives the stand-in, this one the candidate)."""
+        import asyncio
+
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        if self._loop.is_running():
+            raise RuntimeError("a candidate coroutine awaited while another runs (nested event loops)")
+
+        async def drive() -> Any:
+            return await awaitable
+
+        return self._loop.run_until_complete(drive())
+
+
+def _override(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.__dict__["_verify_test_half"], name)(*args, **kwargs)
+
+    method.__name__ = name
+    return method
 
 
 def _trusted_ref(obj: Any) -> dict[str, Any] | None:
@@ -223,10 +355,45 @@ class TrustedHandle:
         return _remote_call(self._peer, "call", {"target": self._ref(), "args": self._peer.encode(list(args)),
                                                  "kwargs": self._peer.encode(kwargs)})
 
+    def _method(self, name: str, *args: Any) -> Any:
+        return _BoundTrusted(self, name)(*args)
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        return _BoundTrusted(self, name)
+        methods = self._desc.get("methods")
+        if methods is None or name in methods:
+            return _BoundTrusted(self, name)
+        return _remote_call(self._peer, "getattr", {"target": self._ref(), "name": name})
+
+    def __iter__(self) -> Any:
+        if self._desc.get("kind") == "iterator":
+            return self
+        return self._method("__iter__")
+
+    def __next__(self) -> Any:
+        return self._method("__next__")
+
+    def __len__(self) -> int:
+        n = self._method("__len__")
+        if type(n) is not int:
+            raise TypeError("__len__ returned a non-int")
+        return n
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._method("__getitem__", key)
+
+    def __contains__(self, item: Any) -> bool:
+        return bool(self._method("__contains__", item))
+
+    def __bool__(self) -> bool:
+        methods = self._desc.get("methods") or ()
+        if "__bool__" in methods or "__len__" in methods:
+            return bool(self._method("__bool__"))
+        return True
+
+    def __str__(self) -> str:
+        return str(self._method("__str__"))
 
     def __repr__(self) -> str:
         return f"<trusted {self._desc.get('type', 'object')}>"
@@ -247,19 +414,53 @@ def _remote_call(peer: Peer, op: str, fields: dict[str, Any]) -> Any:
     try:
         return peer.request(op, **fields)
     except RemoteError as e:
-        raise _rebuild(e.payload) from None
+        raise _rebuild(e.payload, peer) from None
 
 
-def _rebuild(payload: dict[str, Any]) -> BaseException:
-    """An exception raised by a callback, as a built-in type (the candidate cannot see the tests'
-    classes)."""
+_TRUSTED_ERRORS: dict[tuple[str, str, type], type] = {}
+
+
+def _rebuild(payload: dict[str, Any], peer: Peer | None = None) -> BaseException:
+    """An exception raised on the trusted side (a callback's), here: an instance of a class
+    named as the test's, subclassing the nearest built-in base (the candidate cannot see the
+    tests' classes); the test's own exception object when it reaches the tests again."""
     import builtins
 
-    for name in [payload.get("type"), *payload.get("bases", [])]:
-        cls = getattr(builtins, str(name), None)
+    name = str(payload.get("type", "Exception"))
+    base: type = RuntimeError
+    for b in [name, *payload.get("bases", [])]:
+        cls = getattr(builtins, str(b), None)
         if isinstance(cls, type) and issubclass(cls, Exception):
-            return cls(str(payload.get("message", "")))
-    return RuntimeError(str(payload.get("message", "")))
+            base = cls
+            break
+    message = str(payload.get("message", ""))
+    value = payload.get("value")
+    if payload.get("module") == "builtins" and base.__name__ == name and value is None:
+        return base(message)
+    key = (str(payload.get("module", "")), name, base)
+    cls = _TRUSTED_ERRORS.get(key)
+    if cls is None:
+        cls = type(name.rsplit(".", 1)[-1], (base,), {"__module__": key[0], "__qualname__": name,
+                                                      "__str__": lambda self: self._verify_message})
+        _TRUSTED_ERRORS[key] = cls
+    exc = cls(message)
+    exc._verify_message = message
+    if type(value) is dict and type(value.get("$handle")) is int and value.get("owner") == "trusted":
+        exc._verify_ref = {"$handle": value["$handle"], "owner": "trusted"}
+    return exc
+
+
+def exception_classes(cls: type) -> list[list[Any]]:
+    """``[module, qualname, [direct bases]]`` of each class outside ``builtins`` in ``cls``'s
+    MRO; a base is ``module.qualname`` or a built-in name."""
+    out: list[list[Any]] = []
+    for klass in cls.__mro__:
+        if klass.__module__ == "builtins":
+            continue
+        bases = [b.__name__ if b.__module__ == "builtins" else f"{b.__module__}.{b.__qualname__}"
+                 for b in klass.__bases__]
+        out.append([klass.__module__, klass.__qualname__, bases])
+    return out
 
 
 def run_program(msg: dict[str, Any], peer: Peer) -> dict[str, Any]:

@@ -39,6 +39,12 @@ _BIGINT = re.compile(r"\A-?\d{1,4300}\Z")
 
 HandleFor = Callable[[Any], dict[str, Any]]
 MakeHandle = Callable[[dict[str, Any]], Any]
+#: ``share(container, encode_body)``: the ``$mut`` form of a list, dict, set or bytearray that
+#: crosses as a shared container, or None for a plain copy (``encode_body()`` is its plain form).
+Share = Callable[[Any, Callable[[], Any]], Any]
+#: ``make_shared(id, owner, value_or_MISSING, decode)``: the object a ``$mut`` value stands for.
+MakeShared = Callable[[int, str, Any, Callable[[Any], Any]], Any]
+MISSING: Any = object()
 
 
 class WireError(Exception):
@@ -211,6 +217,7 @@ _STD_ENCODERS: dict[type, Callable[[Any], dict[str, Any] | None]] = {
     pathlib.PurePosixPath: lambda v: {"$path": str(v)},
     complex: lambda v: {"$complex": [_float(v.real), _float(v.imag)]},
     uuid.UUID: lambda v: {"$uuid": str(v)},
+    range: lambda v: {"$range": [_int(v.start), _int(v.stop), _int(v.step)]},
 }
 
 
@@ -226,8 +233,9 @@ class Encoder:
     """Turns a value into JSON-ready data. Values that are not plain go to ``handle_for`` (which
     returns a handle descriptor), or raise WireError when there is none."""
 
-    def __init__(self, handle_for: HandleFor | None = None) -> None:
+    def __init__(self, handle_for: HandleFor | None = None, share: Share | None = None) -> None:
         self.handle_for = handle_for
+        self.share = share
         self._nodes = 0
 
     def encode(self, value: Any) -> Any:
@@ -258,25 +266,44 @@ class Encoder:
             path.add(id(v))
             try:
                 d = depth + 1
-                if t is dict:
-                    return {"$dict": [[self._enc(k, d, path), self._enc(x, d, path)]
-                                      for k, x in v.items()]}
-                items = self._items(v, d, path)
-                if t is list:
-                    return items
-                return {"$tuple" if t is tuple else "$set" if t is set else "$frozenset": items}
+                if self.share is not None and t is not tuple and t is not frozenset:
+                    shared = self.share(v, lambda: self._plain_container(v, t, d, path))
+                    if shared is not None:
+                        return shared
+                return self._plain_container(v, t, d, path)
             finally:
                 path.discard(id(v))
         if t is bytes:
             return {"$bytes": base64.b64encode(v).decode("ascii")}
         if t is bytearray:
-            return {"$bytearray": base64.b64encode(bytes(v)).decode("ascii")}
+            body = {"$bytearray": base64.b64encode(bytes(v)).decode("ascii")}
+            if self.share is not None:
+                shared = self.share(v, lambda: body)
+                if shared is not None:
+                    return shared
+            return body
         std = _STD_ENCODERS.get(t)
         if std is not None:
             out = std(v)
             if out is not None:
                 return out
+        if t is slice:
+            return {"$slice": [self._enc(v.start, depth + 1, path), self._enc(v.stop, depth + 1, path),
+                               self._enc(v.step, depth + 1, path)]}
+        codec = CODECS.encoder_for(t)
+        if codec is not None:
+            out = codec(v, lambda x: self._enc(x, depth + 1, path))
+            if out is not None:
+                return out
         return self._other(v, "not plain data")
+
+    def _plain_container(self, v: Any, t: type, d: int, path: set[int]) -> Any:
+        if t is dict:
+            return {"$dict": [[self._enc(k, d, path), self._enc(x, d, path)] for k, x in v.items()]}
+        items = self._items(v, d, path)
+        if t is list:
+            return items
+        return {"$tuple" if t is tuple else "$set" if t is set else "$frozenset": items}
 
     def _items(self, values: Any, depth: int, path: set[int]) -> list[Any]:
         """The items of a list, tuple or set; strings, bools, None and small ints inline (the
@@ -328,8 +355,10 @@ _STD_DECODERS: dict[str, Callable[[Any], Any]] = {
 class Decoder:
     """Builds plain data back from JSON data; handle descriptors go to ``make_handle``."""
 
-    def __init__(self, make_handle: MakeHandle | None = None) -> None:
+    def __init__(self, make_handle: MakeHandle | None = None,
+                 make_shared: MakeShared | None = None) -> None:
         self.make_handle = make_handle
+        self.make_shared = make_shared
         self._nodes = 0
 
     def decode(self, data: Any) -> Any:
@@ -360,6 +389,14 @@ class Decoder:
         if "$handle" in v:
             _need(self.make_handle is not None, "a handle where only plain data may cross")
             return self.make_handle(self._descriptor(v, depth))  # type: ignore[misc]
+        if "$mut" in v:
+            hid, owner = v.get("$mut"), v.get("owner")
+            _need(self.make_shared is not None, "a shared container where only plain data may cross")
+            _need(type(hid) is int and 0 < hid < SAFE_INT and owner in ("candidate", "trusted")
+                  and set(v) <= {"$mut", "owner", "value"}, "bad $mut")
+            d = depth + 1
+            return self.make_shared(hid, owner, v.get("value", MISSING),  # type: ignore[misc]
+                                    lambda x: self._dec(x, d))
         _need(len(v) == 1, f"unknown value object with keys {sorted(v)[:5]}")
         (tag, body), = v.items()
         if tag == "$float":
@@ -398,9 +435,20 @@ class Decoder:
             re_, im = (self._dec(x, d) for x in body)
             _need(type(re_) is float and type(im) is float, "$complex parts are $float")
             return complex(re_, im)
+        if tag == "$range" or tag == "$slice":
+            _need(type(body) is list and len(body) == 3, f"{tag} needs [start, stop, step]")
+            parts = [self._dec(x, d) for x in body]
+            if tag == "$range":
+                _need(all(type(x) is int for x in parts), "$range needs integers")
+                return range(*parts)
+            _need(all(x is None or type(x) in (int, float) for x in parts), "$slice needs numbers")
+            return slice(*parts)
         std = _STD_DECODERS.get(tag)
-        _need(std is not None, f"unknown tag {tag[:40]!r}")
-        return std(body)  # type: ignore[misc]
+        if std is None:
+            codec = CODECS.decoder_for(tag)
+            _need(codec is not None, f"unknown tag {tag[:40]!r}")
+            return codec(body, lambda x: self._dec(x, d))  # type: ignore[misc]
+        return std(body)
 
     def _items(self, data: list[Any], depth: int) -> list[Any]:
         """The items of a JSON array at ``depth``; strings, bools, null and safe integers
@@ -448,7 +496,80 @@ class Decoder:
         eq = v.get("eq", "identity")
         _need(eq in ("identity", "fields"), "bad handle eq")
         out["eq"] = eq
+        if v.get("async") is True:
+            out["async"] = True
+        if "plain" in v:
+            plain = self._dec(v["plain"], depth + 1)
+            _need(type(plain) in (int, str, float), "handle plain must be an int, str or float")
+            out["plain"] = plain
+        cls = v.get("class")
+        if cls is not None:
+            _need(type(cls) is dict and "$handle" in cls, "handle class must be a handle")
+            out["class"] = self._dec(cls, depth + 1)
+        fields_list = v.get("dataclass")
+        if fields_list is not None:
+            _need(type(fields_list) is list and len(fields_list) <= 10_000 and all(
+                type(f) is list and len(f) == 2 and type(f[0]) is str and type(f[1]) is bool
+                for f in fields_list), "bad handle dataclass")
+            out["dataclass"] = fields_list
+            out["frozen"] = v.get("frozen") is True
+        classes = v.get("classes")
+        if classes is not None:
+            _need(type(classes) is list and len(classes) <= 1000 and all(
+                type(c) is list and len(c) == 3 and type(c[0]) is str and type(c[1]) is str
+                and type(c[2]) is list and all(type(b) is str for b in c[2]) for c in classes),
+                "bad handle classes")
+            out["classes"] = classes
         return out
+
+
+# --------------------------------------------------------------------------------------------
+# The codec registry: more value types by value (collections, numpy, pandas; a task's own)
+
+EncodeCodec = Callable[[Any, Callable[[Any], Any]], Any]
+DecodeCodec = Callable[[Any, Callable[[Any], Any]], Any]
+
+
+class CodecRegistry:
+    """Value types beyond the built-in ones, each under a tag ``$name``. An encoder gets the
+    value and the encoder of its parts, and returns ``{tag: body}`` (or None: not by value);
+    a decoder gets the body and the decoder of its parts and may build only plain data or
+    objects of the type it owns. Types register by class, or by ``module.QualName`` (``lazy``)
+    so that a module nobody imported is never imported to encode."""
+
+    def __init__(self) -> None:
+        self._encoders: dict[type, EncodeCodec] = {}
+        self._lazy: dict[str, EncodeCodec] = {}
+        self._decoders: dict[str, DecodeCodec] = {}
+
+    def register(self, cls: type | str, tag: str, encode: EncodeCodec, decode: DecodeCodec) -> None:
+        if not tag.startswith("$") or tag in _RESERVED_TAGS:
+            raise ValueError(f"codec tag {tag!r} must start with $ and not be a protocol tag")
+        if isinstance(cls, str):
+            self._lazy[cls] = encode
+        else:
+            self._encoders[cls] = encode
+        self._decoders[tag] = decode
+
+    def encoder_for(self, t: type) -> EncodeCodec | None:
+        found = self._encoders.get(t)
+        if found is None and self._lazy:
+            found = self._lazy.get(f"{t.__module__}.{t.__qualname__}")
+        return found
+
+    def decoder_for(self, tag: str) -> DecodeCodec | None:
+        return self._decoders.get(tag)
+
+
+_RESERVED_TAGS = {"$float", "$int", "$bytes", "$bytearray", "$tuple", "$dict", "$set", "$frozenset",
+                  "$handle", "$mut", "$range", "$slice", *_STD_DECODERS, "$timedelta", "$fraction",
+                  "$complex"}
+CODECS = CodecRegistry()
+
+
+def register_codec(cls: type | str, tag: str, encode: EncodeCodec, decode: DecodeCodec) -> None:
+    """Cross values of ``cls`` by value under ``tag`` (both sides must register it)."""
+    CODECS.register(cls, tag, encode, decode)
 
 
 def decode(data: Any, make_handle: MakeHandle | None = None) -> Any:
@@ -466,13 +587,16 @@ BUILTIN_EXCEPTIONS: dict[str, type[BaseException]] = {
 
 
 def error_payload(exc: BaseException, encode_arg: Callable[[Any], Any] | None = None) -> dict[str, Any]:
-    """The ``error`` object of a response for ``exc`` (raised on this side)."""
+    """The ``error`` object of a response for ``exc`` (raised on this side): its type, the
+    built-in bases, the classes outside ``builtins`` with their direct bases (``classes``), its
+    arguments and its instance attributes (``fields``), by value where they are plain."""
+    enc = encode_arg or encode
     bases = [c.__name__ for c in type(exc).__mro__
              if c.__module__ == "builtins" and issubclass(c, BaseException)]
     args: list[Any] = []
     for a in getattr(exc, "args", ()):
         try:
-            args.append(encode_arg(a) if encode_arg else encode(a))
+            args.append(enc(a))
         except Exception:
             args.append(_safe_str(a))
     try:
@@ -485,8 +609,33 @@ def error_payload(exc: BaseException, encode_arg: Callable[[Any], Any] | None = 
         trace = "".join(traceback.format_exception(exc)[-20:])[-20_000:]
     except Exception:
         trace = ""
-    return {"type": type(exc).__name__, "module": getattr(type(exc), "__module__", ""),
-            "bases": bases, "message": message[:100_000], "args": args, "traceback": trace}
+    out = {"type": type(exc).__name__, "module": getattr(type(exc), "__module__", ""),
+           "bases": bases, "message": message[:100_000], "args": args, "traceback": trace}
+    classes = []
+    for klass in type(exc).__mro__:
+        if klass.__module__ == "builtins":
+            continue
+        classes.append([str(klass.__module__), str(klass.__qualname__),
+                        [b.__name__ if b.__module__ == "builtins" else f"{b.__module__}.{b.__qualname__}"
+                         for b in klass.__bases__]])
+    if classes:
+        out["classes"] = classes
+    fields: dict[str, Any] = {}
+    state = getattr(exc, "__dict__", None)
+    if isinstance(state, dict):
+        for key, value in list(state.items())[:100]:
+            if type(key) is not str or key.startswith("_"):
+                continue
+            try:
+                fields[key] = enc(value)
+            except Exception:
+                continue
+    if fields:
+        out["fields"] = fields
+    ref = getattr(exc, "_verify_ref", None)
+    if type(ref) is dict:
+        out["value"] = ref
+    return out
 
 
 def _safe_str(value: Any) -> str:
