@@ -76,7 +76,8 @@ def serve_command(
     ray_address: RayAddressOpt = "auto",
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
 ) -> None:
-    """Serve /v1/grade, /v1/sessions (agent episodes), /run_code (SandboxFusion), /healthz and /metrics over HTTP until SIGTERM."""
+    """Serve /v1/grade, /v1/sessions (agent episodes), /run_code (SandboxFusion), /healthz and /metrics
+    over HTTP until SIGTERM."""
     try:
         from verify_cli.service.core import ServiceConfig
         from verify_cli.service.server import serve

@@ -41,8 +41,8 @@ from verify_cli.service.models import (
     WriteBody,
     WriteOut,
 )
-from verify_cli.service.taskstore import TaskLookupError
 from verify_cli.service.run_code import check_request, run_code
+from verify_cli.service.taskstore import TaskLookupError
 
 NDJSON = "application/x-ndjson"
 _ERRORS: dict[int | str, dict[str, Any]] = {

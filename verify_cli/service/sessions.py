@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from verify_cli.agents.environment import TaskEnvironment, VisibleTests
-from verify_cli.grading.grader import Grader, GradeRequest, GradeStatus
+from verify_cli.grading.grader import GradeRequest, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import Sandbox
 from verify_cli.sandbox.sessions.base import (
