@@ -46,6 +46,7 @@ PYTEST_TOML = """schema_version = 1
 id = {id}
 domain = "coding"
 language = "python"
+kind = "pytest"
 editable = ["solution.py"]
 
 [environment]
@@ -54,7 +55,6 @@ runtime = "python"
 
 [test]
 command = 'python -m pytest -q -p no:cacheprovider --junitxml="$VERIFY_RESULTS_DIR/junit.xml" tests'
-framework = "pytest"
 results = "junit.xml"
 
 [scoring]

@@ -145,9 +145,10 @@ BASE_TOML: dict[str, Any] = {
     "domain": "coding",
     "language": "python",
     "tags": ["demo"],
+    "kind": "pytest",
     "editable": ["solution.py"],
     "environment": {"image": "verify-cli/python:3.11", "runtime": "python"},
-    "test": {"command": PYTEST_COMMAND, "framework": "pytest", "results": "junit.xml"},
+    "test": {"command": PYTEST_COMMAND, "results": "junit.xml"},
     "scoring": {"policy": "all-or-nothing"},
     "limits": {"wall_seconds": 30, "memory_mb": 512, "processes": 64},
 }
@@ -189,7 +190,8 @@ sys.exit(0 if ok else 1)
 
 
 def fast_runner(doc: dict[str, Any]) -> None:
-    doc["test"] = {"command": "python tests/check.py", "framework": "other", "results": "junit.xml"}
+    doc["kind"] = "command"
+    doc["test"] = {"command": "python tests/check.py", "results": "junit.xml"}
 
 
 TaskFactory = Callable[..., Path]

@@ -41,6 +41,11 @@ PINNED: dict[str, set[str]] = {
         "Availability", "CapturedOutput", "ENTRY_POINT_GROUP", "HARNESS_DIR", "Limits", "RunResult",
         "RunSpec", "Sandbox", "SandboxSpec", "Verdict", "WARM_CANDIDATE_ENV", "create_sandbox", "pinned_environment",
         "register_sandbox", "resolve_backend_name", "runtime_path", "sandbox_class", "sandbox_names", "sandbox_spec",
+        "ExecResult", "ExecVerdict", "Session", "SessionDeadError", "SessionInfraError", "SessionLimits",
+        "SessionState",
+    },
+    "verify_cli.kinds": {
+        "BUILTIN_KINDS", "KINDS", "Kind", "TwoProcessRuntime", "kind_names", "kind_of", "register_kind",
     },
     "verify_cli.grading": {
         "CandidatePatchError", "GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase",

@@ -101,7 +101,7 @@ def test_each_side_sees_only_its_own_on_docker(docker: Sandbox, tmp_path: Path) 
 
 def honest(task: Task) -> list[GradeRequest]:
     task = parity.roomy(task)
-    if task.test.framework == "pytest":
+    if task.kind == "pytest":
         return parity.honest_requests(task, mutants=1)
     return [GradeRequest(task, Phase.REFERENCE, label="reference"), GradeRequest(task, Phase.STARTER, label="starter")]
 

@@ -209,7 +209,7 @@ def test_identical_verdicts_warm_docker_and_warm_bwrap(docker: Sandbox) -> None:
     """Honest candidates (reference, starter, a mutant) of every Python sample task get the
     same verdicts in warm docker two-process runs as in warm bwrap ones."""
     tasks = [parity.roomy(load_task(p.parent)) for p in sorted((ROOT / "sample_tasks").glob("*/task.toml"))]
-    requests = [req for task in tasks if task.test.framework == "pytest"
+    requests = [req for task in tasks if task.kind == "pytest"
                 for req in parity.honest_requests(task, mutants=1)]
     with create_sandbox("bwrap") as bwrap, Grader(bwrap, warm=True) as on_bwrap, \
             Grader(docker, warm=True) as on_docker:

@@ -43,7 +43,7 @@ def hack_source(name: str) -> bytes:
 
 def python_sample_tasks() -> list[Task]:
     tasks = [load_task(p.parent) for p in sorted(SAMPLE_TASKS.glob("*/task.toml"))]
-    return [t for t in tasks if t.test.framework == "pytest"]
+    return [t for t in tasks if t.kind == "pytest"]
 
 
 def hack_target(task: Task) -> str:

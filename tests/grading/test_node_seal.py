@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from verify_cli.grading.node_seal import check_node_seal, node_seal_command, runner_writes_junit
 from verify_cli.grading.seal import new_seal_key
+from verify_cli.kinds.node_seal import check_node_seal, node_seal_command, runner_writes_junit
 from verify_cli.sandbox.environment import HARNESS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -36,16 +36,17 @@ def test_two_process_and_in_process_agree(folder: Path) -> None:
 
 
 def test_a_node_candidate_server_that_never_starts_is_an_infrastructure_fault() -> None:
-    from verify_cli.grading import two_process
     from verify_cli.grading.grader import GradeStatus
+    from verify_cli.kinds import KINDS
+    from verify_cli.kinds.base import TwoProcessRuntime
 
-    runtime = two_process.two_process_runtime("node")
+    kind = KINDS.get("node")
+    runtime = kind.two_process
     assert runtime is not None
-    two_process.register_two_process_runtime(two_process.TwoProcessRuntime(
-        "node", ("/bin/false",), runtime.trusted_env, runtime.code_suffixes))
+    kind.two_process = TwoProcessRuntime("node", ("/bin/false",), runtime.trusted_env, runtime.code_suffixes)
     try:
         task = load_task(JS_TASKS[0])
         result = Grader(create_sandbox("process")).grade(GradeRequest(task, Phase.REFERENCE))
     finally:
-        two_process.register_two_process_runtime(runtime)
+        kind.two_process = runtime
     assert result.status is GradeStatus.INFRA_ERROR and result.score is None, result.problems

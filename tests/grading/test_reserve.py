@@ -8,7 +8,7 @@ import pytest
 
 from verify_cli.grading import Grader
 from verify_cli.sandbox import RunSpec, create_sandbox
-from verify_cli.sandbox.base import PytestInvocation, WarmHost, WarmOutcome, WarmStats
+from verify_cli.sandbox.base import WarmHost, WarmInvocation, WarmOutcome, WarmStats
 from verify_cli.sandbox.testing import FakeSandbox
 
 
@@ -27,7 +27,7 @@ class RecordingHost(WarmHost):
     def environment(self, spec: RunSpec) -> dict[str, str]:
         return dict(spec.env)
 
-    def run_pytest(self, spec: RunSpec, invocation: PytestInvocation, *,
+    def run_warm(self, spec: RunSpec, invocation: WarmInvocation, *,
                    preload: Sequence[str] = (), report_imports: bool = False) -> WarmOutcome:
         raise AssertionError("nothing is graded here")
 

@@ -211,19 +211,20 @@ def test_semantics_and_refusals(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_candidate_server_that_never_starts_is_an_infrastructure_fault(
         make_task: object, process_sandbox: object) -> None:
-    from verify_cli.grading import two_process
     from verify_cli.grading.grader import Grader, GradeRequest, GradeStatus
     from verify_cli.grading.workspace import Phase
+    from verify_cli.kinds import KINDS
+    from verify_cli.kinds.base import TwoProcessRuntime
     from verify_cli.tasks.loader import load_task
 
-    runtime = two_process.two_process_runtime("pytest")
+    kind = KINDS.get("pytest")
+    runtime = kind.two_process
     assert runtime is not None
-    broken = two_process.TwoProcessRuntime("pytest", ("/bin/false",), runtime.trusted_env, runtime.code_suffixes)
-    two_process.register_two_process_runtime(broken)
+    kind.two_process = TwoProcessRuntime("pytest", ("/bin/false",), runtime.trusted_env, runtime.code_suffixes)
     try:
         task = load_task(make_task())  # type: ignore[operator]
         result = Grader(process_sandbox).grade(GradeRequest(task, Phase.REFERENCE))  # type: ignore[arg-type]
     finally:
-        two_process.register_two_process_runtime(runtime)
+        kind.two_process = runtime
     assert result.status is GradeStatus.INFRA_ERROR and result.score is None, result.problems
     assert "cannot reach the candidate process" in result.problems[0]

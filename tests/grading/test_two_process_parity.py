@@ -30,7 +30,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "two_process"
 def parity_tasks() -> list[Task]:
     folders = [p.parent for p in sorted((ROOT / "sample_tasks").glob("*/task.toml"))]
     folders += [p.parent for p in sorted(FIXTURES.glob("*/task.toml"))]
-    return [t for t in map(load_task, folders) if t.test.framework == "pytest"]
+    return [t for t in map(load_task, folders) if t.kind == "pytest"]
 
 
 def honest_requests(task: Task, mutants: int) -> list[GradeRequest]:

@@ -14,8 +14,8 @@ import pytest
 
 from tests.grading.test_warm_candidate import LEAKS
 from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase
-from verify_cli.grading.pytest_command import parse_pytest_command
 from verify_cli.grading.warm import WarmStats
+from verify_cli.kinds.pytest_command import parse_pytest_command
 from verify_cli.sandbox.base import Sandbox, Verdict
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import create_sandbox
@@ -96,7 +96,7 @@ def _evidence(r: GradeResult) -> tuple[Any, ...]:
 def _is_warm_eligible(root: Path) -> bool:
     task = load_task(root)
     inv = parse_pytest_command(task.test.command, ENV)
-    return task.test.framework == "pytest" and inv is not None
+    return task.kind == "pytest" and inv is not None
 
 
 def grade_both(cold: Grader, warm: Grader, req: GradeRequest, *, expect_warm: bool = True,
@@ -115,8 +115,8 @@ def grade_both(cold: Grader, warm: Grader, req: GradeRequest, *, expect_warm: bo
 
 def _task_dirs() -> list[Any]:
     """Both phases of every task that loads and goes warm; of the tasks that stay cold, one per
-    reason (framework), reference only: their warm grader's run is a cold run, and each further
-    one would prove again that a task of that framework stays cold."""
+    reason (kind), reference only: their warm grader's run is a cold run, and each further
+    one would prove again that a task of that kind stays cold."""
     out = []
     cold_reasons: set[str] = set()
     for parent in (REPO / "sample_tasks", REPO / "tests" / "fixtures" / "defective"):
@@ -125,9 +125,9 @@ def _task_dirs() -> list[Any]:
                 continue  # "every task that loads"
             phases: tuple[Phase, ...] = (Phase.REFERENCE, Phase.STARTER)
             if not _is_warm_eligible(item.root):
-                if item.test.framework in cold_reasons:
+                if item.kind in cold_reasons:
                     continue
-                cold_reasons.add(item.test.framework)
+                cold_reasons.add(item.kind)
                 phases = (Phase.REFERENCE,)
             out += [pytest.param(item.root, phase, id=f"{item.id}-{phase.value}") for phase in phases]
     return out
@@ -136,7 +136,7 @@ def _task_dirs() -> list[Any]:
 def test_the_cases_cover_every_warm_task_and_each_reason_to_stay_cold() -> None:
     cases = [(p.values[0], p.values[1]) for p in _task_dirs()]
     cold = [root for root, _ in cases if not _is_warm_eligible(root)]
-    assert sorted(load_task(r).test.framework for r in cold) == ["node", "other"]
+    assert sorted(load_task(r).kind for r in cold) == ["command", "node"]
     warm = {root for root, _ in cases if _is_warm_eligible(root)}
     assert len(warm) >= 15 and len(cases) == 2 * len(warm) + len(cold)
 

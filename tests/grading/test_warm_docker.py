@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase
-from verify_cli.grading.pytest_command import parse_pytest_words
 from verify_cli.grading.warm import WarmStats
+from verify_cli.kinds.pytest_command import parse_pytest_words
 from verify_cli.sandbox.base import Sandbox, Verdict
 from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.tasks import load_task
@@ -105,7 +105,7 @@ def grade_both(box: Sandbox, cold: Grader, warm: Grader, req: GradeRequest, *,
 
 def _task_dirs() -> list[Any]:
     """Both phases of every task that goes warm; of the tasks that stay cold, one per reason
-    (framework), reference only: for those the warm grader's run is a cold run, and each further
+    (kind), reference only: for those the warm grader's run is a cold run, and each further
     node task would prove again, with two cold container runs, that a node task stays cold."""
     out = []
     cold_reasons: set[str] = set()
@@ -115,9 +115,9 @@ def _task_dirs() -> list[Any]:
                 continue
             phases: tuple[Phase, ...] = (Phase.REFERENCE, Phase.STARTER)
             if not _is_warm_eligible(item.root):
-                if item.test.framework in cold_reasons:
+                if item.kind in cold_reasons:
                     continue
-                cold_reasons.add(item.test.framework)
+                cold_reasons.add(item.kind)
                 phases = (Phase.REFERENCE,)
             out += [pytest.param(item.root, phase, id=f"{item.id}-{phase.value}") for phase in phases]
     return out
@@ -125,14 +125,14 @@ def _task_dirs() -> list[Any]:
 
 def _is_warm_eligible(root: Path) -> bool:
     task = load_task(root)
-    return (task.test.framework == "pytest" and task.language == "python"
+    return (task.kind == "pytest" and task.language == "python"
             and parse_pytest_words(task.test.command, ENV) is not None)
 
 
 def test_the_cases_cover_every_warm_task_and_each_reason_to_stay_cold() -> None:
     cases = [(p.values[0], p.values[1]) for p in _task_dirs()]
     cold = [root for root, _ in cases if not _is_warm_eligible(root)]
-    assert sorted(load_task(r).test.framework for r in cold) == ["node", "other"]
+    assert sorted(load_task(r).kind for r in cold) == ["command", "node"]
     warm = {root for root, _ in cases if _is_warm_eligible(root)}
     assert len(warm) >= 15 and len(cases) == 2 * len(warm) + len(cold)
 

@@ -6,18 +6,18 @@ claims to equal everything, and a candidate that runs past its time limit."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult
-from verify_cli.grading.runners import runner_invocation
 from verify_cli.grading.warm import warm_unavailable_reason
 from verify_cli.grading.workspace import Phase
 from verify_cli.importers.model import TaskDraft
 from verify_cli.importers.writer import write_task
+from verify_cli.kinds.pytest_command import parse_pytest_command
+from verify_cli.kinds.runner import runner_invocation
 from verify_cli.tasks.loader import load_task
 from verify_cli.tasks.model import Task, TaskKind
 
@@ -106,7 +106,7 @@ def test_only_the_runner_command_goes_to_a_runner_worker(tmp_path: Path) -> None
     stdio = runner_invocation(stdio_task(tmp_path / "s", "in-process"), env)
     assert stdio is not None and stdio.program == "verify_stdio"
     assert runner_invocation(task, {"PATH": "/nonexistent"}) is None  # no interpreter: cold
-    assert runner_invocation(replace(task, kind=TaskKind.TESTS), env) is None  # pytest tasks: not here
+    assert parse_pytest_command(task.test.command, env) is None  # the pytest kind does not take it
 
 
 @pytest.mark.bwrap

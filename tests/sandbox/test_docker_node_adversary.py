@@ -41,7 +41,7 @@ def _warm(box: DockerSandbox, work: Path, test_body: str) -> tuple[RunResult, st
     (work / "tests").mkdir(parents=True, exist_ok=True)
     (work / "tests" / "test_it.py").write_text(test_body)
     spec = RunSpec(["python", "-m", "pytest", *ARGS], work, limits=LIMITS, image=PYTHON_IMAGE)
-    return box.run_warm_pytest(spec, mode="module", argv0="python", args=ARGS)
+    return box.run_warm_job(spec, mode="module", argv0="python", args=ARGS)
 
 
 #: Plants a file in every folder of the container a run might write to.
@@ -205,7 +205,7 @@ args = ["-q", "-p", "no:cacheprovider", "tests"]
 spec = RunSpec(["python", "-m", "pytest", *args], work,
                limits=Limits(wall_seconds=30, memory_mb=256), image=sys.argv[2])
 if sys.argv[3] == "warm":
-    result, how = box.run_warm_pytest(spec, mode="module", argv0="python", args=args)
+    result, how = box.run_warm_job(spec, mode="module", argv0="python", args=args)
     assert how == "warm", how
 else:
     result = box.run(spec)

@@ -44,7 +44,7 @@ def _warm(box: DockerSandbox, work: Path, test_body: str, *, limits: Limits = LI
         (work / name).write_text(text)
     spec = RunSpec(["python", "-m", "pytest", *ARGS], work, limits=limits, env=env or {},
                    image=PYTHON_IMAGE)
-    return box.run_warm_pytest(spec, mode="module", argv0="python", args=ARGS)
+    return box.run_warm_job(spec, mode="module", argv0="python", args=ARGS)
 
 
 DIRTY = '''

@@ -251,10 +251,12 @@ def _report(task: Task, references: list[GradeResult], starter: GradeResult,
 
 
 def _needs_in_process_run(runs: Sequence[GradeResult]) -> GradeResult | None:
-    """The first two-process reference run that was graded and did not pass, if any: such a
-    reference is re-run once in-process before the task is called defective."""
-    return next((r for r in runs if r.phase is Phase.REFERENCE and r.isolation == TWO_PROCESS
-                 and r.status is GradeStatus.GRADED and not r.passed), None)
+    """The two-process reference run of the lowest seed that was graded and did not pass, if
+    any: such a reference is re-run once in-process (under that seed) before the task is called
+    defective. By seed, not by completion order, so the re-run is the same on every machine."""
+    failed = [r for r in runs if r.phase is Phase.REFERENCE and r.isolation == TWO_PROCESS
+              and r.status is GradeStatus.GRADED and not r.passed]
+    return min(failed, key=lambda r: r.seed if r.seed is not None else -1, default=None)
 
 
 def _needs_more_runs(runs: Sequence[GradeResult]) -> bool:

@@ -26,7 +26,7 @@ from verify_cli.cli.options import (
 )
 from verify_cli.errors import ExitCode, UsageError
 from verify_cli.report.files import write_json
-from verify_cli.tasks.loader import load_task_set
+from verify_cli.tasks.loader import deprecation_notes, load_task_set
 
 
 def audit_command(
@@ -86,6 +86,8 @@ def audit_command(
         raise UsageError(f"unknown probe(s): {', '.join(sorted(unknown))}",
                          hint=f"known probes: {', '.join(probe_names())}")
     items = list(load_task_set(path))
+    for note in deprecation_notes(items):
+        console.warning(f"deprecated: {note}")
     options = AuditOptions(mutants=not no_mutants, flaky=not no_flaky, probes=not no_probes,
                            labelled=not no_labelled, reruns=reruns, max_mutants=max_mutants,
                            max_per_operator=max_per_operator, seed=seed, jobs=jobs or default_jobs(),

@@ -25,7 +25,7 @@ from verify_cli.cli.options import (
 )
 from verify_cli.errors import ExitCode
 from verify_cli.report.files import write_json, write_junit
-from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
+from verify_cli.tasks.loader import TaskLoadFailure, deprecation_notes, load_task_set
 
 
 def check_tasks_command(
@@ -52,6 +52,8 @@ def check_tasks_command(
     if json_out == "-":
         console.use_stderr()
     items = list(load_task_set(path))
+    for note in deprecation_notes(items):
+        console.warning(f"deprecated: {note}")
     runner = open_executor(executor, sandbox=sandbox, warm=not cold, ray_address=ray_address,
                            sandbox_options=sandbox_options(pool_size=pool_size, docker_mode=docker_mode))
     backend = runner.backend

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from verify_cli.tasks.metadata import SOURCE_FILE, difficulty_bucket, difficulty_record, task_source
-from verify_cli.tasks.model import HIDDEN_TESTS_DIR, PROMPT_FILE, TASK_FILE, TESTS_DIR, Task, TaskKind
+from verify_cli.tasks.model import HIDDEN_TESTS_DIR, PROMPT_FILE, TASK_FILE, TESTS_DIR, Task
 from verify_cli.tasks.paths import list_files
 
 #: Field (verl: in extra_info) that carries the task folder, so an export imports back exactly.
@@ -37,13 +37,14 @@ def ground_truth(task: Task, files: dict[str, str]) -> dict[str, Any]:
     stdio tasks as ``{"inputs": [...], "outputs": [...]}`` (APPS/TACO), call tasks as the entry
     point and the test code, other tasks as their test files."""
     tests = {rel: text for rel, text in files.items() if rel.split("/", 1)[0] in (TESTS_DIR, HIDDEN_TESTS_DIR)}
-    if task.kind is TaskKind.STDIO and task.stdio is not None:
+    # The loader keeps a [stdio]/[calls] table only on a task of that kind.
+    if task.stdio is not None:
         stems = sorted(rel[:-3] for rel in tests if rel.endswith(".in"))
         pairs = [(s, next((tests[s + x] for x in (".out", ".ans") if s + x in tests), None)) for s in stems]
         return {"inputs": [tests[s + ".in"] for s, out in pairs if out is not None],
                 "outputs": [out for _, out in pairs if out is not None],
                 "compare": task.stdio.compare, "tolerance": task.stdio.tolerance}
-    if task.kind is TaskKind.CALLS and task.calls is not None:
+    if task.calls is not None:
         return {"entry_point": task.calls.entry_point, "style": task.calls.style, "tests": tests}
     return {"test_command": task.test.command, "tests": tests}
 
@@ -70,7 +71,7 @@ def export_row(task: Task, *, split: str) -> dict[str, Any]:
         "title": task.title,
         "domain": task.domain,
         "language": task.language,
-        "kind": task.kind.value,
+        "kind": str(task.kind),
         "tags": list(task.tags),
         "prompt": task.prompt,
         "entry_point": task.calls.entry_point if task.calls is not None else "",

@@ -11,9 +11,9 @@ from verify_cli.grading.grader import (
     task_limits,
 )
 from verify_cli.grading.junit import Outcome, TestOutcome, junit_id_of_node_id, parse_junit
-from verify_cli.grading.pytest_command import parse_pytest_command
 from verify_cli.grading.warm import WarmRunner
 from verify_cli.grading.workspace import Phase, lay_out, solution_as_candidate
+from verify_cli.kinds.pytest_command import parse_pytest_command
 
 __all__ = ["CandidatePatchError", "GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase",
            "TestOutcome", "WarmRunner", "candidate_from_patch", "judge", "junit_id_of_node_id", "lay_out",

@@ -9,7 +9,6 @@ own (``infra_error``) and never a score.
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import tempfile
 import threading
@@ -21,11 +20,9 @@ from enum import StrEnum
 from pathlib import Path
 
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
-from verify_cli.grading.node_seal import check_node_seal, node_seal_command, runner_writes_junit
-from verify_cli.grading.runners import runner_environment, uses_builtin_runner
 from verify_cli.grading.scoring import TestLists
 from verify_cli.grading.scoring import score as policy_score
-from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV, new_seal_key, read_seals
+from verify_cli.grading.seal import new_seal_key
 from verify_cli.grading.two_process import (
     IN_PROCESS,
     NO_CANDIDATE_FILE,
@@ -35,9 +32,10 @@ from verify_cli.grading.two_process import (
 )
 from verify_cli.grading.warm import WarmRunner, WarmStats
 from verify_cli.grading.workspace import Phase, lay_out
+from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Sandbox, Verdict
 from verify_cli.sandbox.environment import scratch_root
-from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Task
+from verify_cli.tasks.model import Task
 from verify_cli.tasks.paths import glob_matches
 
 
@@ -58,7 +56,8 @@ class GradeRequest:
     seed: int | None = None
     expected_tests: frozenset[str] | None = None
     label: str = ""
-    #: Harness options for pytest tasks (other frameworks ignore them): run only these test ids;
+    #: Harness options, honoured by the kinds whose harness has them (pytest; the others ignore
+    #: them): run only these test ids;
     #: stop at the first failing test; record per-test line coverage of these work-folder files
     #: (``verify-coverage.json`` in the run's results).
     select_tests: frozenset[str] | None = None
@@ -132,47 +131,27 @@ def task_limits(task: Task) -> Limits:
 
 
 def run_environment(task: Task, seed: int | None) -> dict[str, str]:
+    """The variables every run of ``task`` gets: the hash seed and shuffle, and its kind's."""
     # Empty unless the backend runs the candidate in a sandbox of its own (two-process): then
     # it names the runner that starts a program there (see docs/wire-protocol.md).
     env = {"PYTHONHASHSEED": str(seed if seed is not None else 0), "VERIFY_CANDIDATE_EXEC": ""}
     if seed is not None:
         env["VERIFY_SHUFFLE_SEED"] = str(seed)
-    if task.test.framework == "pytest":
-        env["PYTEST_PLUGINS"] = "verify_shuffle,verify_harness"
-        env[TEST_DIRS_ENV] = f"{TESTS_DIR},{HIDDEN_TESTS_DIR}"
-        # Plugins that happen to be installed where the runtime lives (xdist, benchmark...) must
-        # not change grading or slow every run; a task that needs one names it with -p.
-        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    elif task.test.framework == "node":
-        # Freezes node:assert before any test or candidate code runs (verify_node_guard.js).
-        env["NODE_OPTIONS"] = "--require verify_node_guard"
-    env.update(runner_environment(task))
+    env.update(kind_of(task).run_environment(task))
     return env
 
 
 def is_sealed(task: Task) -> bool:
-    """Runs whose JUnit file the grader holds against a signed record of the harness."""
-    return task.test.framework == "pytest" or uses_builtin_runner(task)
+    """Whether runs of ``task`` get a seal key that the grader holds their results against."""
+    return kind_of(task).needs_seal_key(task)
 
 
 def request_environment(req: GradeRequest, seal_key: str | None = None) -> dict[str, str]:
     """The variables a run of ``req`` gets: run_environment plus the harness options and seal key."""
     env = run_environment(req.task, req.seed)
-    if req.task.test.framework == "node" and seal_key:
-        env[SEAL_KEY_ENV] = seal_key  # verify_node_guard.js takes it out for the seal reporter
-    if seal_key and uses_builtin_runner(req.task):
-        env[SEAL_KEY_ENV] = seal_key
     if req.trace_calls:
         env["VERIFY_TRACE_CALLS"] = "1"
-    if req.task.test.framework == "pytest":
-        if seal_key:
-            env[SEAL_KEY_ENV] = seal_key
-        if req.select_tests is not None:
-            env["VERIFY_SELECT_TESTS"] = json.dumps(sorted(req.select_tests))
-        if req.fail_fast:
-            env["VERIFY_FAIL_FAST"] = "1"
-        if req.coverage_files:
-            env["VERIFY_COVERAGE"] = json.dumps(list(req.coverage_files))
+    env.update(kind_of(req.task).request_environment(req.task, req, seal_key))
     return env
 
 
@@ -200,58 +179,13 @@ def collect_outcomes(task: Task, run: RunResult) -> tuple[list[TestOutcome], lis
     return tests, problems
 
 
-def _file_stand_ins(task: Task, tests: list[TestOutcome]) -> list[TestOutcome]:
-    """node --test reports a test file that ran no test of its own (``process.exit(0)`` before
-    its tests) as one passing test named after the file: that proves nothing and never passes."""
-    files = list(task.test_files())
-    out: list[TestOutcome] = []
-    for t in tests:
-        name = t.id.rsplit("::", 1)[-1]
-        if t.outcome.ok and any(name == f or name.endswith("/" + f) for f in files):
-            t = TestOutcome(t.id, Outcome.FAILED, t.duration,
-                            "the test file ran none of its tests (did it exit early?)")
-        out.append(t)
-    return out
-
-
-def _check_seal(run: RunResult, key: str, tests: list[TestOutcome],
-                problems: list[str]) -> bool:
-    """Hold the JUnit outcomes against the harness's own record; False when they cannot be
-    trusted. Collected tests absent from the results are added to ``tests`` as missing."""
-    record, seal_problems = read_seals(run.results, key)
-    problems.extend(seal_problems)
-    if record is None:
-        problems.append("no valid harness record of the pytest session: the test process ended "
-                        "before pytest finished (os._exit, a crash) or the results were forged")
-        return False
-    trusted = True
-    if record.tampered:
-        shown = "; ".join(record.tampered[:3])
-        more = f" and {len(record.tampered) - 3} more" if len(record.tampered) > 3 else ""
-        problems.append(f"the code under test tampered with the test harness: {shown}{more}")
-        trusted = False
-    disputed = [t.id for t in tests if t.outcome.ok and record.outcomes.get(t.id) != "passed"]
-    if disputed:
-        problems.append(f"results file claims {len(disputed)} test(s) passed that pytest did not "
-                        f"report passing (forged results?): {', '.join(disputed[:3])}")
-        trusted = False
-    if any(p.startswith("no results file") for p in problems):
-        return trusted  # nothing to complete: the run already proves nothing
-    have = {t.id for t in tests}
-    for tid in record.collected:
-        if tid not in have:
-            tests.append(TestOutcome(tid, Outcome.MISSING,
-                                     message="collected by pytest but absent from the results"))
-            have.add(tid)
-    return trusted
-
-
 def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored: tuple[str, ...],
           *, seal_key: str | None = None, isolation: IsolationPlan | None = None) -> GradeResult:
     """Turn a run's evidence into a GradeResult under the trust rules of DESIGN.md.
 
-    With ``seal_key`` (pytest tasks), the JUnit outcomes count only as far as the harness's
-    signed record of the session agrees with them (:mod:`verify_cli.grading.seal`).
+    With ``seal_key`` (kinds that seal their results), the JUnit outcomes count only as far as
+    the kind's signed record of the run agrees with them (:meth:`Kind.check_seal
+    <verify_cli.kinds.base.Kind.check_seal>`).
     """
     common = dict(task_id=task.id, phase=req.phase, run=run, ignored_files=ignored, seed=req.seed,
                   label=req.label, isolation=isolation.mode if isolation else IN_PROCESS,
@@ -270,16 +204,12 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
         return GradeResult(status=GradeStatus.INFRA_ERROR, score=None, passed=False, tests=(),
                            problems=(f"sandbox {run.verdict.value}: {run.message}",),
                            seconds=time.monotonic() - started, **common)  # type: ignore[arg-type]
+    kind = kind_of(task)
     tests, problems = collect_outcomes(task, run)
-    tests = _file_stand_ins(task, tests)
+    tests = kind.outcomes(task, tests)
     sealed = True
-    if seal_key and is_sealed(task):
-        sealed = _check_seal(run, seal_key, tests, problems)
-    elif seal_key and task.test.framework == "node" and tests and runner_writes_junit(task.test.command):
-        seal_problems = check_node_seal(run.results, seal_key, [
-            n for n in run.results if glob_matches(task.test.results, n)])
-        problems.extend(seal_problems)
-        sealed = not seal_problems
+    if seal_key:
+        sealed = kind.check_seal(task, run, seal_key, tests, problems)
     if req.expected_tests:
         have = {t.id for t in tests}
         for tid in sorted(req.expected_tests - have):
@@ -309,7 +239,7 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
 class Grader:
     """Grades requests in one sandbox backend. Safe to share between threads.
 
-    ``warm=True`` runs Python/pytest tasks in warm workers where the backend can host them
+    ``warm=True`` runs tasks whose kind can go warm in warm workers where the backend hosts them
     (:mod:`verify_cli.grading.warm`): the same verdicts without an interpreter start per run.
     Call :meth:`close` (or use the Grader as a context manager) to stop the workers.
     """
@@ -363,7 +293,8 @@ class Grader:
         task = req.task
         root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-",
                                     dir=self.work_root if self.work_root is not None else scratch_root()))
-        seal_key = new_seal_key() if is_sealed(task) or task.test.framework == "node" else None
+        kind = kind_of(task)
+        seal_key = new_seal_key() if kind.needs_seal_key(task) else None
         try:
             laid = lay_out(task, req.phase, root, req.candidate)
             plan = plan_isolation(task, self.sandbox, coverage=bool(req.coverage_files))
@@ -372,10 +303,7 @@ class Grader:
             if plan.two_process and plan.runtime is not None:
                 env.update(plan.runtime.trusted_env(task, root, env))
                 candidate = candidate_process(task, plan, env, root)
-            command = task.test.command
-            if task.test.framework == "node":
-                command = node_seal_command(command)  # the runner seals its JUnit (node_seal.py)
-            spec = RunSpec(command=["/bin/sh", "-c", command], workdir=root,
+            spec = RunSpec(command=["/bin/sh", "-c", kind.test_command(task)], workdir=root,
                            limits=request_limits(req), env=env,
                            image=task.environment.image, runtime=task.environment.runtime,
                            labels={"verify-cli.task": task.id, "verify-cli.phase": req.phase.value},

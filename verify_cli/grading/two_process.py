@@ -1,22 +1,23 @@
 """Two-process grading: which runs get it, and what each side of such a run is given.
 
 The tests run in the trusted process (the task's own test command plus a stand-in plugin of
-its framework); the candidate runs in a sandbox of its own, started by the backend from the
+its kind); the candidate runs in a sandbox of its own, started by the backend from the
 RunSpec's :class:`~verify_cli.sandbox.base.CandidateProcess` (docs/wire-protocol.md). What is
-framework-specific (the candidate server's command, the trusted side's plugin) is a
-:class:`TwoProcessRuntime` registered here by framework name, so a node runtime plugs in
-beside pytest's without touching the grader or the backends.
+kind-specific (the candidate server's command, the trusted side's plugin) is the task kind's
+:class:`~verify_cli.kinds.base.TwoProcessRuntime` (:meth:`Kind.two_process_runtime
+<verify_cli.kinds.base.Kind.two_process_runtime>`), so a kind plugs in without touching the
+grader or the backends.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verify_cli.kinds.base import TwoProcessRuntime
+from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import CandidateProcess, Sandbox
-from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Isolation, Task, TaskKind
+from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Isolation, Task
 from verify_cli.tasks.paths import matches_any
 
 IN_PROCESS = "in-process"
@@ -24,33 +25,6 @@ TWO_PROCESS = "two-process"
 #: The trusted side's note that the candidate server never came up (an infrastructure fault);
 #: the same name as verify_standin.NO_CANDIDATE_FILE.
 NO_CANDIDATE_FILE = "verify-no-candidate-process.txt"
-
-
-@dataclass(frozen=True)
-class TwoProcessRuntime:
-    """How one test framework grades two-process.
-
-    ``server_command`` starts the candidate server in the candidate's sandbox (it may use
-    ``$VERIFY_CANDIDATE_HARNESS``); ``trusted_env(task, work_folder, env)`` returns the
-    variables the test command needs on top of ``env`` (the run's) to load the stand-in plugin.
-    """
-
-    framework: str
-    server_command: tuple[str, ...]
-    trusted_env: Callable[[Task, Path, dict[str, str]], dict[str, str]]
-    #: Suffixes of the candidate's code files, which the tests' side sees empty.
-    code_suffixes: tuple[str, ...] = ()
-
-
-_RUNTIMES: dict[str, TwoProcessRuntime] = {}
-
-
-def register_two_process_runtime(runtime: TwoProcessRuntime) -> None:
-    _RUNTIMES[runtime.framework] = runtime
-
-
-def two_process_runtime(framework: str) -> TwoProcessRuntime | None:
-    return _RUNTIMES.get(framework)
 
 
 @dataclass(frozen=True)
@@ -67,7 +41,7 @@ class IsolationPlan:
 
 
 def plan_isolation(task: Task, sandbox: Sandbox, *, coverage: bool = False) -> IsolationPlan:
-    """Two-process where the task, its framework and the backend allow it; in-process with the
+    """Two-process where the task, its kind and the backend allow it; in-process with the
     reason otherwise. ``coverage`` (per-test line coverage of the candidate's files, traced in
     the test process) needs in-process."""
     if coverage:
@@ -75,10 +49,9 @@ def plan_isolation(task: Task, sandbox: Sandbox, *, coverage: bool = False) -> I
     if task.isolation is Isolation.IN_PROCESS:
         return IsolationPlan(IN_PROCESS, ("the task declares isolation = \"in-process\": its tests "
                                           "share a process with the candidate's code (trusts it)",))
-    # Tasks graded by a built-in runner (kind stdio/calls) take that runner's runtime.
-    runtime = two_process_runtime(task.test.framework if task.kind is TaskKind.TESTS else task.kind.value)
+    runtime = kind_of(task).two_process_runtime(task)
     if runtime is None:
-        return IsolationPlan(IN_PROCESS, (f"test framework {task.test.framework!r} has no two-process "
+        return IsolationPlan(IN_PROCESS, (f"task kind {str(task.kind)!r} has no two-process "
                                           "runtime: the candidate's code runs in the test process",))
     if not sandbox.two_process:
         why = sandbox.two_process_missing or f"the {sandbox.name} backend does not run two-process yet"
@@ -121,18 +94,5 @@ def python_candidate_modules(task: Task, root: Path) -> list[str]:
     return sorted(names)
 
 
-def _pytest_trusted_env(task: Task, root: Path, env: dict[str, str]) -> dict[str, str]:
-    plugins = [p for p in env.get("PYTEST_PLUGINS", "").split(",") if p]
-    return {"PYTEST_PLUGINS": ",".join(["verify_standin", *plugins]),
-            "VERIFY_CANDIDATE_MODULES": json.dumps(python_candidate_modules(task, root))}
-
-
-register_two_process_runtime(TwoProcessRuntime(
-    framework="pytest",
-    server_command=("/bin/sh", "-c", 'exec python "$VERIFY_CANDIDATE_HARNESS/verify_candidate_server.py"'),
-    trusted_env=_pytest_trusted_env,
-    code_suffixes=(".py",),
-))
-
-# The node runtime registers itself beside pytest's (kept in a module of its own).
-from verify_cli.grading import two_process_node  # noqa: E402,F401
+__all__ = ["IN_PROCESS", "NO_CANDIDATE_FILE", "TWO_PROCESS", "IsolationPlan", "TwoProcessRuntime",
+           "candidate_process", "plan_isolation", "python_candidate_modules"]

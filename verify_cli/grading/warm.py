@@ -1,17 +1,16 @@
-"""Warm grading: a task's pytest run handed to the backend's warm host instead of a cold start.
+"""Warm grading: a task's test run handed to the backend's warm host instead of a cold start.
 
-A cold run pays for an interpreter start and for importing pytest and its plugins (most of a
-second) before the first test runs. A backend that can do better opens a
+A cold run pays for an interpreter start and for importing pytest (or a built-in runner) and
+its plugins (most of a second) before the first test runs. A backend that can do better opens a
 :class:`~verify_cli.sandbox.base.WarmHost` (:meth:`Sandbox.warm_host
 <verify_cli.sandbox.base.Sandbox.warm_host>`): bwrap's pool of forking workers
 (:mod:`verify_cli.sandbox.bwrap_warm`), docker's pooled containers that have imported pytest
 (:mod:`verify_cli.sandbox.docker.warm_host`). This module is the grading side of it:
 
-- which runs may go warm: only Python tasks whose command is recognisably
-  ``python -m pytest ARGS`` or ``pytest ARGS`` (:func:`parse_pytest_command`, or
-  :func:`parse_pytest_words` where the programs are not this machine's), and 'calls'/'stdio'
-  tasks (``python -m verify_calls``, :func:`~verify_cli.grading.runners.runner_invocation`) on a
-  host that runs the built-in runners; anything else runs cold;
+- which runs may go warm: the task's kind decides (:meth:`Kind.warm_invocation
+  <verify_cli.kinds.base.Kind.warm_invocation>`: pytest commands recognisably
+  ``python -m pytest ARGS``, the built-in runners' ``python -m verify_calls``); anything else
+  runs cold;
 - what to preload: ``task.environment.preload`` plus the third-party modules the task's reference
   runs were seen to import;
 - the counters (:class:`WarmStats`).
@@ -23,24 +22,19 @@ from __future__ import annotations
 
 import threading
 
-from verify_cli.grading.pytest_command import (
-    PytestInvocation,
-    parse_pytest_command,
-    parse_pytest_words,
-)
-from verify_cli.grading.runners import runner_invocation, uses_builtin_runner
 from verify_cli.grading.workspace import Phase
-from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict, WarmHost, WarmStats
+from verify_cli.kinds.registry import kind_of
+from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict, WarmHost, WarmInvocation, WarmStats
 from verify_cli.tasks.model import Task
 
 
 def warm_unavailable_reason(sandbox: Sandbox) -> str | None:
-    """Why ``sandbox`` cannot run pytest warm here, or None when it can."""
+    """Why ``sandbox`` cannot run jobs warm here, or None when it can."""
     return sandbox.warm_unavailable()
 
 
 class WarmRunner:
-    """Runs a task's test command warm when it is a pytest run the backend's warm host can
+    """Runs a task's test command warm when its kind makes it a job the backend's warm host can
     take, else cold."""
 
     def __init__(self, sandbox: Sandbox, *, workers_per_key: int = 2) -> None:
@@ -53,24 +47,12 @@ class WarmRunner:
         self._learned: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
 
-    def eligible(self, task: Task, spec: RunSpec) -> PytestInvocation | None:
-        """``task``'s command as one pytest run (or one run of a built-in runner) the host can
-        take, or None (it runs cold)."""
+    def eligible(self, task: Task, spec: RunSpec) -> WarmInvocation | None:
+        """``task``'s command as one job the host can run warm, or None (it runs cold)."""
         host = self.host
         if host is None:
             return None
-        if uses_builtin_runner(task):  # 'calls'/'stdio': the runner is Python, whatever the task's language
-            return runner_invocation(task, host.environment(spec)) if host.hosts_builtin_runners else None
-        if task.test.framework != "pytest" or task.language != "python":
-            return None
-        env = host.environment(spec)
-        if host.programs_on_host:
-            return parse_pytest_command(task.test.command, env)
-        words = parse_pytest_words(task.test.command, env)
-        if words is None:
-            return None
-        mode, argv0, args = words
-        return PytestInvocation(mode, "", "", argv0, args)
+        return kind_of(task).warm_invocation(task, host, spec)
 
     @property
     def stats(self) -> WarmStats | None:
@@ -83,7 +65,7 @@ class WarmRunner:
         with self._lock:
             learned = self._learned.get(task.id, frozenset())
         preload = sorted(set(task.environment.preload) | learned)
-        outcome = self.host.run_pytest(spec, inv, preload=preload,
+        outcome = self.host.run_warm(spec, inv, preload=preload,
                                        report_imports=phase is Phase.REFERENCE)
         if outcome.imports and outcome.result.verdict is Verdict.OK:
             with self._lock:
@@ -101,5 +83,4 @@ class WarmRunner:
             self.host.close()
 
 
-__all__ = ["PytestInvocation", "WarmRunner", "WarmStats", "parse_pytest_command",
-           "parse_pytest_words", "warm_unavailable_reason"]
+__all__ = ["WarmInvocation", "WarmRunner", "WarmStats", "warm_unavailable_reason"]

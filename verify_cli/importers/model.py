@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from verify_cli.tasks.model import TaskKind, TaskLimits
+from verify_cli.tasks.model import TaskLimits
 
 #: The task format's output limit where task.toml sets none (an imported task states it only
 #: when it needs more).
@@ -24,7 +24,7 @@ class TaskDraft:
 
     id: str
     prompt: str
-    kind: TaskKind
+    kind: str  # a task kind's name (TaskKind.CALLS, TaskKind.STDIO for the importers' own rows)
     files: dict[str, str | bytes]
     editable: list[str]
     table: dict[str, Any] = field(default_factory=dict)  # the [stdio] / [calls] table

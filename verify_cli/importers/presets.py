@@ -402,7 +402,7 @@ def draft_from_payload(payload: Mapping[str, Any], row: Row) -> TaskDraft:
     import tomllib
     from pathlib import Path
 
-    from verify_cli.tasks.loader import validate_document
+    from verify_cli.tasks.loader import resolve_kind, validate_document
 
     try:
         doc = tomllib.loads(str(payload["task_toml"]))
@@ -411,10 +411,12 @@ def draft_from_payload(payload: Mapping[str, Any], row: Row) -> TaskDraft:
                       for k, v in dict(payload.get("binary_files") or {}).items()})
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError, binascii.Error) as e:
         raise RowError(f"the exported task is unreadable ({e})") from None
-    validate_document(Path(str(doc.get("id", row.index))) / "task.toml", doc)  # TaskFormatError: the row's failure
+    task_file = Path(str(doc.get("id", row.index))) / "task.toml"
+    validate_document(task_file, doc)  # TaskFormatError: the row's failure
+    kind, _ = resolve_kind(task_file, doc)
     source = payload.get("source") or {}
     return TaskDraft(id=str(doc["id"]), prompt=str(payload.get("prompt", "")),
-                     kind=TaskKind(doc.get("kind", "tests")), files=files,
+                     kind=kind, files=files,
                      editable=list(doc.get("editable", [])), source=dict(source) if isinstance(source, Mapping) else {},
                      task_toml=str(payload["task_toml"]))
 

@@ -138,12 +138,12 @@ def convert_swebench(row: Row, columns: Mapping[str, str], prefix: str, repos: P
     test_paths = " ".join(shlex.quote(p) for p in sorted(hidden) if p.endswith(".py"))
     doc: dict[str, Any] = {
         "schema_version": 1, "id": tid, "title": f"{repo} {instance}", "domain": "coding", "language": "python",
-        "tags": ["repository", "swebench", repo.replace("/", "__").lower()], "kind": TaskKind.TESTS.value,
+        "tags": ["repository", "swebench", repo.replace("/", "__").lower()], "kind": TaskKind.PYTEST.value,
         "editable": editable, "isolation": "in-process",
         "environment": {"image": PYTHON_IMAGE, "runtime": "python"},
         "test": {"command": 'python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
                             + (test_paths or "."),
-                 "framework": "pytest", "results": "junit.xml", "fail_to_pass": f2p, "pass_to_pass": p2p},
+                 "results": "junit.xml", "fail_to_pass": f2p, "pass_to_pass": p2p},
         "scoring": {"policy": "swebench"},
         "limits": {"wall_seconds": WALL_SECONDS, "memory_mb": 4096, "processes": 256},
         "repository": {"test_files": [*TEST_FILE_GLOBS, *sorted(hidden)], "test_layout": "repository"},
@@ -164,7 +164,7 @@ def convert_swebench(row: Row, columns: Mapping[str, str], prefix: str, repos: P
     for name in ("environment_setup_commit", "version", "image"):
         if fields.get(name):
             source[name] = fields[name]
-    return TaskDraft(id=tid, prompt=prompt if prompt.endswith("\n") else prompt + "\n", kind=TaskKind.TESTS,
+    return TaskDraft(id=tid, prompt=prompt if prompt.endswith("\n") else prompt + "\n", kind=TaskKind.PYTEST,
                      files=files, editable=editable, title=doc["title"], tags=doc["tags"], source=source,
                      task_toml=dumps_toml(_nested_first(doc)))
 

@@ -68,17 +68,18 @@ def task_document(draft: TaskDraft) -> dict[str, Any]:
     doc.update({"domain": draft.domain, "language": draft.language})
     if draft.tags:
         doc["tags"] = list(dict.fromkeys(draft.tags))
-    doc["kind"] = draft.kind.value
+    if draft.kind not in RUNNER_COMMANDS:  # the kinds graded by a built-in runner
+        raise RowError("importers write 'stdio' and 'calls' tasks only")
+    kind = TaskKind(draft.kind)
+    doc["kind"] = kind.value
     doc["editable"] = draft.editable
     doc["environment"] = {"image": PYTHON_IMAGE, "runtime": "python"}
-    if draft.kind is TaskKind.TESTS:
-        raise RowError("importers write 'stdio' and 'calls' tasks only")
-    doc["test"] = {"command": RUNNER_COMMANDS[draft.kind], "results": RUNNER_RESULTS}
+    doc["test"] = {"command": RUNNER_COMMANDS[kind], "results": RUNNER_RESULTS}
     doc["scoring"] = {"policy": "all-or-nothing"}
     doc["limits"] = {"wall_seconds": draft.wall_seconds, "memory_mb": 1024}
     if draft.output_bytes != DEFAULT_OUTPUT_BYTES:
         doc["limits"]["output_bytes"] = draft.output_bytes
-    doc[draft.kind.value] = draft.table
+    doc[kind.value] = draft.table
     return doc
 
 

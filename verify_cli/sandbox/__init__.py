@@ -22,6 +22,15 @@ from verify_cli.sandbox.registry import (
     sandbox_names,
     sandbox_spec,
 )
+from verify_cli.sandbox.sessions.base import (
+    ExecResult,
+    ExecVerdict,
+    Session,
+    SessionDeadError,
+    SessionInfraError,
+    SessionLimits,
+    SessionState,
+)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -29,11 +38,18 @@ __all__ = [
     "WARM_CANDIDATE_ENV",
     "Availability",
     "CapturedOutput",
+    "ExecResult",
+    "ExecVerdict",
     "Limits",
     "RunResult",
     "RunSpec",
     "Sandbox",
     "SandboxSpec",
+    "Session",
+    "SessionDeadError",
+    "SessionInfraError",
+    "SessionLimits",
+    "SessionState",
     "Verdict",
     "create_sandbox",
     "pinned_environment",

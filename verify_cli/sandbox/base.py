@@ -15,10 +15,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, ClassVar, Literal
 
+from verify_cli.backend_config import BackendConfig
+from verify_cli.sandbox.captured import CapturedOutput  # re-exported: part of the contract
+
 if TYPE_CHECKING:
     from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
-
-from verify_cli.backend_config import BackendConfig
 
 RESULTS_ENV = "VERIFY_RESULTS_DIR"
 MAX_RESULT_FILE_BYTES = 16 * 1024 * 1024
@@ -97,27 +98,6 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
-class CapturedOutput:
-    """A stream kept as a bounded head and tail; ``total_bytes`` counts everything written."""
-
-    head: bytes = b""
-    tail: bytes = b""
-    total_bytes: int = 0
-    truncated: bool = False
-
-    @property
-    def text(self) -> str:
-        body = self.head.decode("utf-8", "replace")
-        if self.truncated:
-            omitted = self.total_bytes - len(self.head) - len(self.tail)
-            body += f"\n[... {omitted} bytes omitted ...]\n"
-        return body + self.tail.decode("utf-8", "replace")
-
-    def to_dict(self) -> dict[str, object]:
-        return {"text": self.text, "total_bytes": self.total_bytes, "truncated": self.truncated}
-
-
-@dataclass(frozen=True)
 class RunResult:
     """Evidence of one run: verdict, exit status, timing, output, and the results folder's files."""
 
@@ -154,14 +134,18 @@ class Availability:
 
 
 @dataclass(frozen=True)
-class PytestInvocation:
-    """A task command recognised as exactly one pytest run (what a :class:`WarmHost` runs)."""
+class WarmInvocation:
+    """A task command recognised as one job a :class:`WarmHost` can run in a warm interpreter.
 
-    mode: str  # "module": python -m pytest ARGS; "script": the pytest console script
+    The sandbox does not read it: it hands it to its warm workers, whose harness knows the modes
+    (a task kind builds it: :meth:`verify_cli.kinds.base.Kind.warm_invocation`).
+    """
+
+    mode: str  # how the worker runs it: "module" (python -m M ARGS), "script", "runner"
     #: The python that runs it, as found on the run's PATH (becomes sys.executable); "" on a
     #: host whose programs are not this machine's (``WarmHost.programs_on_host`` false).
     interpreter: str
-    program: str  # the console script (mode "script", found on the run's PATH), else ""
+    program: str  # the script (mode "script", found on the run's PATH) or module ("runner"), else ""
     argv0: str  # the first word as written
     args: tuple[str, ...]
 
@@ -196,22 +180,23 @@ class WarmOutcome:
 
 
 class WarmHost(ABC):
-    """A backend's capability to run pytest warm: in interpreters that have imported pytest
-    before the run starts, with the verdicts of a cold :meth:`Sandbox.run`.
+    """A backend's capability to run a job warm: in interpreters that have imported the job's
+    runner (the test framework, a harness module) before the run starts, with the verdicts of a
+    cold :meth:`Sandbox.run`.
 
     Opened by :meth:`Sandbox.warm_host` (the caller closes it); safe to call from many threads.
     Whatever goes wrong on the warm path is the host's to absorb: it re-runs the job cold, and
     a worker's fault is never the code's verdict.
     """
 
-    #: Whether the run's programs are this machine's: the caller resolves the pytest command
-    #: on the run's PATH here (:attr:`PytestInvocation.interpreter` set). When false they are
+    #: Whether the run's programs are this machine's: the caller resolves the command
+    #: on the run's PATH here (:attr:`WarmInvocation.interpreter` set). When false they are
     #: found where the run runs and ``interpreter``/``program`` are "".
     programs_on_host: ClassVar[bool] = True
-    #: Whether :meth:`run_pytest` also takes the built-in runners of 'calls' and 'stdio' tasks
-    #: (``python -m verify_calls``: :attr:`PytestInvocation.mode` "runner", ``program`` the
-    #: runner module), run from a worker that has imported the runner.
-    hosts_builtin_runners: ClassVar[bool] = False
+    #: Whether :meth:`run_warm` also takes harness modules (``python -m verify_calls``:
+    #: :attr:`WarmInvocation.mode` "runner", ``program`` the module), run from a worker that
+    #: has imported the module.
+    runs_harness_modules: ClassVar[bool] = False
 
     @property
     @abstractmethod
@@ -223,7 +208,7 @@ class WarmHost(ABC):
         """The variables of ``spec``'s command that the host knows (to read the command with)."""
 
     @abstractmethod
-    def run_pytest(self, spec: RunSpec, invocation: PytestInvocation, *,
+    def run_warm(self, spec: RunSpec, invocation: WarmInvocation, *,
                    preload: Sequence[str] = (), report_imports: bool = False) -> WarmOutcome:
         """Run ``spec``, whose command is ``invocation``, warm where the host can (else cold)."""
 
@@ -279,11 +264,11 @@ class Sandbox(ABC):
         return {}
 
     def warm_unavailable(self) -> str | None:
-        """Why this backend cannot run pytest warm here, or None when :meth:`warm_host` can."""
+        """Why this backend cannot run jobs warm here, or None when :meth:`warm_host` can."""
         return f"the {self.name or type(self).__name__} backend cannot host a warm worker"
 
     def warm_host(self, *, workers_per_key: int = 2) -> WarmHost | None:
-        """Open this backend's warm pytest runs (the caller closes the host), or None when it
+        """Open this backend's warm runs (the caller closes the host), or None when it
         has none here (:meth:`warm_unavailable` says why). ``workers_per_key``: how many warm
         runs of one kind may run at once. Default: None."""
         return None

@@ -278,7 +278,7 @@ class BwrapSandbox(LocalSandbox):
         return bwrap_warm_unavailable()
 
     def warm_host(self, *, workers_per_key: int = 2) -> WarmHost | None:
-        """A pool of warm pytest workers in this sandbox (:mod:`verify_cli.sandbox.bwrap_warm`)."""
+        """A pool of warm workers in this sandbox (:mod:`verify_cli.sandbox.bwrap_warm`)."""
         from verify_cli.sandbox.bwrap_warm import WarmPool  # imports this module
 
         if self.warm_unavailable() is not None:

@@ -56,6 +56,7 @@ from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
     candidate_environment,
 )
+from verify_cli.sandbox.job_send import send_job
 from verify_cli.sandbox.killing import stop_sandbox
 from verify_cli.sandbox.process import runtime_path
 
@@ -221,10 +222,8 @@ class CandidateParent:
         request = {"op": "run", "id": job_id, "env": candidate_env(extra_env),
                    "cpu_seconds": cpu_seconds, "file_bytes": file_bytes, "held": list(held)}
         try:
-            socket.send_fds(self.ctl, [json.dumps(request).encode()],
-                            [out_fd, err_fd, child_job.fileno()])
-        except OSError as e:
-            raise CandidateParentError(f"cannot reach the candidate parent: {e}") from e
+            send_job(self.ctl, request, [out_fd, err_fd, child_job.fileno()],
+                     unreachable=lambda why: CandidateParentError(f"cannot reach the candidate parent: {why}"))
         finally:
             child_job.close()
 
@@ -234,10 +233,8 @@ class CandidateParent:
         host_job = self._job
         if host_job is None:
             raise CandidateParentError("no run of the candidate parent was begun")
-        try:
-            socket.send_fds(host_job, [json.dumps({"op": "mounts"}).encode()], mounts)
-        except OSError as e:
-            raise CandidateParentError(f"the run's candidate child is gone: {e}") from e
+        send_job(host_job, {"op": "mounts"}, mounts,
+                 unreachable=lambda why: CandidateParentError(f"the run's candidate child is gone: {why}"))
         if not _readable(host_job.fileno(), deadline - time.monotonic()):
             raise CandidateParentError("the run's candidate sandbox was not set up in time")
         data = host_job.recv(1 << 16)

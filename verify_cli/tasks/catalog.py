@@ -36,7 +36,7 @@ def catalog(path: Path) -> list[TaskEntry]:
             out.append(TaskEntry(item.id, str(item.root), "?", "?", "?", "unmeasured", "",
                                  problem=item.error.message))
             continue
-        out.append(TaskEntry(item.id, str(item.root), item.domain, item.language, item.kind.value,
+        out.append(TaskEntry(item.id, str(item.root), item.domain, item.language, str(item.kind),
                              difficulty_bucket(difficulty_record(item)),
                              str(task_source(item).get("data_source", "")), task=item))
     return out

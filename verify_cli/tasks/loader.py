@@ -6,7 +6,7 @@ import difflib
 import math
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,8 +14,11 @@ from typing import Any
 from jsonschema import ValidationError
 
 from verify_cli.errors import TaskFormatError, UsageError
+from verify_cli.kinds.registry import kind_names
 from verify_cli.tasks.model import (
     HIDDEN_TESTS_DIR,
+    LEGACY_FRAMEWORKS,
+    LEGACY_TESTS_KIND,
     RUNNER_COMMANDS,
     RUNNER_RESULTS,
     SOLUTION_DIR,
@@ -173,7 +176,7 @@ def _repository(d: dict[str, Any]) -> RepositorySpec | None:
                           test_layout=r.get("test_layout", "task"))
 
 
-def _check_repository(task_file: Path, data: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _check_repository(task_file: Path, data: dict[str, Any], kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The ``[repository]`` table and the test lists hold together; returns the lists."""
     folder = task_file.parent
     test = data["test"]
@@ -194,9 +197,9 @@ def _check_repository(task_file: Path, data: dict[str, Any]) -> tuple[tuple[str,
         raise TaskFormatError(str(task_file), f"policy {policy.value!r} needs test.fail_to_pass",
                               pointer="/test/fail_to_pass",
                               hint="list the tests the reference makes pass (pytest node ids)")
-    if (f2p or p2p) and data["test"].get("framework") != "pytest":
+    if (f2p or p2p) and kind != TaskKind.PYTEST:
         raise TaskFormatError(str(task_file), "fail_to_pass and pass_to_pass name pytest node ids",
-                              pointer="/test/framework", hint='set framework = "pytest" in [test]')
+                              pointer="/kind", hint='set kind = "pytest"')
     repo = data.get("repository", {})
     if repo.get("bundle") and repo.get("archive"):
         raise TaskFormatError(str(task_file), "give a bundle or an archive, not both", pointer="/repository")
@@ -217,7 +220,43 @@ def _check_repository(task_file: Path, data: dict[str, Any]) -> tuple[tuple[str,
     return f2p, p2p
 
 
-def _build(root: Path, d: dict[str, Any]) -> Task:
+def resolve_kind(task_file: Path, data: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """The task's kind name, and the deprecation notes of any old form the document uses.
+
+    The old form (``kind = "tests"`` or no kind, with ``[test] framework`` naming the runner)
+    still loads: ``framework = "pytest"`` is kind "pytest", "node" is "node", "other" (or none)
+    is "command". In the new form ``kind`` alone names it; a ``framework`` that agrees is noted,
+    one that contradicts the kind is an error.
+    """
+    raw = data.get("kind")
+    framework = data["test"].get("framework")
+    new_form = "write kind = \"{kind}\" and drop [test] framework"
+    if raw is None or raw == LEGACY_TESTS_KIND:
+        if raw is None and framework is None:
+            return TaskKind.COMMAND, ()
+        legacy = LEGACY_FRAMEWORKS[framework or "other"]
+        old = " with ".join(x for x in (f'kind = "{raw}"' if raw else "",
+                                         f'framework = "{framework}"' if framework else "") if x)
+        return legacy, (f"{task_file}: {old} is the old form of kind = \"{legacy}\": "
+                        + new_form.format(kind=legacy),)
+    names = kind_names()
+    if raw not in names:
+        guess = _suggest(str(raw), names)
+        raise TaskFormatError(str(task_file), f"{raw!r} is not one of: {', '.join(names)}"
+                              + (f"; did you mean '{guess}'?" if guess else ""), pointer="/kind",
+                              hint="a task kind is a module of verify_cli.kinds or a verify_cli.task_kinds plugin")
+    kind: str = TaskKind(raw) if raw in TaskKind._value2member_map_ else str(raw)
+    if framework is None:
+        return kind, ()
+    if LEGACY_FRAMEWORKS.get(framework) == kind:
+        return kind, (f"{task_file}: [test] framework is the old form (kind = \"{kind}\" says it): drop it",)
+    if kind in (TaskKind.STDIO, TaskKind.CALLS):
+        return kind, (f"{task_file}: [test] framework (the old form) is ignored for kind = \"{kind}\": drop it",)
+    raise TaskFormatError(str(task_file), f"framework {framework!r} contradicts kind = {raw!r}",
+                          pointer="/test/framework", hint="drop [test] framework: kind names the runner")
+
+
+def _build(root: Path, d: dict[str, Any], kind: str, notes: tuple[str, ...]) -> Task:
     env = d["environment"]
     test = d["test"]
     sc = d["scoring"]
@@ -232,8 +271,7 @@ def _build(root: Path, d: dict[str, Any]) -> Task:
         tags=tuple(d.get("tags", ())),
         environment=Environment(image=env["image"], runtime=env["runtime"],
                                 preload=tuple(env.get("preload", ()))),
-        test=TestSpec(command=test["command"], framework=test.get("framework", "other"),
-                      results=test.get("results", "*.xml"),
+        test=TestSpec(command=test["command"], results=test.get("results", "*.xml"),
                       fail_to_pass=_test_ids(root / TASK_FILE, test, "fail_to_pass"),
                       pass_to_pass=_test_ids(root / TASK_FILE, test, "pass_to_pass")),
         scoring=Scoring(policy=ScoringPolicy(sc["policy"]), weights=dict(sc.get("weights", {})),
@@ -245,39 +283,39 @@ def _build(root: Path, d: dict[str, Any]) -> Task:
         editable=tuple(d["editable"]),
         isolation=Isolation(d.get("isolation", Isolation.TWO_PROCESS.value)),
         difficulty=d.get("difficulty"),
-        kind=TaskKind(d.get("kind", TaskKind.TESTS.value)),
+        kind=kind,
         stdio=StdioSpec(**d["stdio"]) if "stdio" in d else None,
         calls=CallsSpec(**d["calls"]) if "calls" in d else None,
         repository=_repository(d),
+        deprecations=notes,
     )
 
 
-def _check_kind(task_file: Path, data: dict[str, Any], solution: dict[str, Path]) -> None:
+def _check_kind(task_file: Path, data: dict[str, Any], solution: dict[str, Path], kind: str) -> None:
     """A task graded by a built-in runner names the runner's command and has its table."""
-    kind = TaskKind(data.get("kind", TaskKind.TESTS.value))
     for table in (TaskKind.STDIO, TaskKind.CALLS):
-        if table.value in data and kind is not table:
+        if table.value in data and kind != table:
             raise TaskFormatError(str(task_file), f"[{table.value}] is read only for kind = '{table.value}'",
                                   pointer=f"/{table.value}",
                                   hint=f"set kind = \"{table.value}\", or remove the table")
-    if kind is TaskKind.TESTS:
+    if kind not in RUNNER_COMMANDS:
         return
-    if kind.value not in data:
-        raise TaskFormatError(str(task_file), f"kind '{kind.value}' needs a [{kind.value}] table",
-                              pointer=f"/{kind.value}",
+    if kind not in data:
+        raise TaskFormatError(str(task_file), f"kind '{kind}' needs a [{kind}] table",
+                              pointer=f"/{kind}",
                               hint="see 'verify-cli schema' for its fields")
-    want = RUNNER_COMMANDS[kind]
+    want = RUNNER_COMMANDS[TaskKind(kind)]
     if data["test"]["command"] != want or data["test"].get("results", RUNNER_RESULTS) != RUNNER_RESULTS:
-        raise TaskFormatError(str(task_file), f"a '{kind.value}' task is graded by the built-in runner",
+        raise TaskFormatError(str(task_file), f"a '{kind}' task is graded by the built-in runner",
                               pointer="/test/command",
                               hint=f"set command = '{want}' and results = '{RUNNER_RESULTS}' in [test]")
-    spec = data[kind.value]
-    if kind is TaskKind.STDIO and spec.get("compare") == "checker" and not spec.get("checker"):
+    spec = data[kind]
+    if kind == TaskKind.STDIO and spec.get("compare") == "checker" and not spec.get("checker"):
         raise TaskFormatError(str(task_file), "compare = 'checker' needs a checker command",
                               pointer="/stdio/checker",
                               hint="e.g. checker = 'python tests/checker.py' (run with input, expected "
                                    "and actual output paths)")
-    if kind is TaskKind.CALLS and spec["module"] not in solution:
+    if kind == TaskKind.CALLS and spec["module"] not in solution:
         raise TaskFormatError(str(task_file), f"calls.module {spec['module']!r} is not a file of solution/",
                               pointer="/calls/module",
                               hint=f"solution/ has: {', '.join(sorted(solution)[:8])}")
@@ -311,7 +349,8 @@ def load_task(folder: Path) -> Task:
                               pointer="/scoring/weights",
                               hint="map test ids or patterns to weights, e.g. \"hidden_tests.*\" = 2")
 
-    _check_repository(task_file, data)
+    kind, notes = resolve_kind(task_file, data)
+    _check_repository(task_file, data, kind)
     has_patch = (folder / SOLUTION_PATCH).is_file()
     if has_patch and (folder / SOLUTION_DIR).is_dir():
         raise TaskFormatError(str(folder / SOLUTION_PATCH), "a task has solution/ or solution.patch, not both",
@@ -328,7 +367,7 @@ def load_task(folder: Path) -> Task:
         unpacked_starter(folder, repository)  # once per bundle or archive: a bad one fails here
     # With a patch, applying it to the starter (cached) gives the files; TaskFormatError names
     # a hunk that does not apply.
-    solution = _build(folder, data).solution_files() if has_patch else list_files(folder / SOLUTION_DIR)
+    solution = _build(folder, data, kind, notes).solution_files() if has_patch else list_files(folder / SOLUTION_DIR)
     if not solution:
         raise TaskFormatError(str(folder / SOLUTION_DIR), "the reference solution folder is empty")
     for i, pattern in enumerate(data["editable"]):
@@ -341,8 +380,8 @@ def load_task(folder: Path) -> Task:
         raise TaskFormatError(str(folder / SOLUTION_DIR / outside[0]),
                               "solution file is not covered by any editable glob, so grading would ignore it",
                               hint="add a glob for it to 'editable' in task.toml, or move it to starter/")
-    _check_kind(task_file, data, solution)
-    return _build(folder, data)
+    _check_kind(task_file, data, solution, kind)
+    return _build(folder, data, kind, notes)
 
 
 @dataclass(frozen=True)
@@ -355,6 +394,22 @@ class TaskLoadFailure:
     @property
     def id(self) -> str:
         return self.root.name
+
+
+def deprecation_notes(items: Iterable[Task | TaskLoadFailure]) -> list[str]:
+    """What a task set's loaded tasks still write in an old form: one line per kind of note
+    (how many tasks, and the first one's file), for the CLI to show once per set."""
+    by_form: dict[str, list[str]] = {}
+    for item in items:
+        if isinstance(item, Task):
+            for note in item.deprecations:
+                where, _, what = note.partition(": ")
+                by_form.setdefault(what, []).append(where)
+    out: list[str] = []
+    for what, files in by_form.items():
+        more = f" (and {len(files) - 1} more task(s))" if len(files) > 1 else ""
+        out.append(f"{files[0]}{more}: {what}")
+    return out
 
 
 def discover_task_dirs(path: Path) -> list[Path]:

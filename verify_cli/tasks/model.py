@@ -51,7 +51,6 @@ class TestSpec:
     __test__ = False  # not a pytest test class
 
     command: str
-    framework: str = "other"
     results: str = "*.xml"
     #: pytest node ids (``tests/test_x.py::test_y``) that must go from failing (starter) to
     #: passing (reference), and that must pass on both; read from list files where task.toml
@@ -80,11 +79,23 @@ class TaskLimits:
 
 
 class TaskKind(StrEnum):
-    """How a task is graded: its own test command, or one of verify-cli's built-in runners."""
+    """The built-in values of task.toml's ``kind``: how a task is graded (its own test command
+    under a test runner, or one of verify-cli's built-in runners). Each names a module of
+    :mod:`verify_cli.kinds`, which says what the kind does; plugins add names of their own, so
+    :attr:`Task.kind` is a plain string (one of these members for a built-in kind)."""
 
-    TESTS = "tests"
+    PYTEST = "pytest"  # the task's pytest command
+    NODE = "node"  # the task's node --test command
+    COMMAND = "command"  # any other test command that writes JUnit XML
     STDIO = "stdio"  # input/output pairs fed to a program
     CALLS = "calls"  # calls of a named function, compared by value
+
+
+#: The old form: ``kind = "tests"`` (or no kind) with ``[test] framework`` naming the runner.
+#: Still read, with a deprecation note; this maps the old framework to the kind it meant.
+LEGACY_TESTS_KIND = "tests"
+LEGACY_FRAMEWORKS: Mapping[str, TaskKind] = {
+    "pytest": TaskKind.PYTEST, "node": TaskKind.NODE, "other": TaskKind.COMMAND}
 
 
 @dataclass(frozen=True)
@@ -144,11 +155,15 @@ class Task:
     isolation: Isolation = Isolation.TWO_PROCESS
     #: The ``[difficulty]`` table written by ``verify-cli difficulty --write-back``, if any.
     difficulty: Mapping[str, object] | None = None
-    kind: TaskKind = TaskKind.TESTS
+    #: The task kind's registered name (:mod:`verify_cli.kinds`): a :class:`TaskKind` member
+    #: for the built-in kinds.
+    kind: str = TaskKind.COMMAND
     stdio: StdioSpec | None = None
     calls: CallsSpec | None = None
     #: The ``[repository]`` table of a repository task (a whole project, maybe packed), if any.
     repository: RepositorySpec | None = None
+    #: Notes on old forms this task.toml still uses (shown once per task set by the CLI).
+    deprecations: tuple[str, ...] = ()
 
     @property
     def task_file(self) -> Path:

@@ -34,6 +34,7 @@ id = "{id}"
 title = "Sum a list of integers"
 domain = "{domain}"
 language = "{language}"
+kind = "{kind}"
 tags = []
 editable = ["{editable}"]
 
@@ -43,7 +44,6 @@ runtime = "{runtime}"
 
 [test]
 command = '{command}'
-framework = "{framework}"
 results = "junit.xml"
 
 [scoring]
@@ -58,10 +58,10 @@ output_bytes = 1048576
 
 _LANGS = {
     "python": dict(files=_PY, editable="solution.py", image="verify-cli/python:3.11", runtime="python",
-                   framework="pytest",
+                   kind="pytest",
                    command='python -m pytest -q -p no:cacheprovider --junitxml="$VERIFY_RESULTS_DIR/junit.xml" tests'),
     "javascript": dict(files=_JS, editable="solution.js", image="verify-cli/node:20", runtime="node",
-                       framework="node",
+                       kind="node",
                        command='node --test --test-reporter=junit '
                                '--test-reporter-destination="$VERIFY_RESULTS_DIR/junit.xml" tests/'),
 }
@@ -82,7 +82,7 @@ def scaffold_task(dest: Path, *, language: str = "python", domain: str = "coding
     spec = _LANGS[language]
     files: dict[str, str] = dict(spec["files"])  # type: ignore[arg-type]
     files["task.toml"] = _TOML.format(id=task_id, domain=domain, language=language, **{
-        k: spec[k] for k in ("editable", "image", "runtime", "command", "framework")})
+        k: spec[k] for k in ("editable", "image", "runtime", "command", "kind")})
     files["prompt.md"] = ("# Sum a list of integers\n\nImplement `total(values)` in the solution file: return the "
                           "sum of the integers in `values` (0 for an empty list).\n")
     for rel, text in files.items():

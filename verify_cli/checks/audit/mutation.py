@@ -1,9 +1,10 @@
 """Mutation check: mutants of the reference's editable files, each graded like a candidate.
 
 A mutant is killed when a test fails (or the run crashes or times out) and survives when every
-test passes. For pytest tasks a traced baseline run tells which tests execute each mutated
-statement: only those run (a mutant no test executes survives without a run), and the run stops
-at its first failing test. Other frameworks run every test.
+test passes. Where the task's kind traces coverage (pytest), a traced baseline run tells which
+tests execute each mutated statement: only those run (a mutant no test executes survives without
+a run), and, where the kind can stop early, the run stops at its first failing test. Other kinds
+run every test.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from verify_cli.checks.mutation import LANGUAGES, Mutant, MutantSet, generate_mu
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
 from verify_cli.grading.workspace import Phase, solution_as_candidate
+from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import Verdict
 from verify_cli.tasks.model import Task
 from verify_cli.tasks.paths import matches_any
@@ -40,7 +42,7 @@ def editable_sources(task: Task) -> dict[str, str]:
 
 
 def traces_coverage(task: Task, options: AuditOptions) -> bool:
-    return options.select_by_coverage and task.test.framework == "pytest" and task.language == "python"
+    return options.select_by_coverage and kind_of(task).traces_coverage(task)
 
 
 def baseline_request(task: Task, options: AuditOptions, label: str) -> GradeRequest:
@@ -107,7 +109,7 @@ def plan_mutants(task: Task, mutants: MutantSet, baseline: GradeResult,
     wall = max(MIN_TIMEOUT, TIMEOUT_FACTOR * baseline.run.wall_seconds + TIMEOUT_MARGIN)
     return MutationPlan(task, mutants, baseline, coverage, quarantined, passing,
                         min(wall, task.limits.wall_seconds),
-                        options.fail_fast and task.test.framework == "pytest")
+                        options.fail_fast and kind_of(task).stops_early(task))
 
 
 def judge_mutant(plan: MutationPlan, mutant: Mutant, result: GradeResult | None,

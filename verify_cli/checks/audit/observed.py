@@ -30,7 +30,8 @@ from verify_cli.checks.mutation import Mutant
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.two_process import TWO_PROCESS
 from verify_cli.grading.workspace import Phase
-from verify_cli.tasks.model import Isolation, Task, TaskKind
+from verify_cli.kinds.registry import kind_of
+from verify_cli.tasks.model import Task
 
 #: The stand-in's trace file (the same name as verify_standin.TRACE_FILE).
 TRACE_FILE = "verify-call-trace.jsonl"
@@ -46,12 +47,9 @@ class Trace:
 
 
 def traceable(task: Task) -> bool:
-    """Whether a run of ``task`` can be traced: the Python stand-in carries its calls; the stdio
-    runner records each case's output, exit status and limits."""
-    if task.kind in (TaskKind.CALLS, TaskKind.STDIO):
-        return True
-    return (task.kind is TaskKind.TESTS and task.test.framework == "pytest"
-            and task.language == "python" and task.isolation is not Isolation.IN_PROCESS)
+    """Whether a run of ``task`` can be traced (its kind says: the Python stand-in carries its
+    calls; the stdio runner records each case's output, exit status and limits)."""
+    return kind_of(task).traceable(task)
 
 
 def _selection(plan: MutationPlan) -> frozenset[str] | None:
@@ -81,7 +79,7 @@ def read_trace(task: Task, result: GradeResult) -> Trace | None:
     a run that was not two-process or did not pass)."""
     if result.status is not GradeStatus.GRADED or not result.passed or not result.tests:
         return None
-    if result.isolation != TWO_PROCESS and task.kind is TaskKind.TESTS:
+    if result.isolation != TWO_PROCESS and kind_of(task).trace_needs_two_process(task):
         return None  # in-process: the candidate shared the process that wrote the file
     data = result.run.results.get(TRACE_FILE)
     if data is None:

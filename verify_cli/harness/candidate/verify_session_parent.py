@@ -24,6 +24,7 @@ import select
 import signal
 import socket
 import sys
+import tarfile  # noqa: F401 - imported once here, shared with every session
 import traceback
 from typing import Any
 
@@ -81,6 +82,7 @@ def run_session(job: dict[str, Any], sock_fd: int, ids: tuple[int, int]) -> None
             signal.signal(sig, signal.SIG_DFL)
         build(job, ids)
         os.chdir(WORKDIR)
+        gc.enable()  # the parent's heap stays frozen (shared); the server's own garbage is collected
         server._send(sock, {"op": "hello", "pid": os.getpid()})
     except BaseException as e:
         with contextlib.suppress(Exception):

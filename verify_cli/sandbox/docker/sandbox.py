@@ -29,7 +29,7 @@ A timeout or an output flood kills the whole container (its results folder is th
 tmpfs sizes are fractions of the memory limit, because tmpfs pages count against it. Images
 need ``sh``, ``tar`` and ``head``; the verify-cli images have them.
 
-Warm pytest runs (:meth:`DockerSandbox.run_warm_pytest`, used by ``Grader(box, warm=True)``): a
+Warm pytest runs (:meth:`DockerSandbox.run_warm_job`, used by ``Grader(box, warm=True)``): a
 container serves one run, so the container itself is the isolation boundary. A *warm* pooled
 container's waiting process is ``docker_warm.py`` under the interpreter the command names, which has
 imported pytest, its plugins and the task's preloads before the job comes; it takes the same
@@ -57,9 +57,12 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import IO, Any, ClassVar
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from verify_cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
 from verify_cli.sandbox.base import (
     Availability,
     Limits,
@@ -280,8 +283,29 @@ class DockerSandbox(DockerExecs, Sandbox):
             for image in images:
                 self._pool.replenish(Shape.of(image, limits or Limits()))
 
+    def sessions_unavailable(self) -> str | None:
+        return None
+
+    def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
+                     env: Mapping[str, str] | None = None, image: str | None = None,
+                     labels: Mapping[str, str] | None = None) -> Session:
+        """A session in a container of ``image`` of its own (:mod:`verify_cli.sandbox.sessions.docker`)."""
+        from verify_cli.sandbox.sessions.base import SessionLimits as _Limits
+        from verify_cli.sandbox.sessions.docker import DockerSessions
+
+        if not image:
+            raise UsageError("a docker session needs an image", hint="pass image=...")
+        with self._digest_lock:
+            sessions = self.__dict__.get("_sessions")
+            if sessions is None:
+                sessions = self.__dict__["_sessions"] = DockerSessions(self)
+        return sessions.open(workspace, limits or _Limits(), env, image, labels)
+
     def close(self) -> None:
         """Remove the pools' containers and wait for the removal of every used one."""
+        sessions = self.__dict__.pop("_sessions", None)
+        if sessions is not None:
+            sessions.close()
         if self._nodes is not None:
             self._nodes.close()
         if self._pool is not None:
@@ -389,7 +413,7 @@ class DockerSandbox(DockerExecs, Sandbox):
         return Prepared(container_id, runner_id, runner, nonce, pooled=labels is None)
 
     def _prepare_pooled(self, shape: Shape) -> Prepared:
-        """The pool's maker: counts failed warm-ups per key (see ``run_warm_pytest``)."""
+        """The pool's maker: counts failed warm-ups per key (see ``run_warm_job``)."""
         try:
             prepared = self._prepare(shape)
         except Exception as e:
@@ -451,7 +475,7 @@ class DockerSandbox(DockerExecs, Sandbox):
         """The variables of a run's command that the host knows (the image adds its own)."""
         return {**base_environment(), **spec.env}
 
-    def run_warm_pytest(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
+    def run_warm_job(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
                         preload: Sequence[str] = ()) -> tuple[RunResult, str]:
         """Run ``spec`` (whose command is ``argv0 -m pytest ARGS``, mode "module", or the
         ``pytest`` script ``argv0 ARGS``, mode "script") in a pooled container whose waiting

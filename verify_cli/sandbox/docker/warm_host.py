@@ -1,6 +1,6 @@
-"""The docker backend's :class:`~verify_cli.sandbox.base.WarmHost`: warm pytest runs in pooled
-single-use containers whose waiting process has imported pytest
-(:meth:`DockerSandbox.run_warm_pytest <verify_cli.sandbox.docker.sandbox.DockerSandbox.run_warm_pytest>`).
+"""The docker backend's :class:`~verify_cli.sandbox.base.WarmHost`: warm jobs in pooled
+containers whose waiting process has imported the job's runner
+(:meth:`DockerSandbox.run_warm_job <verify_cli.sandbox.docker.sandbox.DockerSandbox.run_warm_job>`).
 
 The pool belongs to the sandbox (it closes with it); this host only hands runs to it and counts.
 """
@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from typing import ClassVar, Protocol
 
 from verify_cli.sandbox.base import (
-    PytestInvocation,
     RunResult,
     RunSpec,
     WarmHost,
     WarmHow,
+    WarmInvocation,
     WarmOutcome,
     WarmStats,
 )
@@ -33,12 +33,12 @@ class WarmSandbox(Protocol):
 
     def warm_environment(self, spec: RunSpec) -> dict[str, str]: ...
 
-    def run_warm_pytest(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
+    def run_warm_job(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
                         preload: Sequence[str] = ()) -> tuple[RunResult, str]: ...
 
 
 class DockerWarmHost(WarmHost):
-    """Warm pytest runs of one :class:`DockerSandbox` (its programs are the image's)."""
+    """Warm jobs of one :class:`DockerSandbox` (its programs are the image's)."""
 
     programs_on_host: ClassVar[bool] = False
 
@@ -54,11 +54,11 @@ class DockerWarmHost(WarmHost):
     def environment(self, spec: RunSpec) -> dict[str, str]:
         return self.sandbox.warm_environment(spec)
 
-    def run_pytest(self, spec: RunSpec, invocation: PytestInvocation, *,
+    def run_warm(self, spec: RunSpec, invocation: WarmInvocation, *,
                    preload: Sequence[str] = (), report_imports: bool = False) -> WarmOutcome:
         if spec.candidate is not None and self.sandbox.mode != "node":  # single-use: cold
             return WarmOutcome(self.sandbox.run(spec), "cold")
-        result, how = self.sandbox.run_warm_pytest(
+        result, how = self.sandbox.run_warm_job(
             spec, mode=invocation.mode, argv0=invocation.argv0, args=invocation.args,
             preload=sorted(set(preload)))
         told: WarmHow = "warm" if how == "warm" else "fallback" if how == "fallback" else "cold"

@@ -20,16 +20,21 @@ the candidate's side and could lie about its own commands. Grading takes :meth:`
 
 from __future__ import annotations
 
-import asyncio
+import functools
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from verify_cli.errors import ExitCode, VerifyError
-from verify_cli.sandbox.base import CapturedOutput
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+from verify_cli.errors import ExitCode, UsageError, VerifyError
+from verify_cli.sandbox.captured import CapturedOutput
 
 
 class ExecVerdict(StrEnum):
@@ -71,10 +76,14 @@ class SessionLimits:
     per command), ``disk_bytes`` (the work folder's and ``/tmp``'s size, each a tmpfs, on the
     isolating backends), ``wall_seconds`` (its whole life) and ``idle_seconds`` (how long it may
     sit without a call before it is reclaimed). Per command: ``command_seconds`` (wall),
-    ``cpu_seconds`` (None: the command's wall limit), ``output_bytes`` (each of stdout and stderr
-    is kept as a head and a tail of half that; more stops the command as ``output_limit``) and
-    ``file_bytes`` (the largest file a command may write). ``network``: share the host's network
-    (off: loopback only, the session's own).
+    ``cpu_seconds`` (None: the command's wall limit; set on the command as it starts, so what
+    it forks in its very first moments may miss it: the wall limit, enforced from outside,
+    still ends them), ``output_bytes`` (each of stdout and stderr
+    is kept as a head and a tail of half that, the cut marked), ``max_output_bytes`` (more on
+    either stream stops the command as ``output_limit``) and ``file_bytes`` (the largest file a
+    command may write). ``network``: share the host's network (off: loopback only, the
+    session's own). tmpfs pages count against the session's memory: a disk filled past the
+    memory limit ends in the OOM killer, and may kill the session.
     """
 
     memory_mb: int = 1024
@@ -85,8 +94,22 @@ class SessionLimits:
     command_seconds: float = 60.0
     cpu_seconds: float | None = None
     output_bytes: int = 64 * 1024
+    max_output_bytes: int = 16 * 1024 * 1024
     file_bytes: int = 256 * 1024 * 1024
     network: bool = False
+
+    def __post_init__(self) -> None:
+        floors = {"memory_mb": 16, "processes": 1, "disk_bytes": 1 << 20, "output_bytes": 2,
+                  "max_output_bytes": 2, "file_bytes": 1}
+        for name, floor in floors.items():
+            if getattr(self, name) < floor:
+                raise UsageError(f"session limit {name} is {getattr(self, name)}, below {floor}",
+                                 hint=f"give {name} >= {floor}")
+        for name in ("wall_seconds", "idle_seconds", "command_seconds", "cpu_seconds"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise UsageError(f"session limit {name} is {value}; it must be above 0",
+                                 hint=f"give {name} > 0")
 
 
 @dataclass(frozen=True)
@@ -165,6 +188,33 @@ class SessionsUnsupportedError(SessionError):
 Workspace = Path | Mapping[str, bytes] | None
 
 
+#: Threads the asyncio forms run the sync calls in (made as needed): enough for every session
+#: in flight on a node to wait on its command at once, unlike asyncio's default executor.
+ASYNC_THREADS = 1024
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+T = TypeVar("T")
+
+
+def session_executor() -> ThreadPoolExecutor:
+    """The executor of the asyncio forms (shared by every session of the process)."""
+    global _executor
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=ASYNC_THREADS, thread_name_prefix="session-async")
+        return _executor
+
+
+async def in_session_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a sync session call in :func:`session_executor` from a coroutine."""
+    import asyncio  # here: importing the sandbox layer does not pay for asyncio
+
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(session_executor(), functools.partial(fn, *args, **kwargs))
+
+
 class Session(ABC):
     """One live session. Use it as a context manager, or call :meth:`close`."""
 
@@ -187,7 +237,9 @@ class Session(ABC):
              stdin: bytes | None = None, env: Mapping[str, str] | None = None,
              cwd: str | None = None, output_bytes: int | None = None) -> ExecResult:
         """Run ``command`` (a string: through ``bash -c``, else ``sh -c``; a list: as argv) in
-        the session and wait for it. Never raises for the command's faults nor for a dead
+        the session and wait for it. ``timeout`` (seconds) and ``output_bytes`` (kept of each
+        stream) default to the session's limits; ``env`` is added to the session's environment;
+        ``cwd`` defaults to the work folder. Never raises for the command's faults nor for a dead
         session (``session_dead``). Processes the command leaves behind are killed when it ends:
         nothing runs between calls."""
 
@@ -216,30 +268,30 @@ class Session(ABC):
     def close(self) -> None:
         """End the session and everything in it; idempotent, never raises."""
 
-    # --- asyncio forms: the sync calls, in a worker thread -------------------------------------
+    # --- asyncio forms: the sync calls, in a thread of session_executor() --------------------
     async def aexec(self, command: str | Sequence[str], *, timeout: float | None = None,
                     stdin: bytes | None = None, env: Mapping[str, str] | None = None,
                     cwd: str | None = None, output_bytes: int | None = None) -> ExecResult:
-        return await asyncio.to_thread(self.exec, command, timeout=timeout, stdin=stdin, env=env,
+        return await in_session_thread(self.exec, command, timeout=timeout, stdin=stdin, env=env,
                                        cwd=cwd, output_bytes=output_bytes)
 
     async def aread_file(self, path: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes:
-        return await asyncio.to_thread(self.read_file, path, max_bytes=max_bytes)
+        return await in_session_thread(self.read_file, path, max_bytes=max_bytes)
 
     async def awrite_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
-        await asyncio.to_thread(self.write_file, path, data, mode=mode)
+        await in_session_thread(self.write_file, path, data, mode=mode)
 
     async def alist_files(self, path: str = ".", *, recursive: bool = True,
                           max_entries: int = 10000) -> list[FileEntry]:
-        return await asyncio.to_thread(self.list_files, path, recursive=recursive,
+        return await in_session_thread(self.list_files, path, recursive=recursive,
                                        max_entries=max_entries)
 
     async def asnapshot(self, globs: Sequence[str] = ("**",), *,
                         max_bytes: int = 64 * 1024 * 1024) -> dict[str, bytes]:
-        return await asyncio.to_thread(self.snapshot, globs, max_bytes=max_bytes)
+        return await in_session_thread(self.snapshot, globs, max_bytes=max_bytes)
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        await in_session_thread(self.close)
 
     def __enter__(self) -> Session:
         return self

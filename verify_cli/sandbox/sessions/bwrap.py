@@ -24,7 +24,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+import weakref
+from collections.abc import Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,7 @@ from verify_cli.sandbox.sessions.client import (
     remove_tree,
     workspace_tar,
 )
+from verify_cli.sandbox.sessions.spares import SparePool
 
 if TYPE_CHECKING:
     pass
@@ -202,10 +204,17 @@ def _readable(sock: socket.socket, timeout: float) -> bool:
 class BwrapSessions:
     """The session parents of one :class:`BwrapSandbox` (started on first use)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, spares: int = 2) -> None:
         self._parents: dict[bool, SessionParent] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._open: weakref.WeakSet[ServerSession] = weakref.WeakSet()
+        #: Ready sessions per limits, once one of those limits was opened.
+        self.spares = SparePool(self._start_spare, spares=spares, name="bwrap-session-spare")
+
+    def _start_spare(self, key: Hashable) -> ServerSession:
+        assert isinstance(key, SessionLimits)
+        return self._start(key)
 
     def parent(self, network: bool) -> SessionParent:
         with self._lock:
@@ -224,6 +233,21 @@ class BwrapSessions:
     def open(self, workspace: Workspace, limits: SessionLimits,
              env: Mapping[str, str] | None) -> ServerSession:
         archive = workspace_tar(workspace)
+        session = self.spares.take(limits) or self._start(limits)
+        session.begin(command_environment(SANDBOX_WORKDIR, SANDBOX_TMP, runtime_path(), env))
+        with self._lock:
+            self._open.add(session)
+        if archive is not None:
+            try:
+                session.load(archive)
+            except SessionFileError as e:
+                session.close()
+                raise SessionFileError(f"the workspace could not be copied in: {e}",
+                                       path=str(workspace)) from e
+        return session
+
+    def _start(self, limits: SessionLimits) -> ServerSession:
+        """A session whose sandbox is built and whose server waits, its work folder empty."""
         parent = self.parent(limits.network)
         cgroup: RunCgroup | None = None
         manager = cgroup_manager()
@@ -248,23 +272,19 @@ class BwrapSessions:
             sock.close()
             cgroup.remove()  # type: ignore[union-attr]
             raise SessionInfraError(f"cannot move the session into its cgroup: {e}") from e
-        session = ServerSession(
-            backend="bwrap", sock=sock, server_pid=pid, cgroup=cgroup, limits=limits,
-            env=command_environment(SANDBOX_WORKDIR, SANDBOX_TMP, runtime_path(), env),
-            workdir=SANDBOX_WORKDIR, machinery_alive=lambda: parent.alive)
-        if archive is not None:
-            try:
-                session.load(archive)
-            except SessionFileError as e:
-                session.close()
-                raise SessionFileError(f"the workspace could not be copied in: {e}",
-                                       path=str(workspace)) from e
-        return session
+        return ServerSession(backend="bwrap", sock=sock, server_pid=pid, cgroup=cgroup,
+                             limits=limits, env={}, workdir=SANDBOX_WORKDIR,
+                             machinery_alive=lambda: parent.alive)
 
     def close(self) -> None:
+        """Close every session still open, the spares and the parents."""
+        self.spares.close()
         with self._lock:
             self._closed = True
             parents, self._parents = list(self._parents.values()), {}
+            sessions, self._open = list(self._open), weakref.WeakSet()
+        for session in sessions:
+            session.close()
         for p in parents:
             p.close()
 

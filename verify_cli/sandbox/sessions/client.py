@@ -153,6 +153,7 @@ class ServerSession(Session):
 
     def __init__(self, *, backend: str, sock: socket.socket, server_pid: int,
                  cgroup: RunCgroup | None, limits: SessionLimits, env: Mapping[str, str],
+                 owns_cgroup: bool = True,
                  workdir: str, on_close: Callable[[], None] | None = None,
                  machinery_alive: Callable[[], bool] | None = None) -> None:
         self.backend = backend
@@ -161,6 +162,7 @@ class ServerSession(Session):
         self._sock = sock
         self._server_pid = server_pid
         self._cgroup = cgroup
+        self._owns_cgroup = owns_cgroup
         self._env = dict(env)
         self._on_close = on_close
         self._machinery_alive = machinery_alive or (lambda: True)
@@ -174,6 +176,13 @@ class ServerSession(Session):
         _REAPER.track(self)
 
     # --- life ------------------------------------------------------------------------------
+    def begin(self, env: Mapping[str, str]) -> None:
+        """Hand a ready session (a spare) to its user: its commands' environment, its clocks
+        started now."""
+        with self._lock:
+            self._env = dict(env)
+            self.opened_at = self.last_used = time.monotonic()
+
     @property
     def state(self) -> SessionState:
         return self._state
@@ -191,7 +200,10 @@ class ServerSession(Session):
             self._sock.close()
         if self._cgroup is not None:
             with contextlib.suppress(OSError):
-                remove_cgroup(self._cgroup)
+                if self._owns_cgroup:
+                    remove_cgroup(self._cgroup)
+                else:
+                    kill_all_but(self._cgroup.pids, set(), timeout=KILL_GRACE)
             self._cgroup = None
         else:
             with contextlib.suppress(OSError):
@@ -305,6 +317,8 @@ class ServerSession(Session):
         request = {"op": "exec", "argv": shell_argv(command), "env": full_env,
                    "cwd": cwd or self.workdir, "cpu_seconds": int(cpu) + 1,
                    "file_bytes": limits.file_bytes}
+        if self._cgroup is None:  # no cgroup here: the per-command fallbacks
+            request.update(data_bytes=limits.memory_mb * 1024 * 1024, nproc=limits.processes)
         out_cap = BoundedCapture(output_bytes or limits.output_bytes)
         err_cap = BoundedCapture(output_bytes or limits.output_bytes)
         out_r, out_w = os.pipe()
@@ -333,9 +347,9 @@ class ServerSession(Session):
             caps = {out_r: out_cap, err_r: err_cap}
             while status is None:
                 now = time.monotonic()
-                if killed_at is None and (now >= deadline or out_cap.exceeded or err_cap.exceeded):
-                    reason = (ExecVerdict.OUTPUT_LIMIT if out_cap.exceeded or err_cap.exceeded
-                              else ExecVerdict.TIMEOUT)
+                flood = max(out_cap.total, err_cap.total) > limits.max_output_bytes
+                if killed_at is None and (now >= deadline or flood):
+                    reason = ExecVerdict.OUTPUT_LIMIT if flood else ExecVerdict.TIMEOUT
                     self._kill_command()
                     killed_at = time.monotonic()
                 if killed_at is not None and time.monotonic() > killed_at + KILL_GRACE:
@@ -346,6 +360,9 @@ class ServerSession(Session):
                         msg = self._recv(time.monotonic() + 1)
                         if msg.get("op") == "exit":
                             status = msg
+                        elif msg.get("op") == "error":  # it refused a well-formed command
+                            raise _ServerGone(f"the exec server refused the command: "
+                                              f"{str(msg.get('message'))[:200]}")
                     elif not _drain_once(fd, caps[fd]):
                         open_fds.discard(fd)
                         os.close(fd)
@@ -486,6 +503,8 @@ class ServerSession(Session):
         data, _ = self._pull({"op": "snapshot", "globs": list(globs)}, max_bytes + (1 << 20))
         patterns = [glob_regex(g) for g in globs]
         files = read_results_tar(io.BytesIO(data), stream=False)
+        if sum(len(body) for body in files.values()) > max_bytes:
+            raise SessionFileError(f"the snapshot holds more than {max_bytes} bytes", path="")
         # The server is not trusted to have filtered: only names the globs match are taken.
         return {name: body for name, body in sorted(files.items())
                 if any(p.match(name) for p in patterns)}

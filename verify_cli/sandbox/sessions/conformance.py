@@ -11,6 +11,7 @@ whether a session contains each hostile program and survives it.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Sandbox, Verdict
@@ -22,6 +23,7 @@ from verify_cli.sandbox.sessions.base import (
     SessionLimits,
 )
 
+SESSION_COMMAND_SECONDS = 60.0
 _VERDICTS = {ExecVerdict.SESSION_DEAD: Verdict.SIGNAL}
 
 
@@ -30,6 +32,7 @@ def session_limits(limits: Limits) -> SessionLimits:
     return SessionLimits(memory_mb=limits.memory_mb, processes=limits.processes,
                          disk_bytes=limits.file_bytes, command_seconds=limits.wall_seconds,
                          cpu_seconds=limits.cpu_seconds, output_bytes=limits.output_bytes,
+                         max_output_bytes=limits.output_bytes,
                          file_bytes=limits.file_bytes, idle_seconds=600.0)
 
 
@@ -51,7 +54,8 @@ class SessionRunner(Sandbox):
 
     def __init__(self, inner: Sandbox) -> None:
         self.inner = inner
-        self.name = inner.name  # type: ignore[misc] - the suite's tables are by backend name
+        # The suite's tables are by backend name.
+        self.name = inner.name  # type: ignore[misc]
         self.isolation = inner.isolation  # type: ignore[misc]
         self.session: Session | None = None
         self._limits: SessionLimits | None = None
@@ -60,6 +64,8 @@ class SessionRunner(Sandbox):
 
     def _session_for(self, spec: RunSpec) -> Session:
         limits = session_limits(spec.limits)
+        # A run's wall limit is its command's (the exec's timeout), not the session's.
+        limits = replace(limits, command_seconds=SESSION_COMMAND_SECONDS)
         if self.session is None or not self.session.alive or self._limits != limits:
             if self.session is not None:
                 self.session.close()

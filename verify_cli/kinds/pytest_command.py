@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-from verify_cli.sandbox.base import PytestInvocation
+from verify_cli.sandbox.base import WarmInvocation
 
 _PYTHON_NAME = re.compile(r"python(3(\.\d+)?)?")
 _VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -101,7 +101,7 @@ def _which(word: str, path: str) -> str | None:
     return shutil.which(word, path=path)
 
 
-def parse_pytest_command(command: str, env: Mapping[str, str]) -> PytestInvocation | None:
+def parse_pytest_command(command: str, env: Mapping[str, str]) -> WarmInvocation | None:
     """``command`` as one pytest run, or None when it is anything else (it then runs cold)."""
     words = split_simple_command(command, env)
     if not words or "=" in words[0]:
@@ -112,7 +112,7 @@ def parse_pytest_command(command: str, env: Mapping[str, str]) -> PytestInvocati
         interpreter = _which(words[0], path)
         if interpreter is None:
             return None
-        return PytestInvocation("module", interpreter, "", words[0], tuple(words[3:]))
+        return WarmInvocation("module", interpreter, "", words[0], tuple(words[3:]))
     if first in ("pytest", "py.test"):
         script = _which(words[0], path)
         if script is None:
@@ -125,7 +125,7 @@ def parse_pytest_command(command: str, env: Mapping[str, str]) -> PytestInvocati
         shebang = line[2:].strip() if line.startswith("#!") else ""
         if not shebang or " " in shebang or not os.access(shebang, os.X_OK):
             return None
-        return PytestInvocation("script", shebang, script, words[0], tuple(words[1:]))
+        return WarmInvocation("script", shebang, script, words[0], tuple(words[1:]))
     return None
 
 
@@ -154,4 +154,4 @@ def parse_pytest_words(command: str, env: Mapping[str, str]) -> tuple[str, str, 
     return None
 
 
-__all__ = ["PytestInvocation", "parse_pytest_command", "parse_pytest_words", "split_simple_command"]
+__all__ = ["WarmInvocation", "parse_pytest_command", "parse_pytest_words", "split_simple_command"]
