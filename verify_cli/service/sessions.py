@@ -20,12 +20,13 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from verify_cli.agents.environment import TaskEnvironment, VisibleTests
-from verify_cli.grading.grader import GradeRequest, GradeStatus
+from verify_cli.grading.grader import Grader, GradeRequest, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import Sandbox
 from verify_cli.sandbox.sessions.base import (
@@ -61,7 +62,8 @@ class _Live:
 class SessionManager:
     """The live sessions of one service, and the ones that ended lately."""
 
-    def __init__(self, *, sandbox: Any, grader: Any, metrics: ServiceMetrics, max_sessions: int,
+    def __init__(self, *, sandbox: Callable[[], Sandbox], grader: Callable[[], Grader], metrics: ServiceMetrics,
+                 max_sessions: int,
                  idle_seconds: float, max_command_seconds: float) -> None:
         #: Callables giving the sandbox and the grader (made on first use).
         self._sandbox = sandbox
@@ -170,8 +172,7 @@ class SessionManager:
                 "files": sorted(e.path for e in await self._blocking(env.session.list_files) if e.kind == "file")}
 
     def _open_env(self, task: Task) -> TaskEnvironment:
-        sandbox: Sandbox = self._sandbox()
-        return TaskEnvironment.open(task, sandbox, self._grader())
+        return TaskEnvironment.open(task, self._sandbox(), self._grader())
 
     async def _call(self, sid: str, fn: Any, *args: Any) -> Any:
         live = self._take(sid)
