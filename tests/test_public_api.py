@@ -98,7 +98,8 @@ PINNED: dict[str, set[str]] = {
     },
     "verify_cli.adapters": {
         "CompletionGrader", "RewardInfraError", "TaskAction", "TaskObservation", "VerifyCliEnvClient",
-        "VerifyCliEnvironment", "VerifyCliReward", "compute_score", "compute_score_batch", "create_openenv_app",
+        "VerifyCliEnvironment", "VerifyCliReward", "VerifyCliTaskEnvironment", "VerifyCliTool",
+        "compute_score", "compute_score_batch", "create_openenv_app",
     },
 }
 

@@ -4,10 +4,16 @@ Each is a small module whose framework is an optional extra, imported only when 
 names is first used (``from verify_cli.adapters import VerifyCliReward`` imports TRL's side then):
 
 - TRL (extra ``trl``): :class:`VerifyCliReward`, a ``reward_funcs`` callable for ``GRPOTrainer``;
-  an infrastructure error is ``None``, which TRL masks.
+  an infrastructure error is ``None``, which TRL masks. :class:`VerifyCliTaskEnvironment`, an
+  ``environment_factory`` environment over ``verify-cli serve`` sessions (its ``get_reward`` is
+  ``None`` on an infrastructure error).
 - verl (no extra: verl imports the functions by file path, ``verify_cli/adapters/verl.py``):
   :func:`compute_score` and :func:`compute_score_batch`; an infrastructure error raises
-  :class:`RewardInfraError`.
+  :class:`RewardInfraError`. :class:`VerifyCliTool` (``verify_cli/adapters/verl_tool.py``), a
+  ``BaseTool`` for verl's multi-turn agent loop over ``verify-cli serve`` sessions (``submit``'s
+  step reward is None and ``calc_reward`` raises :class:`RewardInfraError` on an infrastructure error).
+- verifiers: not provided; every ``verifiers`` release that installs changes a dependency this
+  project pins (0.4.0 needs openai 2.x; 0.3.1 needs mcp 1.x, which OpenEnv's fastmcp refuses).
 - OpenEnv (extra ``openenv``): :func:`create_openenv_app`, :class:`VerifyCliEnvClient`,
   :class:`TaskAction`, :class:`TaskObservation`, :class:`VerifyCliEnvironment`; an
   infrastructure error ends the episode with reward None and status ``infra_error``.
@@ -32,10 +38,13 @@ _LAZY = {
     "VerifyCliEnvironment": "verify_cli.adapters.openenv",
     "TaskAction": "verify_cli.adapters.openenv",
     "TaskObservation": "verify_cli.adapters.openenv",
+    "VerifyCliTaskEnvironment": "verify_cli.adapters.trl_env",
+    "VerifyCliTool": "verify_cli.adapters.verl_tool",
 }
 
 __all__ = ["CompletionGrader", "RewardInfraError", "TaskAction", "TaskObservation", "VerifyCliEnvClient",
-           "VerifyCliEnvironment", "VerifyCliReward", "compute_score", "compute_score_batch", "create_openenv_app"]
+           "VerifyCliEnvironment", "VerifyCliReward", "VerifyCliTaskEnvironment", "VerifyCliTool",
+           "compute_score", "compute_score_batch", "create_openenv_app"]
 
 
 def __getattr__(name: str) -> Any:

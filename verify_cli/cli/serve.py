@@ -68,11 +68,16 @@ def serve_command(
     fsync: Annotated[bool, typer.Option("--fsync", help="fsync the journal per result (survives a machine crash).")
                      ] = False,
     cold: Annotated[bool, typer.Option("--cold", help="No warm pytest workers.")] = False,
+    max_sessions: Annotated[int, typer.Option("--max-sessions", min=0, help=(
+        "Agent sessions (/v1/sessions) open at once; past that, 429 with Retry-After."))] = 16,
+    session_idle_seconds: Annotated[float, typer.Option("--session-idle-seconds", min=0.1, help=(
+        "An agent session without a call for this long is closed (reclaimed)."))] = 600.0,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = "auto",
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
 ) -> None:
-    """Serve /v1/grade, /run_code (SandboxFusion), /healthz and /metrics over HTTP until SIGTERM."""
+    """Serve /v1/grade, /v1/sessions (agent episodes), /run_code (SandboxFusion), /healthz and /metrics
+    over HTTP until SIGTERM."""
     try:
         from verify_cli.service.core import ServiceConfig
         from verify_cli.service.server import serve
@@ -87,7 +92,7 @@ def serve_command(
         ray_address=ray_address,
         token=_read_token(token_file), max_body_bytes=int(max_body_mb * 1024 * 1024), default_deadline=deadline,
         drain_seconds=drain_seconds, journal=None if no_journal else (journal or default_journal()),
-        journal_fsync=fsync)
+        journal_fsync=fsync, max_sessions=max_sessions, session_idle_seconds=session_idle_seconds)
     outcome = serve(config, host=host, port=port, log_level=log_level.lower(),
                     on_listening=lambda url: console.info(f"verify-cli serve: listening on {url}"))
     if outcome.drained:

@@ -9,6 +9,9 @@
         for r in client.iter_grade([{"task_id": ..., "completion": text}, ...]):   # as they finish
             ...
         client.run_code("print(1)", language="python")   # SandboxFusion's /run_code
+        s = client.open_session("coding/roman-numerals")["session_id"]   # an agent session
+        client.session_exec(s, "python -c 'import roman'"); client.session_write(s, "roman.py", source)
+        client.session_submit(s)                      # the reward: status, score, tests
 
 What it retries, so that a caller sees each candidate's result exactly once:
 
@@ -222,6 +225,65 @@ class VerifyClient:
         out: dict[str, Any] = self._http.get("/healthz").json()
         return out
 
+    # -- agent sessions ------------------------------------------------------------------------
+
+    def _session_call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A session request: retried after 429/503 (nothing was done) and when the connection
+        was refused (nothing was sent), never after it was sent (an exec may not run twice)."""
+        policy = _Policy(self.max_retries, self.max_wait)
+        while True:
+            try:
+                r = self._http.request(method, path, json=body)
+            except httpx.ConnectError as e:
+                time.sleep(policy.next_wait(None, e))
+                continue
+            if r.status_code in (429, 503):
+                self.throttled += r.status_code == 429
+                time.sleep(policy.next_wait(r, None))
+                continue
+            if r.status_code >= 400:
+                _raise_for(r)
+            out: dict[str, Any] = r.json()
+            return out
+
+    def open_session(self, task_id: str | None = None, *, task_path: str | None = None) -> dict[str, Any]:
+        """Open an agent session over a task (``session_id``, ``editable``, ``files``, ...)."""
+        body = {"task_id": task_id} if task_id is not None else {"task_path": task_path}
+        return self._session_call("POST", "/v1/sessions", body)
+
+    def session_exec(self, session_id: str, command: str, *, timeout: float | None = None) -> dict[str, Any]:
+        """Run a command: ``verdict``, ``exit_code``, ``stdout``, ``stderr``, ..."""
+        return self._session_call("POST", f"/v1/sessions/{session_id}/exec", {"command": command, "timeout": timeout})
+
+    def session_read(self, session_id: str, path: str) -> str:
+        return str(self._session_call("POST", f"/v1/sessions/{session_id}/read", {"path": path})["content"])
+
+    def session_write(self, session_id: str, path: str, content: str) -> dict[str, Any]:
+        return self._session_call("POST", f"/v1/sessions/{session_id}/write", {"path": path, "content": content})
+
+    def session_run_tests(self, session_id: str) -> dict[str, Any]:
+        """The visible tests against the session's files: ``passed``, ``failed``, ``tests``."""
+        return self._session_call("POST", f"/v1/sessions/{session_id}/run_tests")
+
+    def session_submit(self, session_id: str) -> dict[str, Any]:
+        """The reward: ``status`` (passed, failed, infra_error), ``score`` (None on
+        infra_error: retry or mask, never 0), ``tests``. Retried after a cut connection too
+        (a repeated submit answers the same reward)."""
+        policy = _Policy(self.max_retries, self.max_wait)
+        while True:
+            try:
+                return self._session_call("POST", f"/v1/sessions/{session_id}/submit")
+            except httpx.TransportError as e:
+                time.sleep(policy.next_wait(None, e))
+
+    def close_session(self, session_id: str) -> None:
+        """Close a session without grading it (an ended one is left as it is)."""
+        try:
+            self._session_call("DELETE", f"/v1/sessions/{session_id}")
+        except ServiceRequestError as e:
+            if e.status != 410:
+                raise
+
     def tasks(self) -> list[dict[str, Any]]:
         r = self._http.get("/v1/tasks")
         if r.status_code >= 400:
@@ -329,6 +391,59 @@ class AsyncVerifyClient:
     async def health(self) -> dict[str, Any]:
         out: dict[str, Any] = (await self._http.get("/healthz")).json()
         return out
+
+    # -- agent sessions (as VerifyClient's) -----------------------------------------------------
+
+    async def _session_call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        policy = _Policy(self.max_retries, self.max_wait)
+        while True:
+            try:
+                r = await self._http.request(method, path, json=body)
+            except httpx.ConnectError as e:
+                await asyncio.sleep(policy.next_wait(None, e))
+                continue
+            if r.status_code in (429, 503):
+                self.throttled += r.status_code == 429
+                await asyncio.sleep(policy.next_wait(r, None))
+                continue
+            if r.status_code >= 400:
+                _raise_for(r)
+            out: dict[str, Any] = r.json()
+            return out
+
+    async def open_session(self, task_id: str | None = None, *, task_path: str | None = None) -> dict[str, Any]:
+        body = {"task_id": task_id} if task_id is not None else {"task_path": task_path}
+        return await self._session_call("POST", "/v1/sessions", body)
+
+    async def session_exec(self, session_id: str, command: str, *, timeout: float | None = None) -> dict[str, Any]:
+        return await self._session_call("POST", f"/v1/sessions/{session_id}/exec",
+                                        {"command": command, "timeout": timeout})
+
+    async def session_read(self, session_id: str, path: str) -> str:
+        out = await self._session_call("POST", f"/v1/sessions/{session_id}/read", {"path": path})
+        return str(out["content"])
+
+    async def session_write(self, session_id: str, path: str, content: str) -> dict[str, Any]:
+        return await self._session_call("POST", f"/v1/sessions/{session_id}/write",
+                                        {"path": path, "content": content})
+
+    async def session_run_tests(self, session_id: str) -> dict[str, Any]:
+        return await self._session_call("POST", f"/v1/sessions/{session_id}/run_tests")
+
+    async def session_submit(self, session_id: str) -> dict[str, Any]:
+        policy = _Policy(self.max_retries, self.max_wait)
+        while True:
+            try:
+                return await self._session_call("POST", f"/v1/sessions/{session_id}/submit")
+            except httpx.TransportError as e:
+                await asyncio.sleep(policy.next_wait(None, e))
+
+    async def close_session(self, session_id: str) -> None:
+        try:
+            await self._session_call("DELETE", f"/v1/sessions/{session_id}")
+        except ServiceRequestError as e:
+            if e.status != 410:
+                raise
 
 
 __all__ = ["AsyncVerifyClient", "ServiceRequestError", "ServiceUnavailableError", "VerifyClient", "candidate"]

@@ -24,17 +24,31 @@ from verify_cli.service.core import GradingService, ServiceError, pointer
 from verify_cli.service.gate import Gate
 from verify_cli.service.models import (
     ErrorBody,
+    ExecBody,
+    ExecOut,
     GradeBody,
     GradeResponse,
     Health,
+    ReadBody,
+    ReadOut,
+    Reward,
     RunCodeRequest,
     RunCodeResponse,
+    RunTestsOut,
+    SessionClosed,
+    SessionInfo,
+    SessionOpen,
+    WriteBody,
+    WriteOut,
 )
 from verify_cli.service.run_code import check_request, run_code
+from verify_cli.service.taskstore import TaskLookupError
 
 NDJSON = "application/x-ndjson"
 _ERRORS: dict[int | str, dict[str, Any]] = {
     s: {"model": ErrorBody} for s in (401, 409, 413, 422, 429, 503)}
+_SESSION_ERRORS: dict[int | str, dict[str, Any]] = {
+    s: {"model": ErrorBody} for s in (401, 404, 409, 410, 413, 422, 500, 503)}
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 400: "bad_request"}
 
 
@@ -69,6 +83,7 @@ def create_app(service: GradingService) -> Gate:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        service.sessions.start_reaper()
         try:
             yield
         finally:
@@ -77,7 +92,7 @@ def create_app(service: GradingService) -> Gate:
 
     app = FastAPI(title="verify-cli serve", version=__version__, lifespan=lifespan, description=(
         "Trusted grading of LLM-written code in verify-cli's sandboxes: /v1/grade for task sets, "
-        "/run_code for SandboxFusion clients (verl)."))
+        "/v1/sessions for a trainer's own agent loop, /run_code for SandboxFusion clients (verl)."))
     app.state.service = service
 
     @app.exception_handler(ServiceError)
@@ -135,6 +150,50 @@ def create_app(service: GradingService) -> Gate:
         service.metrics.runs.labels(f"run_code_{response.status.value}").inc()
         out: RunCodeResponse = response
         return out
+
+    @app.post("/v1/sessions", response_model=SessionInfo, responses={**_SESSION_ERRORS, 429: {"model": ErrorBody},
+                                                                     501: {"model": ErrorBody}})
+    async def open_session(body: SessionOpen) -> Any:
+        """Open an agent session: a sandbox over the task's starter files and visible tests
+        (never its hidden tests or reference). 429 when ``--max-sessions`` are open."""
+        try:
+            task = (service.store.by_id(body.task_id) if body.task_id is not None
+                    else service.store.by_path(body.task_path or ""))
+        except TaskLookupError as e:
+            raise ServiceError(422, e.code, e.message, field="/task_id" if body.task_id is not None else "/task_path",
+                               hint=e.hint) from None
+        return await service.sessions.open(task, draining=service.draining)
+
+    @app.post("/v1/sessions/{session_id}/exec", response_model=ExecOut, responses=_SESSION_ERRORS)
+    async def session_exec(session_id: str, body: ExecBody) -> Any:
+        """Run a bash command in the session's work folder; its files persist between calls."""
+        return await service.sessions.exec(session_id, body.command, body.timeout)
+
+    @app.post("/v1/sessions/{session_id}/read", response_model=ReadOut, responses=_SESSION_ERRORS)
+    async def session_read(session_id: str, body: ReadBody) -> Any:
+        """A file of the session's work folder, as text."""
+        return await service.sessions.read(session_id, body.path)
+
+    @app.post("/v1/sessions/{session_id}/write", response_model=WriteOut, responses=_SESSION_ERRORS)
+    async def session_write(session_id: str, body: WriteBody) -> Any:
+        """Write (create or replace) a file of the session's work folder."""
+        return await service.sessions.write(session_id, body.path, body.content)
+
+    @app.post("/v1/sessions/{session_id}/run_tests", response_model=RunTestsOut, responses=_SESSION_ERRORS)
+    async def session_run_tests(session_id: str) -> Any:
+        """The task's visible tests against the session's editable files (trusted grading)."""
+        return await service.sessions.run_tests(session_id)
+
+    @app.post("/v1/sessions/{session_id}/submit", response_model=Reward, responses=_SESSION_ERRORS)
+    async def session_submit(session_id: str) -> Any:
+        """End the episode: the editable files graded by the task's full tests (the reward).
+        The session is closed; submitting it again answers the same reward."""
+        return await service.sessions.submit(session_id)
+
+    @app.delete("/v1/sessions/{session_id}", response_model=SessionClosed, responses=_SESSION_ERRORS)
+    async def close_session(session_id: str) -> Any:
+        """Close a session without grading it."""
+        return await service.sessions.delete(session_id)
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     async def healthz() -> JSONResponse:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.executors import Executor, create_executor
-from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.models.prompts import extract_for_task, files_to_candidate
 from verify_cli.sandbox.base import Sandbox, WarmStats
@@ -91,6 +91,9 @@ class ServiceConfig:
     #: The longest run_timeout /run_code grants, and its memory when the request says -1.
     max_run_seconds: float = 120.0
     default_memory_mb: int = 1024
+    #: Agent sessions open at once (more: 429), and how long one may sit without a call.
+    max_sessions: int = 16
+    session_idle_seconds: float = 600.0
 
 
 @dataclass
@@ -139,6 +142,12 @@ class GradingService:
         self.draining = False
         self._stop: asyncio.Event | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self._session_grader: Grader | None = None
+        from verify_cli.service.sessions import SessionManager
+
+        self.sessions = SessionManager(sandbox=self.run_sandbox, grader=self.session_grader, metrics=self.metrics,
+                                       max_sessions=config.max_sessions, idle_seconds=config.session_idle_seconds,
+                                       max_command_seconds=config.max_run_seconds)
 
     # -- state --------------------------------------------------------------------------------
 
@@ -428,6 +437,17 @@ class GradingService:
                 self._run_sandbox.start()
             return self._run_sandbox
 
+    def session_grader(self) -> Grader:
+        """The grader of agent sessions' run_tests and submit: the local executor's, else one
+        over :meth:`run_sandbox` (sessions live on this machine)."""
+        own = getattr(self.executor, "grader", None)
+        if isinstance(own, Grader):
+            return own
+        with self._sandbox_lock:
+            if self._session_grader is None:
+                self._session_grader = Grader(self.run_sandbox())
+            return self._session_grader
+
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def wait_idle(self) -> None:
@@ -439,11 +459,17 @@ class GradingService:
         return {"status": "draining" if self.draining else "ok", "tasks": len(self.store.tasks()),
                 "task_load_failures": len(self.store.failures()), "backend": self.executor.backend,
                 "executor": self.config.executor, "workers": self.config.jobs,
-                "queue_capacity": self.capacity, "queued": self.queued, "running": self.running}
+                "queue_capacity": self.capacity, "queued": self.queued, "running": self.running,
+                "sessions_open": self.sessions.open_count, "max_sessions": self.config.max_sessions}
 
     def close(self) -> None:
+        closed = self.sessions.close_all()
+        if closed:
+            log.info("sessions closed", extra={"fields": {"sessions": closed}})
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.executor.close()
+        if self._session_grader is not None:
+            self._session_grader.close()
         if self._run_sandbox is not None:
             self._run_sandbox.close()
         if self.journal is not None:

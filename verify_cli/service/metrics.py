@@ -51,6 +51,10 @@ class ServiceMetrics:
                                        buckets=LATENCY_BUCKETS, registry=r)
         self.request_latency = Histogram("verify_serve_request_seconds", "Whole requests, by route.",
                                          ["route"], buckets=LATENCY_BUCKETS, registry=r)
+        self.sessions_open = Gauge("verify_serve_sessions_open", "Agent sessions open now.", registry=r)
+        self.sessions_opened = Counter("verify_serve_sessions_opened", "Agent sessions opened.", registry=r)
+        self.sessions_ended = Counter("verify_serve_sessions_ended", "Agent sessions ended, by reason "
+                                      "(submitted, deleted, reclaimed, shutdown, open_failed).", ["reason"], registry=r)
         r.register(_WarmCollector(warm_stats))
 
     def render(self) -> bytes:

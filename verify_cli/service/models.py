@@ -141,6 +141,109 @@ class Health(BaseModel):
     queue_capacity: int
     queued: int
     running: int
+    sessions_open: int = 0
+    max_sessions: int = 0
+
+
+# --- agent sessions -----------------------------------------------------------------------------
+
+class SessionOpen(BaseModel):
+    """Open an agent session over a task's starter files and visible tests."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str | None = Field(None, description="A task id of the served task sets.")
+    task_path: str | None = Field(None, description="A task folder inside one of the served PATHs.")
+
+    @model_validator(mode="after")
+    def _one_task(self) -> SessionOpen:
+        if (self.task_id is None) == (self.task_path is None):
+            raise ValueError("give exactly one of task_id and task_path")
+        return self
+
+
+class SessionInfo(BaseModel):
+    session_id: str
+    task_id: str
+    editable: list[str] = Field(description="Globs of the files submit grades.")
+    workdir: str = Field(description="The work folder as commands see it.")
+    idle_seconds: float = Field(description="The session is reclaimed after this long without a call.")
+    files: list[str] = Field(description="The files the session starts with.")
+
+
+class ExecBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    command: str = Field(..., min_length=1, max_length=1_000_000, description="A bash command line.")
+    timeout: float | None = Field(None, gt=0, description="Seconds (default: the task's wall limit).")
+
+
+class ExecOut(BaseModel):
+    verdict: str = Field(description="ok, nonzero_exit, timeout, memory_limit, output_limit, signal, "
+                         "session_dead (the command killed its session) or infra_error (never the agent's).")
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout: str
+    stderr: str
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    wall_seconds: float
+    message: str = ""
+
+
+class ReadBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(..., min_length=1, description="Relative to the work folder.")
+
+
+class ReadOut(BaseModel):
+    path: str
+    content: str = Field(description="The file as UTF-8 (undecodable bytes replaced).")
+    bytes: int
+
+
+class WriteBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(..., min_length=1, description="Relative to the work folder; folders are made.")
+    content: str
+
+
+class WriteOut(BaseModel):
+    path: str
+    bytes: int
+
+
+class RunTestsOut(BaseModel):
+    """The visible tests against the session's editable files, by the trusted grader."""
+
+    status: GradeStatusOut
+    score: float | None
+    passed: int
+    failed: int
+    tests: list[TestOut] = []
+    problems: list[str] = []
+
+
+class Reward(BaseModel):
+    """The episode's reward: the trusted grade of the editable files by the task's full tests.
+    ``status`` is passed, failed or infra_error (``score`` null: retry or mask, never 0)."""
+
+    session_id: str
+    task_id: str
+    status: Literal["passed", "failed", "infra_error"]
+    score: float | None
+    reason: str = ""
+    tests: list[TestOut] = []
+    problems: list[str] = []
+    #: True when this submit was answered from the first one's reward (a retry).
+    replayed: bool = False
+
+
+class SessionClosed(BaseModel):
+    session_id: str
+    closed: bool
 
 
 # --- SandboxFusion /run_code ------------------------------------------------------------------
