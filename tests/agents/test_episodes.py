@@ -62,9 +62,11 @@ def test_a_policy_that_writes_the_reference_earns_1(name: str, policy_server: Po
     assert [t.tool_calls[0]["name"] for t in episode.turns] == ["bash", "read_file", "write_file", "run_tests",
                                                                  "submit"]
     tests_seen = episode.turns[3].observations[0]["text"]
-    visible = list((task.root / "tests").rglob("*"))
-    assert (" failed" in tests_seen) == bool(visible) or "no visible tests" in tests_seen
-    assert " 0 failed" in tests_seen or "no visible tests" in tests_seen
+    if task.visible_test_files():  # every visible test ran and passed on the reference
+        first = tests_seen.splitlines()[0]
+        assert first.endswith(" passed, 0 failed") and int(first.split()[0]) > 0, tests_seen
+    else:
+        assert "no visible tests" in tests_seen
 
 
 def test_submitting_the_starter_earns_what_the_starter_earns(policy_server: PolicyServer, sandbox: Sandbox,

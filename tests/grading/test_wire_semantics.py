@@ -63,6 +63,19 @@ CANDIDATE = textwrap.dedent('''
         counts.setdefault("seen", []).append(key)
 
 
+    DEFAULTS = {"output": {"format": "csv", "columns": ["a", "b"]}, "limits": {"rows": 10}}
+
+
+    def deep_merge(base, override):
+        out = {}
+        for key in sorted(base.keys() | override.keys()):
+            if isinstance(base.get(key), dict) and isinstance(override.get(key), dict):
+                out[key] = deep_merge(base[key], override[key])
+            else:
+                out[key] = override[key] if key in override else base[key]
+        return out
+
+
     def same(values):
         values.sort()
         return values
@@ -291,6 +304,17 @@ TESTS = textwrap.dedent('''
         values = [1, 2, 3]
         assert append_total(values) is None
         assert values == [1, 2, 3, 6]
+
+
+    def test_nested_merge_of_module_and_test_dicts_changes_neither():
+        # containers of both sides cross in one call (the module's DEFAULTS, the test's override)
+        override = {"output": {"columns": ["c"]}, "extra": [1, 2]}
+        merged = cand.deep_merge(cand.DEFAULTS, override)
+        assert merged == {"extra": [1, 2], "limits": {"rows": 10}, "output": {"columns": ["c"], "format": "csv"}}
+        assert override == {"output": {"columns": ["c"]}, "extra": [1, 2]}
+        assert cand.DEFAULTS == {"output": {"format": "csv", "columns": ["a", "b"]}, "limits": {"rows": 10}}
+        again = cand.deep_merge(merged, {"limits": {"rows": 5}})
+        assert again["limits"] == {"rows": 5} and merged["limits"] == {"rows": 10}
 
 
     def test_dict_arg_mutated_in_place_nested():

@@ -46,7 +46,7 @@ def import_command(
     id_prefix: Annotated[str | None, typer.Option("--id-prefix", help="Namespace of task ids without one.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Import only the first N rows.")] = None,
     repos: Annotated[Path | None, typer.Option(
-        "--repos", help="Folder of local repository clones (DIR/<owner>__<name> or DIR/<name>) for --preset "
+        "--repos", help="Folder of local repository clones (DIR/OWNER__NAME or DIR/NAME) for --preset "
                         "swebench; nothing is fetched.")] = None,
     merge: Annotated[bool, typer.Option(
         "--merge", help="Add the tasks to a non-empty --out (a folder of the same id is replaced).")] = False,

@@ -218,31 +218,34 @@ class Peer:
             dropped = False
             for hid, entry in list(self._replicas.items()):
                 if sys.getrefcount(entry[0]) <= _HELD_ONLY_HERE:
-                    self._sync_one(hid, entry, sync)  # its last changes still go back
+                    self._sync_one(hid, entry, sync, 0)  # its last changes still go back
                     self._replicas.pop(hid, None)
                     self._replica_ids.pop(id(entry[0]), None)
                     drop.append(hid)
                     dropped = True
         fresh, self._fresh = self._fresh, set()
+        # Each side numbers its own containers: a sync item says whose number it is (1: the
+        # sender's own container, 0: the receiver's, which the sender holds a replica of), or the
+        # same number on both sides would reach the wrong container.
         for hid, entry in list(self._shared.items()):
             if hid not in fresh:
-                self._sync_one(hid, entry, sync)
+                self._sync_one(hid, entry, sync, 1)
         for hid, entry in list(self._replicas.items()):
-            self._sync_one(hid, entry, sync)
+            self._sync_one(hid, entry, sync, 0)
         if drop:
             out["drop"] = drop
         if sync:
             out["sync"] = sync
         return out
 
-    def _sync_one(self, hid: int, entry: list[Any], sync: list[list[Any]]) -> None:
+    def _sync_one(self, hid: int, entry: list[Any], sync: list[list[Any]], own: int) -> None:
         try:
             value = self._body(entry[0])
         except WireError:
             return
         if value != entry[1]:
             entry[1] = value
-            sync.append([hid, value])
+            sync.append([hid, own, value])
 
     def _body(self, obj: Any) -> Any:
         """The plain form of a shared container (what its ``$mut`` carries as ``value``)."""
@@ -259,12 +262,13 @@ class Peer:
         sync = msg.get("sync")
         if type(sync) is list:
             for item in sync:
-                if type(item) is not list or len(item) != 2 or type(item[0]) is not int:
-                    raise WireError("sync needs [id, value] pairs")
-                if item[0] in self._shared:
-                    self._share_in(item[0], self.owner, item[1], self.decode)
-                elif item[0] in self._replicas:
-                    self._share_in(item[0], self.other, item[1], self.decode)
+                if type(item) is not list or len(item) != 3 or type(item[0]) is not int or item[1] not in (0, 1):
+                    raise WireError("sync needs [id, whose, value] triples")
+                hid, senders, value = item
+                if senders and hid in self._replicas:  # the sender's container: a replica here
+                    self._share_in(hid, self.other, value, self.decode)
+                elif not senders and hid in self._shared:  # this side's container
+                    self._share_in(hid, self.owner, value, self.decode)
         drop = msg.get("drop")
         if type(drop) is list:
             self._dropped_before, self._dropped = self._dropped, {}
