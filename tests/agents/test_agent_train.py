@@ -119,5 +119,5 @@ def test_an_agent_run_killed_mid_step_and_resumed_has_exactly_the_rows_of_an_uni
         mask = r["response_mask"]
         assert len(mask) == len(r["response_token_ids"]) > 0 and r["prompt_token_ids"]
         first = r["turns"][0]["response_tokens"]
-        assert mask[:first] == [1] * first and 0 in mask and mask[-1] == 1
+        assert mask[:first] == [1] * first and 0 in mask
         assert sum(mask) == sum(t["response_tokens"] for t in r["turns"])

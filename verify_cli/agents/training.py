@@ -56,7 +56,8 @@ class _EpisodeModel(AgentModel):
         self.seed = seed
         self.name = inner.name
         self.inner = inner
-        self._prev: tuple[str, list[int]] | None = None  # (last prompt + reply text, their ids)
+        #: (the last prompt's text, the reply's text, the ids of both as the model saw and wrote them)
+        self._prev: tuple[str, str, list[int]] | None = None
         self._prompt_text = ""
         self._continues = False
         tokenizer = getattr(getattr(inner, "backend", None), "tokenizer", None)
@@ -66,12 +67,13 @@ class _EpisodeModel(AgentModel):
 
             def continued(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Prompt:
                 prompt = render(messages, tools)
-                self._prompt_text = prompt.text
-                prev = self._prev
-                if prev is None or not prompt.text.startswith(prev[0]):
+                prev, self._prompt_text = self._prev, prompt.text
+                if prev is None:
                     return prompt
-                suffix = prompt.text[len(prev[0]):]
-                ids = prev[1] + [int(t) for t in tokenizer(suffix, add_special_tokens=False)["input_ids"]]
+                suffix = _after_reply(prompt.text, prev[0], prev[1])
+                if suffix is None:
+                    return prompt
+                ids = prev[2] + [int(t) for t in tokenizer(suffix, add_special_tokens=False)["input_ids"]]
                 return replace(prompt, prompt_token_ids=tuple(ids))
 
             view.render = continued  # type: ignore[method-assign]
@@ -82,18 +84,31 @@ class _EpisodeModel(AgentModel):
         turn = params.seed or 0
         reply = self.inner.act(messages, tools, replace(params, seed=self.seed + turn))
         if self._continues and reply.prompt_token_ids is not None and self._prompt_text:
-            self._prev = (self._prompt_text + reply.text, list(reply.prompt_token_ids) + list(reply.token_ids))
+            self._prev = (self._prompt_text, reply.text, list(reply.prompt_token_ids) + list(reply.token_ids))
         return reply
 
     def close(self) -> None:
         pass  # the shared model is the runner's
 
 
+def _after_reply(text: str, last_prompt: str, reply: str) -> str | None:
+    """What ``text`` (the next turn's prompt) adds after the last prompt and the model's reply as
+    the rendering shows it (as written, or stripped as the text protocol shows it); None when
+    ``text`` does not extend them."""
+    if not text.startswith(last_prompt):
+        return None
+    rest = text[len(last_prompt):]
+    for shown in (reply, reply.strip()):
+        if rest.startswith(shown):
+            return rest[len(shown):]
+    return None
+
+
 def _turn_tokens(episode: AgentEpisode) -> tuple[list[int], list[int], list[int]]:
     """(prompt ids, response ids, response mask) of an episode; all empty when the backend gave
     no token ids or a turn's prompt does not extend the last one."""
     turns = episode.turns
-    if not turns or any(not t.token_ids or t.prompt_token_ids is None for t in turns):
+    if not turns or any(t.prompt_token_ids is None for t in turns) or not any(t.token_ids for t in turns):
         return [], [], []
     prompt = list(turns[0].prompt_token_ids or ())
     response: list[int] = []
