@@ -121,3 +121,22 @@ def test_an_agent_run_killed_mid_step_and_resumed_has_exactly_the_rows_of_an_uni
         first = r["turns"][0]["response_tokens"]
         assert mask[:first] == [1] * first and 0 in mask
         assert sum(mask) == sum(t["response_tokens"] for t in r["turns"])
+
+    # GRPO over these rows: the model's tokens of every turn are trained, observation tokens not;
+    # stored log-probabilities are the sampling policy's (ratio 1 before the update).
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from verify_cli.rollout.grpo import GRPOConfig, GRPOTrainer, TrainSample
+
+    two = got[:2]
+    for r in two:
+        lps = r["response_logprobs"]
+        assert lps is not None and all(lp == 0.0 for lp, m in zip(lps, r["response_mask"], strict=True) if m == 0)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(toy_model)
+    stats = GRPOTrainer(model, GRPOConfig(lr=1e-2)).step(
+        [TrainSample(r["prompt_token_ids"], r["response_token_ids"], r["response_mask"], r["response_logprobs"], adv)
+         for r, adv in zip(two, (1.0, -1.0), strict=True)])
+    assert stats.trained_tokens == sum(sum(r["response_mask"]) for r in two)
+    assert abs(stats.ratio_mean - 1.0) < 1e-3
