@@ -18,7 +18,7 @@ import pytest
 
 from tests.agents.conftest import PolicyServer
 from tests.agents.test_agent_difficulty import TASKS, _reference_policy
-from tests.rollout.conftest import TOY_TASKS, toy_model  # noqa: F401 - the fixture
+from tests.rollout.conftest import TOY_TASKS
 from verify_cli.cli.app import main
 from verify_cli.rollout.schema import AGENT_TRAJECTORY_SCHEMA, TIMING_COLUMNS, TRAJECTORY_SCHEMA
 from verify_cli.rollout.shards import read_manifest, read_run, verify_run
