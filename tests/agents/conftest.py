@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.rollout.conftest import toy_model  # noqa: F401 - the toy model fixture, for the agent training tests
+
 #: A policy: the request's messages -> the calls of the next reply, as (name, arguments) pairs,
 #: or a string (a reply with text and no call).
 Policy = Callable[[Sequence[dict[str, Any]]], "list[tuple[str, Any]] | str"]

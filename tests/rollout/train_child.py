@@ -3,7 +3,7 @@
 ARGS_JSON names the model, tasks, run folder, steps, update and an optional crash: ``kill_at``
 (a step) with ``kill_point`` ``before_commit`` (rows and checkpoint exist, no shard) or
 ``between_shards`` (the step's first shard is on disk, its manifest lines are not). The crash is
-a real SIGKILL of this process.
+a real SIGKILL of this process. ``agent`` (a turn limit) makes each sample an agent episode.
 """
 
 from __future__ import annotations
@@ -54,8 +54,17 @@ def main() -> None:
     box = create_sandbox(name)
     with box, Grader(box) as grader:
         policy = PolicyUpdater(backend, out, GRPOConfig(lr=1e-2)) if args["update"] == "grpo" else None
+        runner = None
+        if args.get("agent"):  # each sample an agent episode (text protocol over the model)
+            from verify_cli.agents.episode import EpisodeLimits
+            from verify_cli.agents.protocol import agent_model
+            from verify_cli.agents.training import AgentGroupRunner
+
+            runner = AgentGroupRunner(agent_model(backend), box, grader, sampling=config.sampling,
+                                      reward=config.reward, limits=EpisodeLimits(max_turns=args["agent"]),
+                                      concurrency=2)
         Trainer(config, backend, grader, tasks, out, sandbox_backend=name, policy=policy,
-                before_commit=before_commit).run(resume=bool(args.get("resume")))
+                before_commit=before_commit, runner=runner).run(resume=bool(args.get("resume")))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from verify_cli._version import __version__
+from verify_cli.agents.episode import EpisodeLimits
+from verify_cli.agents.protocol import agent_model
+from verify_cli.agents.sampler import EpisodeBackend, EpisodeStep
 from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.cli import console
 from verify_cli.cli.executor_setup import open_executor, report_cluster
@@ -37,9 +40,12 @@ from verify_cli.difficulty.outputs import (
 from verify_cli.difficulty.runner import DifficultyOptions, DifficultyProgress, DifficultyReport, run_difficulty
 from verify_cli.difficulty.runner import default_sample_cache as sample_cache_in
 from verify_cli.errors import ExitCode, UsageError
-from verify_cli.models.base import SamplingParams
+from verify_cli.executors.base import Executor
+from verify_cli.executors.local import LocalExecutor
+from verify_cli.models.base import ModelBackend, SamplingParams
 from verify_cli.models.registry import create_model_backend, model_backend_config
 from verify_cli.report.files import write_json
+from verify_cli.sampling.step import SampleStep
 from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
 from verify_cli.tasks.model import Task
 
@@ -176,6 +182,16 @@ def difficulty_command(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write cached samples.")] = False,
     json_out: Annotated[str | None, typer.Option("--json", help="Write a JSON summary (- for stdout).")] = None,
     show: Annotated[int, typer.Option("--show", min=1, help="Hardest and easiest tasks shown.")] = 10,
+    agent: Annotated[bool, typer.Option(
+        "--agent", help="Each sample is an agent episode in a sandbox session (tools, then the trusted grade); "
+                        "-j bounds the sessions open at once.")] = False,
+    max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="--agent: model replies per episode.")] = 20,
+    token_budget: Annotated[int, typer.Option(
+        "--token-budget", min=1, help="--agent: tokens generated per episode.")] = 32768,
+    wall_seconds: Annotated[float, typer.Option(
+        "--wall-seconds", min=1.0, help="--agent: each episode's wall limit.")] = 900.0,
+    observation_chars: Annotated[int, typer.Option(
+        "--observation-chars", min=200, help="--agent: each observation is cut to this many characters.")] = 4000,
 ) -> None:
     """Measure each task's pass rate under a model and re-bucket the data set by difficulty."""
     if json_out == "-":
@@ -206,6 +222,9 @@ def difficulty_command(
              "tensor_parallel_size": tensor_parallel_size, "gpu_memory_utilization": gpu_memory_utilization,
              "device": device}
     model_config = model_backend_config(backend, {k: v for k, v in given.items() if v is not None})
+    if agent and executor != "local":
+        raise UsageError(f"--agent --executor {executor}: agent episodes run on --executor local for now",
+                         hint="drop --executor (sessions held on Ray nodes are not built yet)")
     grader = open_executor(executor, sandbox=sandbox, sandbox_options=sandbox_options(pool_size=pool_size),
                            warm=not cold, ray_address=ray_address)
     with grader:
@@ -216,11 +235,16 @@ def difficulty_command(
                     [t for t in tasks if t.id not in defects], grader, jobs=options.jobs, cache=check_cache,
                     backend_id=grader.cache_identity, on_progress=lambda p: advance(p.task_id, completed=p.done)))
         model_backend = create_model_backend(backend, model_config)
+        step = None
+        if agent:
+            limits = EpisodeLimits(max_turns=max_turns, token_budget=token_budget, wall_seconds=wall_seconds,
+                                   observation_chars=observation_chars)
+            model_backend, step = _episodes(grader, model_backend, tasks, limits, options.jobs)
         with model_backend, _progress(json_out != "-") as on_progress:
             started = time.monotonic()
             report = run_difficulty(tasks, model_backend, grader, options, defective=defects,
                                     cache=None if no_cache else sample_cache_in(root), on_progress=on_progress,
-                                    on_warning=console.warning)
+                                    on_warning=console.warning, step=step)
             report.seconds = time.monotonic() - started
     report_cluster(grader)
     write_tables(report, out)
@@ -245,6 +269,15 @@ def difficulty_command(
         console.warning(f"{summary['infra_errors']} sample(s) could not be graded (sandbox failures persisted "
                         "after retries); they are not counted. Rerun to retry them.")
         raise typer.Exit(ExitCode.INFRA)
+
+
+def _episodes(grader: Executor, inner: ModelBackend, tasks: list[Task], limits: EpisodeLimits,
+              jobs: int) -> tuple[ModelBackend, SampleStep]:
+    """The episode backend (``jobs`` sessions at once in the executor's sandbox) and its step."""
+    if not isinstance(grader, LocalExecutor):  # pragma: no cover - refused above, before it opens
+        raise UsageError("--agent runs on --executor local")
+    return (EpisodeBackend(agent_model(inner), inner, grader.sandbox, grader.grader, tasks, limits=limits,
+                           concurrency=jobs), EpisodeStep())
 
 
 def _words(text: str | None) -> list[str] | None:

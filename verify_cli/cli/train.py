@@ -48,7 +48,9 @@ def train_command(
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 1.0,
     top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0)] = 1.0,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="New tokens per turn.")] = 1024,
-    max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turns per episode (feedback between).")] = 1,
+    max_turns: Annotated[int | None, typer.Option(
+        "--max-turns", min=1, help="Turns per episode (feedback between; default 1); --agent: model replies per "
+                                   "episode (default 20).")] = None,
     update: Annotated[str, typer.Option(
         "--update", help="none: write rollouts only; grpo: update the policy.")] = "none",
     lr: Annotated[float, typer.Option("--lr", min=0.0, help="GRPO learning rate.")] = 1e-5,
@@ -77,8 +79,18 @@ def train_command(
     grade_jobs: Annotated[int, typer.Option("--grade-jobs", "-j", min=1, help="Sandboxed gradings at once.")] = 4,
     json_out: Annotated[str | None, typer.Option(
         "--json", help="Write the run summary as JSON (- for stdout).")] = None,
+    agent: Annotated[bool, typer.Option(
+        "--agent", help="Each sample is an agent episode in a sandbox session (tools, then the trusted grade); "
+                        "-j bounds the sessions open at once.")] = False,
+    token_budget: Annotated[int, typer.Option(
+        "--token-budget", min=1, help="--agent: tokens generated per episode.")] = 32768,
+    wall_seconds: Annotated[float, typer.Option(
+        "--wall-seconds", min=1.0, help="--agent: each episode's wall limit.")] = 900.0,
+    observation_chars: Annotated[int, typer.Option(
+        "--observation-chars", min=200, help="--agent: each observation is cut to this many characters.")] = 4000,
 ) -> None:
     """Sample groups per task, grade each completion in the sandbox, write trajectory shards; optionally GRPO."""
+    from verify_cli.agents.episode import EpisodeLimits
     from verify_cli.models.registry import create_model_backend, model_backend_config
     from verify_cli.rollout.batches import select_tasks
     from verify_cli.rollout.episodes import SamplingOptions
@@ -90,6 +102,10 @@ def train_command(
         console.use_stderr()
     if update not in ("none", "grpo"):
         raise UsageError(f"--update {update!r}: choose none or grpo")
+    if agent and executor != "local":
+        raise UsageError(f"--agent --executor {executor}: agent episodes run on --executor local for now",
+                         hint="drop --executor (sessions held on Ray nodes are not built yet)")
+    turns = max_turns if max_turns is not None else (20 if agent else 1)
     items = list(load_task_set(path))
     failures = [i for i in items if isinstance(i, TaskLoadFailure)]
     for f in failures:
@@ -106,7 +122,7 @@ def train_command(
         group_size=group_size, batch_size=batch_size, steps=steps, seed=seed,
         sampling=SamplingOptions(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
         reward=RewardConfig(format_penalty=format_penalty, length_penalty=length_penalty, soft_length=soft_length),
-        max_turns=max_turns, normalize_std=not no_std, dynamic_sampling=dynamic_sampling,
+        max_turns=turns, normalize_std=not no_std, dynamic_sampling=dynamic_sampling,
         dynamic_budget=dynamic_budget, update=update, grade_jobs=grade_jobs,
         include_tests=not no_visible_tests)
     if no_system_prompt:
@@ -127,8 +143,14 @@ def train_command(
         def on_step(r: StepReport) -> None:
             console.info(step_line(r))
 
+        runner = None
+        if agent:
+            runner = _agent_runner(grader, gen, config, EpisodeLimits(
+                max_turns=turns, token_budget=token_budget, wall_seconds=wall_seconds,
+                observation_chars=observation_chars))
         trainer = Trainer(config, gen, grader, selection.tasks, out, sandbox_backend=grader.backend, policy=policy,
-                          on_step=on_step, other_task_ids=selection.skipped, on_warning=console.warning)
+                          on_step=on_step, other_task_ids=selection.skipped, on_warning=console.warning,
+                          runner=runner)
         result = trainer.run(resume=resume)
     report_cluster(grader)
     if result.resumed_from is not None:
@@ -137,6 +159,18 @@ def train_command(
     show_summary(summary)
     if json_out:
         write_json(json_out, summary)
+
+
+def _agent_runner(grader: Any, gen: Any, config: Any, limits: Any) -> Any:
+    """The agent group runner over the local executor's sandbox (sessions) and grader."""
+    from verify_cli.agents.protocol import agent_model
+    from verify_cli.agents.training import AgentGroupRunner
+    from verify_cli.executors.local import LocalExecutor
+
+    if not isinstance(grader, LocalExecutor):  # pragma: no cover - refused before it opens
+        raise UsageError("--agent runs on --executor local")
+    return AgentGroupRunner(agent_model(gen), grader.sandbox, grader.grader, sampling=config.sampling,
+                            reward=config.reward, limits=limits, concurrency=config.grade_jobs)
 
 
 def step_line(r: Any) -> str:
@@ -195,9 +229,19 @@ def export_command(
     run: Annotated[Path, typer.Argument(help="A run folder written by verify-cli train.")],
     dest: Annotated[Path, typer.Option("--out", "-o", help="Destination file: *.jsonl or *.parquet.")],
     include_masked: Annotated[bool, typer.Option("--include-masked", help="Keep sandbox-error rows.")] = False,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="trl: prompt/completion (conversational); verl: messages and tools (multi-turn). "
+                         "Agent runs carry their tool calls and tool results in both.")] = "trl",
 ) -> None:
-    """Export trajectories in TRL's prompt-completion format (conversational), with reward and advantage."""
+    """Export trajectories in TRL's prompt-completion format or verl's multi-turn messages format,
+    with reward and advantage."""
+    from verify_cli.agents.export import FORMATS, export_agent, is_agent_run
     from verify_cli.rollout.export import export_trl
 
-    n = export_trl(run, dest, include_masked=include_masked)
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if is_agent_run(run) or fmt == "verl":
+        n = export_agent(run, dest, fmt, include_masked=include_masked)
+    else:
+        n = export_trl(run, dest, include_masked=include_masked)
     console.info(f"wrote {n} trajectories to {dest}")

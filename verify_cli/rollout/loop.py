@@ -25,6 +25,7 @@ from verify_cli.rollout.batches import BatchSchedule
 from verify_cli.rollout.episodes import Episode, EpisodeRunner, RoundTiming, SamplingOptions
 from verify_cli.rollout.policy import PolicyUpdater
 from verify_cli.rollout.rewards import RewardConfig
+from verify_cli.rollout.schema import TRAJECTORY_SCHEMA
 from verify_cli.rollout.shards import (
     RUN_FILE,
     ShardWriter,
@@ -42,7 +43,7 @@ from verify_cli.tasks.model import Task
 
 #: Options that must not change between a run and its --resume (they change what is sampled).
 PINNED_OPTIONS = ("seed", "group_size", "batch_size", "temperature", "top_p", "max_tokens", "max_turns",
-                  "update", "normalize_std", "dynamic_sampling", "dynamic_budget", "model", "task_ids")
+                  "update", "normalize_std", "dynamic_sampling", "dynamic_budget", "model", "task_ids", "agent")
 
 
 @dataclass(frozen=True)
@@ -138,9 +139,13 @@ class Trainer:
                  on_step: Callable[[StepReport], None] | None = None,
                  before_commit: Callable[[int], None] | None = None, step: SampleStep | None = None,
                  other_task_ids: Iterable[str] = (),
-                 on_warning: Callable[[str], None] | None = None) -> None:
+                 on_warning: Callable[[str], None] | None = None, runner: Any = None) -> None:
         """``other_task_ids``: tasks that exist but are not trained on (skipped by difficulty
-        bucket), so that replayed rows for them are not reported as naming no task."""
+        bucket), so that replayed rows for them are not reported as naming no task. ``runner``
+        samples the groups in place of the one-shot :class:`EpisodeRunner` (the agent runner,
+        :class:`verify_cli.agents.training.AgentGroupRunner`): its ``run_groups`` gives the
+        groups, its ``schema`` the shards' schema, its ``extra_columns(episode)`` the columns it
+        adds to each row and its ``agent_pinned()`` what ``--resume`` must find unchanged."""
         if config.update != "none" and policy is None:
             raise UsageError(f"--update {config.update} needs a policy updater")
         #: What is worth saying before the run (replayed rows naming no task, tasks with none).
@@ -161,10 +166,10 @@ class Trainer:
         #: (tests use it to crash a run at the worst moment).
         self.before_commit = before_commit
         self.schedule = BatchSchedule(self.tasks, config.batch_size, config.seed)
-        self.runner = EpisodeRunner(backend, grader, sampling=config.sampling, reward=config.reward,
-                                    max_turns=config.max_turns, grade_jobs=config.grade_jobs,
-                                    include_tests=config.include_tests, system=config.system,
-                                    retry=config.retry, step=step)
+        self.runner = runner or EpisodeRunner(backend, grader, sampling=config.sampling, reward=config.reward,
+                                              max_turns=config.max_turns, grade_jobs=config.grade_jobs,
+                                              include_tests=config.include_tests, system=config.system,
+                                              retry=config.retry, step=step)
         self._writer: ShardWriter | None = None
         self.policy_version = 0
 
@@ -173,12 +178,15 @@ class Trainer:
         """The run folder's shard writer, made on first use (nothing is written before the
         folder has been checked)."""
         if self._writer is None:
-            self._writer = ShardWriter(self.run_dir, max_rows_per_shard=self.config.max_rows_per_shard)
+            self._writer = ShardWriter(self.run_dir, max_rows_per_shard=self.config.max_rows_per_shard,
+                                       schema=getattr(self.runner, "schema", TRAJECTORY_SCHEMA))
         return self._writer
 
     def pinned(self) -> dict[str, Any]:
         c = self.config
-        return {"seed": c.seed, "group_size": c.group_size, "batch_size": c.batch_size,
+        agent = getattr(self.runner, "agent_pinned", None)
+        extra = {"agent": agent()} if agent is not None else {}
+        return {**extra, "seed": c.seed, "group_size": c.group_size, "batch_size": c.batch_size,
                 "temperature": c.sampling.temperature, "top_p": c.sampling.top_p,
                 "max_tokens": c.sampling.max_tokens, "max_turns": c.max_turns, "update": c.update,
                 "normalize_std": c.normalize_std, "dynamic_sampling": c.dynamic_sampling,
@@ -258,12 +266,16 @@ class Trainer:
         scored, all_equal, replaced, timing = self._sample(step)
         version = self.policy_version
         rows = []
+        extra_columns = getattr(self.runner, "extra_columns", None)
         for gi, (group, adv) in enumerate(scored):
             for ep, a in zip(group, adv.advantages, strict=True):
-                rows.append(episode_row(ep, run_id=run_id, step=step, group_index=gi, adv=adv, advantage=a,
-                                        policy_version=version, model=self.backend.model_id,
-                                        sampling=cfg.sampling, group_size=cfg.group_size,
-                                        sandbox_backend=self.sandbox_backend))
+                row = episode_row(ep, run_id=run_id, step=step, group_index=gi, adv=adv, advantage=a,
+                                  policy_version=version, model=self.backend.model_id,
+                                  sampling=cfg.sampling, group_size=cfg.group_size,
+                                  sandbox_backend=self.sandbox_backend)
+                if extra_columns is not None:
+                    row.update(extra_columns(ep))
+                rows.append(row)
         update_stats: dict[str, float] | None = None
         t_update = time.monotonic()
         if self.policy is not None and cfg.update != "none":

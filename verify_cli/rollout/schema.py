@@ -90,6 +90,44 @@ TRAJECTORY_SCHEMA = pa.schema([
     _f("grading_seconds", pa.float64(), "time spent grading this sample (all turns and retries)"),
 ], metadata={"verify_cli.schema": "trajectory", "verify_cli.schema_version": str(SCHEMA_VERSION)})
 
+TOOL_CALL_TYPE = pa.struct([
+    _f("id", pa.string(), "the call's id (the observation answering it names it)"),
+    _f("name", pa.string(), "the tool: bash, read_file, write_file, run_tests or submit"),
+    _f("arguments", pa.string(), "the arguments as JSON text, as the model wrote them"),
+])
+
+OBSERVATION_TYPE = pa.struct([
+    _f("tool_call_id", pa.string(), "the call it answers (empty: a hint after a reply with no valid call)"),
+    _f("name", pa.string(), "the tool that ran"),
+    _f("text", pa.string(), "the observation exactly as the model saw it (truncated head and tail)"),
+    _f("error", pa.bool_(), "true for a malformed call or a failed tool"),
+    _f("truncated_chars", pa.int64(), "characters cut from the observation"),
+])
+
+TURN_TYPE = pa.struct([
+    _f("index", pa.int32(), "the turn (0-based)"),
+    _f("text", pa.string(), "the model's reply text"),
+    _f("tool_calls", pa.list_(TOOL_CALL_TYPE), "the reply's tool calls, in order"),
+    _f("observations", pa.list_(OBSERVATION_TYPE), "what the tools returned, as the model saw it"),
+    _f("finish_reason", pa.string(), "why the reply stopped: stop, length or tool_calls"),
+    _f("generation_seconds", pa.float64(), "time the model took for the reply"),
+    _f("execution_seconds", pa.float64(), "time the reply's tool calls took in the session"),
+    _f("prompt_tokens", pa.int32(), "tokens of the prompt the reply was generated from (0: not given)"),
+    _f("response_tokens", pa.int32(), "tokens the model generated in the reply (0: not given)"),
+])
+
+#: An agent trajectory row: every column of :data:`TRAJECTORY_SCHEMA` (one-shot shards keep its
+#: bytes), then every turn and how the episode ended. In agent rows ``messages`` holds the
+#: conversation (tool results as ``tool`` messages); the token columns hold the model's tokens
+#: of every turn (mask 1) and the observation/template tokens between them (mask 0), empty where
+#: the backend gives no token ids.
+AGENT_TRAJECTORY_SCHEMA = pa.schema([
+    *TRAJECTORY_SCHEMA,
+    _f("turns", pa.list_(TURN_TYPE), "every model turn of the agent episode with its tool calls and observations"),
+    _f("end_reason", pa.string(), "how the episode ended: submit, max_turns, token_budget, wall, session_dead "
+                                  "or infra_error"),
+], metadata={"verify_cli.schema": "agent-trajectory", "verify_cli.schema_version": str(SCHEMA_VERSION)})
+
 #: Columns that measure the machine rather than the policy: excluded when comparing runs.
 TIMING_COLUMNS = ("generation_seconds", "grading_seconds")
 
@@ -99,12 +137,12 @@ def field_docs() -> dict[str, str]:
     return {f.name: (f.metadata or {}).get(b"doc", b"").decode() for f in TRAJECTORY_SCHEMA}
 
 
-def rows_to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
-    """A table in the declared schema; a missing or extra column is an error, not a guess."""
-    names = TRAJECTORY_SCHEMA.names
+def rows_to_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema = TRAJECTORY_SCHEMA) -> pa.Table:
+    """A table in the declared schema (one-shot or agent); a missing or extra column is an error, not a guess."""
+    names = schema.names
     for i, row in enumerate(rows):
         if set(row) != set(names):
             missing = sorted(set(names) - set(row))
             extra = sorted(set(row) - set(names))
             raise ValueError(f"trajectory row {i} does not match the schema: missing {missing}, extra {extra}")
-    return pa.Table.from_pylist([dict(r) for r in rows], schema=TRAJECTORY_SCHEMA)
+    return pa.Table.from_pylist([dict(r) for r in rows], schema=schema)

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from verify_cli.errors import UsageError
-from verify_cli.rollout.schema import TRAJECTORY_SCHEMA, rows_to_table
+from verify_cli.rollout.schema import AGENT_TRAJECTORY_SCHEMA, TRAJECTORY_SCHEMA, rows_to_table
 
 MANIFEST = "_manifest.jsonl"
 SHARDS_DIR = "shards"
@@ -117,8 +117,9 @@ class ShardWriter:
     """Writes committed steps into a run folder. One writer per run folder at a time."""
 
     def __init__(self, run_dir: Path, *, max_rows_per_shard: int = 4096,
-                 row_group_rows: int = ROW_GROUP_ROWS) -> None:
+                 row_group_rows: int = ROW_GROUP_ROWS, schema: pa.Schema = TRAJECTORY_SCHEMA) -> None:
         self.run_dir = run_dir
+        self.schema = schema
         self.shards_dir = run_dir / SHARDS_DIR
         self.shards_dir.mkdir(parents=True, exist_ok=True)
         self.max_rows_per_shard = max(1, max_rows_per_shard)
@@ -134,7 +135,7 @@ class ShardWriter:
             rel = f"{SHARDS_DIR}/step-{step:06d}-{i:03d}.parquet"
             path = self.run_dir / rel
             tmp = path.with_name(f".{path.name}.tmp")
-            table = rows_to_table(part)
+            table = rows_to_table(part, self.schema)
             pq.write_table(table, tmp, row_group_size=self.row_group_rows, compression="zstd")
             with tmp.open("rb+") as f:
                 os.fsync(f.fileno())
@@ -195,9 +196,17 @@ def recover(run_dir: Path) -> list[ShardEntry]:
     return entries
 
 
+def run_schema(run_dir: Path) -> pa.Schema:
+    """The schema of a run's shards: the agent schema for a ``train --agent`` run (run.json
+    names its agent limits), else the one-shot schema."""
+    config = read_run_config(run_dir) or {}
+    return AGENT_TRAJECTORY_SCHEMA if config.get("agent") else TRAJECTORY_SCHEMA
+
+
 def verify_run(run_dir: Path) -> list[str]:
     """Problems found holding each committed shard against its manifest line (empty: sound)."""
     problems: list[str] = []
+    schema = run_schema(run_dir)
     for e in read_manifest(run_dir):
         p = run_dir / e.shard
         if not p.is_file():
@@ -209,15 +218,15 @@ def verify_run(run_dir: Path) -> list[str]:
         meta = pq.read_metadata(p)
         if meta.num_rows != e.rows:
             problems.append(f"{e.shard}: {meta.num_rows} rows, manifest says {e.rows}")
-        if not meta.schema.to_arrow_schema().equals(TRAJECTORY_SCHEMA, check_metadata=False):
+        if not meta.schema.to_arrow_schema().equals(schema, check_metadata=False):
             problems.append(f"{e.shard}: schema differs from the trajectory schema")
     return problems
 
 
 def iter_tables(run_dir: Path, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+    schema = run_schema(run_dir)
     for e in read_manifest(run_dir):
-        yield pq.read_table(run_dir / e.shard, columns=list(columns) if columns else None,
-                            schema=TRAJECTORY_SCHEMA)
+        yield pq.read_table(run_dir / e.shard, columns=list(columns) if columns else None, schema=schema)
 
 
 def read_run(run_dir: Path, columns: Sequence[str] | None = None) -> pa.Table:
@@ -227,7 +236,8 @@ def read_run(run_dir: Path, columns: Sequence[str] | None = None) -> pa.Table:
                          hint="pass the --out folder of a `verify-cli train` run")
     tables = list(iter_tables(run_dir, columns))
     if not tables:
-        schema = TRAJECTORY_SCHEMA if not columns else pa.schema([TRAJECTORY_SCHEMA.field(c) for c in columns])
+        full = run_schema(run_dir)
+        schema = full if not columns else pa.schema([full.field(c) for c in columns])
         return schema.empty_table()
     return pa.concat_tables(tables)
 
