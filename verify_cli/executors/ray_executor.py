@@ -439,8 +439,11 @@ class RayExecutor(Executor):
             def lost(error: BaseException, pool: _Pool = pool, generation: int = generation) -> None:
                 self._pool_failed(pool, generation, error)
 
+            def closed(pool: _Pool = pool) -> None:
+                self._session_closed(pool)
+
             return RaySession(ray, actor, sid, node=pool.node.name, backend=backend, workdir=workdir, limits=limits,
-                              on_lost=lost, on_close=lambda pool=pool: self._session_closed(pool))  # type: ignore[misc]
+                              on_lost=lost, on_close=closed)
 
     # --- tear-down --------------------------------------------------------------------------
 
