@@ -231,9 +231,9 @@ class RaySession(Session):
             if self._closed:
                 return
             self._closed = True
-        try:
-            if self._broken is None:
-                self._ray.get(self._actor.close_session.remote(self._sid), timeout=FILE_TIMEOUT)
+        try:  # a broken session too: an actor that stopped answering may still hold it
+            self._ray.get(self._actor.close_session.remote(self._sid),
+                          timeout=FILE_TIMEOUT if self._broken is None else 30.0)
         except Exception:  # a lost actor has nothing left to close
             pass
         finally:
