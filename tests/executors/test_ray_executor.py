@@ -206,3 +206,121 @@ def test_audit_finds_the_same_on_ray_as_on_local(ray_cluster: LocalRayCluster, t
     assert findings(on_ray) == findings(local)
     assert on_ray["summary"] == local["summary"] == {"reliable": 0, "unreliable": 1, "error": 0,
                                                      "not_gradeable_two_process": 0}
+
+
+# --- sessions and agent episodes on the cluster ------------------------------------------------------
+
+
+def test_sessions_spread_over_both_nodes_and_keep_their_state(ray_cluster: LocalRayCluster) -> None:
+    from verify_cli.executors.ray_executor import RayExecutor
+    from verify_cli.sandbox.sessions.base import SessionDeadError, SessionFileError, SessionLimits
+
+    with RayExecutor(ray_cluster.address, sandbox="auto") as executor:
+        sessions = [executor.open_session({"seed.txt": b"seed\n"}, SessionLimits(command_seconds=30))
+                    for _ in range(3)]
+        try:
+            # least loaded first: the worker (2 slots) holds two, the head (1 slot) one
+            on = Counter(s.node.split("/")[1] for s in sessions)
+            assert on == {ray_cluster.worker_node_id[:8]: 2, ray_cluster.head_node_id[:8]: 1}
+            assert executor.sessions_open() == {ray_cluster.worker_node_id: 2, ray_cluster.head_node_id: 1}
+            for i, s in enumerate(sessions):
+                s.write_file("mine.txt", f"session {i}\n")
+                assert s.exec("echo step1 >> log; pwd > where").ok
+            for i, s in enumerate(sessions):  # the state of each call is there at the next, and only there
+                result = s.exec("echo step2 >> log; cat log mine.txt; ls")
+                assert result.ok, result
+                lines = result.stdout.text.split()
+                assert lines[:3] == ["step1", "step2", "session"] and lines[3] == str(i)
+                assert s.read_file("where").decode().strip() == s.workdir
+                assert sorted(s.snapshot(["*"])) == ["log", "mine.txt", "seed.txt", "where"]
+                assert [e.path for e in s.list_files()] == ["log", "mine.txt", "seed.txt", "where"]
+                with pytest.raises(SessionFileError):  # the session's own errors come back typed
+                    s.read_file("no-such-file")
+        finally:
+            for s in sessions:
+                s.close()
+        assert executor.sessions_open() == {ray_cluster.worker_node_id: 0, ray_cluster.head_node_id: 0}
+        with pytest.raises(SessionDeadError):
+            sessions[0].read_file("log")
+
+
+class _KillsItsNode:
+    """An agent model that, before its ``at``-th turn of the first run, kills the sandbox-pool
+    actor holding the one open session (its node lost mid-episode)."""
+
+    name = "kills-its-node"
+
+    def __init__(self, inner: Any, executor: Any, killed: list[str], at: int = 1) -> None:
+        self.inner, self.executor, self.killed, self.at = inner, executor, killed, at
+
+    def act(self, messages: Any, tools: Any, params: Any) -> Any:
+        import ray
+
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        if turn == self.at and not self.killed:
+            held = [node for node, n in self.executor.sessions_open().items() if n]
+            assert len(held) == 1, held
+            ray.kill(self.executor.pool_actor(held[0]), no_restart=True)
+            self.killed.append(held[0])
+        return self.inner.act(messages, tools, params)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def policy_server() -> Any:
+    from tests.agents.conftest import PolicyServer
+
+    server = PolicyServer()
+    yield server
+    server.close()
+
+
+def _solving_model(server: Any, name: str) -> Any:
+    from tests.agents.conftest import scripted
+    from verify_cli.agents.protocol import agent_model
+    from verify_cli.models.registry import create_model_backend
+
+    task = load_task(SAMPLE_TASKS / "coding-roman-numerals")
+    steps: list[Any] = [[("bash", {"command": "echo noted > note"})], [("bash", {"command": "cat note"})],
+                        [("write_file", {"path": rel, "content": p.read_text()})
+                         for rel, p in sorted(task.solution_files().items())],
+                        [("run_tests", {})], [("submit", {})]]
+    server.policies[name] = scripted(steps)
+    return agent_model(create_model_backend("openai", model=name, base_url=server.base_url, max_retries=0))
+
+
+def test_a_node_lost_mid_episode_is_infra_error_then_requeued_elsewhere_and_passes(
+        ray_cluster: LocalRayCluster, policy_server: Any) -> None:
+    from verify_cli.agents.episode import EpisodeJob, run_episode, run_episodes
+    from verify_cli.executors.ray_executor import RayExecutor
+
+    task = load_task(SAMPLE_TASKS / "coding-roman-numerals")
+    with RayExecutor(ray_cluster.address, sandbox="auto") as executor:
+        # One episode, its node lost at its second turn: infra_error, never scored.
+        killed: list[str] = []
+        lost = run_episode(task, _KillsItsNode(_solving_model(policy_server, "lost"), executor, killed), executor)
+        assert killed and lost.node.split("/")[1] == killed[0][:8]
+        assert (lost.status, lost.score, lost.end_reason, lost.machinery) == ("infra_error", None, "infra_error",
+                                                                             "sandbox")
+        assert "was lost under the session" in lost.outcome.reason  # type: ignore[union-attr]
+        assert "the sandbox failed (not your fault)" in lost.turns[1].observations[0]["text"]
+        # its session was closed: no node counts it any more
+        assert executor.sessions_open() == dict.fromkeys(executor.sessions_open(), 0)
+
+        # Through run_episodes: the lost run is re-queued once, on the other node, and passes.
+        again: list[str] = []
+        episodes = list(run_episodes([EpisodeJob(task, 7)],
+                                     lambda job: _KillsItsNode(_solving_model(policy_server, "requeued"),
+                                                               executor, again),
+                                     executor, concurrency=1))
+        stats = executor.stats
+    assert len(episodes) == 1  # only the run that finished is yielded: nothing from the lost one
+    (episode,) = episodes
+    assert len(again) == 1 and len(episode.lost) == 1 and "was lost under the session" in episode.lost[0]
+    assert (episode.status, episode.score, episode.end_reason, episode.sample_index) == ("passed", 1.0, "submit", 7)
+    assert episode.node and episode.node.split("/")[1] != again[0][:8]  # kept off the node it was lost on
+    assert episode.turns[1].observations[0]["text"].strip().endswith("noted")
+    assert episode.to_dict()["lost"] == episode.lost
+    assert stats.actor_restarts == 2

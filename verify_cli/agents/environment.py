@@ -17,15 +17,14 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from verify_cli.agents.tools import Observation, ToolCall, check_call, truncate
-from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
-from verify_cli.sandbox.base import Sandbox
 from verify_cli.sandbox.sessions.base import (
     ExecResult,
     ExecVerdict,
@@ -34,12 +33,29 @@ from verify_cli.sandbox.sessions.base import (
     SessionFileError,
     SessionInfraError,
     SessionLimits,
+    Workspace,
 )
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, SOLUTION_DIR, Task
 from verify_cli.tasks.repository import SOLUTION_PATCH
 
 #: Characters of each failing test's message shown by run_tests.
 TEST_MESSAGE_CHARS = 400
+
+
+class SessionOpener(Protocol):
+    """What opens an episode's session: a :class:`~verify_cli.sandbox.base.Sandbox`, or an
+    :class:`~verify_cli.executors.base.Executor` (a Ray cluster's: the session on one node)."""
+
+    def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
+                     env: Mapping[str, str] | None = None, image: str | None = None,
+                     labels: Mapping[str, str] | None = None) -> Session: ...
+
+
+class GradesOne(Protocol):
+    """What grades an episode's files: a :class:`~verify_cli.grading.grader.Grader`, or an
+    :class:`~verify_cli.executors.base.Executor`."""
+
+    def grade(self, request: GradeRequest) -> GradeResult: ...
 
 
 def session_workspace(task: Task) -> dict[str, bytes]:
@@ -124,7 +140,7 @@ class TaskEnvironment:
     Open with :meth:`open`; thread-safe (one call at a time); :meth:`close` ends the session.
     """
 
-    def __init__(self, task: Task, session: Session, grader: Grader, *, observation_chars: int = 4000,
+    def __init__(self, task: Task, session: Session, grader: GradesOne, *, observation_chars: int = 4000,
                  command_seconds: float | None = None) -> None:
         self.task = task
         self.session = session
@@ -140,13 +156,15 @@ class TaskEnvironment:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, task: Task, sandbox: Sandbox, grader: Grader, *, observation_chars: int = 4000,
-             command_seconds: float | None = None) -> TaskEnvironment:
+    def open(cls, task: Task, sandbox: SessionOpener, grader: GradesOne, *, observation_chars: int = 4000,
+             command_seconds: float | None = None, avoid: Collection[str] = ()) -> TaskEnvironment:
         """A fresh session over ``task``'s starter and visible tests (SessionInfraError when the
-        backend cannot build one)."""
+        backend cannot build one). ``avoid``: nodes an executor should pass over (an episode
+        re-queued from one; a sandbox takes none)."""
+        more: dict[str, Any] = {"avoid": avoid} if avoid else {}
         session = sandbox.open_session(session_workspace(task), session_limits(task, command_seconds=command_seconds),
                                        image=task.environment.image or None,
-                                       labels={"verify-cli.task": task.id, "verify-cli.phase": "episode"})
+                                       labels={"verify-cli.task": task.id, "verify-cli.phase": "episode"}, **more)
         return cls(task, session, grader, observation_chars=observation_chars, command_seconds=command_seconds)
 
     @property
@@ -255,5 +273,5 @@ class TaskEnvironment:
             self._visible.close()
 
 
-__all__ = ["EpisodeOutcome", "TaskEnvironment", "VisibleTests", "format_exec", "session_limits",
-           "session_workspace"]
+__all__ = ["EpisodeOutcome", "GradesOne", "SessionOpener", "TaskEnvironment", "VisibleTests", "format_exec",
+           "session_limits", "session_workspace"]

@@ -6,24 +6,28 @@ when the agent kills its own session: a graded failure). A malformed tool call, 
 no call at all, is an observation telling the model what was wrong; it costs a turn, never an
 exception. Many episodes run at once (:func:`run_episodes`): while one waits for the model,
 others execute tools, so generation and tool execution overlap.
+
+Episodes run over a sandbox and a grader, or over an executor (:class:`~verify_cli.executors.
+base.Executor`: it opens the sessions and grades; on Ray each session lives on one node, new ones
+on the least-loaded node). An episode whose session the machinery lost (its node or actor gone)
+ends as ``infra_error``, never scored, and :func:`run_episodes` runs it again from the start.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from verify_cli.agents.environment import EpisodeOutcome, TaskEnvironment
+from verify_cli.agents.environment import EpisodeOutcome, GradesOne, SessionOpener, TaskEnvironment
 from verify_cli.agents.protocol import AgentModel, Message, ModelTurn
 from verify_cli.agents.tools import TOOLS, ToolSpec
-from verify_cli.grading.grader import Grader
+from verify_cli.errors import UsageError
 from verify_cli.models.base import ModelBackendError, SamplingParams
 from verify_cli.models.prompts import user_message
-from verify_cli.sandbox.base import Sandbox
 from verify_cli.sandbox.sessions.base import SessionError
 from verify_cli.tasks.model import Task
 
@@ -82,6 +86,13 @@ class AgentEpisode:
     outcome: EpisodeOutcome | None = None
     tokens: int = 0
     seconds: float = 0.0
+    #: The node its session lived on (empty: this machine).
+    node: str = ""
+    #: For an ``infra_error``: which machinery failed, ``sandbox`` (the session or its node, the
+    #: grader) or ``model``; empty otherwise.
+    machinery: str = ""
+    #: Earlier runs of this episode lost to the sandbox machinery and re-queued (their reasons).
+    lost: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -105,7 +116,8 @@ class AgentEpisode:
                 "tokens": self.tokens, "seconds": round(self.seconds, 4),
                 "generation_seconds": round(self.generation_seconds, 4),
                 "execution_seconds": round(self.execution_seconds, 4),
-                "outcome": self.outcome.to_dict() if self.outcome is not None else None}
+                "outcome": self.outcome.to_dict() if self.outcome is not None else None,
+                **({"node": self.node} if self.node else {}), **({"lost": list(self.lost)} if self.lost else {})}
 
 
 def first_messages(task: Task, *, system: str = AGENT_SYSTEM) -> list[Message]:
@@ -118,30 +130,48 @@ def _tokens(turn: ModelTurn) -> int:
     return len(turn.token_ids) if turn.token_ids else max(1, math.ceil(len(turn.text) / 4))
 
 
-def run_episode(task: Task, model: AgentModel, sandbox: Sandbox, grader: Grader, *,
+def _grader_of(sandbox: SessionOpener, grader: GradesOne | None) -> GradesOne:
+    if grader is not None:
+        return grader
+    if not hasattr(sandbox, "grade"):
+        raise UsageError("an episode over a sandbox needs a grader", hint="pass a Grader, or an Executor alone")
+    return sandbox  # type: ignore[return-value]  # an Executor: it opens the sessions and grades
+
+
+def run_episode(task: Task, model: AgentModel, sandbox: SessionOpener, grader: GradesOne | None = None, *,
                 limits: EpisodeLimits = EpisodeLimits(), params: SamplingParams | None = None,
                 tools: Sequence[ToolSpec] = TOOLS, sample_index: int = 0,
-                on_turn: Callable[[AgentEpisode, AgentTurn], None] | None = None) -> AgentEpisode:
-    """One episode of ``model`` on ``task``. Never raises for the model's or the agent's faults:
-    a model that cannot be reached, or a sandbox that cannot be built, ends it as ``infra_error``."""
+                on_turn: Callable[[AgentEpisode, AgentTurn], None] | None = None,
+                avoid_nodes: Collection[str] = ()) -> AgentEpisode:
+    """One episode of ``model`` on ``task``, its session opened by ``sandbox`` (a Sandbox, or an
+    Executor) and graded by ``grader`` (None: ``sandbox`` is an Executor, which grades too).
+    Never raises for the model's or the agent's faults: a model that cannot be reached, or a
+    sandbox that cannot be built or is lost, ends it as ``infra_error`` (:attr:`AgentEpisode.
+    machinery` says which). ``avoid_nodes``: nodes an executor should not open the session on."""
+    grades = _grader_of(sandbox, grader)
     started = time.monotonic()
     params = params or SamplingParams(max_tokens=1024)
     episode = AgentEpisode(task_id=task.id, sample_index=sample_index, messages=first_messages(task))
     try:
-        env = TaskEnvironment.open(task, sandbox, grader, observation_chars=limits.observation_chars,
-                                   command_seconds=limits.command_seconds)
+        env = TaskEnvironment.open(task, sandbox, grades, observation_chars=limits.observation_chars,
+                                   command_seconds=limits.command_seconds, avoid=avoid_nodes)
     except SessionError as e:
         episode.end_reason = "infra_error"
+        episode.machinery = "sandbox"
         episode.outcome = EpisodeOutcome("infra_error", None, f"no session could be opened: {e}")
         episode.seconds = time.monotonic() - started
         return episode
+    episode.node = env.session.node
     try:
         episode.end_reason = _loop(episode, env, model, tools, params, limits, started, on_turn)
         if episode.end_reason == "infra_error" and episode.outcome is not None:
+            episode.machinery = "model"
             return episode
         episode.outcome = env.outcome()
         if env.dead is not None:
             episode.end_reason = "session_dead"
+        if episode.outcome.status == "infra_error":
+            episode.machinery = "sandbox"
     finally:
         env.close()
         episode.seconds = time.monotonic() - started
@@ -213,31 +243,57 @@ class EpisodeJob:
     sample_index: int = 0
 
 
-def run_episodes(jobs: Iterable[EpisodeJob], model_for: Callable[[EpisodeJob], AgentModel], sandbox: Sandbox,
-                 grader: Grader, *, concurrency: int = 4, limits: EpisodeLimits = EpisodeLimits(),
-                 params: SamplingParams | None = None,
-                 on_turn: Callable[[AgentEpisode, AgentTurn], None] | None = None) -> Iterator[AgentEpisode]:
+def run_episodes(jobs: Iterable[EpisodeJob], model_for: Callable[[EpisodeJob], AgentModel],
+                 sandbox: SessionOpener, grader: GradesOne | None = None, *, concurrency: int = 4,
+                 limits: EpisodeLimits = EpisodeLimits(), params: SamplingParams | None = None,
+                 on_turn: Callable[[AgentEpisode, AgentTurn], None] | None = None,
+                 requeue: int = 1) -> Iterator[AgentEpisode]:
     """Run episodes ``concurrency`` at a time (``-j``: sessions open at once), yielding each as it
     ends (unordered). ``model_for`` gives each episode its model (one shared, thread-safe model,
-    or one per episode). While one episode waits for the model, the others execute tools."""
+    or one per episode). While one episode waits for the model, the others execute tools.
+    ``sandbox`` and ``grader`` as for :func:`run_episode` (an Executor alone: it does both).
+
+    An episode that ends ``infra_error`` because the sandbox machinery failed (its session's node
+    or actor lost, no session could be opened, the grader failed) is run again from the start,
+    at most ``requeue`` times (default once), its session kept off the node it was lost on where
+    another node can take it; only the last run is yielded, the earlier ones' reasons in
+    :attr:`AgentEpisode.lost` (never scored: ``on_turn`` has seen their turns). An episode
+    the model failed is not re-run."""
     it = iter(jobs)
-    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="episode") as pool:
-        pending: set[Future[AgentEpisode]] = set()
+    width = max(1, concurrency)
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="episode") as pool:
+        pending: dict[Future[AgentEpisode], tuple[EpisodeJob, list[AgentEpisode]]] = {}
+        retry: list[tuple[EpisodeJob, list[AgentEpisode]]] = []
         exhausted = False
+
+        def start(job: EpisodeJob, earlier: list[AgentEpisode]) -> None:
+            avoid = {e.node for e in earlier if e.node}
+            fut = pool.submit(run_episode, job.task, model_for(job), sandbox, grader, limits=limits, params=params,
+                              sample_index=job.sample_index, on_turn=on_turn, avoid_nodes=avoid)
+            pending[fut] = (job, earlier)
+
         while True:
-            while not exhausted and len(pending) < max(1, concurrency):
+            while retry and len(pending) < width:
+                start(*retry.pop(0))
+            while not exhausted and len(pending) < width:
                 try:
                     job = next(it)
                 except StopIteration:
                     exhausted = True
                     break
-                pending.add(pool.submit(run_episode, job.task, model_for(job), sandbox, grader, limits=limits,
-                                        params=params, sample_index=job.sample_index, on_turn=on_turn))
+                start(job, [])
             if not pending:
                 return
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for fut in done:
-                yield fut.result()
+                job, earlier = pending.pop(fut)
+                episode = fut.result()
+                if episode.status == "infra_error" and episode.machinery == "sandbox" and len(earlier) < requeue:
+                    retry.append((job, [*earlier, episode]))
+                    continue
+                reasons = [e.outcome.reason if e.outcome is not None else e.end_reason for e in earlier]
+                episode.lost = [*reasons, *episode.lost]
+                yield episode
 
 
 __all__ = ["AGENT_SYSTEM", "AgentEpisode", "AgentTurn", "EpisodeJob", "EpisodeLimits", "first_messages",

@@ -10,9 +10,15 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING
 
 from verify_cli.errors import ExitCode, VerifyError
 from verify_cli.grading.grader import GradeRequest, GradeResult
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
+    from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
 
 ResultCallback = Callable[[GradeResult], None]
 
@@ -144,6 +150,19 @@ class Executor(ABC):
             stop.set()
             with contextlib.suppress(BaseException):
                 await worker
+
+    def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
+                     env: Mapping[str, str] | None = None, image: str | None = None,
+                     labels: Mapping[str, str] | None = None, avoid: Collection[str] = ()) -> Session:
+        """A session (:mod:`verify_cli.sandbox.sessions`) in this executor's sandboxes, as
+        :meth:`Sandbox.open_session <verify_cli.sandbox.base.Sandbox.open_session>` opens one;
+        the caller closes it. Where the executor has several nodes the session lives on one
+        (:attr:`Session.node` names it, least loaded first, ``avoid`` naming nodes to pass over
+        where another can take it). Default: SessionsUnsupportedError."""
+        from verify_cli.sandbox.sessions.base import SessionsUnsupportedError
+
+        raise SessionsUnsupportedError(f"the {self.name or type(self).__name__} executor cannot open sessions",
+                                       hint="use --executor local or ray")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the executor holds (sandboxes, warm workers, cluster actors)."""

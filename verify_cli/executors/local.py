@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 
 from verify_cli.executors.base import Executor, ResultCallback
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult
 from verify_cli.sandbox.base import Sandbox
 from verify_cli.sandbox.registry import SandboxSpec, create_sandbox, sandbox_spec
+from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
 
 
 class LocalExecutor(Executor):
@@ -58,6 +59,12 @@ class LocalExecutor(Executor):
 
     def reserve(self, jobs: int) -> None:
         self.grader.reserve(jobs)
+
+    def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
+                     env: Mapping[str, str] | None = None, image: str | None = None,
+                     labels: Mapping[str, str] | None = None, avoid: Collection[str] = ()) -> Session:
+        """A session of this executor's sandbox (one machine: ``avoid`` changes nothing)."""
+        return self.sandbox.open_session(workspace, limits, env=env, image=image, labels=labels)
 
     def close(self) -> None:
         self.grader.close()

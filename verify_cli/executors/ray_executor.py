@@ -10,6 +10,12 @@ Failures: a request whose actor or node dies, or whose call fails, is re-queued 
 (where there is one) and never scored; after ``max_attempts`` deliveries it comes back as an
 ``infra_error`` result. A node whose calls fail ``drain_after`` times in a row is drained. Every
 result names the node it ran on (:attr:`GradeResult.node`).
+
+Sessions (:meth:`RayExecutor.open_session`): each lives on one node, held by that node's actor
+(:mod:`verify_cli.executors.ray_sessions`), a new one on the least-loaded node (open sessions per
+slot). A session whose actor or node is lost is broken (``infra_error``, never scored): it is not
+moved, its caller starts over (:func:`verify_cli.agents.episode.run_episodes` re-queues the
+episode).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +46,7 @@ from verify_cli.executors.shipping import pack_task
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.sandbox.base import RunResult, Verdict
 from verify_cli.sandbox.registry import SandboxSpec, sandbox_spec
+from verify_cli.sandbox.sessions.base import Session, SessionInfraError, SessionLimits, Workspace
 
 #: How long the driver waits between looks at capacity that another stream may have freed.
 _POLL_SECONDS = 0.05
@@ -52,6 +59,7 @@ class _Pool:
     capacity: int
     generation: int = 0
     in_flight: int = 0
+    sessions: int = 0
     drained: bool = False
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -260,15 +268,18 @@ class RayExecutor(Executor):
             pool.in_flight -= 1
 
     def _node_failed(self, attempt: _Attempt, error: BaseException) -> None:
-        """A delivery failed: strike the node once per failure (once per actor death), replace a
-        dead actor on a live node, drain a node that keeps failing."""
+        """A delivery failed: see :meth:`_pool_failed`."""
+        if attempt.pool is not None:
+            self._pool_failed(attempt.pool, attempt.generation, error)
+
+    def _pool_failed(self, pool: _Pool, generation: int, error: BaseException) -> None:
+        """A call on ``pool``'s actor of ``generation`` failed: strike the node once per failure
+        (once per actor death), replace a dead actor on a live node, drain a node that keeps
+        failing."""
         ray = self._ray
-        pool = attempt.pool
-        if pool is None:  # pragma: no cover - only submitted attempts fail
-            return
         actor_died = isinstance(error, ray.exceptions.RayActorError | ray.exceptions.NodeDiedError)
         with self._lock:
-            if pool.drained or (actor_died and attempt.generation != pool.generation):
+            if pool.drained or (actor_died and generation != pool.generation):
                 return  # this death was already handled
             if actor_died:
                 pool.generation += 1
@@ -365,6 +376,74 @@ class RayExecutor(Executor):
                 if on_result is not None:
                     on_result(result)
                 yield result
+
+    # --- sessions ---------------------------------------------------------------------------
+
+    def sessions_open(self) -> dict[str, int]:
+        """Sessions open on each node, by node id."""
+        with self._lock:
+            return {p.node.node_id: p.sessions for p in self._pools}
+
+    def _claim_session(self, avoid: Collection[str], tried: set[str]) -> _Pool | None:
+        """The least-loaded live node for one more session (open sessions per slot, then runs in
+        flight), passing over ``avoid`` (node names or ids) where another node can take it."""
+        with self._lock:
+            live = [p for p in self._pools if not p.drained and p.node.node_id not in tried]
+            if not live:
+                return None
+            preferred = [p for p in live if p.node.name not in avoid and p.node.node_id not in avoid] or live
+            pool = min(preferred, key=lambda p: (p.sessions / p.node.slots, p.in_flight / p.capacity))
+            pool.sessions += 1
+            return pool
+
+    def _session_closed(self, pool: _Pool) -> None:
+        with self._lock:
+            pool.sessions -= 1
+
+    def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
+                     env: Mapping[str, str] | None = None, image: str | None = None,
+                     labels: Mapping[str, str] | None = None, avoid: Collection[str] = ()) -> Session:
+        """A session on the least-loaded node, held there by its sandbox-pool actor; the returned
+        :class:`~verify_cli.executors.ray_sessions.RaySession` forwards each call to it. A node
+        whose actor cannot be reached is struck and the next one tried; SessionInfraError when
+        none can open it. A host-folder ``workspace`` is read here and sent as files."""
+        from verify_cli.executors.ray_sessions import OPEN_TIMEOUT, RaySession, from_wire, workspace_files
+
+        ray = self._ray
+        files = workspace_files(workspace)
+        limits = limits or SessionLimits()
+        tried: set[str] = set()
+        failures: list[str] = []
+        while True:
+            pool = self._claim_session(avoid, tried)
+            if pool is None:
+                raise SessionInfraError("no node of the Ray cluster could open a session"
+                                        + (f": {'; '.join(failures)}" if failures else " (every node was drained)"),
+                                        hint="run `verify-cli cluster status`")
+            tried.add(pool.node.node_id)
+            with self._lock:
+                actor, generation = pool.actor, pool.generation
+            try:
+                tag, value = ray.get(actor.open_session.remote(files, limits, env, image, labels),
+                                     timeout=OPEN_TIMEOUT)
+            except ray.exceptions.RayError as e:
+                self._session_closed(pool)
+                failures.append(f"{pool.node.name}: {type(e).__name__}: {_cause(e)}")
+                self._pool_failed(pool, generation, e)
+                continue
+            if tag == "error":
+                self._session_closed(pool)
+                raise from_wire(value)
+            sid, backend, workdir = value
+
+            def lost(error: BaseException, pool: _Pool = pool, generation: int = generation) -> None:
+                self._pool_failed(pool, generation, error)
+
+            def closed(pool: _Pool = pool) -> None:
+                self._session_closed(pool)
+
+            return RaySession(ray, actor, sid, node=pool.node.name, backend=backend, workdir=workdir, limits=limits,
+                              on_lost=lost, on_close=closed)
 
     # --- tear-down --------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """The sandbox-pool actor: one per node, holding that node's sandbox backend, warm workers and
-unpacked task folders, running at most ``slots`` sandboxes at once.
+unpacked task folders, running at most ``slots`` sandboxes at once, and the sessions opened on
+this node (:class:`~verify_cli.executors.ray_sessions.SessionHost`).
 
 A plain class here (importing this module does not import Ray); :mod:`verify_cli.executors.
 ray_executor` makes it an actor with ``ray.remote`` and pins one to each node.
@@ -17,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli._version import __version__
+from verify_cli.executors.ray_sessions import SessionHost
 from verify_cli.executors.shipping import TaskBundle, TaskDepot
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult
 from verify_cli.sandbox.registry import AUTO, SandboxSpec, create_sandbox, sandbox_spec
 
 
-class SandboxPool:
+class SandboxPool(SessionHost):
     """Grades requests on this node in one backend, ``slots`` at a time (more calls wait here).
     ``spec`` is the driver's, unchanged; an ``auto`` in it is resolved here."""
 
@@ -44,6 +46,7 @@ class SandboxPool:
         self.waiting = 0
         self.done = 0
         self.peak = 0  # the most sandboxes this actor ever ran at once
+        self.sessions = {}
 
     def cache_identity(self, image: str | None) -> str:
         return self.box.cache_identity(image)
@@ -55,7 +58,7 @@ class SandboxPool:
 
     def stats(self) -> dict[str, Any]:
         return {"node": self.node, "backend": self.backend, "slots": self.slots, "running": self.running,
-                "waiting": self.waiting, "done": self.done, "peak": self.peak}
+                "waiting": self.waiting, "done": self.done, "peak": self.peak, "sessions": len(self.sessions)}
 
     async def grade(self, request: GradeRequest, content_hash: str, bundle: list[Any]) -> GradeResult:
         """Grade ``request`` here. ``bundle`` is ``[ObjectRef of the TaskBundle]``, fetched only
@@ -79,6 +82,7 @@ class SandboxPool:
         return replace(result, node=self.node)
 
     def shutdown(self) -> None:
+        self.close_sessions()
         self.grader.close()
         self.box.close()
         self.threads.shutdown(wait=False)

@@ -222,6 +222,8 @@ class Session(ABC):
     backend: str = ""
     #: The work folder as commands see it (their working folder and ``$HOME``).
     workdir: str = "/workspace"
+    #: The cluster node the session lives on (``ip/node id``); empty: this machine.
+    node: str = ""
 
     @property
     @abstractmethod
