@@ -40,9 +40,16 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from verify_cli.sandbox.base import Limits, RunSpec, Sandbox, Verdict  # noqa: E402
-from verify_cli.sandbox.registry import create_sandbox  # noqa: E402
-from verify_cli.sandbox.sessions import Session, SessionError, SessionLimits  # noqa: E402
+from verify_cli import VerifyError  # noqa: E402
+from verify_cli.sandbox import (  # noqa: E402
+    Limits,
+    RunSpec,
+    Sandbox,
+    Session,
+    SessionLimits,
+    Verdict,
+    create_sandbox,
+)
 
 IMAGE = "verify-cli/python:3.11"
 IDLE = SessionLimits(memory_mb=256, processes=64, disk_bytes=64 << 20, idle_seconds=3600,
@@ -167,7 +174,7 @@ def capacity(box: Sandbox, limit: int, keep_free: int, image: str | None) -> dic
                 break
             try:
                 sessions.append(box.open_session(None, IDLE, image=image))
-            except SessionError as e:
+            except VerifyError as e:  # a SessionError: the machine cannot hold more
                 stopped = f"open failed: {e}"
                 break
         opened_s = time.perf_counter() - start

@@ -99,7 +99,7 @@ PINNED: dict[str, set[str]] = {
     "verify_cli.adapters": {
         "CompletionGrader", "RewardInfraError", "TaskAction", "TaskObservation", "VerifyCliEnvClient",
         "VerifyCliEnvironment", "VerifyCliReward", "VerifyCliTaskEnvironment", "VerifyCliTool",
-        "compute_score", "compute_score_batch", "create_openenv_app",
+        "compute_score", "compute_score_batch", "create_openenv_app", "tool_config", "tools_kwargs",
     },
 }
 

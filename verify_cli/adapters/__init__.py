@@ -40,11 +40,13 @@ _LAZY = {
     "TaskObservation": "verify_cli.adapters.openenv",
     "VerifyCliTaskEnvironment": "verify_cli.adapters.trl_env",
     "VerifyCliTool": "verify_cli.adapters.verl_tool",
+    "tool_config": "verify_cli.adapters.verl_tool",
+    "tools_kwargs": "verify_cli.adapters.verl_tool",
 }
 
 __all__ = ["CompletionGrader", "RewardInfraError", "TaskAction", "TaskObservation", "VerifyCliEnvClient",
            "VerifyCliEnvironment", "VerifyCliReward", "VerifyCliTaskEnvironment", "VerifyCliTool",
-           "compute_score", "compute_score_batch", "create_openenv_app"]
+           "compute_score", "compute_score_batch", "create_openenv_app", "tool_config", "tools_kwargs"]
 
 
 def __getattr__(name: str) -> Any:
