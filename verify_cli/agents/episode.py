@@ -27,9 +27,10 @@ from verify_cli.agents.protocol import AgentModel, Message, ModelTurn
 from verify_cli.agents.tools import TOOLS, ToolSpec
 from verify_cli.errors import UsageError
 from verify_cli.models.base import ModelBackendError, SamplingParams
-from verify_cli.models.prompts import user_message
+from verify_cli.models.prompts import show_file
 from verify_cli.sandbox.sessions.base import SessionError
 from verify_cli.tasks.model import Task
+from verify_cli.tasks.paths import matches_any
 
 AGENT_SYSTEM = (
     "You are a software engineer working in a sandboxed copy of a project. Use the tools to look "
@@ -120,10 +121,36 @@ class AgentEpisode:
                 **({"node": self.node} if self.node else {}), **({"lost": list(self.lost)} if self.lost else {})}
 
 
+#: A work folder this small is shown whole in the first message; a larger one (a repository) is
+#: listed, and the agent reads what it needs.
+SHOWN_FILES = 12
+SHOWN_BYTES = 48_000
+
+
+def task_message(task: Task) -> str:
+    """The task as an agent's first user message: prompt.md, the work folder (shown whole when
+    small, else listed: the agent looks around with its tools), what it may edit, how to answer."""
+    files = {**task.starter_files(), **task.visible_test_files()}
+    parts = [task.prompt.strip() or f"Solve the task {task.id}."]
+    editable = ", ".join(f"`{g}`" for g in task.editable)
+    small = len(files) <= SHOWN_FILES and sum(p.stat().st_size for p in files.values()) <= SHOWN_BYTES
+    if small:
+        parts.append(f"## The work folder\n\nYou may change only files matching: {editable}.")
+        parts += [show_file(rel, p.read_bytes(), "" if matches_any(task.editable, rel) else "read-only")
+                  for rel, p in sorted(files.items())]
+    else:
+        listing = "\n".join(f"- {rel}{'' if matches_any(task.editable, rel) else ' (read-only)'}"
+                            for rel in sorted(files))
+        parts.append(f"## The work folder ({len(files)} files)\n\nYou may change only files matching: "
+                     f"{editable}.\n\n{listing}")
+    parts.append("## How to answer\n\nUse the tools: read and edit files, run the visible tests with "
+                 "run_tests, and call submit when your files are ready.")
+    return "\n\n".join(parts) + "\n"
+
+
 def first_messages(task: Task, *, system: str = AGENT_SYSTEM) -> list[Message]:
-    """The conversation an episode starts from: the system message and the task (its prompt,
-    starter and visible tests, as a one-shot prompt shows them)."""
-    return [{"role": "system", "content": system}, {"role": "user", "content": user_message(task)}]
+    """The conversation an episode starts from: the system message and :func:`task_message`."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": task_message(task)}]
 
 
 def _tokens(turn: ModelTurn) -> int:

@@ -88,7 +88,8 @@ def export_command(
     path: Annotated[Path, typer.Argument(help="A task folder, or a folder searched recursively for tasks.")],
     fmt: Annotated[str, typer.Option(
         "--format", "-f",
-        help="verl, jsonl, datasets or swebench (repository tasks: rows and a git repository each).")] = "verl",
+        help="verl, jsonl, datasets, swebench (repository tasks: rows and a git repository each), "
+             "verl-agent or trl-agent (agent episodes: first messages and the task's session).")] = "verl",
     out: Annotated[Path, typer.Option("--out", "-o", help="Destination file or folder.")] = Path("export"),
     split: Annotated[str, typer.Option("--split", help="Split of tasks whose source names none.")] = "train",
     json_out: Annotated[str | None, typer.Option(

@@ -21,6 +21,8 @@ class ExportFormat(StrEnum):
     JSONL = "jsonl"
     DATASETS = "datasets"
     SWEBENCH = "swebench"  # repository tasks: SWE-bench rows and a git repository per task
+    VERL_AGENT = "verl-agent"  # verl's multi-turn tool-agent rows (exporters/agent.py)
+    TRL_AGENT = "trl-agent"  # TRL environment-mode rows (exporters/agent.py)
 
 
 @dataclass
@@ -105,6 +107,8 @@ def export_tasks(path: Path, fmt: str, out: Path, *, split: str = "train",
     items: Iterable[Task | TaskLoadFailure] = load_task_set(path)
     if chosen is ExportFormat.SWEBENCH:
         return _export_swebench(items, out, report, on_task)
+    if chosen in (ExportFormat.VERL_AGENT, ExportFormat.TRL_AGENT):
+        return _export_agent(items, chosen, out, report, split, on_task)
     for item in items:
         if isinstance(item, TaskLoadFailure):
             report.skipped.append((str(item.root), item.error.message))
@@ -152,9 +156,35 @@ def _export_swebench(items: Iterable[Task | TaskLoadFailure], out: Path, report:
     return report
 
 
+def _export_agent(items: Iterable[Task | TaskLoadFailure], fmt: ExportFormat, out: Path, report: ExportReport,
+                  split: str, on_task: Callable[[str], None] | None) -> ExportReport:
+    from verify_cli.exporters.agent import write_trl_agent, write_verl_agent
+
+    tasks: list[Task] = []
+    for item in items:
+        if isinstance(item, TaskLoadFailure):
+            report.skipped.append((str(item.root), item.error.message))
+            continue
+        tasks.append(item)
+        report.exported.append(item.id)
+        if on_task is not None:
+            on_task(item.id)
+    if not tasks:
+        raise UsageError(f"{out}: no task could be loaded to export",
+                         hint="run 'verify-cli check-tasks' on it to see why")
+    write = write_verl_agent if fmt is ExportFormat.VERL_AGENT else write_trl_agent
+    try:
+        report.out = write(tasks, out, split=split)
+    except OSError as e:
+        raise UsageError(f"{e.filename or out}: cannot write the export ({e.strerror or e})",
+                         hint="give --out a place you can write to") from None
+    return report
+
+
 #: Formats written as one file when --out ends with one of these suffixes (else into a folder).
 _FILE_SUFFIXES = {ExportFormat.VERL: (".parquet",), ExportFormat.JSONL: (".jsonl", ".ndjson"),
-                  ExportFormat.DATASETS: (), ExportFormat.SWEBENCH: (".jsonl", ".ndjson")}
+                  ExportFormat.DATASETS: (), ExportFormat.SWEBENCH: (".jsonl", ".ndjson"),
+                  ExportFormat.VERL_AGENT: (".parquet",), ExportFormat.TRL_AGENT: (".jsonl", ".ndjson")}
 
 
 def _check_destination(source: Path, out: Path, fmt: ExportFormat) -> None:

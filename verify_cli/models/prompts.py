@@ -52,7 +52,8 @@ def _fence_language(path: str) -> str:
     return ""
 
 
-def _show_file(path: str, data: bytes, note: str = "") -> str:
+def show_file(path: str, data: bytes, note: str = "") -> str:
+    """One file as a prompt shows it: a heading, then its text in a fenced block naming it."""
     title = f"### {path}{f' ({note})' if note else ''}"
     if len(data) > MAX_SHOWN_FILE_BYTES:
         return f"{title}\n\n(not shown: {len(data)} bytes)\n"
@@ -73,10 +74,10 @@ def user_message(task: Task, *, include_tests: bool = True) -> str:
     parts.append("## Files\n\nYou may change only files matching: "
                  + ", ".join(f"`{g}`" for g in task.editable) + ".")
     for rel, path in starter.items():
-        parts.append(_show_file(rel, path.read_bytes(), "" if rel in editable else "read-only"))
+        parts.append(show_file(rel, path.read_bytes(), "" if rel in editable else "read-only"))
     if include_tests:
         for rel, path in list_files(task.root / TESTS_DIR).items():
-            parts.append(_show_file(f"{TESTS_DIR}/{rel}", path.read_bytes(), "visible test, read-only"))
+            parts.append(show_file(f"{TESTS_DIR}/{rel}", path.read_bytes(), "visible test, read-only"))
     target = single_editable_file(task) or (editable[0] if editable else task.editable[0])
     lang = _LANGUAGES.get(task.language.lower(), _fence_language(target))
     parts.append("## Answer format\n\nReply with the complete new content of every file you change, "
