@@ -1,5 +1,6 @@
-"""A difficulty run at scale: the sample cache syncs in batches, not once per sample, and a run
-of a few hundred samples leaves nothing of them behind in the scratch space."""
+"""A difficulty run at scale: the sample cache syncs in batches, not once per sample, a run of a
+few hundred samples leaves nothing of them behind in the scratch space, and samples.parquet is
+written a row group at a time."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from verify_cli.difficulty.cache import SYNC_SECONDS, SampleCache
-from verify_cli.difficulty.runner import DifficultyOptions, run_difficulty
+from verify_cli.difficulty.outputs import sample_rows, write_samples
+from verify_cli.difficulty.runner import DifficultyOptions, DifficultyReport, TaskDifficulty, run_difficulty
 from verify_cli.difficulty.samples import SampleRecord
+from verify_cli.difficulty.schema import SAMPLES_SCHEMA
 from verify_cli.grading.grader import Grader
 from verify_cli.models import create_model_backend
 from verify_cli.sandbox.registry import create_sandbox
@@ -103,3 +108,28 @@ def test_hundreds_of_samples_leave_no_file_in_the_scratch_space(
     # one per sample; once it is closed, nothing.
     assert len([e for e in during if "/" not in e]) < 10, during[:20]
     assert _scratch_entries(scratch) == []
+
+
+def _report(records: list[SampleRecord]) -> DifficultyReport:
+    from verify_cli.difficulty.stats import task_stats
+    from verify_cli.models.base import SamplingParams
+
+    stats = task_stats((r.outcome for r in records), ks=(1,), confidence=0.95)
+    task = TaskDifficulty(task_id="set/a", path="/x", bucket="solved", stats=stats, records=records)
+    return DifficultyReport(tasks=[task], model_id="replay:x", params=SamplingParams(), options=DifficultyOptions())
+
+
+def test_samples_parquet_is_written_a_row_group_at_a_time(tmp_path: Path) -> None:
+    """Writing 20,000 samples held every row twice over (dicts, then one Arrow table): the rows
+    now go out a group at a time, the same rows in the same order."""
+    report = _report([_record(i) for i in range(5)])
+    path = write_samples(report, tmp_path / "samples.parquet", row_group=2)
+    parquet = pq.ParquetFile(path)
+    assert parquet.metadata.num_row_groups == 3
+    assert parquet.read().to_pylist() == pa.Table.from_pylist(sample_rows(report), schema=SAMPLES_SCHEMA).to_pylist()
+    assert [r["sample_index"] for r in parquet.read().to_pylist()] == [0, 1, 2, 3, 4]
+
+
+def test_samples_parquet_of_no_sample_has_the_schema(tmp_path: Path) -> None:
+    table = pq.read_table(write_samples(_report([]), tmp_path / "samples.parquet"))
+    assert table.num_rows == 0 and table.schema.names == SAMPLES_SCHEMA.names
