@@ -26,9 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from verify_cli.checks.cache import default_cache_dir  # noqa: E402
-from verify_cli.difficulty.cache import SampleCache  # noqa: E402
-from verify_cli.difficulty.samples import SampleRecord  # noqa: E402
+from verify_cli.checks import default_cache_dir  # noqa: E402
+from verify_cli.difficulty import SampleCache, SampleRecord  # noqa: E402
 
 BODY = "def f(values):\n" + "    total = 0\n    for v in values:\n        total += v\n" * 12 + "    return total\n"
 

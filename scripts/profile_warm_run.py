@@ -35,10 +35,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from verify_cli import Grader, create_sandbox, load_task_set  # noqa: E402
-from verify_cli.grading.grader import GradeRequest  # noqa: E402
-from verify_cli.grading.workspace import Phase, solution_as_candidate  # noqa: E402
+from verify_cli.grading import GradeRequest, Phase, solution_as_candidate  # noqa: E402
 from verify_cli.importers import import_rows  # noqa: E402
-from verify_cli.tasks.model import Task  # noqa: E402
+from verify_cli.tasks import Task  # noqa: E402
 
 
 def by_module(stats: pstats.Stats) -> list[tuple[str, float]]:

@@ -55,7 +55,7 @@ PINNED: dict[str, set[str]] = {
     },
     "verify_cli.checks": {
         "AuditOptions", "CheckOptions", "DEFAULT_REPEATS", "MutationReport", "TaskVerdict",
-        "audit_tasks", "check_tasks", "detection_power",
+        "audit_tasks", "check_tasks", "default_cache_dir", "detection_power",
     },
     "verify_cli.models": {
         "Completion", "ModelBackend", "Prompt", "SamplingParams", "build_prompt", "build_tiny_model",
@@ -81,7 +81,7 @@ PINNED: dict[str, set[str]] = {
     },
     "verify_cli.difficulty": {
         # derive_seed (task hash, first sample) is gone: the one derivation is verify_cli.sampling's
-        "DifficultyOptions", "grade_sample", "run_difficulty", "sample_seed",
+        "DifficultyOptions", "SampleCache", "SampleRecord", "grade_sample", "run_difficulty", "sample_seed",
     },
     "verify_cli.importers": {
         "ImportReport", "ImportStopped", "PRESETS", "Preset", "RowError", "RowFailure", "TaskDraft",

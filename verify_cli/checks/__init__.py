@@ -14,6 +14,7 @@ _PUBLIC: dict[str, str] = {
     "AuditOptions": "verify_cli.checks.audit.model",
     "audit_tasks": "verify_cli.checks.audit.run",
     "MutationReport": "verify_cli.checks.audit",
+    "default_cache_dir": "verify_cli.checks.cache",
 }
 
 __all__ = sorted(_PUBLIC)

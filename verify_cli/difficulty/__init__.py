@@ -12,6 +12,8 @@ _PUBLIC: dict[str, str] = {
     "run_difficulty": "verify_cli.difficulty.runner",
     "sample_seed": "verify_cli.sampling.seeds",
     "grade_sample": "verify_cli.difficulty.samples",
+    "SampleRecord": "verify_cli.difficulty.samples",
+    "SampleCache": "verify_cli.difficulty.cache",
 }
 
 __all__ = sorted(_PUBLIC)
