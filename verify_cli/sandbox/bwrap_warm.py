@@ -51,6 +51,7 @@ from verify_cli.sandbox.bwrap_worker import (
     WorkerKey,
 )
 from verify_cli.sandbox.cgroup import cgroup_manager
+from verify_cli.sandbox.trusted_launch import TRUSTED_HOME, trusted_home_variables
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
     SANDBOX_HARNESS,
@@ -187,6 +188,9 @@ class WarmPool(WarmHost):
             channel = f"{CANDIDATE_CHANNEL}/{CHANNEL_SOCKET}"
             extra.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=candidate_exec_prefix(
                 sys.executable, SANDBOX_HARNESS, channel))
+            # The trusted side's home: an empty read-only folder of the worker's sandbox, which
+            # the candidate's (bwrap_candidate.py) does not have.
+            extra.update(trusted_home_variables(spec.env))
         return pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                   harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
                                   path=runtime_path(), extra=extra)

@@ -117,7 +117,10 @@ def candidate_exec_prefix(python: str, harness_dir: str, channel: str) -> str:
     candidate's sandbox through the channel ``channel``."""
     import shlex
 
-    return shlex.join([python, f"{harness_dir}/verify_candidate_exec.py", "--channel", channel, "--"])
+    from verify_cli.sandbox.trusted_launch import python_script_argv
+
+    return shlex.join([*python_script_argv(python, f"{harness_dir}/verify_candidate_exec.py"),
+                       "--channel", channel, "--"])
 
 
 def candidate_environment(*, workdir: str, tmp_dir: str, channel: str, candidate_harness: str,
