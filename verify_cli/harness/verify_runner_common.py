@@ -59,27 +59,6 @@ _hmac_new = hmac.new
 _sha256 = hashlib.sha256
 
 
-def scrub_environment(name: str) -> str:
-    """Remove ``name`` from the environment, overwriting its bytes where libc keeps them (so
-    ``/proc/self/environ`` does not show it either); returns its value. Shared with the pytest
-    plugin (verify_harness), which must not make a runner import pytest."""
-    value = os.environ.get(name, "")
-    if not value:
-        return ""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.getenv.restype = ctypes.c_void_p
-        addr = libc.getenv(name.encode())
-        if addr:
-            ctypes.memset(addr, ord("x"), len(value.encode()))
-    except Exception:
-        pass
-    os.environ.pop(name, None)
-    return value
-
-
 PR_SET_DUMPABLE = 4
 
 
@@ -94,10 +73,31 @@ def not_dumpable() -> None:
         pass
 
 
+def scrub_environment(name: str) -> str:
+    """Remove ``name`` from the environment, overwriting its bytes where libc keeps them (so
+    ``/proc/self/environ`` does not show it either); returns its value. Shared with the pytest
+    plugin (verify_harness), which must not make a runner import pytest."""
+    value = os.environ.get(name, "")
+    if not value:
+        return ""
+    not_dumpable()  # a process that held a secret: no other process may read its memory
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.getenv.restype = ctypes.c_void_p
+        addr = libc.getenv(name.encode())
+        if addr:
+            ctypes.memset(addr, ord("x"), len(value.encode()))
+    except Exception:
+        pass
+    os.environ.pop(name, None)
+    return value
+
+
 def take_seal_key() -> str:
     """The grader's per-run secret, removed from the environment (and libc's copy blanked);
     this process is made not dumpable first."""
-    not_dumpable()
     return scrub_environment(SEAL_KEY_ENV)
 
 

@@ -82,6 +82,8 @@ def pinned_environment(*, workdir: str, results_dir: str, harness_dir: str, tmp_
         "PYTHONHASHSEED": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
+        # No user site in any interpreter of a run: a candidate could write one in $HOME.
+        "PYTHONNOUSERSITE": "1",
         "PYTHONPATH": harness_dir,
         "NODE_PATH": harness_dir,  # the harness's node preload (verify_node_guard.js)
         "NO_COLOR": "1",
