@@ -33,7 +33,7 @@ import pytest
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import Sandbox
-from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_TMP, SANDBOX_WORKDIR
+from verify_cli.sandbox.environment import HARNESS_DIR, SANDBOX_HARNESS, SANDBOX_TMP, SANDBOX_WORKDIR
 from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.sandbox.trusted_launch import LAUNCH_SCRIPT, TRUSTED_HOME
 from verify_cli.tasks.loader import load_task
@@ -207,7 +207,7 @@ def violations(p: Proc, *, isolating: bool, two_process: bool) -> list[str]:
     if p.name == "node":
         opts = env.get("NODE_OPTIONS", "")
         for m in re.finditer(r"--(?:require|import|loader|experimental-loader)[= ](\S+)", opts):
-            if not m.group(1).startswith((SANDBOX_HARNESS, "/opt/verify")):
+            if not m.group(1).startswith((SANDBOX_HARNESS + "/", f"{HARNESS_DIR}/")):
                 out.append(f"NODE_OPTIONS loads {m.group(1)} (not the harness's)")
     if isolating and two_process and p.env is not None and p.name not in ("bwrap",):
         home = env.get("HOME", "")
@@ -298,8 +298,9 @@ def test_every_trusted_process_keeps_the_rule_on_bwrap(bwrap: Sandbox, mode: str
     broken: dict[str, list[str]] = {}
     for task_id, obs in runs.items():
         assert obs.result.status is GradeStatus.GRADED and obs.result.passed, (task_id, obs.result.problems)
-        assert any(not p.candidate for p in obs.procs) and any(p.candidate for p in obs.procs), (
-            f"{task_id}: the probe saw no trusted or no candidate process")
+        assert any(not p.candidate for p in obs.procs), f"{task_id}: the probe saw no trusted process"
+        if obs.result.isolation == "two-process":
+            assert any(p.candidate for p in obs.procs), f"{task_id}: the probe saw no candidate process"
         if (bad := _report(obs, isolating=True)):
             broken[task_id] = bad
     assert broken == {}

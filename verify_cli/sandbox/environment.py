@@ -94,6 +94,10 @@ def pinned_environment(*, workdir: str, results_dir: str, harness_dir: str, tmp_
     }
     if extra:
         env.update(extra)
+    if env.get("NODE_OPTIONS") and harness_dir:
+        from verify_cli.sandbox.trusted_launch import absolute_harness_requires
+
+        env["NODE_OPTIONS"] = absolute_harness_requires(env["NODE_OPTIONS"], harness_dir)
     return env
 
 

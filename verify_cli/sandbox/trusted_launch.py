@@ -20,6 +20,7 @@ of a run against it.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping
 
@@ -56,6 +57,18 @@ def python_script_argv(python: str, script: str, *args: str) -> list[str]:
     return [python, *PYTHON_FLAGS, script, *args]
 
 
+#: How the node kind names the harness's preloads in ``NODE_OPTIONS`` (a bare name, found through
+#: ``NODE_PATH``); :func:`absolute_harness_requires` turns them into absolute paths.
+HARNESS_NODE_REQUIRE = re.compile(r"--require[= ](verify_node_[a-z_]+)(?=\s|$)")
+
+
+def absolute_harness_requires(node_options: str, harness_dir: str) -> str:
+    """``node_options`` with each harness preload named by its absolute path: a bare name is
+    looked up in ``node_modules`` folders from the working folder up (the shared work folder)
+    before ``NODE_PATH``, so a candidate could put its own file there in the harness's place."""
+    return HARNESS_NODE_REQUIRE.sub(lambda m: f"--require {harness_dir}/{m.group(1)}.js", node_options)
+
+
 def trusted_home_variables(env: Mapping[str, str]) -> dict[str, str]:
     """What a two-process run's trusted side gets on top of the run's variables: ``HOME`` the
     trusted side's folder (unless the task's own variables name one)."""
@@ -75,6 +88,6 @@ def trusted_environment(env: Mapping[str, str], *, home: str | None = None) -> d
     return out
 
 
-__all__ = ["LAUNCH_SCRIPT", "PYTHON_FLAGS", "TRUSTED_HOME", "TRUSTED_HOME_ENV", "UNTRUSTED_VARIABLES",
+__all__ = ["HARNESS_NODE_REQUIRE", "LAUNCH_SCRIPT", "absolute_harness_requires", "PYTHON_FLAGS", "TRUSTED_HOME", "TRUSTED_HOME_ENV", "UNTRUSTED_VARIABLES",
            "python_module_argv", "python_module_command", "python_script_argv", "trusted_environment",
            "trusted_home_variables"]
