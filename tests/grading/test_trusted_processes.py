@@ -349,7 +349,8 @@ def test_a_runner_started_the_old_way_breaks_the_rule() -> None:
     assert violations(scrubbed, isolating=True, two_process=True) == []
     node = Proc(4, 0, ["node", "--test"], {"HOME": TRUSTED_HOME, "NODE_OPTIONS": "--require /workspace/x.js"},
                 "/workspace", "/usr/bin/node", seen=5)
-    assert violations(node, isolating=True, two_process=True) == ["NODE_OPTIONS loads /workspace/x.js (not the harness's)"]
+    assert violations(node, isolating=True, two_process=True) == [
+        "NODE_OPTIONS loads /workspace/x.js (not the harness's)"]
 
 
 # -- the hacks ----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
+from verify_cli.errors import UsageError
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
 from verify_cli.grading.scoring import TestLists
 from verify_cli.grading.scoring import score as policy_score
@@ -35,7 +36,6 @@ from verify_cli.grading.workspace import Phase, lay_out
 from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Sandbox, Verdict
 from verify_cli.sandbox.environment import scratch_root
-from verify_cli.errors import UsageError
 from verify_cli.tasks.model import Isolation, Task
 from verify_cli.tasks.paths import glob_matches
 

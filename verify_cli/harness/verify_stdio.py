@@ -25,7 +25,6 @@ from verify_runner_common import (
     CaseResult,
     Program,
     case_classname,
-    trusted_environment,
     changed_test_files,
     find_files,
     finish,
@@ -33,6 +32,7 @@ from verify_runner_common import (
     read_config,
     run_program,
     take_seal_key,
+    trusted_environment,
     workdir,
     write_results,
 )

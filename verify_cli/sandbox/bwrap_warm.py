@@ -51,7 +51,6 @@ from verify_cli.sandbox.bwrap_worker import (
     WorkerKey,
 )
 from verify_cli.sandbox.cgroup import cgroup_manager
-from verify_cli.sandbox.trusted_launch import TRUSTED_HOME, trusted_home_variables
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
     SANDBOX_HARNESS,
@@ -63,6 +62,7 @@ from verify_cli.sandbox.environment import (
     pinned_environment,
 )
 from verify_cli.sandbox.process import runtime_path
+from verify_cli.sandbox.trusted_launch import trusted_home_variables
 
 # --------------------------------------------------------------------------------------------
 # The pool

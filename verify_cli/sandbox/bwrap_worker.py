@@ -45,7 +45,6 @@ from verify_cli.sandbox.bwrap_candidate import (
     cold_candidate_argv,
 )
 from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager, read_small_file
-from verify_cli.sandbox.trusted_launch import TRUSTED_HOME
 from verify_cli.sandbox.environment import (
     SANDBOX_HARNESS,
     scratch_root,
@@ -54,6 +53,7 @@ from verify_cli.sandbox.job_send import send_job
 from verify_cli.sandbox.killing import kill_all_but, stop_sandbox
 from verify_cli.sandbox.local import RESULTS_MAX_FILES, Prepared, read_results_dir
 from verify_cli.sandbox.output import BoundedCapture, start_drain
+from verify_cli.sandbox.trusted_launch import TRUSTED_HOME
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 

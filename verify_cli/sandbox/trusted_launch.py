@@ -7,9 +7,10 @@ reporters and sealers, warm workers and their forked children. The rule they sha
 - Python starts isolated: ``-I`` (no working folder or script folder on ``sys.path``, no
   ``PYTHON*`` variables from outside, no user site), with the harness folder put on
   ``sys.path`` by the harness's own launcher script (``harness/verify_launch.py``);
-- ``HOME`` (and, for processes that share no files with the candidate, ``TMPDIR``) is a folder
-  the candidate cannot see (:data:`TRUSTED_HOME`, a private tmpfs of the trusted side where the
-  backend has one);
+- ``HOME`` is a folder the candidate cannot see (:data:`TRUSTED_HOME`, a private folder of the
+  trusted side on bwrap), and so is ``TMPDIR`` for processes that share no files with the
+  candidate (a checker); the test process keeps the shared ``/tmp`` (CLI tests hand files
+  through it);
 - nothing is imported, executed or opened by path from a place the candidate can write: what
   the trusted side reads of the candidate's output comes through pipes or memfds.
 
@@ -34,20 +35,11 @@ TRUSTED_HOME = "/.verify-home"
 #: Names the trusted side's home to the harness (the candidate-exec client gives a program the
 #: candidate's home in its place).
 TRUSTED_HOME_ENV = "VERIFY_TRUSTED_HOME"
-#: Variables a trusted interpreter must never take from outside (the sandbox's pinned
-#: environment sets none of them; a task's env or a test's cannot add them either).
-UNTRUSTED_VARIABLES = ("PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONINSPECT", "PYTHONHOME",
-                       "PYTHONPLATLIBDIR", "PYTHONEXECUTABLE", "PYTHONBREAKPOINT", "NODE_OPTIONS",
-                       "NODE_REPL_EXTERNAL_MODULE", "LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "ENV")
-
-
-def python_module_argv(python: str, harness_dir: str, module: str, *args: str) -> list[str]:
-    """The argv that runs harness module ``module`` as a trusted process."""
-    return [python, *PYTHON_FLAGS, f"{harness_dir}/{LAUNCH_SCRIPT}", module, *args]
 
 
 def python_module_command(python: str, module: str, harness_dir_var: str = "$VERIFY_HARNESS_DIR") -> str:
-    """``python_module_argv`` as a shell command, the harness folder given by a variable."""
+    """The shell command that runs harness module ``module`` as a trusted process (``python -I
+    HARNESS/verify_launch.py MODULE``), the harness folder given by a variable."""
     return f'{shlex.quote(python)} {" ".join(PYTHON_FLAGS)} "{harness_dir_var}/{LAUNCH_SCRIPT}" {shlex.quote(module)}'
 
 
@@ -77,17 +69,6 @@ def trusted_home_variables(env: Mapping[str, str]) -> dict[str, str]:
     return {"HOME": TRUSTED_HOME, TRUSTED_HOME_ENV: TRUSTED_HOME}
 
 
-def trusted_environment(env: Mapping[str, str], *, home: str | None = None) -> dict[str, str]:
-    """``env`` as a trusted process gets it: none of :data:`UNTRUSTED_VARIABLES`, and ``HOME``
-    (with :data:`TRUSTED_HOME_ENV`) the trusted side's own folder when ``home`` is given."""
-    out = {k: v for k, v in env.items() if k not in UNTRUSTED_VARIABLES}
-    if home:
-        out["HOME"] = home
-        out[TRUSTED_HOME_ENV] = home
-    out["PYTHONNOUSERSITE"] = "1"
-    return out
-
-
-__all__ = ["HARNESS_NODE_REQUIRE", "LAUNCH_SCRIPT", "absolute_harness_requires", "PYTHON_FLAGS", "TRUSTED_HOME", "TRUSTED_HOME_ENV", "UNTRUSTED_VARIABLES",
-           "python_module_argv", "python_module_command", "python_script_argv", "trusted_environment",
+__all__ = ["HARNESS_NODE_REQUIRE", "LAUNCH_SCRIPT", "PYTHON_FLAGS", "TRUSTED_HOME", "TRUSTED_HOME_ENV",
+           "absolute_harness_requires", "python_module_command", "python_script_argv",
            "trusted_home_variables"]
