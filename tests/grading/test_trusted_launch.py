@@ -18,7 +18,7 @@ from verify_cli.grading.workspace import Phase
 from verify_cli.kinds.runner import launched_runner_command
 from verify_cli.sandbox.environment import HARNESS_DIR, pinned_environment
 from verify_cli.sandbox.process import ProcessSandbox
-from verify_cli.sandbox.trusted_launch import LAUNCH_SCRIPT, absolute_harness_requires
+from verify_cli.sandbox.trusted_launch import LAUNCH_SCRIPT, MODULE_FLAGS, PYTHON_FLAGS, absolute_harness_requires
 from verify_cli.tasks.loader import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,15 +37,26 @@ def test_the_launcher_never_imports_from_the_working_folder(tmp_path: Path) -> N
                          text=True, env=env)
     assert "planted random imported" in old.stderr
     (tmp_path / "verify_shuffle.py").write_text("raise SystemExit('planted harness module imported')\n")
-    done = subprocess.run([sys.executable, "-I", str(HARNESS_DIR / LAUNCH_SCRIPT), "verify_shuffle"],
-                          cwd=tmp_path, capture_output=True, text=True, env=env)
-    assert done.returncode == 0 and "planted" not in done.stderr, done.stderr
+    for flags in (MODULE_FLAGS, PYTHON_FLAGS):
+        done = subprocess.run([sys.executable, *flags, str(HARNESS_DIR / LAUNCH_SCRIPT), "verify_shuffle"],
+                              cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert done.returncode == 0 and "planted" not in done.stderr, (flags, done.stderr)
+
+
+def test_a_launched_module_keeps_the_runs_hash_seed(tmp_path: Path) -> None:
+    """A runner iterates sets as a cold run with the run's PYTHONHASHSEED does (why not -I)."""
+    argv = [sys.executable, *MODULE_FLAGS, str(HARNESS_DIR / LAUNCH_SCRIPT), "timeit", "-n1", "-r1",
+            "print(hash('verify'))"]
+    seen = {subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True,
+                           env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "7"}).stdout.split("\n")[0]
+            for _ in range(2)}
+    assert len(seen) == 1 and seen != {""}, seen
 
 
 def test_runner_commands_start_through_the_launcher() -> None:
     assert launched_runner_command("python -m verify_stdio") == \
-        f'python -I "$VERIFY_HARNESS_DIR/{LAUNCH_SCRIPT}" verify_stdio'
-    assert launched_runner_command("python3.11 -m verify_calls").startswith("python3.11 -I ")
+        f'python -s "$VERIFY_HARNESS_DIR/{LAUNCH_SCRIPT}" verify_stdio'
+    assert launched_runner_command("python3.11 -m verify_calls").startswith("python3.11 -s ")
     for other in ("python -m pytest tests", "python -m verify_stdio && true", "sh run.sh"):
         assert launched_runner_command(other) == other
 

@@ -313,7 +313,7 @@ def test_the_probe_sees_the_runners_and_the_checker(bwrap: Sandbox) -> None:
     runner (through the launcher), the checker and the exec client of the CLI task."""
     runs = observed(bwrap, "bwrap", "cold")
     argvs = [" ".join(p.argv) for p in runs["trusted/stdio-checker"].procs if not p.candidate]
-    assert any(f"{LAUNCH_SCRIPT} verify_stdio" in a and " -I " in a for a in argvs), argvs
+    assert any(f"{LAUNCH_SCRIPT} verify_stdio" in a and " -s " in a for a in argvs), argvs
     assert any("hidden_tests/check.py" in a for a in argvs), argvs
     homes = {(p.env or {}).get("HOME") for p in runs["trusted/stdio-checker"].procs
              if not p.candidate and p.env is not None and p.name != "bwrap"}

@@ -1,10 +1,10 @@
 """Start a trusted harness module isolated from the run's folders (verify_cli/sandbox/trusted_launch.py).
 
-``python -I verify_launch.py MODULE ARGS...`` runs ``MODULE`` as ``python -m MODULE ARGS...``
-would, except that ``sys.path`` is this folder (the read-only harness) and the interpreter's
-own library, nothing else: ``-I`` leaves out the working folder (the shared work folder), the
-script's folder, ``PYTHON*`` variables and the user site in ``$HOME``, and this file puts the
-harness folder first. A module the candidate plants in the work folder is never imported.
+``python -s verify_launch.py MODULE ARGS...`` runs ``MODULE`` as ``python -m MODULE ARGS...``
+would, except that ``sys.path`` starts with this folder (the read-only harness), never the
+working folder (the shared work folder: ``-m`` would put it first), and ``-s`` leaves out the
+user site in ``$HOME``. A module the candidate plants in the work folder is never imported.
+(Started ``-I`` it works the same, the harness folder put first here.)
 """
 
 import os

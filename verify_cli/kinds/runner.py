@@ -56,7 +56,7 @@ def runner_invocation(task: Task, env: Mapping[str, str]) -> WarmInvocation | No
 
 def launched_runner_command(command: str) -> str:
     """``command`` with a plain ``PYTHON -m verify_calls|verify_stdio`` in it started isolated
-    (``PYTHON -I $VERIFY_HARNESS_DIR/verify_launch.py MODULE``); any other command unchanged."""
+    (``PYTHON -s $VERIFY_HARNESS_DIR/verify_launch.py MODULE``); any other command unchanged."""
     words = command.split()
     if (len(words) == 3 and words[1] == "-m" and words[2] in RUNNER_MODULES
             and (os.path.basename(words[0]) in _PYTHON_NAMES

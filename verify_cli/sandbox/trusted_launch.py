@@ -4,9 +4,10 @@ A trusted process is any process on the tests' side of a run: the test process, 
 runners (``calls``, ``stdio``), a task's checker program, the candidate-exec client, node
 reporters and sealers, warm workers and their forked children. The rule they share:
 
-- Python starts isolated: ``-I`` (no working folder or script folder on ``sys.path``, no
-  ``PYTHON*`` variables from outside, no user site), with the harness folder put on
-  ``sys.path`` by the harness's own launcher script (``harness/verify_launch.py``);
+- Python starts isolated: a harness module through the harness's launcher script
+  (``python -s harness/verify_launch.py MODULE``: the harness folder first on ``sys.path``,
+  never the working folder, no user site, only the sandbox's pinned ``PYTHON*`` variables), a
+  harness script that needs none of them ``python -I``;
 - ``HOME`` is a folder the candidate cannot see (:data:`TRUSTED_HOME`, a private folder of the
   trusted side on bwrap), and so is ``TMPDIR`` for processes that share no files with the
   candidate (a checker); the test process keeps the shared ``/tmp`` (CLI tests hand files
@@ -25,8 +26,15 @@ import re
 import shlex
 from collections.abc import Mapping
 
-#: The interpreter flag every trusted Python process starts with.
+#: The interpreter flag of a trusted Python process that needs nothing of the run's ``PYTHON*``
+#: variables (the candidate-exec client).
 PYTHON_FLAGS: tuple[str, ...] = ("-I",)
+#: The flags of a harness module started through the launcher script (a built-in runner): ``-s``
+#: (no user site); the script's own folder, the read-only harness, is ``sys.path[0]`` (a script,
+#: unlike ``-m``, never puts the working folder there). Not ``-I``: that would drop the run's
+#: ``PYTHONHASHSEED`` too, and the runner must iterate sets as a cold run with that seed does.
+#: The run's ``PYTHON*`` variables are the sandbox's pinned ones, never the candidate's.
+MODULE_FLAGS: tuple[str, ...] = ("-s",)
 #: The harness's launcher script (``python -I verify_launch.py MODULE ARGS``).
 LAUNCH_SCRIPT = "verify_launch.py"
 #: The trusted side's private home and temporary folder inside an isolating sandbox (a tmpfs
@@ -38,9 +46,9 @@ TRUSTED_HOME_ENV = "VERIFY_TRUSTED_HOME"
 
 
 def python_module_command(python: str, module: str, harness_dir_var: str = "$VERIFY_HARNESS_DIR") -> str:
-    """The shell command that runs harness module ``module`` as a trusted process (``python -I
+    """The shell command that runs harness module ``module`` as a trusted process (``python -s
     HARNESS/verify_launch.py MODULE``), the harness folder given by a variable."""
-    return f'{shlex.quote(python)} {" ".join(PYTHON_FLAGS)} "{harness_dir_var}/{LAUNCH_SCRIPT}" {shlex.quote(module)}'
+    return f'{shlex.quote(python)} {" ".join(MODULE_FLAGS)} "{harness_dir_var}/{LAUNCH_SCRIPT}" {shlex.quote(module)}'
 
 
 def python_script_argv(python: str, script: str, *args: str) -> list[str]:
@@ -69,6 +77,6 @@ def trusted_home_variables(env: Mapping[str, str]) -> dict[str, str]:
     return {"HOME": TRUSTED_HOME, TRUSTED_HOME_ENV: TRUSTED_HOME}
 
 
-__all__ = ["HARNESS_NODE_REQUIRE", "LAUNCH_SCRIPT", "PYTHON_FLAGS", "TRUSTED_HOME", "TRUSTED_HOME_ENV",
+__all__ = ["HARNESS_NODE_REQUIRE", "LAUNCH_SCRIPT", "MODULE_FLAGS", "PYTHON_FLAGS", "TRUSTED_HOME", "TRUSTED_HOME_ENV",
            "absolute_harness_requires", "python_module_command", "python_script_argv",
            "trusted_home_variables"]
