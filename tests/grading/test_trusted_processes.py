@@ -113,7 +113,9 @@ def snapshot() -> dict[int, Proc]:
                 mine.add(p.pid)
                 changed = True
     mine.discard(me)
-    return {pid: procs[pid] for pid in mine}
+    # A child between fork and exec still shows this process's argv: it is not yet a run's process.
+    own = procs[me].argv if me in procs else None
+    return {pid: procs[pid] for pid in mine if procs[pid].argv != own}
 
 
 def _is_candidate_root(p: Proc) -> bool:
