@@ -70,7 +70,7 @@ class RunnerKind(Kind):
     """A kind graded by one of verify-cli's built-in runners (a Python harness module, whatever
     the task's language), configured from the task's table of the kind's name."""
 
-    harness_files: ClassVar[tuple[str, ...]] = ("verify_runner_common.py", "warm_worker.py",
+    harness_files: ClassVar[tuple[str, ...]] = ("verify_launch.py", "verify_runner_common.py", "warm_worker.py",
                                                  "candidate/verify_candidate_server.py")
 
     def table(self, task: Task) -> Any:
