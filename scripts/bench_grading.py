@@ -393,7 +393,8 @@ def bench_backend(name: str, task: Task, runs: int, jobs: int,
     task = _in_process(task)
     # Pools as check-tasks keeps them (--pool-size 2): docker's warm runs need pooled containers,
     # which only single-use mode keeps (node mode runs pytest cold inside long-lived containers).
-    with create_sandbox(name, pool_size=POOL_SIZE, mode="single-use") as box:
+    options: dict[str, Any] = {"pool_size": POOL_SIZE, "mode": "single-use"} if name == "docker" else {}
+    with create_sandbox(name, **options) as box:
         cold = Grader(box)
         list(cold.grade_many(_requests(task, jobs), jobs=jobs))  # untimed: image, caches
         seconds, results = _timed(cold, task, runs, jobs)

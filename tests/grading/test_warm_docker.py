@@ -224,10 +224,10 @@ def test_limits_give_the_same_verdicts_warm_and_cold(
         "starter/solution.py": None, "solution/solution.py": None, "tests/test_solution.py": None,
         "starter/mod.py": "", "solution/mod.py": "", "tests/test_hostile.py": HOSTILE})
     task = load_task(root)
-    clean = GradeRequest(task, Phase.CANDIDATE, candidate={"mod.py": b""})
+    clean = GradeRequest(task, Phase.PROBE, candidate={"mod.py": b""})
     warm.grade(clean)  # primes the warm pool of this task's limits
     box.wait_until_warm(POOL_FILL_S)  # type: ignore[attr-defined]
-    req = GradeRequest(task, Phase.CANDIDATE, candidate={"mod.py": code.encode()})
+    req = GradeRequest(task, Phase.PROBE, candidate={"mod.py": code.encode()})
     cold_result, warm_result = grade_both(box, cold, warm, req, prime=False)
     assert cold_result.run.verdict is verdict, cold_result.run.message
     assert _evidence(warm_result) == _evidence(cold_result)

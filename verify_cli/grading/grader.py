@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
+from verify_cli.errors import UsageError
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
 from verify_cli.grading.scoring import TestLists
 from verify_cli.grading.scoring import score as policy_score
@@ -35,7 +36,7 @@ from verify_cli.grading.workspace import Phase, lay_out
 from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Sandbox, Verdict
 from verify_cli.sandbox.environment import scratch_root
-from verify_cli.tasks.model import Task
+from verify_cli.tasks.model import Isolation, Task
 from verify_cli.tasks.paths import glob_matches
 
 
@@ -236,6 +237,16 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
                        seconds=time.monotonic() - started, **common)  # type: ignore[arg-type]
 
 
+def refuse_in_process_candidate(req: GradeRequest, sandbox: Sandbox, plan: IsolationPlan) -> None:
+    """Raise :class:`~verify_cli.errors.UsageError` where ``sandbox`` refuses to grade this
+    candidate (:attr:`Sandbox.refuses_candidates`): a candidate of a task that grades
+    two-process elsewhere, which this backend would grade in-process."""
+    if (req.phase is Phase.CANDIDATE and sandbox.refuses_candidates and not plan.two_process
+            and not req.coverage_files and kind_of(req.task).two_process_runtime(req.task) is not None
+            and req.task.isolation is not Isolation.IN_PROCESS):
+        raise UsageError(f"{req.task.id}: {sandbox.refuses_candidates}")
+
+
 class Grader:
     """Grades requests in one sandbox backend. Safe to share between threads.
 
@@ -298,6 +309,7 @@ class Grader:
         try:
             laid = lay_out(task, req.phase, root, req.candidate)
             plan = plan_isolation(task, self.sandbox, coverage=bool(req.coverage_files))
+            refuse_in_process_candidate(req, self.sandbox, plan)
             env = request_environment(req, seal_key)
             candidate = None
             if plan.two_process and plan.runtime is not None:

@@ -75,7 +75,13 @@ def read_seals(results: Mapping[str, bytes], key: str) -> tuple[SessionRecord | 
         sessions += 1
         collected.extend(str(t) for t in body.get("collected", []))
         for tid, outcome in dict(body.get("outcomes", {})).items():
-            outcomes[str(tid)] = str(outcome)
+            before = outcomes.setdefault(str(tid), str(outcome))
+            if before != str(outcome):
+                # Two signed records that disagree on one test: one of them is forged (the key
+                # leaked). Never merged: the run fails, and says why.
+                problems.append(f"harness records disagree on {tid} ({before} and {outcome}): "
+                                "one of them is forged")
+                tampered.append(f"conflicting harness records for {tid}")
         tampered.extend(str(t) for t in body.get("tampered", []))
     if not sessions:
         return None, problems

@@ -1,7 +1,8 @@
 """The candidate-exec runner: run a program in the candidate's sandbox, from a test.
 
 ``python verify_candidate_exec.py --channel SOCKET -- PROGRAM ARGS...`` (the command prefix in
-``VERIFY_CANDIDATE_EXEC``) sends one ``exec`` request (docs/wire-protocol.md) with this
+``VERIFY_CANDIDATE_EXEC``; started ``python -I``, so neither the working folder nor a user site
+in ``$HOME`` reaches its ``sys.path``) sends one ``exec`` request (docs/wire-protocol.md) with this
 process's environment, working folder and standard input, writes the program's output to its
 own streams and exits with the program's status (128 + N when a signal N ended it).
 """
@@ -16,6 +17,9 @@ sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candid
 
 from verify_wire import decode, encode, read_frame, write_frame
 
+#: Mirrored in verify_cli/sandbox/trusted_launch.py.
+TRUSTED_HOME_ENV = "VERIFY_TRUSTED_HOME"
+
 
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[0] != "--channel" or argv[2] != "--":
@@ -29,7 +33,12 @@ def main(argv: list[str]) -> int:
     except OSError as e:
         print(f"verify_candidate_exec: cannot reach the candidate sandbox: {e}", file=sys.stderr)
         return 125
-    write_frame(sock, {"id": 1, "op": "exec", "argv": encode(program), "env": encode(dict(os.environ)),
+    env = dict(os.environ)
+    if env.get("HOME") and env.get("HOME") == env.get(TRUSTED_HOME_ENV):
+        # The trusted side's home is not in the candidate's sandbox: the program gets its own.
+        env["HOME"] = env.get("VERIFY_WORKDIR") or os.getcwd()
+    env.pop(TRUSTED_HOME_ENV, None)
+    write_frame(sock, {"id": 1, "op": "exec", "argv": encode(program), "env": encode(env),
                        "cwd": encode(os.getcwd()), "stdin": encode(stdin), "timeout": None})
     try:
         reply = read_frame(sock)

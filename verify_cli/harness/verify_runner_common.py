@@ -27,6 +27,8 @@ SEAL_KEY_ENV = "VERIFY_SEAL_KEY"
 SEAL_PREFIX = "verify-seal-"
 RESULTS_FILE = "junit.xml"
 TEST_DIRS = ("tests", "hidden_tests")
+#: Mirrored in verify_cli/sandbox/trusted_launch.py.
+TRUSTED_HOME_ENV = "VERIFY_TRUSTED_HOME"
 
 #: Variables the candidate keeps; everything else (VERIFY_*, PYTHONPATH of the harness, the
 #: seal key) stays on the runner's side.
@@ -57,6 +59,20 @@ _hmac_new = hmac.new
 _sha256 = hashlib.sha256
 
 
+PR_SET_DUMPABLE = 4
+
+
+def not_dumpable() -> None:
+    """prctl(PR_SET_DUMPABLE, 0): no process of the same user may read this one's memory
+    (``/proc/PID/mem``, ptrace) or its ``/proc/PID/environ``: a process that held the key."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except Exception:
+        pass
+
+
 def scrub_environment(name: str) -> str:
     """Remove ``name`` from the environment, overwriting its bytes where libc keeps them (so
     ``/proc/self/environ`` does not show it either); returns its value. Shared with the pytest
@@ -64,6 +80,7 @@ def scrub_environment(name: str) -> str:
     value = os.environ.get(name, "")
     if not value:
         return ""
+    not_dumpable()  # a process that held a secret: no other process may read its memory
     try:
         import ctypes
 
@@ -79,7 +96,8 @@ def scrub_environment(name: str) -> str:
 
 
 def take_seal_key() -> str:
-    """The grader's per-run secret, removed from the environment (and libc's copy blanked)."""
+    """The grader's per-run secret, removed from the environment (and libc's copy blanked);
+    this process is made not dumpable first."""
     return scrub_environment(SEAL_KEY_ENV)
 
 
@@ -93,7 +111,24 @@ def read_config() -> dict[str, Any]:
 
 
 def candidate_environment() -> dict[str, str]:
-    return {k: os.environ[k] for k in CANDIDATE_VARIABLES if k in os.environ}
+    """The candidate program's variables: the run's, its home the work folder (the runner's own
+    home, where the sandbox gives it one, is the trusted side's private folder)."""
+    env = {k: os.environ[k] for k in CANDIDATE_VARIABLES if k in os.environ}
+    if os.environ.get(TRUSTED_HOME_ENV):
+        env["HOME"] = workdir()
+    return env
+
+
+def trusted_environment() -> dict[str, str]:
+    """The variables of a trusted program the runner starts (the task's checker): the
+    candidate's, with the trusted side's home and temporary folder where the sandbox gives it
+    one, and no user site (trusted_launch.py's rule)."""
+    env = candidate_environment()
+    home = os.environ.get(TRUSTED_HOME_ENV, "")
+    if home:
+        env["HOME"] = env["TMPDIR"] = home
+    env["PYTHONNOUSERSITE"] = "1"
+    return env
 
 
 def workdir() -> str:

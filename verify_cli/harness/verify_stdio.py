@@ -24,7 +24,6 @@ import time
 from verify_runner_common import (
     CaseResult,
     Program,
-    candidate_environment,
     case_classname,
     changed_test_files,
     find_files,
@@ -33,6 +32,7 @@ from verify_runner_common import (
     read_config,
     run_program,
     take_seal_key,
+    trusted_environment,
     workdir,
     write_results,
 )
@@ -95,19 +95,23 @@ def compare(mode: str, got: bytes, want: bytes, tolerance: float) -> str:
 
 def run_checker(checker: str, root: str, input_path: str, expected_path: str, got: bytes,
                 seconds: float) -> str:
-    """The task's checker decides: '' when it exits 0, else its message."""
+    """The task's checker decides: '' when it exits 0, else its message.
+
+    The candidate's output reaches it as data the candidate cannot touch: a memfd this runner
+    wrote, named to the checker as ``/dev/fd/N`` (never a file in the shared ``/tmp``, which a
+    process the candidate left behind could replace with a link to the expected output)."""
     import shlex  # only checker tasks pay for these imports
     import subprocess
-    import tempfile
 
-    with tempfile.NamedTemporaryFile(prefix="verify-actual-", delete=False) as fh:
-        fh.write(got)
-        actual = fh.name
+    fd = os.memfd_create("verify-actual", 0)
     try:
-        command = " ".join([checker, *(shlex.quote(p) for p in (input_path, expected_path, actual))])
+        _write_all(fd, got)
+        os.lseek(fd, 0, os.SEEK_SET)
+        command = " ".join([checker, *(shlex.quote(p) for p in (input_path, expected_path, f"/dev/fd/{fd}"))])
         try:
             done = subprocess.run(["/bin/sh", "-c", command], cwd=root, capture_output=True,
-                                  timeout=seconds, env=candidate_environment())
+                                  timeout=seconds, env=trusted_environment(), pass_fds=(fd,),
+                                  start_new_session=True)
         except subprocess.TimeoutExpired:
             return f"the checker ran past {seconds:g}s"
         if done.returncode == 0:
@@ -115,7 +119,13 @@ def run_checker(checker: str, root: str, input_path: str, expected_path: str, go
         said = (done.stdout + done.stderr).decode("utf-8", "replace").strip()
         return f"checker rejected the output (exit {done.returncode}): {said[:500]}"
     finally:
-        os.unlink(actual)
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _verdict(program: Program, case_seconds: float) -> str:

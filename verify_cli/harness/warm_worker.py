@@ -481,7 +481,7 @@ def runner_main(module: str) -> Any:
 
 def run_runner_as_command(module: str, argv0: str) -> int:
     """``python -m MODULE`` for a runner this worker imported: its ``main()`` runs in this
-    process, as the cold command would (``sys.path[0]`` the working folder, ``sys.argv[0]`` the
+    process, as the cold command would (``sys.path[0]`` the harness folder, ``sys.argv[0]`` the
     module's file); returns the exit status a cold run would have, after the interpreter's own
     shutdown steps. The module is the one the worker imported from the harness, never a file of
     the same name in the work folder."""
@@ -491,7 +491,9 @@ def run_runner_as_command(module: str, argv0: str) -> int:
         runner = sys.modules[module]
         sys.orig_argv = [argv0, "-m", module]
         sys.argv = [str(getattr(runner, "__file__", module))]
-        sys.path[0] = os.getcwd()
+        # As the trusted launcher starts it cold (harness/verify_launch.py): the harness folder
+        # first, never the work folder (the candidate writes there while the runner runs).
+        sys.path[0] = os.path.dirname(os.path.abspath(__file__))
         main_function()
 
     return _run_as_main(start)

@@ -22,6 +22,7 @@ from verify_cli.kinds.base import HarnessOptions, Kind
 from verify_cli.kinds.pytest_command import split_simple_command
 from verify_cli.kinds.record import check_record
 from verify_cli.sandbox.base import RunResult, RunSpec, WarmHost, WarmInvocation
+from verify_cli.sandbox.trusted_launch import python_module_command
 from verify_cli.tasks.model import Task
 
 #: Mirrored in verify_cli/harness/verify_runner_common.py.
@@ -53,11 +54,23 @@ def runner_invocation(task: Task, env: Mapping[str, str]) -> WarmInvocation | No
     return WarmInvocation("runner", interpreter, words[2], words[0], ())
 
 
+def launched_runner_command(command: str) -> str:
+    """``command`` with a plain ``PYTHON -m verify_calls|verify_stdio`` in it started isolated
+    (``PYTHON -s $VERIFY_HARNESS_DIR/verify_launch.py MODULE``); any other command unchanged."""
+    words = command.split()
+    if (len(words) == 3 and words[1] == "-m" and words[2] in RUNNER_MODULES
+            and (os.path.basename(words[0]) in _PYTHON_NAMES
+                 or os.path.basename(words[0]).startswith("python3."))
+            and all(c.isalnum() or c in "/._-" for c in words[0])):
+        return python_module_command(words[0], words[2])
+    return command
+
+
 class RunnerKind(Kind):
     """A kind graded by one of verify-cli's built-in runners (a Python harness module, whatever
     the task's language), configured from the task's table of the kind's name."""
 
-    harness_files: ClassVar[tuple[str, ...]] = ("verify_runner_common.py", "warm_worker.py",
+    harness_files: ClassVar[tuple[str, ...]] = ("verify_launch.py", "verify_runner_common.py", "warm_worker.py",
                                                  "candidate/verify_candidate_server.py")
 
     def table(self, task: Task) -> Any:
@@ -74,6 +87,13 @@ class RunnerKind(Kind):
 
     def run_environment(self, task: Task) -> dict[str, str]:
         return {CONFIG_ENV: json.dumps(self.runner_config(task), sort_keys=True)}
+
+    def test_command(self, task: Task) -> str:
+        """``python -m verify_calls|verify_stdio`` started by the trusted launcher
+        (:mod:`verify_cli.sandbox.trusted_launch`): ``python -m`` would put the shared work folder
+        first on the runner's ``sys.path``, so a module the candidate writes there at run time
+        would be imported by the runner (a lazy standard import after the candidate ran)."""
+        return launched_runner_command(task.test.command)
 
     def needs_seal_key(self, task: Task) -> bool:
         return True
@@ -98,4 +118,5 @@ class RunnerKind(Kind):
         return False  # the runner, not the candidate, writes the trace
 
 
-__all__ = ["CONFIG_ENV", "RUNNER_MODULES", "SERVER_COMMAND", "RunnerKind", "runner_invocation"]
+__all__ = ["CONFIG_ENV", "RUNNER_MODULES", "SERVER_COMMAND", "RunnerKind", "launched_runner_command",
+           "runner_invocation"]

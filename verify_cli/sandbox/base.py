@@ -232,6 +232,11 @@ class Sandbox(ABC):
     #: Why ``two_process`` is false, where the backend can say more than "not yet" (shown in
     #: every in-process result's notes).
     two_process_missing: ClassVar[str] = ""
+    #: Where set, the backend refuses to grade a candidate (``Phase.CANDIDATE``) of a task that
+    #: would grade two-process elsewhere: the candidate's code would share the test process, so
+    #: a reward could be forged (DESIGN.md, "Trust"). References, starters, mutants and probes
+    #: still run. The text says which mode or backend to use instead.
+    refuses_candidates: ClassVar[str] = ""
     #: The backend's typed options (:mod:`verify_cli.backend_config`); default: none.
     config_type: ClassVar[type[BackendConfig]] = BackendConfig
     #: Whether each run runs in the task's image (a container), not in the host's runtime.

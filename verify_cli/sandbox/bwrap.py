@@ -41,6 +41,7 @@ from verify_cli.sandbox.environment import (
 from verify_cli.sandbox.local import LocalSandbox, Prepared
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import register_sandbox
+from verify_cli.sandbox.trusted_launch import TRUSTED_HOME, trusted_home_variables
 
 if TYPE_CHECKING:
     from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
@@ -251,6 +252,9 @@ class BwrapSandbox(LocalSandbox):
             channel = f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}"
             extra.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=candidate_exec_prefix(
                 sys.executable, SANDBOX_HARNESS, channel))
+            # The trusted side's home: a tmpfs the candidate's sandbox never binds.
+            argv += ["--perms", "0700", "--size", str(1 << 20), "--tmpfs", TRUSTED_HOME]
+            extra.update(trusted_home_variables(spec.env))
             skip = "|".join(shlex.quote(h) for h in spec.candidate.hidden) or "''"
             copy = (f'cd {SOURCE_MOUNT} || exit\n'
                     'for f in * .[!.]* ..?*; do\n'

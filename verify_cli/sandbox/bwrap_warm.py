@@ -62,6 +62,7 @@ from verify_cli.sandbox.environment import (
     pinned_environment,
 )
 from verify_cli.sandbox.process import runtime_path
+from verify_cli.sandbox.trusted_launch import trusted_home_variables
 
 # --------------------------------------------------------------------------------------------
 # The pool
@@ -187,6 +188,9 @@ class WarmPool(WarmHost):
             channel = f"{CANDIDATE_CHANNEL}/{CHANNEL_SOCKET}"
             extra.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=candidate_exec_prefix(
                 sys.executable, SANDBOX_HARNESS, channel))
+            # The trusted side's home: an empty read-only folder of the worker's sandbox, which
+            # the candidate's (bwrap_candidate.py) does not have.
+            extra.update(trusted_home_variables(spec.env))
         return pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                   harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
                                   path=runtime_path(), extra=extra)

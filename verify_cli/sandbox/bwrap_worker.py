@@ -53,6 +53,7 @@ from verify_cli.sandbox.job_send import send_job
 from verify_cli.sandbox.killing import kill_all_but, stop_sandbox
 from verify_cli.sandbox.local import RESULTS_MAX_FILES, Prepared, read_results_dir
 from verify_cli.sandbox.output import BoundedCapture, start_drain
+from verify_cli.sandbox.trusted_launch import TRUSTED_HOME
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
@@ -60,6 +61,9 @@ _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 JOBS_MOUNT = "/.verify-jobs"
 WARMUP_DIR = "/.verify-warmup"
 WORKER_SCRIPT = f"{SANDBOX_HARNESS}/warm_worker.py"
+#: A warm worker keeps the run's PYTHON* variables (its forks are the runs: the hash seed must
+#: hold) but never a user site (trusted_launch: no user site in any trusted process).
+WARM_PYTHON_FLAGS = ("-s",)
 
 WARMUP_MEMORY_BYTES = 4 * 1024 * 1024 * 1024  # the worker's limits until its first run
 WARMUP_PIDS = 256
@@ -210,14 +214,14 @@ class WarmWorker:
         host_ctl, worker_ctl = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.ctl = host_ctl
         try:
-            command = [self.key.interpreter, WORKER_SCRIPT, "--control-fd",
+            command = [self.key.interpreter, *WARM_PYTHON_FLAGS, WORKER_SCRIPT, "--control-fd",
                        str(worker_ctl.fileno()), "--preload", ",".join(self.key.preload)]
             if self.key.runners:
                 command += ["--runners", ",".join(self.key.runners)]
             prepared = self.sandbox.long_lived(
                 command, scratch=self.scratch, env=dict(self.key.startup_env),
                 ro_binds=[(self.jobs, JOBS_MOUNT), (warmup, WARMUP_DIR)],
-                dirs=[CANDIDATE_WORK, CANDIDATE_CHANNEL])
+                dirs=[CANDIDATE_WORK, CANDIDATE_CHANNEL, TRUSTED_HOME])
             log = open(self.scratch / "worker.log", "wb")  # noqa: SIM115 - handed to the child
             try:
                 self.proc = subprocess.Popen(

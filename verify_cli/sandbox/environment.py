@@ -82,6 +82,8 @@ def pinned_environment(*, workdir: str, results_dir: str, harness_dir: str, tmp_
         "PYTHONHASHSEED": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
+        # No user site in any interpreter of a run: a candidate could write one in $HOME.
+        "PYTHONNOUSERSITE": "1",
         "PYTHONPATH": harness_dir,
         "NODE_PATH": harness_dir,  # the harness's node preload (verify_node_guard.js)
         "NO_COLOR": "1",
@@ -92,6 +94,10 @@ def pinned_environment(*, workdir: str, results_dir: str, harness_dir: str, tmp_
     }
     if extra:
         env.update(extra)
+    if env.get("NODE_OPTIONS") and harness_dir:
+        from verify_cli.sandbox.trusted_launch import absolute_harness_requires
+
+        env["NODE_OPTIONS"] = absolute_harness_requires(env["NODE_OPTIONS"], harness_dir)
     return env
 
 
@@ -117,7 +123,10 @@ def candidate_exec_prefix(python: str, harness_dir: str, channel: str) -> str:
     candidate's sandbox through the channel ``channel``."""
     import shlex
 
-    return shlex.join([python, f"{harness_dir}/verify_candidate_exec.py", "--channel", channel, "--"])
+    from verify_cli.sandbox.trusted_launch import python_script_argv
+
+    return shlex.join([*python_script_argv(python, f"{harness_dir}/verify_candidate_exec.py"),
+                       "--channel", channel, "--"])
 
 
 def candidate_environment(*, workdir: str, tmp_dir: str, channel: str, candidate_harness: str,

@@ -512,6 +512,11 @@ def run_program(msg: dict[str, Any], peer: Peer) -> dict[str, Any]:
                 _kill(proc)
                 raise ChannelClosed("the requester closed the channel")
     finally:
+        # Nothing the program started outlives it: its whole process group goes with it (a
+        # test that wants a long-lived server starts it in the background of one exec and
+        # talks to it within that exec, docs/task-kinds.md).
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, 9)
         for t in threads:
             t.join(timeout=5)
     return {"returncode": proc.returncode, "stdout": bytes(out["stdout"]),

@@ -188,6 +188,12 @@ class DockerSandbox(DockerExecs, Sandbox):
         "docker single-use mode does not run two-process (its containers run the command without "
         "bubblewrap, so the candidate has no sandbox of its own; the default node mode does)")
 
+    SINGLE_USE_REFUSES = (
+        "docker single-use mode does not grade candidates: it grades in-process, where the "
+        "candidate's code shares the test process and can forge its reward; grade candidates in "
+        "the default node mode (--docker-mode node) or on bwrap (single-use still runs "
+        "references, starters, mutants and probes)")
+
     def __init__(self, *, pool_size: int = 0, client: Any = None, mode: str = "node",
                  max_containers: int | None = None, idle_timeout_s: float = 30.0,
                  max_runs: int = 100) -> None:
@@ -211,6 +217,7 @@ class DockerSandbox(DockerExecs, Sandbox):
             self.two_process = False  # type: ignore[misc]
             self.two_process_gaps = ()  # type: ignore[misc]
             self.two_process_missing = self.SINGLE_USE_NO_TWO_PROCESS  # type: ignore[misc]
+            self.refuses_candidates = self.SINGLE_USE_REFUSES  # type: ignore[misc]
         if mode == "node":
             self.isolation = self.NODE_ISOLATION  # type: ignore[misc]
             self._nodes = WarmNodeEngine(

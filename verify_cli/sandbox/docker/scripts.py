@@ -24,11 +24,11 @@ from verify_cli.sandbox.environment import (
 #: command's shell finds it: ``$0`` is that word, ``$1`` the mode, ``$2`` the preload list.
 WARM_LAUNCHER = (
     'case "$1" in '
-    f'module) exec "$0" {WARM_SCRIPT} module "$0" "$2" ;; '
+    f'module) exec "$0" -s {WARM_SCRIPT} module "$0" "$2" ;; '
     'script) s=$(command -v "$0") || exit 97; IFS= read -r l < "$s" || exit 97; '
     'case "$l" in "#!/"*) ;; *) exit 97 ;; esac; i=${l#??}; '
     'case "$i" in *" "*|*"	"*) exit 97 ;; esac; '
-    f'exec "$i" {WARM_SCRIPT} script "$s" "$2" ;; '
+    f'exec "$i" -s {WARM_SCRIPT} script "$s" "$2" ;; '
     'esac; exit 97')
 WARM_READY = b"\x03ready"
 

@@ -50,11 +50,11 @@ _MIB = 1024 * 1024
 #: ``$2`` the preload list, ``$3`` the node's job nonce.
 _WARM_SUPERVISOR = (
     'case "$1" in '
-    f'module) exec "$0" {WARM_NODE_SCRIPT} module "$0" "$2" "$3" ;; '
+    f'module) exec "$0" -s {WARM_NODE_SCRIPT} module "$0" "$2" "$3" ;; '
     'script) s=$(command -v "$0") || exit 97; IFS= read -r l < "$s" || exit 97; '
     'case "$l" in "#!/"*) ;; *) exit 97 ;; esac; i=${l#??}; '
     'case "$i" in *" "*|*"	"*) exit 97 ;; esac; '
-    f'exec "$i" {WARM_NODE_SCRIPT} script "$s" "$2" "$3" ;; '
+    f'exec "$i" -s {WARM_NODE_SCRIPT} script "$s" "$2" "$3" ;; '
     'esac; exit 97\n')
 
 

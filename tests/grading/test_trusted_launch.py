@@ -1,0 +1,131 @@
+"""The trusted launcher's pieces, each against the real thing (no sandbox needed): the launcher
+script keeps a planted module out, runner commands are rewritten to it, the node preloads are
+named by path, conflicting seals fail the run, a backend that grades in-process refuses
+candidates, and a stdio checker reads the candidate's output from a descriptor, not /tmp."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verify_cli.errors import UsageError
+from verify_cli.grading.grader import Grader, GradeRequest, GradeStatus
+from verify_cli.grading.seal import read_seals, seal_document
+from verify_cli.grading.workspace import Phase
+from verify_cli.kinds.runner import launched_runner_command
+from verify_cli.sandbox.environment import HARNESS_DIR, pinned_environment
+from verify_cli.sandbox.process import ProcessSandbox
+from verify_cli.sandbox.trusted_launch import LAUNCH_SCRIPT, MODULE_FLAGS, PYTHON_FLAGS, absolute_harness_requires
+from verify_cli.tasks.loader import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_launcher_never_imports_from_the_working_folder(tmp_path: Path) -> None:
+    # verify_shuffle imports random: a random.py in the working folder is what a candidate plants.
+    (tmp_path / "random.py").write_text("raise SystemExit('planted random imported')\n")
+    (tmp_path / "verify_shuffle.py").write_text("raise SystemExit('planted harness module imported')\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(HARNESS_DIR)}
+    old = subprocess.run([sys.executable, "-m", "verify_shuffle"], cwd=tmp_path, capture_output=True,
+                         text=True, env=env)
+    assert "planted" in old.stderr  # the old way: the working folder first on sys.path
+    (tmp_path / "verify_shuffle.py").unlink()
+    old = subprocess.run([sys.executable, "-m", "verify_shuffle"], cwd=tmp_path, capture_output=True,
+                         text=True, env=env)
+    assert "planted random imported" in old.stderr
+    (tmp_path / "verify_shuffle.py").write_text("raise SystemExit('planted harness module imported')\n")
+    for flags in (MODULE_FLAGS, PYTHON_FLAGS):
+        done = subprocess.run([sys.executable, *flags, str(HARNESS_DIR / LAUNCH_SCRIPT), "verify_shuffle"],
+                              cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert done.returncode == 0 and "planted" not in done.stderr, (flags, done.stderr)
+
+
+def test_a_launched_module_keeps_the_runs_hash_seed(tmp_path: Path) -> None:
+    """A runner iterates sets as a cold run with the run's PYTHONHASHSEED does (why not -I)."""
+    argv = [sys.executable, *MODULE_FLAGS, str(HARNESS_DIR / LAUNCH_SCRIPT), "timeit", "-n1", "-r1",
+            "print(hash('verify'))"]
+    seen = {subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True,
+                           env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "7"}).stdout.split("\n")[0]
+            for _ in range(2)}
+    assert len(seen) == 1 and seen != {""}, seen
+
+
+def test_runner_commands_start_through_the_launcher() -> None:
+    assert launched_runner_command("python -m verify_stdio") == \
+        f'python -s "$VERIFY_HARNESS_DIR/{LAUNCH_SCRIPT}" verify_stdio'
+    assert launched_runner_command("python3.11 -m verify_calls").startswith("python3.11 -s ")
+    for other in ("python -m pytest tests", "python -m verify_stdio && true", "sh run.sh"):
+        assert launched_runner_command(other) == other
+
+
+def test_node_preloads_are_named_by_path() -> None:
+    assert absolute_harness_requires("--require verify_node_guard --require verify_node_standin",
+                                     "/opt/h") == \
+        "--require /opt/h/verify_node_guard.js --require /opt/h/verify_node_standin.js"
+    assert absolute_harness_requires("--max-old-space-size=64", "/opt/h") == "--max-old-space-size=64"
+    env = pinned_environment(workdir="/w", results_dir="/r", harness_dir="/opt/h", tmp_dir="/tmp",
+                             extra={"NODE_OPTIONS": "--require verify_node_guard"})
+    assert env["NODE_OPTIONS"] == "--require /opt/h/verify_node_guard.js"
+    assert env["PYTHONNOUSERSITE"] == "1"
+
+
+def test_two_seals_that_disagree_are_a_forgery() -> None:
+    key = "k" * 32
+    _, real = seal_document(key, {"t::a": "passed", "t::b": "failed"})
+    _, forged = seal_document(key, {"t::b": "passed"})
+    record, problems = read_seals({"verify-seal-1.json": real, "verify-seal-9.json": forged}, key)
+    assert record is not None and record.tampered  # the run is failed (kinds/record.py)
+    assert any("disagree on t::b" in p and "forged" in p for p in problems), problems
+    agreeing, problems = read_seals({"verify-seal-1.json": real, "verify-seal-2.json": real}, key)
+    assert agreeing is not None and not agreeing.tampered and problems == []
+
+
+class _InProcessOnly(ProcessSandbox):
+    """The process backend with two-process switched off and candidates refused, as docker's
+    single-use mode declares itself."""
+
+    two_process = False
+    two_process_missing = "this backend does not run two-process"
+    refuses_candidates = "this backend does not grade candidates: use another mode"
+
+
+def test_a_backend_that_grades_in_process_refuses_candidates() -> None:
+    task = load_task(ROOT / "tests" / "fixtures" / "kinds" / "pytest" / "task")
+    with _InProcessOnly() as box, Grader(box) as grader:
+        ref = grader.grade(GradeRequest(task, Phase.REFERENCE))
+        assert ref.status is GradeStatus.GRADED and ref.passed and ref.isolation == "in-process"
+        wrong = {"solution.py": b"def double(x):\n    return 0\n"}
+        probe = grader.grade(GradeRequest(task, Phase.PROBE, candidate=wrong))
+        assert probe.status is GradeStatus.GRADED and not probe.passed
+        with pytest.raises(UsageError, match="does not grade candidates"):
+            grader.grade(GradeRequest(task, Phase.CANDIDATE, candidate={"solution.py": b""}))
+
+
+def test_docker_single_use_says_which_mode_grades_candidates() -> None:
+    from verify_cli.sandbox.docker.sandbox import DockerSandbox
+
+    assert "--docker-mode node" in DockerSandbox.SINGLE_USE_REFUSES
+    assert DockerSandbox.refuses_candidates == ""  # node mode, the default, grades them
+
+
+def test_the_checker_reads_the_output_from_a_descriptor(tmp_path: Path) -> None:
+    """verify_stdio.run_checker hands the checker /dev/fd/N (a memfd), never a path in /tmp."""
+    sys.path.insert(0, str(HARNESS_DIR))
+    try:
+        import verify_stdio
+    finally:
+        sys.path.remove(str(HARNESS_DIR))
+    checker = tmp_path / "check.py"
+    checker.write_text("import sys, os\nprint(sys.argv[3])\nsys.exit(0 if open(sys.argv[3]).read() == '42\\n' "
+                       "and sys.argv[3].startswith('/dev/fd/') else 1)\n")
+    (tmp_path / "in").write_text("21\n")
+    (tmp_path / "out").write_text("42\n")
+    ok = verify_stdio.run_checker(f"{sys.executable} {checker}", str(tmp_path), str(tmp_path / "in"),
+                                  str(tmp_path / "out"), b"42\n", 10.0)
+    assert ok == ""
+    said = verify_stdio.run_checker(f"{sys.executable} {checker}", str(tmp_path), str(tmp_path / "in"),
+                                    str(tmp_path / "out"), b"41\n", 10.0)
+    assert said.startswith("checker rejected the output") and "/dev/fd/" in said

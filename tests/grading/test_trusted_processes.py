@@ -1,0 +1,412 @@
+"""Every trusted process of a run under one rule (DESIGN.md, "Trust"; verify_cli/sandbox/trusted_launch.py).
+
+Three parts:
+
+- **the contract**: for every task kind, on bwrap cold and warm (and the process backend, whose
+  runs share the host with the candidate, for the interpreter flags only), a run is graded while
+  this test lists its processes from the host side (``/proc``, every descendant of this
+  process), and each trusted process (everything not in the candidate's sandbox) is held against
+  :func:`violations`: a harness interpreter started without ``-I``/``-s`` (a runner as
+  ``python -m verify_*``: the work folder first on its ``sys.path``), any Python with the user
+  site on, ``HOME`` in a folder the candidate can write, the seal key readable in an
+  interpreter's environment, ``NODE_OPTIONS`` from outside the harness. A new runner or backend
+  that starts a trusted process another way fails here;
+- **the hacks** of tests/fixtures/trusted/hacks (each scored full marks before the launcher) earn
+  nothing on bwrap, cold and warm, and the references still pass;
+- **nothing the candidate starts outlives what started it**: a background process one stdio case
+  leaves is gone before the next case runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.workspace import Phase
+from verify_cli.sandbox.base import Sandbox
+from verify_cli.sandbox.environment import HARNESS_DIR, SANDBOX_HARNESS, SANDBOX_TMP, SANDBOX_WORKDIR
+from verify_cli.sandbox.registry import create_sandbox
+from verify_cli.sandbox.trusted_launch import LAUNCH_SCRIPT, TRUSTED_HOME
+from verify_cli.tasks.loader import load_task
+from verify_cli.tasks.model import Task
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+TRUSTED = FIXTURES / "trusted"
+HACKS = TRUSTED / "hacks" / "stdio"
+
+#: Folders a candidate process can write (in the sandbox's view, and the host's scratch).
+CANDIDATE_WRITABLE = (SANDBOX_WORKDIR, SANDBOX_TMP, "/dev/shm")
+#: Processes of the launch chain that carry the run's variables (the seal key among them) and
+#: are not in the candidate's reach on bwrap (its sandbox has no /proc): the backend's bwrap,
+#: the run's wrapper shell and the shell of the task's command. Not interpreters: none of them
+#: imports or runs anything the candidate wrote.
+LAUNCH_CHAIN = ("bwrap", "sh", "dash", "bash", "tar", "cp", "sleep", "cat")
+
+
+@dataclass
+class Proc:
+    """What the host sees of one process (``/proc/PID``)."""
+
+    pid: int
+    ppid: int
+    argv: list[str]
+    env: dict[str, str] | None  # None: unreadable
+    cwd: str
+    exe: str
+    seen: int = 1
+    candidate: bool = False
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.exe or (self.argv[0] if self.argv else ""))
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def snapshot() -> dict[int, Proc]:
+    """Every descendant of this process, now."""
+    procs: dict[int, Proc] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        stat = _read(f"/proc/{pid}/stat")
+        cmd = _read(f"/proc/{pid}/cmdline")
+        if not stat or not cmd:
+            continue
+        ppid = int(stat.rsplit(b")", 1)[1].split()[1])
+        raw = _read(f"/proc/{pid}/environ")
+        env = None if raw is None else dict(
+            item.split("=", 1) for item in raw.decode("utf-8", "replace").split("\0") if "=" in item)
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            cwd = ""
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            exe = ""
+        procs[pid] = Proc(pid, ppid, [a.decode("utf-8", "replace") for a in cmd.split(b"\0")[:-1]],
+                          env, cwd, exe)
+    me, mine = os.getpid(), {os.getpid()}
+    changed = True
+    while changed:
+        changed = False
+        for p in procs.values():
+            if p.ppid in mine and p.pid not in mine:
+                mine.add(p.pid)
+                changed = True
+    mine.discard(me)
+    # A child between fork and exec still shows this process's argv: it is not yet a run's process.
+    own = procs[me].argv if me in procs else None
+    return {pid: procs[pid] for pid in mine if procs[pid].argv != own}
+
+
+def _is_candidate_root(p: Proc) -> bool:
+    joined = "\0".join(p.argv)
+    return ("--hostname\0candidate" in joined or any(a.endswith("verify_candidate_server.py") for a in p.argv)
+            or (p.env is not None and "VERIFY_CANDIDATE_HARNESS" in p.env and "VERIFY_RESULTS_DIR" not in p.env))
+
+
+def classify(procs: dict[int, Proc]) -> None:
+    """Mark the candidate's processes (its sandbox's bwrap and everything under it)."""
+    for p in procs.values():
+        q: Proc | None = p
+        while q is not None:
+            if _is_candidate_root(q):
+                p.candidate = True
+                break
+            q = procs.get(q.ppid)
+
+
+@dataclass
+class Sampler:
+    """Snapshots of a run's processes every few milliseconds, merged by (pid, argv)."""
+
+    seen: dict[tuple[int, tuple[str, ...]], Proc] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            now = snapshot()
+            classify(now)
+            for p in now.values():
+                key = (p.pid, tuple(p.argv))
+                if key in self.seen:
+                    old = self.seen[key]
+                    old.seen += 1
+                    old.env, old.cwd, old.candidate = p.env, p.cwd, old.candidate or p.candidate
+                else:
+                    self.seen[key] = p
+            time.sleep(0.01)
+
+
+PY = re.compile(r"python(3(\.\d+)?)?$")
+
+
+def python_flags(argv: list[str]) -> tuple[list[str], str]:
+    """(the interpreter's own options, what it runs: '-m MODULE', '-c', a script path, or '')."""
+    flags: list[str] = []
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "-m":
+            return flags, f"-m {argv[i + 1] if i + 1 < len(argv) else ''}"
+        if a == "-c":
+            return flags, "-c"
+        if a in ("-X", "-W"):
+            flags += argv[i:i + 2]
+            i += 2
+            continue
+        if a.startswith("-"):
+            flags.append(a)
+            i += 1
+            continue
+        return flags, a
+    return flags, ""
+
+
+def _under(path: str, folders: tuple[str, ...]) -> bool:
+    return any(path == f or path.startswith(f + "/") for f in folders)
+
+
+def violations(p: Proc, *, isolating: bool, two_process: bool) -> list[str]:
+    """How trusted process ``p`` breaks the rule ([] when it keeps it). ``isolating``: the
+    backend has a sandbox (bwrap), so folder rules apply; ``two_process``: the run was."""
+    out: list[str] = []
+    env = p.env or {}
+    if p.name.startswith("python") or PY.search(p.name):
+        flags, runs = python_flags(p.argv)
+        isolated = any(f == "-I" or (f.startswith("-") and not f.startswith("--") and "I" in f) for f in flags)
+        no_user_site = isolated or "-s" in flags or env.get("PYTHONNOUSERSITE") == "1" or p.env is None
+        harness = runs.startswith("-m verify_") or SANDBOX_HARNESS in runs or LAUNCH_SCRIPT in runs
+        if runs.startswith("-m verify_") and not isolated:
+            out.append(f"harness module started as 'python {runs}' without -I: the working folder "
+                       f"({p.cwd}) comes first on its sys.path")
+        if harness and not (isolated or "-s" in flags):
+            out.append(f"harness interpreter {runs!r} started without -I or -s")
+        if not no_user_site:
+            out.append("a Python with the user site enabled (no -I, -s or PYTHONNOUSERSITE=1)")
+        key = env.get("VERIFY_SEAL_KEY", "")
+        if key and set(key) != {"x"} and p.seen >= 3:
+            out.append("the seal key is readable in its environment (/proc/PID/environ)")
+    if p.name == "node":
+        opts = env.get("NODE_OPTIONS", "")
+        for m in re.finditer(r"--(?:require|import|loader|experimental-loader)[= ](\S+)", opts):
+            if not m.group(1).startswith((SANDBOX_HARNESS + "/", f"{HARNESS_DIR}/")):
+                out.append(f"NODE_OPTIONS loads {m.group(1)} (not the harness's)")
+    if isolating and two_process and p.env is not None and p.name not in ("bwrap",):
+        home = env.get("HOME", "")
+        if home and _under(home, CANDIDATE_WRITABLE):
+            out.append(f"HOME={home}: a folder the candidate can write")
+    return out
+
+
+# -- the runs -----------------------------------------------------------------------------------
+
+
+def _sleepy(task: Task) -> dict[str, bytes]:
+    """A candidate of ``task`` that does the work slowly (so its trusted processes can be seen)."""
+    kind = str(task.kind)
+    if kind == "node":
+        src = (FIXTURES / "kinds" / "node" / "task" / "solution" / "wrap.js").read_text()
+        return {"wrap.js": ("Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 700);\n" + src).encode()}
+    if kind == "stdio":
+        return {"main.py": b"import time\ntime.sleep(0.3)\nprint(2 * int(input()))\n"}
+    if task.id == "interface-spec/kv-cli":
+        target = "kv.py"
+        src = (task.root / "solution" / target).read_bytes()
+        return {target: b"import time\ntime.sleep(0.25)\n" + src}
+    return {"solution.py": b"import time\n\ndef double(x):\n    time.sleep(0.3)\n    return 2 * x\n"}
+
+
+def probe_tasks() -> list[Task]:
+    tasks = [load_task(FIXTURES / "kinds" / k / "task") for k in ("pytest", "calls", "stdio", "command", "node")]
+    tasks.append(load_task(TRUSTED / "stdio-checker"))
+    tasks.append(load_task(ROOT / "sample_tasks" / "interface-spec-kv-cli"))
+    return tasks
+
+
+@dataclass(frozen=True)
+class Observed:
+    result: GradeResult
+    procs: list[Proc]
+
+
+def observe(grader: Grader, task: Task) -> Observed:
+    sampler = Sampler()
+    thread = threading.Thread(target=sampler.run, daemon=True)
+    thread.start()
+    try:
+        result = grader.grade(GradeRequest(task, Phase.PROBE, candidate=_sleepy(task), label=task.id))
+    finally:
+        sampler.stop.set()
+        thread.join()
+    return Observed(result, list(sampler.seen.values()))
+
+
+@pytest.fixture(scope="module")
+def bwrap() -> Iterator[Sandbox]:
+    with create_sandbox("bwrap") as box:
+        yield box
+
+
+_OBSERVED: dict[tuple[str, str], dict[str, Observed]] = {}
+
+
+def observed(box: Sandbox, backend: str, mode: str) -> dict[str, Observed]:
+    key = (backend, mode)
+    if key not in _OBSERVED:
+        with Grader(box, warm=mode == "warm") as grader:
+            if mode == "warm":  # the first run of each task starts its worker: observe the second
+                for task in probe_tasks():
+                    grader.grade(GradeRequest(task, Phase.REFERENCE))
+            _OBSERVED[key] = {t.id: observe(grader, t) for t in probe_tasks()}
+    return _OBSERVED[key]
+
+
+def _report(obs: Observed, *, isolating: bool) -> list[str]:
+    two = obs.result.isolation == "two-process"
+    out = []
+    for p in obs.procs:
+        if p.candidate:
+            continue
+        for v in violations(p, isolating=isolating, two_process=two):
+            out.append(f"{' '.join(p.argv)[:160]} (cwd {p.cwd}): {v}")
+    return out
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_every_trusted_process_keeps_the_rule_on_bwrap(bwrap: Sandbox, mode: str) -> None:
+    runs = observed(bwrap, "bwrap", mode)
+    broken: dict[str, list[str]] = {}
+    for task_id, obs in runs.items():
+        assert obs.result.status is GradeStatus.GRADED and obs.result.passed, (task_id, obs.result.problems)
+        assert any(not p.candidate for p in obs.procs), f"{task_id}: the probe saw no trusted process"
+        if obs.result.isolation == "two-process":
+            assert any(p.candidate for p in obs.procs), f"{task_id}: the probe saw no candidate process"
+        if (bad := _report(obs, isolating=True)):
+            broken[task_id] = bad
+    assert broken == {}
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+def test_the_probe_sees_the_runners_and_the_checker(bwrap: Sandbox) -> None:
+    """The contract is only as good as what it lists: the stdio checker task's cold run shows the
+    runner (through the launcher), the checker and the exec client of the CLI task."""
+    runs = observed(bwrap, "bwrap", "cold")
+    argvs = [" ".join(p.argv) for p in runs["trusted/stdio-checker"].procs if not p.candidate]
+    assert any(f"{LAUNCH_SCRIPT} verify_stdio" in a and " -s " in a for a in argvs), argvs
+    assert any("hidden_tests/check.py" in a for a in argvs), argvs
+    homes = {(p.env or {}).get("HOME") for p in runs["trusted/stdio-checker"].procs
+             if not p.candidate and p.env is not None and p.name != "bwrap"}
+    assert homes <= {TRUSTED_HOME}, homes
+    cli = [" ".join(p.argv) for p in runs["interface-spec/kv-cli"].procs if not p.candidate]
+    assert any("verify_candidate_exec.py" in a and " -I " in a for a in cli), cli
+
+
+@pytest.mark.slow
+def test_process_backend_interpreters_are_isolated() -> None:
+    """The process backend has no sandbox (its candidate can write anywhere this user can), so only
+    the launch rules are held there: every harness interpreter starts isolated."""
+    with create_sandbox("process") as box:
+        runs = observed(box, "process", "cold")
+    broken = {tid: bad for tid, obs in runs.items() if (bad := _report(obs, isolating=False))}
+    assert broken == {}
+
+
+def test_a_runner_started_the_old_way_breaks_the_rule() -> None:
+    """The rule catches what the launcher replaced: ``python -m verify_stdio`` in the work folder,
+    a checker with the user site on and HOME in the work folder, a key left in an environment."""
+    old = Proc(1, 0, ["/usr/bin/python3", "-m", "verify_stdio"], {"HOME": "/workspace"}, "/workspace",
+               "/usr/bin/python3.11", seen=5)
+    said = violations(old, isolating=True, two_process=True)
+    assert any("without -I" in v for v in said) and any("HOME=/workspace" in v for v in said)
+    assert any("user site" in v for v in said)
+    keyed = Proc(2, 0, ["python", "-I", f"{SANDBOX_HARNESS}/{LAUNCH_SCRIPT}", "verify_calls"],
+                 {"HOME": TRUSTED_HOME, "VERIFY_SEAL_KEY": "ab" * 16}, "/workspace", "/usr/bin/python3", seen=5)
+    assert violations(keyed, isolating=True, two_process=True) == [
+        "the seal key is readable in its environment (/proc/PID/environ)"]
+    scrubbed = Proc(3, 0, keyed.argv, {"HOME": TRUSTED_HOME, "VERIFY_SEAL_KEY": "x" * 32}, "/workspace",
+                    "/usr/bin/python3", seen=5)
+    assert violations(scrubbed, isolating=True, two_process=True) == []
+    node = Proc(4, 0, ["node", "--test"], {"HOME": TRUSTED_HOME, "NODE_OPTIONS": "--require /workspace/x.js"},
+                "/workspace", "/usr/bin/node", seen=5)
+    assert violations(node, isolating=True, two_process=True) == [
+        "NODE_OPTIONS loads /workspace/x.js (not the harness's)"]
+
+
+# -- the hacks ----------------------------------------------------------------------------------
+
+
+def _system_checker_task(tmp: Path) -> Task:
+    """The checker fixture with its checker under the system Python (user site on, as the docker
+    image's Python is)."""
+    root = tmp / "stdio-checker-system"
+    shutil.copytree(TRUSTED / "stdio-checker", root)
+    toml = root / "task.toml"
+    toml.write_text(toml.read_text().replace('checker = "python hidden_tests/check.py"',
+                                             f'checker = "{SYSTEM_PYTHON} hidden_tests/check.py"')
+                    .replace('id = "trusted/stdio-checker"', 'id = "trusted/stdio-checker-system"'))
+    return load_task(root)
+
+
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or ""
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_the_trusted_process_hacks_earn_nothing(bwrap: Sandbox, mode: str, tmp_path: Path) -> None:
+    tasks = [load_task(TRUSTED / "stdio-checker")]
+    if SYSTEM_PYTHON:
+        tasks.append(_system_checker_task(tmp_path))
+    hacks = sorted(HACKS.glob("*.py"))
+    requests = []
+    for task in tasks:
+        requests.append(GradeRequest(task, Phase.REFERENCE, label=f"reference|{task.id}"))
+        requests += [GradeRequest(task, Phase.PROBE, candidate={"main.py": h.read_bytes()},
+                                  label=f"{h.stem}|{task.id}") for h in hacks]
+    with Grader(bwrap, warm=mode == "warm") as grader:
+        results = {r.label: r for r in grader.grade_many(requests, jobs=2)}
+    for task in tasks:
+        ref = results[f"reference|{task.id}"]
+        assert ref.status is GradeStatus.GRADED and ref.passed and ref.score == 1.0, ref.problems
+    won = {label: (r.status.value, r.score) for label, r in results.items()
+           if not label.startswith("reference|") and (r.status is not GradeStatus.GRADED or r.score != 0.0)}
+    assert won == {}
+
+
+# -- surviving programs -------------------------------------------------------------------------
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_a_program_a_case_started_does_not_outlive_it(bwrap: Sandbox, mode: str) -> None:
+    """Case ``a`` leaves a background heartbeat; case ``b`` prints ``alive`` if it still beats.
+    The reference expects ``dead``: it passes only if the exec op killed case a's processes."""
+    task = load_task(TRUSTED / "stdio-daemon")
+    with Grader(bwrap, warm=mode == "warm") as grader:
+        result = grader.grade(GradeRequest(task, Phase.REFERENCE))
+    assert result.status is GradeStatus.GRADED, result.problems
+    assert result.passed, [(t.id, t.message) for t in result.tests]
