@@ -18,7 +18,6 @@ import re
 import select
 import shutil
 import socket
-import struct
 import subprocess
 import tempfile
 import threading
@@ -44,12 +43,12 @@ from verify_cli.sandbox.bwrap_candidate import (
     WarmCandidates,
     cold_candidate_argv,
 )
-from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager, read_small_file
+from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager, oom_kills
 from verify_cli.sandbox.environment import (
     SANDBOX_HARNESS,
     scratch_root,
 )
-from verify_cli.sandbox.job_send import send_job
+from verify_cli.sandbox.job_send import recv_with_pid, send_job
 from verify_cli.sandbox.killing import kill_all_but, stop_sandbox
 from verify_cli.sandbox.local import RESULTS_MAX_FILES, Prepared, read_results_dir
 from verify_cli.sandbox.output import BoundedCapture, start_drain
@@ -92,17 +91,7 @@ class WorkerError(VerifyError):
 # --------------------------------------------------------------------------------------------
 def _recv(sock: socket.socket, max_fds: int = 1) -> tuple[bytes, list[int], int | None]:
     """One message, the descriptors it carried and the sender's pid (from SO_PASSCRED)."""
-    anc = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(max_fds * 4)
-    data, ancdata, _flags, _addr = sock.recvmsg(1 << 20, anc)
-    fds: list[int] = []
-    pid: int | None = None
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            usable = len(payload) - len(payload) % 4
-            fds.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
-        elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= 12:
-            pid = struct.unpack("3i", payload[:12])[0]
-    return data, fds, pid
+    return recv_with_pid(sock, max_fds)
 
 
 def _wait_readable(fds: Sequence[int], timeout: float) -> set[int]:
@@ -148,19 +137,6 @@ def _set_limits(cgroup: RunCgroup, memory_bytes: int, max_pids: int) -> None:
             (cgroup.memory_dir / "memory.max").write_text(str(memory_bytes))
     if cgroup.pids_dir is not None:
         (cgroup.pids_dir / "pids.max").write_text(str(max_pids))
-
-
-def _oom_kills(cgroup: RunCgroup) -> int:
-    """How many processes the kernel's OOM killer has killed in ``cgroup`` so far."""
-    if cgroup.memory_dir is None:
-        return 0
-    name = "memory.oom_control" if cgroup.version == 1 else "memory.events"
-    with contextlib.suppress(OSError, ValueError):
-        for line in read_small_file(f"{cgroup.memory_dir}/{name}").decode().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-    return 0
 
 
 @dataclass(frozen=True)
@@ -320,7 +296,7 @@ class WarmWorker:
         except OSError as e:  # e.g. a memory limit below what the warm interpreter holds
             raise WorkerError(f"cannot set the run's limits on the worker's cgroup: {e}",
                               worker_ok=True) from e
-        ooms_before = _oom_kills(self.cgroup)
+        ooms_before = oom_kills(self.cgroup)
         stop = threading.Event()
         reason: dict[str, Verdict] = {}
         wake_r, wake_w = os.pipe()
@@ -403,7 +379,7 @@ class WarmWorker:
             deadline = time.monotonic() + 5
             for t in drains:
                 t.join(timeout=max(0.0, deadline - time.monotonic()))
-            oom = _oom_kills(self.cgroup) > ooms_before
+            oom = oom_kills(self.cgroup) > ooms_before
             why = reason.get("why")
             results = {} if why is Verdict.OUTPUT_LIMIT else read_results_dir(results_fd)
             imports = self._imports(host_job) if report_imports else []

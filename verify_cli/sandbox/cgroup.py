@@ -208,3 +208,16 @@ def cgroup_manager() -> CgroupManager:
     if _MANAGER is None:
         _MANAGER = CgroupManager()
     return _MANAGER
+
+
+def oom_kills(cgroup: RunCgroup | None) -> int:
+    """How many processes the kernel's OOM killer has killed in ``cgroup`` so far (0 without one)."""
+    if cgroup is None or cgroup.memory_dir is None:
+        return 0
+    name = "memory.oom_control" if cgroup.version == 1 else "memory.events"
+    with contextlib.suppress(OSError, ValueError):
+        for line in read_small_file(f"{cgroup.memory_dir}/{name}").decode().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    return 0

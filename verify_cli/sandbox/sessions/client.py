@@ -18,7 +18,6 @@ import select
 import shutil
 import signal
 import socket
-import struct
 import tarfile
 import threading
 import time
@@ -28,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.harness.candidate.verify_session_server import glob_regex
-from verify_cli.sandbox.cgroup import RunCgroup, read_small_file
+from verify_cli.sandbox.cgroup import RunCgroup, oom_kills
+from verify_cli.sandbox.job_send import recv_with_pid as _recv_job
 from verify_cli.sandbox.judging import out_of_memory, read_results_tar, signal_verdict
 from verify_cli.sandbox.killing import kill_all_but
 from verify_cli.sandbox.output import BoundedCapture
@@ -60,19 +60,8 @@ class _ServerGone(Exception):
 
 
 def recv_with_pid(sock: socket.socket, max_fds: int = 0) -> tuple[bytes, list[int], int | None]:
-    """One message, the descriptors it carried and the sender's pid (the socket must have
-    SO_PASSCRED set; the kernel translates the pid into this process's pid namespace)."""
-    anc = socket.CMSG_SPACE(12) + (socket.CMSG_SPACE(max_fds * 4) if max_fds else 0)
-    data, ancdata, _flags, _addr = sock.recvmsg(MAX_MESSAGE, anc)
-    fds: list[int] = []
-    pid: int | None = None
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            usable = len(payload) - len(payload) % 4
-            fds.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
-        elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= 12:
-            pid = struct.unpack("3i", payload[:12])[0]
-    return data, fds, pid
+    """One message of at most MAX_MESSAGE bytes, its descriptors and the sender's pid."""
+    return _recv_job(sock, max_fds, max_bytes=MAX_MESSAGE)
 
 
 def decode(data: bytes) -> dict[str, Any]:
@@ -94,19 +83,6 @@ def move_into(cgroup: RunCgroup, pid: int) -> None:
             os.write(fd, str(pid).encode())
         finally:
             os.close(fd)
-
-
-def oom_kills(cgroup: RunCgroup | None) -> int:
-    """How many processes the OOM killer has killed in ``cgroup`` so far."""
-    if cgroup is None or cgroup.memory_dir is None:
-        return 0
-    name = "memory.oom_control" if cgroup.version == 1 else "memory.events"
-    with contextlib.suppress(OSError, ValueError):
-        for line in read_small_file(f"{cgroup.memory_dir}/{name}").decode().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-    return 0
 
 
 def workspace_tar(workspace: Workspace) -> bytes | None:
