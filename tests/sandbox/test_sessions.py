@@ -317,25 +317,32 @@ def test_a_fork_bomb_a_filled_disk_and_a_memory_hog_end_no_session_as_infrastruc
 def test_a_failure_of_the_machinery_is_infrastructure(isolating_box: Sandbox) -> None:
     if isolating_box.name != "bwrap":
         pytest.skip("the session parent is bwrap's machinery")
-    from verify_cli.sandbox.sessions.bwrap import BwrapSessions
+    from verify_cli.sandbox.registry import create_sandbox
+    from verify_cli.sandbox.sessions.bwrap import BwrapSessions, wait_gone
 
-    s = isolating_box.open_session({"hello.txt": b"x"}, SMALL)
-    try:
-        hosts = isolating_box.__dict__["_sessions"]
-        assert isinstance(hosts, BwrapSessions)
-        parent = hosts.parent(False)
-        assert parent.proc is not None
-        os.killpg(parent.proc.pid, signal.SIGKILL)
-        parent.proc.wait()
-        r = s.exec("true")
-        assert r.verdict is ExecVerdict.INFRA_ERROR, r
-        assert s.state is SessionState.BROKEN
-        with pytest.raises(SessionInfraError):
-            s.read_file("hello.txt")
-    finally:
-        s.close()
-    with isolating_box.open_session(None, SMALL) as fresh:  # a new parent serves the next one
-        assert fresh.exec("true").ok
+    # A sandbox of its own: one session parent, so the one killed is the one serving ``s`` (the
+    # module's sandbox may hold spares forked by an earlier parent).
+    with create_sandbox("bwrap") as box:
+        s = box.open_session({"hello.txt": b"x"}, SMALL)
+        try:
+            hosts = box.__dict__["_sessions"]
+            assert isinstance(hosts, BwrapSessions)
+            parent = hosts.parent(False)
+            assert parent.proc is not None
+            os.killpg(parent.proc.pid, signal.SIGKILL)
+            parent.proc.wait()
+            # The kernel ends the parent's pid namespace (the session's server with it) after the
+            # outer bwrap is reaped: the call comes once the machinery is wholly gone.
+            wait_gone(s._server_pid)  # type: ignore[attr-defined]
+            r = s.exec("true")
+            assert r.verdict is ExecVerdict.INFRA_ERROR, r
+            assert s.state is SessionState.BROKEN
+            with pytest.raises(SessionInfraError):
+                s.read_file("hello.txt")
+        finally:
+            s.close()
+        with box.open_session(None, SMALL) as fresh:  # a new parent serves the next one
+            assert fresh.exec("true").ok
 
 
 # --- lifetime ------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from verify_cli.tasks.paths import matches_any
 IN_PROCESS = "in-process"
 TWO_PROCESS = "two-process"
 #: The trusted side's note that the candidate server never came up (an infrastructure fault);
-#: the same name as verify_standin.NO_CANDIDATE_FILE.
+#: the same name as verify_standin_trace.NO_CANDIDATE_FILE.
 NO_CANDIDATE_FILE = "verify-no-candidate-process.txt"
 
 

@@ -37,21 +37,18 @@ from verify_standin_errors import standin_exception
 from verify_standin_import import StandInFinder
 from verify_standin_serve import describe_trusted as _describe_trusted
 from verify_standin_serve import serve_candidate
+from verify_standin_trace import NO_CANDIDATE_FILE, TRACE_FILE  # noqa: F401 - names the grader mirrors
+from verify_standin_trace import Tracer as _Tracer
+from verify_standin_trace import mark_infrastructure_fault as _mark_infrastructure_fault
 from verify_wire import WireError
 
 CHANNEL_ENV = "VERIFY_CHANNEL"
 MODULES_ENV = "VERIFY_CANDIDATE_MODULES"
 CONNECT_SECONDS = 20.0
-#: Written to the results folder when the candidate server never came up: no candidate code
-#: has run by then, so that is the infrastructure's fault (the grader reports infra_error).
-NO_CANDIDATE_FILE = "verify-no-candidate-process.txt"
 from verify_standin_serve import PRIVATE_MODULES, SERVED_DUNDERS  # noqa: E402,F401
 
 #: Opt-in (audit's mutation runs): every message crossing between the tests and the candidate is
 #: appended, as sent, to ``$VERIFY_RESULTS_DIR/verify-call-trace.jsonl`` (checks/audit/observed.py).
-TRACE_ENV = "VERIFY_TRACE_CALLS"
-TRACE_FILE = "verify-call-trace.jsonl"
-TRACE_MAX_BYTES = 8 * 1024 * 1024
 
 
 class CandidateUnavailable(RuntimeError):
@@ -139,40 +136,7 @@ class _Channel:
 CHANNEL = _Channel()
 
 
-class _Tracer:
-    """The call trace of one session, when ``VERIFY_TRACE_CALLS`` asks for it (else inert)."""
-
-    def __init__(self) -> None:
-        results = os.environ.get("VERIFY_RESULTS_DIR", "")
-        self.path = os.path.join(results, TRACE_FILE) if results and os.environ.get(TRACE_ENV) else ""
-        self.written = 0
-
-    def record(self, kind: str, message: Any) -> None:
-        if not self.path or self.written > TRACE_MAX_BYTES:
-            return
-        test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
-        line = json.dumps({"test": test, kind: message}, sort_keys=True, default=repr) + "\n"
-        self.written += len(line)
-        if self.written > TRACE_MAX_BYTES:
-            line = json.dumps({"truncated": True}) + "\n"
-        try:
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(line)
-        except OSError:
-            self.path = ""
-
-
 TRACER = _Tracer()
-
-
-def _mark_infrastructure_fault(message: str) -> None:
-    results = os.environ.get("VERIFY_RESULTS_DIR", "")
-    if results:
-        try:
-            with open(os.path.join(results, NO_CANDIDATE_FILE), "w", encoding="utf-8") as fh:
-                fh.write(message)
-        except OSError:
-            pass
 
 
 def _echo_output(msg: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ class PytestKind(Kind):
     summary: ClassVar[str] = "the task's pytest command, sealed, warm and two-process"
     legacy_framework: ClassVar[str | None] = "pytest"
     harness_files: ClassVar[tuple[str, ...]] = (
-        "verify_shuffle.py", "verify_harness.py", "verify_standin.py", "warm_worker.py",
+        "verify_shuffle.py", "verify_harness.py", "verify_standin.py", "verify_standin_trace.py", "warm_worker.py",
         "candidate/verify_candidate_server.py")
 
     def __init__(self) -> None:

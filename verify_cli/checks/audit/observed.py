@@ -33,7 +33,7 @@ from verify_cli.grading.workspace import Phase
 from verify_cli.kinds.registry import kind_of
 from verify_cli.tasks.model import Task
 
-#: The stand-in's trace file (the same name as verify_standin.TRACE_FILE).
+#: The stand-in's trace file (the same name as verify_standin_trace.TRACE_FILE).
 TRACE_FILE = "verify-call-trace.jsonl"
 
 

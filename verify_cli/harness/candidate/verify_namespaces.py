@@ -118,7 +118,10 @@ def fork_into(flags: int) -> int:
 def runtime_handles_under(folder: str) -> list[tuple[str, int]]:
     """Handles on the interpreter's own installation where it lives under ``folder`` (a CI
     checkout's venv under /tmp), taken before a fresh mount covers it."""
-    keep = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)
+    # The executable's own folder's parent too: a venv's root, which sys.prefix does not name in
+    # an interpreter started with -S (site.py is what points sys.prefix at the venv).
+    venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
+    keep = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, venv)
                    if os.path.realpath(p).startswith(folder + "/")})
     return [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in keep]
 

@@ -38,6 +38,7 @@ from verify_cli.sandbox.environment import (
     compile_harness,
     scratch_root,
 )
+from verify_cli.sandbox.job_send import send_job
 from verify_cli.sandbox.killing import stop_sandbox
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.sessions.base import (
@@ -151,7 +152,8 @@ class SessionParent:
                 if not self.alive or self.ctl is None:
                     raise SessionInfraError(f"the bwrap session parent is not running{self.log_tail()}")
                 try:
-                    socket.send_fds(self.ctl, [_json(job)], [child_s.fileno()])
+                    send_job(self.ctl, job, [child_s.fileno()], unreachable=lambda why: SessionInfraError(
+                        f"cannot reach the bwrap session parent: {why}"))
                     child_s.close()
                     if not _readable(self.ctl, OPEN_TIMEOUT):
                         raise SessionInfraError("the bwrap session parent did not answer")
@@ -185,12 +187,6 @@ def decode_or_empty(data: bytes) -> dict[str, Any]:
         return decode(data)
     except Exception:
         return {}
-
-
-def _json(msg: Mapping[str, Any]) -> bytes:
-    import json
-
-    return json.dumps(msg).encode()
 
 
 def _readable(sock: socket.socket, timeout: float) -> bool:

@@ -29,6 +29,7 @@ from typing import Any
 from verify_cli.harness.candidate.verify_session_server import glob_regex
 from verify_cli.sandbox.cgroup import RunCgroup, oom_kills
 from verify_cli.sandbox.job_send import recv_with_pid as _recv_job
+from verify_cli.sandbox.job_send import send_job
 from verify_cli.sandbox.judging import out_of_memory, read_results_tar, signal_verdict
 from verify_cli.sandbox.killing import kill_all_but
 from verify_cli.sandbox.output import BoundedCapture
@@ -234,10 +235,7 @@ class ServerSession(Session):
 
     # --- protocol --------------------------------------------------------------------------
     def _send(self, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
-        try:
-            socket.send_fds(self._sock, [json.dumps(msg).encode()], list(fds))
-        except OSError as e:
-            raise _ServerGone(f"cannot reach the exec server: {e}") from None
+        send_job(self._sock, msg, fds, unreachable=lambda why: _ServerGone(f"cannot reach the exec server: {why}"))
 
     def _recv(self, deadline: float) -> dict[str, Any]:
         if not _readable(self._sock.fileno(), deadline - time.monotonic()):
@@ -365,6 +363,11 @@ class ServerSession(Session):
             return ExecResult(verdict, stdout=out_cap.result(), stderr=err_cap.result(),
                               wall_seconds=elapsed, message=f"the session died: {self._why}")
         assert status is not None
+        if self._closing:  # closed from another thread mid-command: the server may have reported
+            # its killed command before it was killed itself; either way the session ended it
+            self._end(SessionState.CLOSED, "closed")
+            return ExecResult(ExecVerdict.SESSION_DEAD, stdout=out_cap.result(), stderr=err_cap.result(),
+                              wall_seconds=elapsed, message="the session was closed during the command")
         oom = oom_kills(self._cgroup) > ooms
         if reason is ExecVerdict.TIMEOUT and session_ends:
             self._end(SessionState.RECLAIMED, "past the session's wall-clock limit")
