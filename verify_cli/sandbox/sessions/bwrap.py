@@ -42,7 +42,6 @@ from verify_cli.sandbox.job_send import send_job
 from verify_cli.sandbox.killing import stop_sandbox
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.sessions.base import (
-    SessionFileError,
     SessionInfraError,
     SessionLimits,
     Workspace,
@@ -51,6 +50,7 @@ from verify_cli.sandbox.sessions.client import (
     ServerSession,
     command_environment,
     decode,
+    load_workspace,
     move_into,
     recv_with_pid,
     remove_tree,
@@ -233,14 +233,7 @@ class BwrapSessions:
         session.begin(command_environment(SANDBOX_WORKDIR, SANDBOX_TMP, runtime_path(), env))
         with self._lock:
             self._open.add(session)
-        if archive is not None:
-            try:
-                session.load(archive)
-            except SessionFileError as e:
-                session.close()
-                raise SessionFileError(f"the workspace could not be copied in: {e}",
-                                       path=str(workspace)) from e
-        return session
+        return load_workspace(session, archive, workspace)
 
     def _start(self, limits: SessionLimits) -> ServerSession:
         """A session whose sandbox is built and whose server waits, its work folder empty."""

@@ -107,6 +107,18 @@ def workspace_tar(workspace: Workspace) -> bytes | None:
     return buf.getvalue()
 
 
+def load_workspace(session: ServerSession, archive: bytes | None, workspace: Workspace) -> ServerSession:
+    """``session`` with the starting files of ``workspace`` (its :func:`workspace_tar`) copied
+    in; a copy that fails closes the session and says so (SessionFileError)."""
+    if archive is not None:
+        try:
+            session.load(archive)
+        except SessionFileError as e:
+            session.close()
+            raise SessionFileError(f"the workspace could not be copied in: {e}", path=str(workspace)) from e
+    return session
+
+
 def command_environment(workdir: str, tmp: str, path: str,
                         extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a session's commands: pinned, nothing of the host's."""
@@ -644,5 +656,14 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-__all__ = ["ServerSession", "command_environment", "decode", "move_into", "oom_kills",
-           "recv_with_pid", "shell_argv", "workspace_tar"]
+__all__ = [
+    "ServerSession",
+    "command_environment",
+    "decode",
+    "load_workspace",
+    "move_into",
+    "oom_kills",
+    "recv_with_pid",
+    "shell_argv",
+    "workspace_tar",
+]

@@ -39,11 +39,12 @@ from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
     compile_harness,
 )
-from verify_cli.sandbox.sessions.base import SessionFileError, SessionInfraError, SessionLimits, Workspace
+from verify_cli.sandbox.sessions.base import SessionInfraError, SessionLimits, Workspace
 from verify_cli.sandbox.sessions.client import (
     ServerSession,
     command_environment,
     decode,
+    load_workspace,
     remove_tree,
     workspace_tar,
 )
@@ -120,14 +121,7 @@ class DockerSessions:
         session.begin(command_environment(SANDBOX_WORKDIR, SANDBOX_TMP, DEFAULT_PATH, env))
         with self._lock:
             self._open.add(session)
-        if archive is not None:
-            try:
-                session.load(archive)
-            except SessionFileError as e:
-                session.close()
-                raise SessionFileError(f"the workspace could not be copied in: {e}",
-                                       path=str(workspace)) from e
-        return session
+        return load_workspace(session, archive, workspace)
 
     def _start(self, limits: SessionLimits, image: str,
                labels: Mapping[str, str] | None) -> ServerSession:
