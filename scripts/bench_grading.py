@@ -337,11 +337,27 @@ class BaselineCheckout:
             return None
 
 
+def _flat_harness(source: Path) -> Path:
+    """A checkout's harness folder as runs see it: flat. A checkout from before the harness was
+    grouped by role is flat already; a later one is copied flat into a temporary folder (its role
+    folders' files side by side, ``candidate/`` as its subfolder), as verify-cli does at run time."""
+    roles = [d for d in ("plugins", "runners", "warm", "exec") if (source / d).is_dir()]
+    if not roles:
+        return source
+    flat = Path(tempfile.mkdtemp(prefix="bench-baseline-harness-"))
+    for role in roles:
+        for f in (source / role).iterdir():
+            if f.is_file() and f.name != "__init__.py":
+                shutil.copyfile(f, flat / f.name)
+    shutil.copytree(source / "candidate", flat / "candidate", ignore=shutil.ignore_patterns("__pycache__"))
+    return flat
+
+
 def boundary_cost(baseline: BaselineCheckout | None, calls: int) -> dict[str, Any]:
     """The 10,000-call case through this harness and the baseline's, and their ratios."""
     harnesses = {"here": HARNESS_DIR}
     if baseline is not None:
-        harnesses["baseline"] = baseline.path / "verify_cli" / "harness"
+        harnesses["baseline"] = _flat_harness(baseline.path / "verify_cli" / "harness")
     report: dict[str, Any] = {"calls": calls, **bench_many_calls_against(harnesses, calls)}
     if baseline is not None:
         report["baseline_ref"] = baseline.ref

@@ -27,8 +27,8 @@ import tomli_w
 
 from verify_cli.errors import VerifyError
 from verify_cli.sandbox.base import Availability, RunResult, RunSpec, Sandbox, Verdict
+from verify_cli.sandbox.kit.testing import FakeSandbox
 from verify_cli.sandbox.registry import create_sandbox, sandbox_class, sandbox_names
-from verify_cli.sandbox.testing import FakeSandbox
 
 #: The fixture tasks' own tests run inside sandboxes, never as part of this suite.
 collect_ignore_glob = ["fixtures/*"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "verify_cli"
 
-SANDBOX_OWNERS = {"docker": ("sandbox/docker/", "harness/docker_"), "bwrap": ("sandbox/bwrap",),
+SANDBOX_OWNERS = {"docker": ("sandbox/docker/", "harness/warm/docker_"), "bwrap": ("sandbox/bwrap",),
                   "process": ("sandbox/process.py",)}
 MODEL_OWNERS = {"hf": ("models/hf.py",), "vllm": ("models/vllm_backend.py",),
                 "openai": ("models/openai_backend.py",), "replay": ("models/replay.py",)}

@@ -6,7 +6,7 @@ The rule (the package docstring of :mod:`verify_cli` states it for users; tests 
 
 - public: the names in ``verify_cli.__all__``, and the names in the ``__all__`` of each package
   in :data:`PUBLIC_PACKAGES` (``from verify_cli.sandbox import create_sandbox``);
-- private: every other module (``verify_cli.sandbox.bwrap``, ``verify_cli.checks.mutation``,
+- private: every other module (``verify_cli.sandbox.bwrap.sandbox``, ``verify_cli.checks.mutation``,
   any module or name whose name starts with ``_``), and the whole of each package in
   :data:`INTERNAL_PACKAGES`, whatever it lists.
 """

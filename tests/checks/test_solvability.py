@@ -11,7 +11,7 @@ from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
 from verify_cli.checks.solvability import CheckOptions, Progress, check_tasks, evaluate
 from verify_cli.grading import Grader, GradeResult, GradeStatus, Outcome, Phase, TestOutcome
 from verify_cli.sandbox.base import RunResult, Sandbox, Verdict
-from verify_cli.sandbox.testing import FakeSandbox
+from verify_cli.sandbox.kit.testing import FakeSandbox
 from verify_cli.tasks import load_task, load_task_set
 from verify_cli.tasks.model import Task
 

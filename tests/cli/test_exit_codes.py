@@ -20,7 +20,7 @@ from verify_cli.grading.junit import JUnitParseError
 from verify_cli.importers.run import ImportStopped
 from verify_cli.models.base import ModelBackendError, ModelBackendUnavailableError
 from verify_cli.models.openai_backend import ServerError
-from verify_cli.sandbox.bwrap_warm import WorkerError
+from verify_cli.sandbox.bwrap.warm import WorkerError
 
 ROOT = Path(__file__).resolve().parents[2]
 

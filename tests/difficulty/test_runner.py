@@ -21,7 +21,7 @@ from verify_cli.grading.grader import Grader
 from verify_cli.models import create_model_backend
 from verify_cli.models.base import Completion, ModelBackend, ModelBackendError, Prompt, SamplingParams
 from verify_cli.sandbox.base import Sandbox
-from verify_cli.sandbox.testing import FakeSandbox
+from verify_cli.sandbox.kit.testing import FakeSandbox
 from verify_cli.tasks.loader import load_task_set
 from verify_cli.tasks.model import Task
 

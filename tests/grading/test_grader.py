@@ -12,7 +12,7 @@ import pytest
 from verify_cli.grading import Grader, GradeRequest, GradeResult, GradeStatus, Outcome, Phase
 from verify_cli.grading.seal import SEAL_KEY_ENV, seal_matching
 from verify_cli.sandbox.base import RunResult, RunSpec, Sandbox, Verdict
-from verify_cli.sandbox.testing import FakeSandbox
+from verify_cli.sandbox.kit.testing import FakeSandbox
 from verify_cli.tasks import load_task
 
 IDS = {"tests.test_solution::test_empty", "tests.test_solution::test_several"}

@@ -9,7 +9,7 @@ import pytest
 from verify_cli.grading import Grader
 from verify_cli.sandbox import RunSpec, create_sandbox
 from verify_cli.sandbox.base import WarmHost, WarmInvocation, WarmOutcome, WarmStats
-from verify_cli.sandbox.testing import FakeSandbox
+from verify_cli.sandbox.kit.testing import FakeSandbox
 
 
 class RecordingHost(WarmHost):

@@ -17,8 +17,13 @@ from verify_cli.grading.seal import read_seals, seal_document
 from verify_cli.grading.workspace import Phase
 from verify_cli.kinds.runner import launched_runner_command
 from verify_cli.sandbox.environment import HARNESS_DIR, pinned_environment
+from verify_cli.sandbox.plumbing.trusted_launch import (
+    LAUNCH_SCRIPT,
+    MODULE_FLAGS,
+    PYTHON_FLAGS,
+    absolute_harness_requires,
+)
 from verify_cli.sandbox.process import ProcessSandbox
-from verify_cli.sandbox.trusted_launch import LAUNCH_SCRIPT, MODULE_FLAGS, PYTHON_FLAGS, absolute_harness_requires
 from verify_cli.tasks.loader import load_task
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -34,8 +34,8 @@ from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeSt
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import Sandbox
 from verify_cli.sandbox.environment import HARNESS_DIR, SANDBOX_HARNESS, SANDBOX_TMP, SANDBOX_WORKDIR
+from verify_cli.sandbox.plumbing.trusted_launch import LAUNCH_SCRIPT, TRUSTED_HOME
 from verify_cli.sandbox.registry import create_sandbox
-from verify_cli.sandbox.trusted_launch import LAUNCH_SCRIPT, TRUSTED_HOME
 from verify_cli.tasks.loader import load_task
 from verify_cli.tasks.model import Task
 

@@ -22,7 +22,7 @@ import pytest
 
 from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase
 from verify_cli.sandbox.base import Sandbox, WarmStats
-from verify_cli.sandbox.bwrap_candidate import CandidateParent
+from verify_cli.sandbox.bwrap.candidate import CandidateParent
 from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.tasks import load_task
 

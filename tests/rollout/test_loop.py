@@ -21,8 +21,8 @@ from verify_cli.rollout.loop import StepReport, TrainConfig, Trainer
 from verify_cli.rollout.schema import TIMING_COLUMNS, TRAJECTORY_SCHEMA
 from verify_cli.rollout.shards import read_manifest, read_run, verify_run
 from verify_cli.sandbox.base import RunSpec, Sandbox
+from verify_cli.sandbox.kit.testing import FakeSandbox
 from verify_cli.sandbox.registry import create_sandbox, resolve_backend_name
-from verify_cli.sandbox.testing import FakeSandbox
 from verify_cli.tasks.loader import load_task_set
 from verify_cli.tasks.model import Task
 

@@ -23,7 +23,7 @@ from verify_cli.sampling.status import TRAJECTORY_LABELS, SampleStatus
 from verify_cli.sampling.step import AnswerStep, GradedSample, RetryPolicy, SampleStep, grade_files
 from verify_cli.sampling.stream import generate_and_grade
 from verify_cli.sandbox.base import Sandbox
-from verify_cli.sandbox.testing import FakeSandbox
+from verify_cli.sandbox.kit.testing import FakeSandbox
 from verify_cli.tasks.loader import load_task
 from verify_cli.tasks.model import Task
 

@@ -1,6 +1,6 @@
 """The hostile-program conformance suite, run against every backend.
 
-One table (:data:`verify_cli.sandbox.conformance.CASES`) drives both these tests and
+One table (:data:`verify_cli.sandbox.kit.conformance.CASES`) drives both these tests and
 ``verify-cli sandbox doctor``. A backend must contain every program, except where the table
 records a limitation of that backend: there the test asserts the escape is real, so a limitation
 is never silently documented away nor silently fixed.
@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from tests.conftest import PYTHON_IMAGE, SandboxFor, backend_ids, backend_marks
-from verify_cli.sandbox.conformance import (
+from verify_cli.sandbox.kit.conformance import (
     CASES,
     HOST_CHECKS,
     ConformanceCase,
@@ -23,7 +23,7 @@ from verify_cli.sandbox.conformance import (
     run_case,
     run_conformance,
 )
-from verify_cli.sandbox.testing import FakeSandbox
+from verify_cli.sandbox.kit.testing import FakeSandbox
 
 PARAMS = [pytest.param(name, case, marks=backend_marks(name), id=f"{name}-{case.name}")
           for name in backend_ids() for case in CASES]

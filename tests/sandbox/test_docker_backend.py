@@ -268,7 +268,7 @@ def test_node_image_writes_junit(box: DockerSandbox, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def pooled() -> Iterator[DockerSandbox]:
-    from verify_cli.sandbox.conformance import SMALL_LIMITS
+    from verify_cli.sandbox.kit.conformance import SMALL_LIMITS
 
     sandbox = DockerSandbox(mode="single-use", pool_size=2)
     sandbox.start([PYTHON_IMAGE], SMALL_LIMITS)
@@ -278,7 +278,7 @@ def pooled() -> Iterator[DockerSandbox]:
 
 
 def _conformance_params() -> list[object]:
-    from verify_cli.sandbox.conformance import CASES
+    from verify_cli.sandbox.kit.conformance import CASES
 
     return [pytest.param(case, id=case.name) for case in CASES]
 
@@ -289,7 +289,7 @@ def test_warm_pool_contains_every_hostile_program(pooled: DockerSandbox, case: o
     """The conformance suite again, through pooled containers (removed in the background)."""
     from docker.models.containers import ContainerCollection
 
-    from verify_cli.sandbox.conformance import ConformanceCase, run_case
+    from verify_cli.sandbox.kit.conformance import ConformanceCase, run_case
 
     # The leftover-container check lists, then inspects each: a container the reaper removes in
     # between must count as gone, not as an error (docker-py's ignore_removed).
@@ -321,7 +321,7 @@ def test_what_a_run_leaves_is_dead_when_run_returns(pooled: DockerSandbox,
     result = _run(pooled, tmp_path, ["sh", "-c", f"setsid sleep 60 {token} >/dev/null 2>&1 & "
                                                  "echo ok"])
     assert result.verdict is Verdict.OK, result
-    from verify_cli.sandbox.conformance import processes_with_token
+    from verify_cli.sandbox.kit.conformance import processes_with_token
 
     deadline = time.monotonic() + 1.0
     while processes_with_token(token) and time.monotonic() < deadline:

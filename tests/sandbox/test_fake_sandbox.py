@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from verify_cli.sandbox import RunResult, RunSpec, Verdict, create_sandbox, sandbox_names
-from verify_cli.sandbox.testing import INJECTED_FAILURE, FakeSandbox
+from verify_cli.sandbox.kit.testing import INJECTED_FAILURE, FakeSandbox
 
 
 def _spec(tmp_path: Path, task: str = "t") -> RunSpec:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from verify_cli.sandbox.job_send import send_job
+from verify_cli.sandbox.plumbing.job_send import send_job
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def test_a_gone_peer_is_the_callers_error() -> None:
 def test_only_job_send_passes_descriptors_on_the_host_side() -> None:
     users = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "verify_cli" / "sandbox").rglob("*.py")
                    if "send_fds(" in p.read_text(encoding="utf-8"))
-    assert users == ["verify_cli/sandbox/job_send.py"]
+    assert users == ["verify_cli/sandbox/plumbing/job_send.py"]
 
 
 def test_no_module_of_the_package_is_over_800_lines() -> None:

@@ -10,8 +10,8 @@ import tarfile
 import pytest
 
 from verify_cli.sandbox.base import MAX_RESULT_FILE_BYTES, Verdict
-from verify_cli.sandbox.judging import out_of_memory, read_results_tar, signal_verdict
 from verify_cli.sandbox.local import read_results_archive
+from verify_cli.sandbox.plumbing.judging import out_of_memory, read_results_tar, signal_verdict
 
 
 def _archive(members: list[tuple[str, bytes | None]]) -> bytes:

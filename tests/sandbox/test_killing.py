@@ -7,7 +7,7 @@ import subprocess
 import time
 
 from verify_cli.sandbox.environment import scratch_root
-from verify_cli.sandbox.killing import kill_all_but
+from verify_cli.sandbox.plumbing.killing import kill_all_but
 
 
 def _alive(pid: int) -> bool:

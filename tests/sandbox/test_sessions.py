@@ -23,7 +23,8 @@ import pytest
 from tests.conftest import SandboxFor
 from verify_cli.errors import UsageError
 from verify_cli.sandbox.base import Sandbox
-from verify_cli.sandbox.conformance import CASES, ConformanceCase, run_case
+from verify_cli.sandbox.kit.conformance import CASES, ConformanceCase, run_case
+from verify_cli.sandbox.kit.testing import FakeSandbox
 from verify_cli.sandbox.sessions import (
     ExecVerdict,
     Session,
@@ -36,7 +37,6 @@ from verify_cli.sandbox.sessions import (
 )
 from verify_cli.sandbox.sessions.client import ServerSession
 from verify_cli.sandbox.sessions.conformance import SessionRunner
-from verify_cli.sandbox.testing import FakeSandbox
 
 SESSION_BACKENDS = [
     pytest.param("process", id="process"),

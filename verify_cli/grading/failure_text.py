@@ -18,8 +18,9 @@ _SHORTENED = re.compile(r"\n\[\+\d+ more lines?; full report in element text\]\s
 CANDIDATE_NOTE = "in the candidate process:"
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
 #: Where verify-cli's harness lives in a sandbox (sandbox/environment.py) and, for backends
-#: without a file system of their own, in the package itself.
-_HARNESS_PARTS = ("/opt/verify-harness/", "/opt/verify-candidate/", "/verify_cli/harness/")
+#: without a file system of their own, on the host: the run-time folder ``harness_dir`` builds
+#: (``verify-cli-harness-*``) or the package's sources.
+_HARNESS_PARTS = ("/opt/verify-harness/", "/opt/verify-candidate/", "/verify-cli-harness-", "/verify_cli/harness/")
 _HARNESS_FILES = re.compile(r"(^|/)verify_[a-z_]+\.py$")
 #: pytest's location line of a long report: ``tests/test_x.py:8: AssertionError`` or ``...:8: ``.
 _LOCATION = re.compile(r"^(?P<path>[^\s:][^:]*\.py):(?P<line>\d+):(?: .*)?$")

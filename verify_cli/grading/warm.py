@@ -4,7 +4,7 @@ A cold run pays for an interpreter start and for importing pytest (or a built-in
 its plugins (most of a second) before the first test runs. A backend that can do better opens a
 :class:`~verify_cli.sandbox.base.WarmHost` (:meth:`Sandbox.warm_host
 <verify_cli.sandbox.base.Sandbox.warm_host>`): bwrap's pool of forking workers
-(:mod:`verify_cli.sandbox.bwrap_warm`), docker's pooled containers that have imported pytest
+(:mod:`verify_cli.sandbox.bwrap.warm`), docker's pooled containers that have imported pytest
 (:mod:`verify_cli.sandbox.docker.warm_host`). This module is the grading side of it:
 
 - which runs may go warm: the task's kind decides (:meth:`Kind.warm_invocation

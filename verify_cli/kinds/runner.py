@@ -22,7 +22,7 @@ from verify_cli.kinds.base import HarnessOptions, Kind
 from verify_cli.kinds.pytest_command import split_simple_command
 from verify_cli.kinds.record import check_record
 from verify_cli.sandbox.base import RunResult, RunSpec, WarmHost, WarmInvocation
-from verify_cli.sandbox.trusted_launch import python_module_command
+from verify_cli.sandbox.plumbing.trusted_launch import python_module_command
 from verify_cli.tasks.model import Task
 
 #: Mirrored in verify_cli/harness/verify_runner_common.py.
@@ -90,7 +90,7 @@ class RunnerKind(Kind):
 
     def test_command(self, task: Task) -> str:
         """``python -m verify_calls|verify_stdio`` started by the trusted launcher
-        (:mod:`verify_cli.sandbox.trusted_launch`): ``python -m`` would put the shared work folder
+        (:mod:`verify_cli.sandbox.plumbing.trusted_launch`): ``python -m`` would put the shared work folder
         first on the runner's ``sys.path``, so a module the candidate writes there at run time
         would be imported by the runner (a lazy standard import after the candidate ran)."""
         return launched_runner_command(task.test.command)

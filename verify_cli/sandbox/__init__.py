@@ -1,5 +1,7 @@
 """Sandboxes: run a command over a set of files under limits. Knows nothing about tasks."""
 
+from pathlib import Path
+
 from verify_cli.sandbox.base import (
     Availability,
     CapturedOutput,
@@ -9,8 +11,8 @@ from verify_cli.sandbox.base import (
     Sandbox,
     Verdict,
 )
-from verify_cli.sandbox.bwrap_candidate import WARM_CANDIDATE_ENV
-from verify_cli.sandbox.environment import HARNESS_DIR, pinned_environment
+from verify_cli.sandbox.bwrap.candidate import WARM_CANDIDATE_ENV
+from verify_cli.sandbox.environment import harness_dir, pinned_environment
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import (
     ENTRY_POINT_GROUP,
@@ -60,3 +62,10 @@ __all__ = [
     "sandbox_names",
     "sandbox_spec",
 ]
+
+
+def __getattr__(name: str) -> Path:
+    """``HARNESS_DIR``: the run-time harness folder, built on first use (:func:`harness_dir`)."""
+    if name == "HARNESS_DIR":
+        return harness_dir()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from verify_cli.backend_config import BackendConfig
-from verify_cli.sandbox.captured import CapturedOutput  # re-exported: part of the contract
+from verify_cli.sandbox.plumbing.captured import CapturedOutput  # re-exported: part of the contract
 
 if TYPE_CHECKING:
     from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.sandbox.base import Limits, RunSpec, Sandbox, Verdict
-from verify_cli.sandbox.conformance import ConformanceResult, run_conformance
+from verify_cli.sandbox.kit.conformance import ConformanceResult, run_conformance
 from verify_cli.sandbox.registry import create_sandbox, sandbox_class, sandbox_names, sandbox_spec
 
 DOCTOR_IMAGE = "verify-cli/python:3.11"

@@ -14,28 +14,70 @@ SANDBOX_RESULTS = "/results"
 SANDBOX_HARNESS = "/opt/verify-harness"
 SANDBOX_TMP = "/tmp"
 
-#: Folder of harness helpers (pytest plugins) shipped with verify-cli, mounted read-only.
-HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
+#: The harness's sources, grouped by role (:mod:`verify_cli.harness`). Sandboxes see the flat
+#: run-time folder :func:`harness_dir` builds from them, never this one.
+HARNESS_SOURCE_DIR = Path(__file__).resolve().parent.parent / "harness"
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
-_harness_compiled = threading.Event()
+_harness_lock = threading.Lock()
+_harness_built: list[tuple[Path, int]] = []
+
+
+def harness_dir() -> Path:
+    """The harness folder a run sees (mounted read-only in an isolating sandbox): the harness's
+    files flat, as task commands name them (``python -m verify_calls``), with ``candidate/`` its
+    subfolder. Built once per process from the grouped sources into a fresh private folder
+    (removed at exit by the process that built it) and byte-compiled there (``__pycache__``): a
+    sandboxed run sees it read-only, so without that every run would compile each harness module
+    it imports (a built-in runner's run: some 60 ms of CPU, most of what it costs above an
+    interpreter start). A fresh folder per process, never a shared cache: nothing a run or
+    another process wrote can reach the harness of the next."""
+    import os
+
+    with _harness_lock:
+        if _harness_built and _harness_built[0][1] == os.getpid():
+            return _harness_built[0][0]
+        import atexit
+        import compileall
+        import contextlib
+        import shutil
+        import tempfile
+
+        from verify_cli.harness import build_runtime_folder
+
+        folder = Path(tempfile.mkdtemp(prefix="verify-cli-harness-"))
+        build_runtime_folder(folder)
+        with contextlib.suppress(Exception):
+            compileall.compile_dir(str(folder), quiet=2)
+        pid = os.getpid()
+        _harness_built[:] = [(folder, pid)]
+
+        def _remove() -> None:
+            if os.getpid() == pid:  # a forked child that exits leaves its parent's folder alone
+                shutil.rmtree(folder, ignore_errors=True)
+
+        atexit.register(_remove)
+        return folder
+
+
+def candidate_harness_dir() -> Path:
+    """The candidate side's harness folder (mounted on its own in the candidate's sandbox)."""
+    return harness_dir() / "candidate"
 
 
 def compile_harness() -> None:
-    """Byte-compile the harness modules beside their sources (``__pycache__``), once per
-    process. A sandboxed run sees the harness read-only, so without this every run compiles each
-    harness module it imports (a built-in runner's run: some 60 ms of CPU, most of what it costs
-    above an interpreter start). Where the folder is not writable (an installed package, whose
-    installer compiled it) nothing happens."""
-    if _harness_compiled.is_set():
-        return
-    _harness_compiled.set()
-    import compileall
-    import contextlib
+    """Make sure the run-time harness folder is built and byte-compiled (:func:`harness_dir`)."""
+    harness_dir()
 
-    with contextlib.suppress(Exception):
-        compileall.compile_dir(str(HARNESS_DIR), quiet=2)
+
+def __getattr__(name: str) -> Path:
+    """``HARNESS_DIR`` and ``CANDIDATE_HARNESS_DIR``: the run-time folders, built on first use."""
+    if name == "HARNESS_DIR":
+        return harness_dir()
+    if name == "CANDIDATE_HARNESS_DIR":
+        return candidate_harness_dir()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: A RAM-backed folder for per-run scratch, and the free space it must have to be used.
@@ -95,7 +137,7 @@ def pinned_environment(*, workdir: str, results_dir: str, harness_dir: str, tmp_
     if extra:
         env.update(extra)
     if env.get("NODE_OPTIONS") and harness_dir:
-        from verify_cli.sandbox.trusted_launch import absolute_harness_requires
+        from verify_cli.sandbox.plumbing.trusted_launch import absolute_harness_requires
 
         env["NODE_OPTIONS"] = absolute_harness_requires(env["NODE_OPTIONS"], harness_dir)
     return env
@@ -114,7 +156,6 @@ def python_runtime_prefixes() -> list[str]:
 #: isolating sandbox, and the harness folder they come from.
 SANDBOX_CHANNEL_DIR = "/.verify-channel"
 SANDBOX_CANDIDATE_HARNESS = "/opt/verify-candidate"
-CANDIDATE_HARNESS_DIR = HARNESS_DIR / "candidate"
 CHANNEL_SOCKET = "channel.sock"
 
 
@@ -123,7 +164,7 @@ def candidate_exec_prefix(python: str, harness_dir: str, channel: str) -> str:
     candidate's sandbox through the channel ``channel``."""
     import shlex
 
-    from verify_cli.sandbox.trusted_launch import python_script_argv
+    from verify_cli.sandbox.plumbing.trusted_launch import python_script_argv
 
     return shlex.join([*python_script_argv(python, f"{harness_dir}/verify_candidate_exec.py"),
                        "--channel", channel, "--"])

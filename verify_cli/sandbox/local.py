@@ -25,10 +25,10 @@ from verify_cli.sandbox.base import (
     Sandbox,
     Verdict,
 )
-from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import compile_harness
-from verify_cli.sandbox.judging import out_of_memory, read_results_tar, signal_verdict
-from verify_cli.sandbox.output import BoundedCapture, start_drain
+from verify_cli.sandbox.plumbing.cgroup import RunCgroup, cgroup_manager
+from verify_cli.sandbox.plumbing.judging import out_of_memory, read_results_tar, signal_verdict
+from verify_cli.sandbox.plumbing.output import BoundedCapture, start_drain
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 from verify_cli.sandbox.base import RunSpec
 from verify_cli.sandbox.environment import (
-    CANDIDATE_HARNESS_DIR,
     CHANNEL_SOCKET,
     DEFAULT_PATH,
-    HARNESS_DIR,
     candidate_environment,
     candidate_exec_prefix,
+    candidate_harness_dir,
+    harness_dir,
     pinned_environment,
 )
 from verify_cli.sandbox.local import LocalSandbox, Prepared
@@ -69,7 +69,7 @@ class ProcessSandbox(LocalSandbox):
         results.mkdir()
         tmp.mkdir()
         workdir = str(Path(spec.workdir).resolve())
-        env = pinned_environment(workdir=workdir, results_dir=str(results), harness_dir=str(HARNESS_DIR),
+        env = pinned_environment(workdir=workdir, results_dir=str(results), harness_dir=str(harness_dir()),
                                  tmp_dir=str(tmp), path=runtime_path(), extra=spec.env)
         os.chmod(workdir, 0o755)
         argv = list(spec.command)
@@ -78,9 +78,9 @@ class ProcessSandbox(LocalSandbox):
             channel_dir.mkdir(mode=0o700)
             channel = str(channel_dir / CHANNEL_SOCKET)
             env.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=candidate_exec_prefix(
-                sys.executable, str(HARNESS_DIR), channel))
+                sys.executable, str(harness_dir()), channel))
             cand_env = candidate_environment(workdir=workdir, tmp_dir=str(tmp), channel=channel,
-                                             candidate_harness=str(CANDIDATE_HARNESS_DIR),
+                                             candidate_harness=str(candidate_harness_dir()),
                                              path=runtime_path(), extra=spec.candidate.env)
             start = shlex.join(["env", "-i", *(f"{k}={v}" for k, v in sorted(cand_env.items())),
                                 *spec.candidate.command])

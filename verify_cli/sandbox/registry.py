@@ -26,7 +26,7 @@ ENTRY_POINT_GROUP = "verify_cli.sandboxes"
 
 #: The built-in backends and the module whose import registers each.
 BUILTIN = {
-    "bwrap": "verify_cli.sandbox.bwrap",
+    "bwrap": "verify_cli.sandbox.bwrap.sandbox",
     "docker": "verify_cli.sandbox.docker.sandbox",
     "process": "verify_cli.sandbox.process",
 }

@@ -22,7 +22,7 @@ from verify_cli.sandbox.docker.streams import (
     pump_frames,
 )
 from verify_cli.sandbox.environment import SANDBOX_HARNESS
-from verify_cli.sandbox.output import BoundedCapture
+from verify_cli.sandbox.plumbing.output import BoundedCapture
 
 
 class DockerExecs:

@@ -5,7 +5,7 @@ memory limit (tmpfs pages included), its process limit plus the node's own few p
 CPU, no network, a read-only root, every capability dropped, ``no-new-privileges``, uid 1000
 and the seccomp allowlist of :mod:`.seccomp`. Its main process only sleeps; its *supervisor* is
 one long-lived exec, a shell that reads a job script from its stdin, evaluates it, and waits for
-the next. A job is one bwrap run, as the bwrap backend makes them (:mod:`verify_cli.sandbox.bwrap`:
+the next. A job is one bwrap run, as the bwrap backend makes them (:mod:`verify_cli.sandbox.bwrap.sandbox`:
 the same namespaces and the same wrapper inside): fresh user, pid, mount, network, IPC and UTS
 namespaces; the image read-only; fresh size-limited tmpfs ``/workspace``, ``/tmp`` and
 ``/results``; a cleared environment set from the run's; the run's CPU and file-size rlimits;
@@ -45,7 +45,7 @@ from docker.errors import ImageNotFound
 from docker.types import Ulimit
 
 from verify_cli.sandbox.base import CapturedOutput, RunResult, RunSpec, Verdict
-from verify_cli.sandbox.bwrap import RUN_NAMESPACES, SANDBOX_UID, run_wrapper
+from verify_cli.sandbox.bwrap.sandbox import RUN_NAMESPACES, SANDBOX_UID, run_wrapper
 from verify_cli.sandbox.docker.archives import write_workdir_tar
 from verify_cli.sandbox.docker.containers import (
     COLLECT_TIMEOUT_S,
@@ -69,8 +69,8 @@ from verify_cli.sandbox.docker.streams import Clock, Conn, ExecOutcome, Killer, 
 from verify_cli.sandbox.docker.two_process import NESTED_PIDS, two_process_job
 from verify_cli.sandbox.docker.verdicts import copy_error, judge_run
 from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SANDBOX_TMP, SANDBOX_WORKDIR
-from verify_cli.sandbox.judging import read_results_tar
-from verify_cli.sandbox.output import BoundedCapture
+from verify_cli.sandbox.plumbing.judging import read_results_tar
+from verify_cli.sandbox.plumbing.output import BoundedCapture
 
 #: Processes of the node's own during a run: pid 1 and its sleep, the supervisor, its subshell,
 #: head, the drain, bubblewrap (two) and its init in the run's pid namespace, the wrapper shell.

@@ -125,14 +125,14 @@ from verify_cli.sandbox.docker.verdicts import COPY_PREFIX, copy_error, judge_ru
 from verify_cli.sandbox.docker.warm_host import DockerWarmHost
 from verify_cli.sandbox.docker.warm_nodes import WarmNodeEngine, warm_two_process
 from verify_cli.sandbox.environment import (
-    HARNESS_DIR,
     SANDBOX_HARNESS,
     SANDBOX_RESULTS,
     SANDBOX_TMP,
     SANDBOX_WORKDIR,
+    harness_dir,
     pinned_environment,
 )
-from verify_cli.sandbox.output import BoundedCapture
+from verify_cli.sandbox.plumbing.output import BoundedCapture
 from verify_cli.sandbox.registry import register_sandbox
 
 try:  # submodule imports: a top-level `docker/` folder (Dockerfiles) shadows `docker` for mypy
@@ -203,7 +203,7 @@ class DockerSandbox(DockerExecs, Sandbox):
             raise UsageError(f"unknown docker mode {mode!r}", hint="choose node or single-use")
         self._client: Any = client if client is not None else DockerClient.from_env(timeout=120)
         self._api: Any = self._client.api
-        self._harness = harness_archive(HARNESS_DIR)
+        self._harness = harness_archive(harness_dir())
         self._reaper = Reaper(self._remove_hard)
         self.mode = mode
         self._pool = (WarmPool(self._prepare_pooled, self._discard, pool_size)

@@ -18,8 +18,8 @@ from requests.exceptions import RequestException
 
 from verify_cli.sandbox.docker.containers import COPY_TIMEOUT_S
 from verify_cli.sandbox.docker.scripts import COUNTERS_MARK, READY, RESULTS_MARK
-from verify_cli.sandbox.judging import read_results_tar
-from verify_cli.sandbox.output import BoundedCapture
+from verify_cli.sandbox.plumbing.judging import read_results_tar
+from verify_cli.sandbox.plumbing.output import BoundedCapture
 
 
 @dataclass

@@ -38,7 +38,7 @@ import shlex
 from dataclasses import dataclass
 
 from verify_cli.sandbox.base import CandidateProcess, RunSpec
-from verify_cli.sandbox.bwrap import SANDBOX_UID
+from verify_cli.sandbox.bwrap.sandbox import SANDBOX_UID
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
     DEFAULT_PATH,

@@ -12,7 +12,7 @@ from verify_cli.sandbox.docker.streams import ExecOutcome
 from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
 )
-from verify_cli.sandbox.judging import out_of_memory, signal_verdict
+from verify_cli.sandbox.plumbing.judging import out_of_memory, signal_verdict
 
 COPY_PREFIX = "could not copy the work folder into the container: "
 

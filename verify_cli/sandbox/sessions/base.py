@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
 from verify_cli.errors import ExitCode, UsageError, VerifyError
-from verify_cli.sandbox.captured import CapturedOutput
+from verify_cli.sandbox.plumbing.captured import CapturedOutput
 
 
 class ExecVerdict(StrEnum):

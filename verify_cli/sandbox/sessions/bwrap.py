@@ -30,7 +30,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.environment import (
     SANDBOX_CANDIDATE_HARNESS,
     SANDBOX_TMP,
@@ -38,8 +37,9 @@ from verify_cli.sandbox.environment import (
     compile_harness,
     scratch_root,
 )
-from verify_cli.sandbox.job_send import send_job
-from verify_cli.sandbox.killing import stop_sandbox
+from verify_cli.sandbox.plumbing.cgroup import RunCgroup, cgroup_manager
+from verify_cli.sandbox.plumbing.job_send import send_job
+from verify_cli.sandbox.plumbing.killing import stop_sandbox
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.sessions.base import (
     SessionInfraError,
@@ -93,7 +93,7 @@ class SessionParent:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
-        from verify_cli.sandbox.bwrap import candidate_parent_argv
+        from verify_cli.sandbox.bwrap.sandbox import candidate_parent_argv
 
         compile_harness()
         manager = cgroup_manager()

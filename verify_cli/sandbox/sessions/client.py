@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.harness.candidate.verify_session_server import glob_regex
-from verify_cli.sandbox.cgroup import RunCgroup, oom_kills
-from verify_cli.sandbox.job_send import recv_with_pid as _recv_job
-from verify_cli.sandbox.job_send import send_job
-from verify_cli.sandbox.judging import out_of_memory, read_results_tar, signal_verdict
-from verify_cli.sandbox.killing import kill_all_but
-from verify_cli.sandbox.output import BoundedCapture
+from verify_cli.sandbox.plumbing.cgroup import RunCgroup, oom_kills
+from verify_cli.sandbox.plumbing.job_send import recv_with_pid as _recv_job
+from verify_cli.sandbox.plumbing.job_send import send_job
+from verify_cli.sandbox.plumbing.judging import out_of_memory, read_results_tar, signal_verdict
+from verify_cli.sandbox.plumbing.killing import kill_all_but
+from verify_cli.sandbox.plumbing.output import BoundedCapture
 from verify_cli.sandbox.sessions.base import (
     ExecResult,
     ExecVerdict,

@@ -4,7 +4,7 @@
 command of one session of another backend: the files of the run's work folder are written into
 the session, the command runs there with the run's environment and limits, and the next run
 (the suite's "does the sandbox still work" run) goes to the same session. So
-:func:`verify_cli.sandbox.conformance.run_case` judges, from the host and with its own checks,
+:func:`verify_cli.sandbox.kit.conformance.run_case` judges, from the host and with its own checks,
 whether a session contains each hostile program and survives it.
 """
 

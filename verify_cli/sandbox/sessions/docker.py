@@ -30,15 +30,15 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verify_cli.sandbox.cgroup import CGROUP_ROOT, RunCgroup
 from verify_cli.sandbox.environment import (
-    CANDIDATE_HARNESS_DIR,
     DEFAULT_PATH,
     SANDBOX_CANDIDATE_HARNESS,
     SANDBOX_TMP,
     SANDBOX_WORKDIR,
+    candidate_harness_dir,
     compile_harness,
 )
+from verify_cli.sandbox.plumbing.cgroup import CGROUP_ROOT, RunCgroup
 from verify_cli.sandbox.sessions.base import SessionInfraError, SessionLimits, Workspace
 from verify_cli.sandbox.sessions.client import (
     ServerSession,
@@ -148,7 +148,7 @@ class DockerSessions:
                        "/dev/shm": f"size={limits.disk_bytes},mode=1777"},
                 ulimits=_ulimits(limits),
                 binds={str(folder): {"bind": SOCKET_DIR, "mode": "ro"},
-                       str(CANDIDATE_HARNESS_DIR): {"bind": SANDBOX_CANDIDATE_HARNESS, "mode": "ro"}},
+                       str(candidate_harness_dir()): {"bind": SANDBOX_CANDIDATE_HARNESS, "mode": "ro"}},
                 log_config={"type": "none", "config": {}},
             )
             run_labels = {**(labels or {}), LABEL: "1", RUN_ID_LABEL: uuid.uuid4().hex,

@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager
-from verify_cli.sandbox.environment import CANDIDATE_HARNESS_DIR, compile_harness, scratch_root
+from verify_cli.sandbox.environment import candidate_harness_dir, compile_harness, scratch_root
+from verify_cli.sandbox.plumbing.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.sessions.base import SessionFileError, SessionInfraError, SessionLimits, Workspace
 from verify_cli.sandbox.sessions.client import (
@@ -28,7 +28,7 @@ from verify_cli.sandbox.sessions.client import (
     workspace_tar,
 )
 
-SERVER_SCRIPT = CANDIDATE_HARNESS_DIR / "verify_session_server.py"
+SERVER_SCRIPT = "verify_session_server.py"  # in the run-time candidate harness folder
 START_TIMEOUT = 30.0
 ISOLATION = ("none: the exec server and its commands are plain host processes of the user "
              "running verify-cli (no file system, network or pid isolation, no disk limit); "
@@ -59,8 +59,8 @@ def open_process_session(workspace: Workspace, limits: SessionLimits,
     host_s, child_s = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-S", "-E", str(SERVER_SCRIPT), "--control-fd", str(child_s.fileno()),
-             "--workdir", str(work)],
+            [sys.executable, "-S", "-E", str(candidate_harness_dir() / SERVER_SCRIPT),
+             "--control-fd", str(child_s.fileno()), "--workdir", str(work)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env={"PATH": runtime_path(), "LANG": "C.UTF-8"}, cwd=str(work),
             pass_fds=[child_s.fileno()], start_new_session=True, close_fds=True,

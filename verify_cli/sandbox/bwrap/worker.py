@@ -6,7 +6,7 @@ A child gets fresh namespaces and file systems, joins a per-run cgroup, runs the
 with the same arguments, environment, plugins and result capture as a cold run, and exits.
 Anything wrong with a worker (it died, stopped answering, failed to set a run up) is a
 :class:`WorkerError`: an infrastructure fault, never a score. The pool that keys, starts, lends
-and evicts workers is :mod:`verify_cli.sandbox.bwrap_warm`.
+and evicts workers is :mod:`verify_cli.sandbox.bwrap.warm`.
 """
 
 from __future__ import annotations
@@ -29,30 +29,30 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.errors import ExitCode, VerifyError
-from verify_cli.harness.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, WARMUP_TEST
+from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, WARMUP_TEST
 from verify_cli.sandbox.base import (
     RunResult,
     RunSpec,
     Verdict,
     WarmInvocation,
 )
-from verify_cli.sandbox.bwrap import RESULTS_FOLDER_BYTES, BwrapSandbox, held_folders
-from verify_cli.sandbox.bwrap_candidate import (
+from verify_cli.sandbox.bwrap.candidate import (
     CandidateParent,
     CandidateParentError,
     WarmCandidates,
     cold_candidate_argv,
 )
-from verify_cli.sandbox.cgroup import RunCgroup, cgroup_manager, oom_kills
+from verify_cli.sandbox.bwrap.sandbox import RESULTS_FOLDER_BYTES, BwrapSandbox, held_folders
 from verify_cli.sandbox.environment import (
     SANDBOX_HARNESS,
     scratch_root,
 )
-from verify_cli.sandbox.job_send import recv_with_pid, send_job
-from verify_cli.sandbox.killing import kill_all_but, stop_sandbox
 from verify_cli.sandbox.local import RESULTS_MAX_FILES, Prepared, read_results_dir
-from verify_cli.sandbox.output import BoundedCapture, start_drain
-from verify_cli.sandbox.trusted_launch import TRUSTED_HOME
+from verify_cli.sandbox.plumbing.cgroup import RunCgroup, cgroup_manager, oom_kills
+from verify_cli.sandbox.plumbing.job_send import recv_with_pid, send_job
+from verify_cli.sandbox.plumbing.killing import kill_all_but, stop_sandbox
+from verify_cli.sandbox.plumbing.output import BoundedCapture, start_drain
+from verify_cli.sandbox.plumbing.trusted_launch import TRUSTED_HOME
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 

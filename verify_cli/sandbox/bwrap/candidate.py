@@ -2,7 +2,7 @@
 
 A cold two-process run starts the candidate server in a nested bwrap: a new interpreter that
 imports the server, its wire codec and peer, on every run. A warm trusted worker
-(:mod:`verify_cli.sandbox.bwrap_warm`) instead pairs with a :class:`CandidateParent`: a process
+(:mod:`verify_cli.sandbox.bwrap.warm`) instead pairs with a :class:`CandidateParent`: a process
 started once, in a sandbox of the candidate's kind, running
 ``verify_cli/harness/candidate/verify_candidate_parent.py``, that has those modules imported and
 forks one server per run.
@@ -44,10 +44,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verify_cli.harness.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK
+from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK
 from verify_cli.sandbox.base import CandidateProcess
-from verify_cli.sandbox.bwrap import candidate_argv, candidate_parent_argv
-from verify_cli.sandbox.cgroup import RunCgroup
+from verify_cli.sandbox.bwrap.sandbox import candidate_argv, candidate_parent_argv
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
     SANDBOX_CANDIDATE_HARNESS,
@@ -56,8 +55,9 @@ from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
     candidate_environment,
 )
-from verify_cli.sandbox.job_send import send_job
-from verify_cli.sandbox.killing import stop_sandbox
+from verify_cli.sandbox.plumbing.cgroup import RunCgroup
+from verify_cli.sandbox.plumbing.job_send import send_job
+from verify_cli.sandbox.plumbing.killing import stop_sandbox
 from verify_cli.sandbox.process import runtime_path
 
 #: The Python candidate server's start command (two-process pytest, calls and stdio runners):

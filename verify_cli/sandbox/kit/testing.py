@@ -5,7 +5,7 @@ a given result (or one computed from the run's spec), the run of a real backend 
 injected infrastructure failure (an ``infra_error`` verdict, or an exception, as a backend that
 fell over would raise). It records every spec it was given and counts runs, thread-safely::
 
-    from verify_cli.sandbox.testing import FakeSandbox
+    from verify_cli.sandbox.kit.testing import FakeSandbox
 
     box = FakeSandbox(RunResult(Verdict.OK, "fake", results={"junit.xml": xml}))
     flaky = FakeSandbox(inner=create_sandbox("process"), fail_first=2)  # a daemon hiccup

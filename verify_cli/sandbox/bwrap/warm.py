@@ -19,7 +19,7 @@ What keeps the verdicts the same as cold:
 
 :class:`WarmPool` is the :class:`~verify_cli.sandbox.base.WarmHost` that
 :meth:`BwrapSandbox.warm_host <verify_cli.sandbox.bwrap.BwrapSandbox.warm_host>` opens; this module
-keys, starts, lends and evicts the workers, and :mod:`verify_cli.sandbox.bwrap_worker` is one
+keys, starts, lends and evicts the workers, and :mod:`verify_cli.sandbox.bwrap.worker` is one
 worker's run protocol.
 """
 
@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from verify_cli.harness.warm_worker import CANDIDATE_CHANNEL
+from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL
 from verify_cli.sandbox.base import (
     RunSpec,
     WarmHost,
@@ -42,15 +42,14 @@ from verify_cli.sandbox.base import (
     WarmOutcome,
     WarmStats,
 )
-from verify_cli.sandbox.bwrap import BwrapSandbox
-from verify_cli.sandbox.bwrap_worker import (
+from verify_cli.sandbox.bwrap.sandbox import BwrapSandbox
+from verify_cli.sandbox.bwrap.worker import (
     MAX_START_FAILURES,
     START_TIMEOUT,
     WarmWorker,
     WorkerError,
     WorkerKey,
 )
-from verify_cli.sandbox.cgroup import cgroup_manager
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
     SANDBOX_HARNESS,
@@ -61,8 +60,9 @@ from verify_cli.sandbox.environment import (
     compile_harness,
     pinned_environment,
 )
+from verify_cli.sandbox.plumbing.cgroup import cgroup_manager
+from verify_cli.sandbox.plumbing.trusted_launch import trusted_home_variables
 from verify_cli.sandbox.process import runtime_path
-from verify_cli.sandbox.trusted_launch import trusted_home_variables
 
 # --------------------------------------------------------------------------------------------
 # The pool

@@ -7,7 +7,7 @@ import os
 import threading
 from collections import deque
 
-from verify_cli.sandbox.captured import CapturedOutput
+from verify_cli.sandbox.plumbing.captured import CapturedOutput
 
 CHUNK = 65536
 

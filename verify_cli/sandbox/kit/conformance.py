@@ -1,6 +1,6 @@
 """The hostile-program conformance suite: what every backend must contain, and the checks.
 
-:data:`CASES` is the one table of hostile programs (in :mod:`verify_cli.sandbox.hostile`), their
+:data:`CASES` is the one table of hostile programs (in :mod:`verify_cli.sandbox.kit.hostile`), their
 limits, the verdicts a contained run may end with, the host-side check that looks for evidence of
 an escape, and the backends where an escape is a documented limitation. The test suite and
 ``verify-cli sandbox doctor`` both run it through :func:`run_case` / :func:`run_conformance`.
@@ -34,9 +34,9 @@ from importlib import resources
 from pathlib import Path
 
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Sandbox, Verdict
-from verify_cli.sandbox.cgroup import cgroup_manager
+from verify_cli.sandbox.plumbing.cgroup import cgroup_manager
 
-HOSTILE_PACKAGE = "verify_cli.sandbox.hostile"
+HOSTILE_PACKAGE = "verify_cli.sandbox.kit.hostile"
 TOKEN_ENV = "VERIFY_CONFORMANCE_TOKEN"
 #: How long past its wall-clock limit a run may take to end, start and cleanup included.
 GRACE_SECONDS = 5.0
@@ -356,7 +356,7 @@ class _NoNetwork(HostCheck):
 
 def _checkout_root() -> Path:
     """The folder holding the ``verify_cli`` package: the project checkout when run from one."""
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[3]
 
 
 class _HostFilesUnchanged(HostCheck):

@@ -24,9 +24,7 @@ from typing import TYPE_CHECKING
 
 from verify_cli.sandbox.base import Availability, CandidateProcess, RunSpec, WarmHost
 from verify_cli.sandbox.environment import (
-    CANDIDATE_HARNESS_DIR,
     CHANNEL_SOCKET,
-    HARNESS_DIR,
     SANDBOX_CANDIDATE_HARNESS,
     SANDBOX_CHANNEL_DIR,
     SANDBOX_HARNESS,
@@ -35,13 +33,15 @@ from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
     candidate_environment,
     candidate_exec_prefix,
+    candidate_harness_dir,
+    harness_dir,
     pinned_environment,
     python_runtime_prefixes,
 )
 from verify_cli.sandbox.local import LocalSandbox, Prepared
+from verify_cli.sandbox.plumbing.trusted_launch import TRUSTED_HOME, trusted_home_variables
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import register_sandbox
-from verify_cli.sandbox.trusted_launch import TRUSTED_HOME, trusted_home_variables
 
 if TYPE_CHECKING:
     from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
@@ -205,14 +205,14 @@ def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_W
 
 
 def candidate_parent_argv(scratch: Path, command: Sequence[str]) -> list[str]:
-    """The sandbox of a warm candidate parent (:mod:`verify_cli.sandbox.bwrap_candidate`): a
+    """The sandbox of a warm candidate parent (:mod:`verify_cli.sandbox.bwrap.candidate`): a
     run's namespaces and read-only system, its own ``/proc`` (its own pid namespace), the
     candidate-side harness and runtime, empty read-only mount points for a run's work folder,
     ``/tmp`` and channel folder, and nothing else: no task files, results, harness or secret.
     Its environment is the caller's (a candidate environment), not the run's."""
     argv = _system_argv(scratch)
     argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-             "--ro-bind", str(CANDIDATE_HARNESS_DIR), SANDBOX_CANDIDATE_HARNESS, *runtime_binds()]
+             "--ro-bind", str(candidate_harness_dir()), SANDBOX_CANDIDATE_HARNESS, *runtime_binds()]
     for d in (SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_CHANNEL_DIR):
         argv += ["--dir", d]
     return [*argv, "--remount-ro", "/", "--chdir", "/", "--", *command]
@@ -241,7 +241,7 @@ class BwrapSandbox(LocalSandbox):
                  "--ro-bind", str(source), SOURCE_MOUNT,
                  "--size", str(min(spec.limits.file_bytes, RESULTS_FOLDER_BYTES)),
                  "--perms", "0755", "--tmpfs", SANDBOX_RESULTS,
-                 "--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS]
+                 "--ro-bind", str(harness_dir()), SANDBOX_HARNESS]
         extra = dict(spec.env)
         copy = f'cp -R {SOURCE_MOUNT}/. {SANDBOX_WORKDIR}/ || exit\n'
         command = list(spec.command)
@@ -277,13 +277,13 @@ class BwrapSandbox(LocalSandbox):
                         results_archive_limit=2 * RESULTS_FOLDER_BYTES + 1024 * 1024)
 
     def warm_unavailable(self) -> str | None:
-        from verify_cli.sandbox.bwrap_warm import bwrap_warm_unavailable  # imports this module
+        from verify_cli.sandbox.bwrap.warm import bwrap_warm_unavailable  # imports this module
 
         return bwrap_warm_unavailable()
 
     def warm_host(self, *, workers_per_key: int = 2) -> WarmHost | None:
-        """A pool of warm workers in this sandbox (:mod:`verify_cli.sandbox.bwrap_warm`)."""
-        from verify_cli.sandbox.bwrap_warm import WarmPool  # imports this module
+        """A pool of warm workers in this sandbox (:mod:`verify_cli.sandbox.bwrap.warm`)."""
+        from verify_cli.sandbox.bwrap.warm import WarmPool  # imports this module
 
         if self.warm_unavailable() is not None:
             return None
@@ -323,7 +323,7 @@ class BwrapSandbox(LocalSandbox):
         """
         argv = _system_argv(scratch)
         argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-                 "--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS, *runtime_binds()]
+                 "--ro-bind", str(harness_dir()), SANDBOX_HARNESS, *runtime_binds()]
         for host, inside in ro_binds:
             argv += ["--ro-bind", str(Path(host).resolve()), inside]
         for d in (SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_RESULTS, *dirs):
