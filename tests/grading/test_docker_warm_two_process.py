@@ -1,4 +1,4 @@
-"""Warm two-process runs in docker warm nodes (``harness/docker_node_warm.py``).
+"""Warm two-process runs in docker warm nodes (``harness/warm/docker_node_warm.py``).
 
 With ``Grader(warm=True)`` a two-process run on docker's node mode forks from a warm node that
 has imported pytest; its candidate starts in a nested bubblewrap laid out as the cold node run

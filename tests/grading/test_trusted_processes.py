@@ -1,4 +1,4 @@
-"""Every trusted process of a run under one rule (DESIGN.md, "Trust"; verify_cli/sandbox/trusted_launch.py).
+"""Every trusted process of a run under one rule (DESIGN.md, "Trust"; verify_cli/sandbox/plumbing/trusted_launch.py).
 
 Three parts:
 

@@ -2,7 +2,7 @@
 
 On docker a pooled container serves one run and is destroyed; "warm" there means its waiting
 process has imported pytest (and its plugins, and the task's preloads) before the job arrives
-(``verify_cli/harness/docker_warm.py``). Every comparison grades the same request cold and warm
+(``verify_cli/harness/warm/docker_warm.py``). Every comparison grades the same request cold and warm
 in the same backend, and checks (the runner's counters) that the warm run really was warm.
 """
 

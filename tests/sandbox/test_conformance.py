@@ -36,7 +36,7 @@ def test_hostile_program(backend: str, case: ConformanceCase, sandbox_for: Sandb
         assert result.conforms, f"a hostile program was not contained:\n{result.describe()}"
     else:
         assert result.conforms, (f"the documented limitation was not observed (update the table "
-                                 f"in verify_cli/sandbox/conformance.py?):\n{result.describe()}")
+                                 f"in verify_cli/sandbox/kit/conformance.py?):\n{result.describe()}")
         assert result.findings, result.describe()
 
 

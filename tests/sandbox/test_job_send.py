@@ -1,4 +1,4 @@
-"""The fd-passing job send, written once (verify_cli/sandbox/job_send.py): what the warm workers
+"""The fd-passing job send, written once (verify_cli/sandbox/plumbing/job_send.py): what the warm workers
 and candidate parents are handed, and the caller's own error when the other end is gone."""
 
 from __future__ import annotations

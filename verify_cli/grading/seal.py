@@ -3,7 +3,7 @@
 Candidate code runs in the same process as the tests, so a results file alone proves little: a
 candidate can write a forged ``junit.xml`` and ``os._exit(0)`` before pytest writes anything,
 overwrite pytest's file at exit, plant a conftest at run time, or replace ``pytest.raises``. The
-harness plugin (``verify_cli/harness/verify_harness.py``) therefore writes a *seal*: what pytest
+harness plugin (``verify_cli/harness/plugins/verify_harness.py``) therefore writes a *seal*: what pytest
 collected and reported, and any tampering it saw, authenticated with a per-run secret that the
 plugin takes out of the environment before any candidate code is imported.
 

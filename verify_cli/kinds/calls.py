@@ -1,5 +1,5 @@
 """The ``calls`` kind: tests call a named function of the candidate by value, from verify-cli's
-built-in runner (``python -m verify_calls``, ``harness/verify_calls.py``) that never imports
+built-in runner (``python -m verify_calls``, ``harness/runners/verify_calls.py``) that never imports
 candidate code; the task's ``[calls]`` table configures it."""
 
 from __future__ import annotations

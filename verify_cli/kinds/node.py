@@ -1,5 +1,5 @@
 """The ``node`` kind: the task's ``node --test`` command, with node:assert frozen before any
-test or candidate code runs (``harness/verify_node_guard.js``), the runner's JUnit sealed by a
+test or candidate code runs (``harness/plugins/verify_node_guard.js``), the runner's JUnit sealed by a
 second reporter (:mod:`verify_cli.kinds.node_seal`), and two-process grading through
 ``harness/candidate/node/candidate_server.js`` on the candidate's side and ``verify_node_standin``
 preloaded on the tests' side, which makes ``require()`` of an editable file return a stand-in whose

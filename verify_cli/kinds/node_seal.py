@@ -1,7 +1,7 @@
 """The seal of a node test run: which JUnit documents node's test runner itself produced.
 
 ``node --test`` writes the JUnit file in its own (parent) process. The grader adds a second
-reporter, ``harness/verify_node_seal.js``, which renders the same events to JUnit once more and
+reporter, ``harness/plugins/verify_node_seal.js``, which renders the same events to JUnit once more and
 signs the SHA-256 of that document with the per-run key (HMAC-SHA256), in
 ``verify-seal-node-<pid>.json``. A JUnit file counts only when a valid seal names its exact bytes,
 so a results file forged or rewritten by anything but the runner scores 0.

@@ -1,6 +1,6 @@
 """What the two built-in runner kinds (``calls``, ``stdio``) share, seen from the grader's side.
 
-A runner is a harness module (``verify_cli/harness/verify_stdio.py``, ``verify_calls.py``)
+A runner is a harness module (``verify_cli/harness/runners/verify_stdio.py``, ``verify_calls.py``)
 that the task's test command starts inside the sandbox. It is the trusted side of the run: it
 starts the candidate as a separate process, compares outputs itself, and writes JUnit XML plus
 the signed record the grader checks the JUnit file against (:mod:`verify_cli.grading.seal`).
@@ -25,7 +25,7 @@ from verify_cli.sandbox.base import RunResult, RunSpec, WarmHost, WarmInvocation
 from verify_cli.sandbox.plumbing.trusted_launch import python_module_command
 from verify_cli.tasks.model import Task
 
-#: Mirrored in verify_cli/harness/verify_runner_common.py.
+#: Mirrored in verify_cli/harness/runners/verify_runner_common.py.
 CONFIG_ENV = "VERIFY_RUNNER_CONFIG"
 #: Share of the task's wall limit the runner spends on cases, leaving time to write results.
 TOTAL_SHARE = 0.85

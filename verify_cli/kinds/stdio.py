@@ -1,5 +1,5 @@
 """The ``stdio`` kind: input/output pairs fed to the candidate's program by verify-cli's built-in
-runner (``python -m verify_stdio``, ``harness/verify_stdio.py``); the task's ``[stdio]`` table
+runner (``python -m verify_stdio``, ``harness/runners/verify_stdio.py``); the task's ``[stdio]`` table
 configures it."""
 
 from __future__ import annotations

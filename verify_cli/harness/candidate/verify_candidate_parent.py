@@ -1,6 +1,6 @@
 """The warm candidate parent of two-process grading: forks one candidate server per run.
 
-Started by the bwrap backend's warm pool (``verify_cli/sandbox/bwrap_candidate.py``) in a sandbox
+Started by the bwrap backend's warm pool (``verify_cli/sandbox/bwrap/candidate.py``) in a sandbox
 of the candidate's kind: the read-only system and runtime, this folder (the candidate-side
 harness), the candidate's environment, and no view of any task's tests, the results folder, the
 trusted harness or a secret. It has run the candidate server's module body once (its imports,

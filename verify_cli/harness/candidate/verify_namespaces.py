@@ -2,7 +2,7 @@
 capabilities, and the steps of their fork-server loop.
 
 Both fork a child per run that enters fresh namespaces, mounts its file systems and drops every
-capability: ``verify_cli/harness/warm_worker.py`` (the trusted side, which finds this folder
+capability: ``verify_cli/harness/warm/warm_worker.py`` (the trusted side, which finds this folder
 beside it) and ``verify_candidate_parent.py`` (in the candidate's sandbox, which holds only this
 folder). Stdlib only; nothing here runs on import but loading libc.
 """

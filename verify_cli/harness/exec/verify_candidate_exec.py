@@ -17,7 +17,7 @@ sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candid
 
 from verify_wire import decode, encode, read_frame, write_frame
 
-#: Mirrored in verify_cli/sandbox/trusted_launch.py.
+#: Mirrored in verify_cli/sandbox/plumbing/trusted_launch.py.
 TRUSTED_HOME_ENV = "VERIFY_TRUSTED_HOME"
 
 

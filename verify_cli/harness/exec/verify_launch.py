@@ -1,4 +1,4 @@
-"""Start a trusted harness module isolated from the run's folders (verify_cli/sandbox/trusted_launch.py).
+"""Start a trusted harness module isolated from the run's folders (verify_cli/sandbox/plumbing/trusted_launch.py).
 
 ``python -s verify_launch.py MODULE ARGS...`` runs ``MODULE`` as ``python -m MODULE ARGS...``
 would, except that ``sys.path`` starts with this folder (the read-only harness), never the

@@ -27,7 +27,7 @@ SEAL_KEY_ENV = "VERIFY_SEAL_KEY"
 SEAL_PREFIX = "verify-seal-"
 RESULTS_FILE = "junit.xml"
 TEST_DIRS = ("tests", "hidden_tests")
-#: Mirrored in verify_cli/sandbox/trusted_launch.py.
+#: Mirrored in verify_cli/sandbox/plumbing/trusted_launch.py.
 TRUSTED_HOME_ENV = "VERIFY_TRUSTED_HOME"
 
 #: Variables the candidate keeps; everything else (VERIFY_*, PYTHONPATH of the harness, the

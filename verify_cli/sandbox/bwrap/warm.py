@@ -2,7 +2,7 @@
 
 A cold run pays for an interpreter start and for importing its runner (pytest and its plugins,
 a built-in runner) before the first test runs. A warm worker is a long-lived process in the
-sandbox (``verify_cli/harness/warm_worker.py``) that has imported the job's runner and the
+sandbox (``verify_cli/harness/warm/warm_worker.py``) that has imported the job's runner and the
 task's preload modules once, never runs candidate code itself, and forks one child per run.
 Each child gets fresh namespaces and file systems, joins a per-run cgroup, runs the job
 in-process with the same arguments, environment, plugins and result capture as a cold run, and

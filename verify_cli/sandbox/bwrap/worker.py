@@ -1,5 +1,5 @@
 """The bwrap backend's warm worker and its run protocol: one long-lived sandboxed worker
-(``verify_cli/harness/warm_worker.py``) that has imported its job's runner once and forks one
+(``verify_cli/harness/warm/warm_worker.py``) that has imported its job's runner once and forks one
 child per run, and how the host hands it a run, waits for it and reads back its results.
 
 A child gets fresh namespaces and file systems, joins a per-run cgroup, runs the job in-process

@@ -26,7 +26,7 @@ The wrapper's end (``kill -KILL -1`` in the outer pid namespace) takes the candi
 the run, as on the bwrap backend.
 
 A warm node (:mod:`.warm_nodes`) lays a two-process run out the same way from
-:func:`warm_candidate` (``harness/docker_node_warm.py``): the same folders, the same candidate
+:func:`warm_candidate` (``harness/warm/docker_node_warm.py``): the same folders, the same candidate
 command line, and the tests' view (test folders bound back read-only, code files covered) made
 in a mount namespace of the tests' side only, before the candidate starts; pytest there runs
 forked from the node's warm parent instead of in a nested bubblewrap.
@@ -173,7 +173,7 @@ def candidate_start(candidate: CandidateProcess, *, held: list[str]) -> str:
 
 
 def warm_candidate(spec: RunSpec) -> dict[str, object]:
-    """What a warm node's run (``harness/docker_node_warm.py``) needs to lay a two-process run
+    """What a warm node's run (``harness/warm/docker_node_warm.py``) needs to lay a two-process run
     out as :func:`two_process_job` does and to start the candidate as :func:`candidate_start`
     does (the same command line; the node lists the image's folders as the shell does)."""
     assert spec.candidate is not None
