@@ -28,6 +28,7 @@ imports verify-cli: it runs inside sandboxes.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -65,13 +66,28 @@ def runtime_files(source: Path = SOURCE_DIR) -> dict[str, Path]:
     return out
 
 
+def _copy(path: Path, dest: Path) -> None:
+    """Copy one file, its modification time (which its byte-compiled copy records) and, for a
+    module with an up-to-date byte-compiled copy beside its source, that copy too: a sandboxed run
+    sees the folder read-only, and compiling every harness module again in each process would
+    cost more than building the folder."""
+    shutil.copy2(path, dest)
+    os.chmod(dest, 0o644)
+    if path.suffix == ".py":
+        compiled = Path(importlib.util.cache_from_source(str(path)))
+        if compiled.is_file():
+            target = Path(importlib.util.cache_from_source(str(dest)))
+            target.parent.mkdir(mode=0o755, exist_ok=True)
+            shutil.copyfile(compiled, target)
+            os.chmod(target, 0o644)
+
+
 def build_runtime_folder(dest: Path, source: Path = SOURCE_DIR) -> None:
     """Copy the harness into ``dest`` (which exists and is empty) in its run-time layout: the flat
     roles' files side by side, ``candidate/`` (and ``candidate/node/``) as subfolders. Folders
     0755, files 0644: a sandbox's user may differ from the host's."""
     for name, path in runtime_files(source).items():
-        shutil.copyfile(path, dest / name)
-        os.chmod(dest / name, 0o644)
+        _copy(path, dest / name)
     for folder, _subdirs, files in os.walk(source / "candidate"):
         rel = Path(folder).relative_to(source)
         if "__pycache__" in rel.parts:
@@ -79,6 +95,5 @@ def build_runtime_folder(dest: Path, source: Path = SOURCE_DIR) -> None:
         (dest / rel).mkdir(mode=0o755, exist_ok=True)
         for name in sorted(files):
             if Path(name).suffix in SHIPPED_SUFFIXES:
-                shutil.copyfile(Path(folder) / name, dest / rel / name)
-                os.chmod(dest / rel / name, 0o644)
+                _copy(Path(folder) / name, dest / rel / name)
     os.chmod(dest, 0o755)

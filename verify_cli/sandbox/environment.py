@@ -46,6 +46,11 @@ def harness_dir() -> Path:
 
         from verify_cli.harness import build_runtime_folder
 
+        # The sources byte-compiled where they are (once for all processes; nothing happens
+        # where the folder is not writable, an installed package whose installer compiled it),
+        # their compiled copies copied with them, and whatever is still missing compiled there.
+        with contextlib.suppress(Exception):
+            compileall.compile_dir(str(HARNESS_SOURCE_DIR), quiet=2)
         folder = Path(tempfile.mkdtemp(prefix="verify-cli-harness-"))
         build_runtime_folder(folder)
         with contextlib.suppress(Exception):
