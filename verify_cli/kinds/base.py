@@ -75,8 +75,9 @@ class Kind:
     summary: ClassVar[str] = ""
     #: The old ``test.framework`` value (under ``kind = "tests"``) that meant this kind, if any.
     legacy_framework: ClassVar[str | None] = None
-    #: Files under ``verify_cli/harness/`` this kind's runs use (the harness ships them all; a
-    #: test checks each one exists).
+    #: Files of the run-time harness folder this kind's runs use, by the bare names its commands
+    #: give them (``verify_calls.py``; the sources live in ``verify_cli/harness/<role>/``, and the
+    #: harness ships them all; a test checks each one exists).
     harness_files: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
