@@ -13,13 +13,19 @@ session graded by the trusted grader. In the same run:
 - **episodes**: ``--episodes`` episodes, ``--in-flight`` at once.
 
 The ratio episodes / generation alone is the target (<= 1.2x): near 1.0 means tool execution and
-grading overlapped with generation almost entirely.
+grading overlapped with generation almost entirely. An episode's session is closed before its
+grade, and the grade runs while the next episode plays (``run_episodes``), so a grade holds no
+``-j`` slot; the last episode's grade comes after the last reply and is never hidden. The load
+average is printed: the tools and the grade are CPU work, and on a saturated machine they set
+the ratio whatever overlaps.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import threading
 import time
@@ -103,6 +109,7 @@ def main() -> int:
 
     task = load_task(args.task)
     plan = _plan(task)
+    load_before = os.getloadavg()[0]
     server = SlowModel(plan, args.model_ms / 1000, args.model_slots)
     backend = create_model_backend("openai", model="bench", base_url=server.url, concurrency=args.in_flight * 2)
     model = agent_model(backend)
@@ -128,14 +135,19 @@ def main() -> int:
     finally:
         backend.close()
         server.close()
+    load_after = os.getloadavg()[0]
     passed = sum(e.status == "passed" for e in episodes)
     tool_seconds = sum(e.execution_seconds for e in episodes)
+    # What an episode spent neither in the model nor in a tool: opening its session and its grade.
+    grades = [e.seconds - e.generation_seconds - e.execution_seconds for e in episodes]
     result = {
         "episodes": len(episodes), "passed": passed, "replies": replies, "in_flight": args.in_flight,
         "model_slots": args.model_slots, "model_ms": args.model_ms,
         "generation_alone_s": round(generation_alone, 3), "episodes_s": round(batch, 3),
         "ratio": round(batch / generation_alone, 3), "tool_seconds_total": round(tool_seconds, 3),
         "tool_share_hidden": round(1 - max(0.0, batch - generation_alone) / tool_seconds, 3) if tool_seconds else 1.0,
+        "grade_seconds_p50": round(statistics.median(grades), 3) if grades else 0.0,
+        "load_before": round(load_before, 2), "load_after": round(load_after, 2), "cpus": os.cpu_count(),
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -146,6 +158,10 @@ def main() -> int:
         print(f"episodes:         {batch:.2f} s  ->  {result['ratio']:.2f}x generation alone (target <= 1.2x)")
         print(f"tool and grading time, summed over episodes: {tool_seconds:.2f} s "
               f"({100 * float(result['tool_share_hidden']):.0f}% of it hidden behind generation)")
+        print(f"session open + grade per episode: {result['grade_seconds_p50']:.2f} s p50 (the last episode's "
+              f"grade follows the last reply: no generation is left to hide it)")
+        print(f"load average {load_before:.1f} -> {load_after:.1f} on {os.cpu_count()} CPUs (run_tests and the "
+              f"grade are CPU work: on a saturated machine they, not the overlap, set the ratio)")
     return 0 if passed == len(episodes) else 1
 
 
