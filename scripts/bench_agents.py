@@ -10,16 +10,24 @@ a file, writes the reference, runs the visible tests and submits (5 turns), in a
 session graded by the trusted grader. In the same run:
 
 - **generation alone**: the same number of replies, the same server, no tools (the floor);
-- **episodes**: ``--episodes`` episodes, ``--in-flight`` at once.
+- **episodes**: ``--episodes`` episodes, ``--in-flight`` at once (``run_episodes``);
+- **graded in its slot**: the same episodes, each graded in the thread that played it
+  (``run_episode`` on ``--in-flight`` threads), for comparison.
 
 The ratio episodes / generation alone is the target (<= 1.2x): near 1.0 means tool execution and
-grading overlapped with generation almost entirely.
+grading overlapped with generation almost entirely. An episode's session is closed before its
+grade, and the grade runs while the next episode plays (``run_episodes``), so a grade holds no
+``-j`` slot; the last episode's grade comes after the last reply and is never hidden. The load
+average is printed: the tools and the grade are CPU work, and on a saturated machine they set
+the ratio whatever overlaps.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import threading
 import time
@@ -31,7 +39,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from verify_cli.agents import EpisodeJob, EpisodeLimits, agent_model, run_episodes  # noqa: E402
+from verify_cli.agents import EpisodeJob, EpisodeLimits, agent_model, run_episode, run_episodes  # noqa: E402
 from verify_cli.grading import Grader  # noqa: E402
 from verify_cli.models import create_model_backend  # noqa: E402
 from verify_cli.sandbox import create_sandbox  # noqa: E402
@@ -103,6 +111,7 @@ def main() -> int:
 
     task = load_task(args.task)
     plan = _plan(task)
+    load_before = os.getloadavg()[0]
     server = SlowModel(plan, args.model_ms / 1000, args.model_slots)
     backend = create_model_backend("openai", model="bench", base_url=server.url, concurrency=args.in_flight * 2)
     model = agent_model(backend)
@@ -125,17 +134,34 @@ def main() -> int:
                                          sandbox, grader, concurrency=args.in_flight,
                                          limits=EpisodeLimits(max_turns=len(plan) + 1)))
             batch = time.monotonic() - started
+
+            # The same episodes, each graded in its own -j slot (run_episode on -j threads: the
+            # session held while it is graded, as run_episodes did before grades got their pool).
+            started = time.monotonic()
+            with ThreadPoolExecutor(max_workers=args.in_flight) as pool:
+                list(pool.map(lambda i: run_episode(task, model, sandbox, grader, sample_index=i,
+                                                    limits=EpisodeLimits(max_turns=len(plan) + 1)),
+                              range(args.episodes)))
+            graded_in_slot = time.monotonic() - started
     finally:
         backend.close()
         server.close()
+    load_after = os.getloadavg()[0]
     passed = sum(e.status == "passed" for e in episodes)
     tool_seconds = sum(e.execution_seconds for e in episodes)
+    # What an episode spent neither in the model nor in a tool: opening its session and its grade.
+    grades = [e.seconds - e.generation_seconds - e.execution_seconds for e in episodes]
     result = {
         "episodes": len(episodes), "passed": passed, "replies": replies, "in_flight": args.in_flight,
         "model_slots": args.model_slots, "model_ms": args.model_ms,
         "generation_alone_s": round(generation_alone, 3), "episodes_s": round(batch, 3),
-        "ratio": round(batch / generation_alone, 3), "tool_seconds_total": round(tool_seconds, 3),
+        "ratio": round(batch / generation_alone, 3),
+        "graded_in_slot_s": round(graded_in_slot, 3),
+        "graded_in_slot_ratio": round(graded_in_slot / generation_alone, 3),
+        "tool_seconds_total": round(tool_seconds, 3),
         "tool_share_hidden": round(1 - max(0.0, batch - generation_alone) / tool_seconds, 3) if tool_seconds else 1.0,
+        "grade_seconds_p50": round(statistics.median(grades), 3) if grades else 0.0,
+        "load_before": round(load_before, 2), "load_after": round(load_after, 2), "cpus": os.cpu_count(),
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -144,8 +170,14 @@ def main() -> int:
               f"a {args.model_ms:.0f} ms model serving {args.model_slots} at once")
         print(f"generation alone: {generation_alone:.2f} s")
         print(f"episodes:         {batch:.2f} s  ->  {result['ratio']:.2f}x generation alone (target <= 1.2x)")
+        print(f"graded in its slot: {graded_in_slot:.2f} s  ->  {result['graded_in_slot_ratio']:.2f}x "
+              f"(each episode's grade holding its -j slot)")
         print(f"tool and grading time, summed over episodes: {tool_seconds:.2f} s "
               f"({100 * float(result['tool_share_hidden']):.0f}% of it hidden behind generation)")
+        print(f"session open + grade per episode: {result['grade_seconds_p50']:.2f} s p50 (the last episode's "
+              f"grade follows the last reply: no generation is left to hide it)")
+        print(f"load average {load_before:.1f} -> {load_after:.1f} on {os.cpu_count()} CPUs (run_tests and the "
+              f"grade are CPU work: on a saturated machine they, not the overlap, set the ratio)")
     return 0 if passed == len(episodes) else 1
 
 

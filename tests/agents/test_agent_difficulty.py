@@ -96,13 +96,6 @@ def test_difficulty_agent_gives_the_reference_one_and_the_starter_its_own_rate(p
     assert all(len(json.loads(r["completion"])["turns"]) == 3 for r in rows)
 
 
-def test_difficulty_agent_refuses_ray_with_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["difficulty", str(TASKS[0]), "--agent", "--backend", "openai", "--model", "m", "--out",
-                 str(tmp_path / "o"), "--executor", "ray"])
-    assert code == 2
-    assert "--agent --executor ray" in capsys.readouterr().err
-
-
 def _episode(outcome: EpisodeOutcome | None, end: str = "submit") -> AgentEpisode:
     ep = AgentEpisode(task_id="t", end_reason=end, outcome=outcome)
     ep.turns.append(AgentTurn(0, "x", [], [], 0.1, 0.2, token_ids=(1, 2)))

@@ -72,6 +72,15 @@ def test_text_protocol_rendering_teaches_the_tools_and_replays_the_conversation(
     assert plain[3]["content"].startswith('<tool_response name="bash">') and "a.py" in plain[3]["content"]
 
 
+
+def test_text_protocol_replays_a_reply_that_wrote_its_calls_as_written_once() -> None:
+    text = 'ok\n<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>'
+    calls, _ = parse_tool_calls(text)
+    messages = [{"role": "user", "content": "fix it"},
+                {"role": "assistant", "content": text, "tool_calls": [c.to_openai() for c in calls]}]
+    plain = render_text_protocol(messages, TOOLS)
+    assert plain[-1]["content"] == text  # as the model wrote it: the call not written a second time
+
 def test_openai_body_carries_the_tools_and_the_reply_gives_the_calls() -> None:
     body = chat_tools_body([{"role": "user", "content": "hi"}], TOOLS, SamplingParams(max_tokens=64, seed=3),
                            model="m")

@@ -324,3 +324,35 @@ def test_a_node_lost_mid_episode_is_infra_error_then_requeued_elsewhere_and_pass
     assert episode.turns[1].observations[0]["text"].strip().endswith("noted")
     assert episode.to_dict()["lost"] == episode.lost
     assert stats.actor_restarts == 2
+
+
+def test_agent_run_and_difficulty_agent_on_ray(ray_cluster: LocalRayCluster, policy_server: Any, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``agent run --executor ray``: the session on a node of the cluster, graded there;
+    ``difficulty --agent --executor ray``: the reference policy's pass rate is 1.0."""
+    from tests.agents.conftest import scripted
+
+    task = load_task(SAMPLE_TASKS / "coding-roman-numerals")
+    _solving_model(policy_server, "cli-ray")  # registers the scripted policy under that name
+    out = tmp_path / "episode.json"
+    code = main(["agent", "run", str(task.root), "--backend", "openai", "--model", "cli-ray", "--base-url",
+                 policy_server.base_url, "--executor", "ray", "--ray-address", ray_cluster.address,
+                 "--json", str(out)])
+    shown = capsys.readouterr().out
+    assert code == 0, shown
+    doc = json.loads(out.read_text())
+    assert (doc["status"], doc["score"], doc["end_reason"]) == ("passed", 1.0, "submit")
+    assert doc["node"].split("/")[1] in {ray_cluster.head_node_id[:8], ray_cluster.worker_node_id[:8]}
+    assert f"session on node {doc['node']}" in shown
+
+    writes = [("write_file", {"path": rel, "content": p.read_text()})
+              for rel, p in sorted(task.solution_files().items())]
+    policy_server.policies["difficulty-ray"] = scripted([writes, [("submit", {})]])
+    summary = tmp_path / "difficulty.json"
+    code = main(["difficulty", str(task.root), "--agent", "--backend", "openai", "--model", "difficulty-ray",
+                 "--base-url", policy_server.base_url, "--out", str(tmp_path / "d"), "--samples", "2", "-j", "2",
+                 "--no-cache", "--max-turns", "4", "--executor", "ray", "--ray-address", ray_cluster.address,
+                 "--json", str(summary)])
+    assert code == 0, capsys.readouterr()
+    rates = {t["task_id"]: (t["pass_rate"], t["n"]) for t in json.loads(summary.read_text())["tasks"]}
+    assert rates == {task.id: (1.0, 2)}

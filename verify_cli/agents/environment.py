@@ -249,23 +249,25 @@ class TaskEnvironment:
 
     def outcome(self) -> EpisodeOutcome:
         """The trusted grade of the session's editable files (or why there is none)."""
+        taken = self.take()
+        return taken if isinstance(taken, EpisodeOutcome) else grade_files(self.task, self.grader, taken)
+
+    def take(self) -> dict[str, bytes] | EpisodeOutcome:
+        """The session's editable files to grade, or the outcome when there are none to grade
+        (the machinery failed, the agent killed its session, the files could not be taken). The
+        grade needs no session: :func:`grade_files` may run after :meth:`close`."""
         if self.broken is not None:
             return EpisodeOutcome("infra_error", None, f"the machinery failed: {self.broken}")
         if self.dead is not None:
             return EpisodeOutcome("failed", 0.0, f"the agent's session died: {self.dead}")
         try:
-            files = self.session.snapshot(self.task.editable)
+            return self.session.snapshot(self.task.editable)
         except SessionDeadError as e:
             return EpisodeOutcome("failed", 0.0, f"the agent's session died: {e}")
         except SessionFileError as e:
             return EpisodeOutcome("failed", 0.0, f"the editable files could not be taken: {e}")
         except SessionInfraError as e:
             return EpisodeOutcome("infra_error", None, f"the machinery failed: {e}")
-        grade = self.grader.grade(GradeRequest(task=self.task, phase=Phase.CANDIDATE, candidate=files,
-                                               label="episode"))
-        if grade.status is GradeStatus.INFRA_ERROR:
-            return EpisodeOutcome("infra_error", None, "; ".join(grade.problems), grade)
-        return EpisodeOutcome("passed" if grade.passed else "failed", grade.score, "", grade)
 
     def close(self) -> None:
         self.session.close()
@@ -273,5 +275,13 @@ class TaskEnvironment:
             self._visible.close()
 
 
+def grade_files(task: Task, grader: GradesOne, files: Mapping[str, bytes]) -> EpisodeOutcome:
+    """The trusted grade of an episode's editable files (taken by :meth:`TaskEnvironment.take`)."""
+    grade = grader.grade(GradeRequest(task=task, phase=Phase.CANDIDATE, candidate=dict(files), label="episode"))
+    if grade.status is GradeStatus.INFRA_ERROR:
+        return EpisodeOutcome("infra_error", None, "; ".join(grade.problems), grade)
+    return EpisodeOutcome("passed" if grade.passed else "failed", grade.score, "", grade)
+
+
 __all__ = ["EpisodeOutcome", "GradesOne", "SessionOpener", "TaskEnvironment", "VisibleTests", "format_exec",
-           "session_limits", "session_workspace"]
+           "grade_files", "session_limits", "session_workspace"]

@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from verify_cli.agents.environment import EpisodeOutcome, GradesOne, SessionOpener, TaskEnvironment
+from verify_cli.agents.environment import EpisodeOutcome, GradesOne, SessionOpener, TaskEnvironment, grade_files
 from verify_cli.agents.protocol import AgentModel, Message, ModelTurn
 from verify_cli.agents.tools import TOOLS, ToolSpec
 from verify_cli.errors import UsageError
@@ -177,6 +177,17 @@ def run_episode(task: Task, model: AgentModel, sandbox: SessionOpener, grader: G
     machinery` says which). ``avoid_nodes``: nodes an executor should not open the session on."""
     grades = _grader_of(sandbox, grader)
     started = time.monotonic()
+    episode, files = _play(task, model, sandbox, grades, limits=limits, params=params, tools=tools,
+                           sample_index=sample_index, on_turn=on_turn, avoid_nodes=avoid_nodes, started=started)
+    return _judge(episode, task, grades, files, started)
+
+
+def _play(task: Task, model: AgentModel, sandbox: SessionOpener, grades: GradesOne, *, limits: EpisodeLimits,
+          params: SamplingParams | None, tools: Sequence[ToolSpec], sample_index: int,
+          on_turn: Callable[[AgentEpisode, AgentTurn], None] | None, avoid_nodes: Collection[str],
+          started: float) -> tuple[AgentEpisode, dict[str, bytes] | None]:
+    """An episode's turns in its session, then its editable files (None: there is nothing to
+    grade, the episode's outcome says why). The session is closed on return: grading needs none."""
     params = params or SamplingParams(max_tokens=1024)
     episode = AgentEpisode(task_id=task.id, sample_index=sample_index, messages=first_messages(task))
     try:
@@ -187,21 +198,36 @@ def run_episode(task: Task, model: AgentModel, sandbox: SessionOpener, grader: G
         episode.machinery = "sandbox"
         episode.outcome = EpisodeOutcome("infra_error", None, f"no session could be opened: {e}")
         episode.seconds = time.monotonic() - started
-        return episode
+        return episode, None
     episode.node = env.session.node
     try:
         episode.end_reason = _loop(episode, env, model, tools, params, limits, started, on_turn)
         if episode.end_reason == "infra_error" and episode.outcome is not None:
             episode.machinery = "model"
-            return episode
-        episode.outcome = env.outcome()
+            return episode, None
+        taken = env.take()
         if env.dead is not None:
             episode.end_reason = "session_dead"
-        if episode.outcome.status == "infra_error":
-            episode.machinery = "sandbox"
+        if isinstance(taken, EpisodeOutcome):
+            episode.outcome = taken
+            if taken.status == "infra_error":
+                episode.machinery = "sandbox"
+            return episode, None
+        return episode, taken
     finally:
         env.close()
         episode.seconds = time.monotonic() - started
+
+
+def _judge(episode: AgentEpisode, task: Task, grades: GradesOne, files: dict[str, bytes] | None,
+           started: float) -> AgentEpisode:
+    """The trusted grade of a played episode's files (nothing to do when there are none)."""
+    if files is None:
+        return episode
+    episode.outcome = grade_files(task, grades, files)
+    if episode.outcome.status == "infra_error":
+        episode.machinery = "sandbox"
+    episode.seconds = time.monotonic() - started
     return episode
 
 
@@ -277,7 +303,8 @@ def run_episodes(jobs: Iterable[EpisodeJob], model_for: Callable[[EpisodeJob], A
                  requeue: int = 1) -> Iterator[AgentEpisode]:
     """Run episodes ``concurrency`` at a time (``-j``: sessions open at once), yielding each as it
     ends (unordered). ``model_for`` gives each episode its model (one shared, thread-safe model,
-    or one per episode). While one episode waits for the model, the others execute tools.
+    or one per episode). While one episode waits for the model, the others execute tools; an
+    episode's session is closed before its grade, and the grade runs while the next one plays.
     ``sandbox`` and ``grader`` as for :func:`run_episode` (an Executor alone: it does both).
 
     An episode that ends ``infra_error`` because the sandbox machinery failed (its session's node
@@ -288,33 +315,53 @@ def run_episodes(jobs: Iterable[EpisodeJob], model_for: Callable[[EpisodeJob], A
     the model failed is not re-run."""
     it = iter(jobs)
     width = max(1, concurrency)
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="episode") as pool:
-        pending: dict[Future[AgentEpisode], tuple[EpisodeJob, list[AgentEpisode]]] = {}
+    grades = _grader_of(sandbox, grader)
+    # Two pools: ``width`` episodes play in their sessions at once; an episode's session is
+    # closed before its grade, which runs on the second pool while the next episode plays (the
+    # grade is the longest step an episode takes without the model).
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="episode") as pool, \
+            ThreadPoolExecutor(max_workers=width, thread_name_prefix="episode-grade") as judges:
+        playing: dict[Future[tuple[AgentEpisode, dict[str, bytes] | None]], tuple[EpisodeJob, list[AgentEpisode],
+                                                                                  float]] = {}
+        judging: dict[Future[AgentEpisode], tuple[EpisodeJob, list[AgentEpisode]]] = {}
         retry: list[tuple[EpisodeJob, list[AgentEpisode]]] = []
         exhausted = False
 
         def start(job: EpisodeJob, earlier: list[AgentEpisode]) -> None:
             avoid = {e.node for e in earlier if e.node}
-            fut = pool.submit(run_episode, job.task, model_for(job), sandbox, grader, limits=limits, params=params,
-                              sample_index=job.sample_index, on_turn=on_turn, avoid_nodes=avoid)
-            pending[fut] = (job, earlier)
+            started = time.monotonic()
+            fut = pool.submit(_play, job.task, model_for(job), sandbox, grades, limits=limits, params=params,
+                              tools=TOOLS, sample_index=job.sample_index, on_turn=on_turn, avoid_nodes=avoid,
+                              started=started)
+            playing[fut] = (job, earlier, started)
 
         while True:
-            while retry and len(pending) < width:
+            while retry and len(playing) < width:
                 start(*retry.pop(0))
-            while not exhausted and len(pending) < width:
+            while not exhausted and len(playing) < width:
                 try:
                     job = next(it)
                 except StopIteration:
                     exhausted = True
                     break
                 start(job, [])
-            if not pending:
+            if not playing and not judging:
                 return
-            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            futures: list[Future[Any]] = [*playing, *judging]
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            ended: list[tuple[EpisodeJob, list[AgentEpisode], AgentEpisode]] = []
             for fut in done:
-                job, earlier = pending.pop(fut)
-                episode = fut.result()
+                if fut in playing:
+                    job, earlier, started = playing.pop(fut)
+                    episode, files = fut.result()
+                    if files is None:
+                        ended.append((job, earlier, episode))
+                    else:
+                        judging[judges.submit(_judge, episode, job.task, grades, files, started)] = (job, earlier)
+                else:
+                    job, earlier = judging.pop(fut)
+                    ended.append((job, earlier, fut.result()))
+            for job, earlier, episode in ended:
                 if episode.status == "infra_error" and episode.machinery == "sandbox" and len(earlier) < requeue:
                     retry.append((job, [*earlier, episode]))
                     continue

@@ -121,7 +121,8 @@ def render_text_protocol(messages: Sequence[Message], tools: Sequence[ToolSpec])
         if role == "system" and i == 0:
             out.append({"role": "system", "content": f"{content}\n\n{instructions}".strip()})
         elif role == "assistant":
-            calls = "".join(
+            # A text-protocol reply already holds its calls as written; native calls are written out.
+            calls = "" if TOOL_CALL_RE.search(content) else "".join(
                 f"\n<tool_call>{json.dumps({'name': c['function']['name'], 'arguments': _decoded(c)})}</tool_call>"
                 for c in m.get("tool_calls") or ())
             out.append({"role": "assistant", "content": (content + calls).strip()})

@@ -20,15 +20,14 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
+from verify_cli.agents.environment import GradesOne, SessionOpener
 from verify_cli.agents.episode import AgentEpisode, EpisodeJob, EpisodeLimits, run_episodes
 from verify_cli.agents.protocol import AgentModel, Message, ModelTurn
 from verify_cli.agents.tools import ToolSpec
 from verify_cli.errors import UsageError
-from verify_cli.grading.grader import Grader
 from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams, prompt_seed
 from verify_cli.sampling.status import SampleStatus, status_of
 from verify_cli.sampling.step import GradedSample, SampleStep
-from verify_cli.sandbox.base import Sandbox
 from verify_cli.tasks.model import Task
 
 #: Bumped when what an episode sample means changes (the tools, the loop, the first messages).
@@ -80,11 +79,12 @@ class _SeededModel(AgentModel):
 
 class EpisodeBackend(ModelBackend):
     """A model backend whose completions are agent episodes of ``model`` in ``sandbox``'s
-    sessions, graded by ``grader`` (trusted, outside the session)."""
+    sessions (a Sandbox, or an Executor: on Ray each session on one node), graded by ``grader``
+    (trusted, outside the session; an Executor grades too)."""
 
     name = "agent"
 
-    def __init__(self, model: AgentModel, inner: ModelBackend, sandbox: Sandbox, grader: Grader,
+    def __init__(self, model: AgentModel, inner: ModelBackend, sandbox: SessionOpener, grader: GradesOne,
                  tasks: Sequence[Task], *, limits: EpisodeLimits | None = None, concurrency: int = 4) -> None:
         self.model, self.inner, self.sandbox, self.grader = model, inner, sandbox, grader
         self.tasks: dict[str, Task] = {t.id: t for t in tasks}

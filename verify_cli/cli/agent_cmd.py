@@ -15,7 +15,8 @@ from verify_cli.agents.episode import AgentEpisode, AgentTurn, EpisodeLimits, ru
 from verify_cli.agents.protocol import agent_model
 from verify_cli.agents.tools import TOOLS, tool_call
 from verify_cli.cli import console
-from verify_cli.cli.options import SandboxOpt
+from verify_cli.cli.executor_setup import open_executor
+from verify_cli.cli.options import ExecutorOpt, RayAddressOpt, SandboxOpt
 from verify_cli.errors import ExitCode
 from verify_cli.grading.grader import Grader
 from verify_cli.models.base import SamplingParams
@@ -85,8 +86,11 @@ def agent_run_command(
     seed: Annotated[int, typer.Option("--seed")] = 0,
     json_out: Annotated[str | None, typer.Option("--json", help="Write the episode as JSON (- for stdout).")]
     = None,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = "auto",
 ) -> None:
-    """Run one agent episode on TASK, printed turn by turn, then its trusted grade.
+    """Run one agent episode on TASK, printed turn by turn, then its trusted grade. With
+    ``--executor ray`` the session lives on one node of the cluster and is graded there.
 
     Exit 0 when the grade passed, 1 when it failed, 3 when the machinery failed (no grade)."""
     if json_out == "-":
@@ -98,14 +102,16 @@ def agent_run_command(
     limits = EpisodeLimits(max_turns=max_turns, token_budget=token_budget, wall_seconds=wall_seconds,
                            observation_chars=observation_chars)
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
-    with _open_sandbox(sandbox) as sb, Grader(sb, warm=True) as grader:
+    with open_executor(executor, sandbox=sandbox, warm=True, ray_address=ray_address) as ex:
         model_backend = create_model_backend(backend, model_config)
         am = agent_model(model_backend)
-        try:
-            episode = run_episode(task, am, sb, grader, limits=limits, params=params,
+        try:  # the executor opens the session and grades
+            episode = run_episode(task, am, ex, limits=limits, params=params,
                                   on_turn=None if json_out == "-" else _show_turn)
         finally:
             am.close()
+    if json_out != "-" and episode.node:
+        console.plain(f"session on node {episode.node}")
     outcome = episode.outcome
     if json_out != "-":
         console.plain(f"episode ended: {episode.end_reason} after {len(episode.turns)} turn(s), "

@@ -41,7 +41,6 @@ from verify_cli.difficulty.runner import DifficultyOptions, DifficultyProgress, 
 from verify_cli.difficulty.runner import default_sample_cache as sample_cache_in
 from verify_cli.errors import ExitCode, UsageError
 from verify_cli.executors.base import Executor
-from verify_cli.executors.local import LocalExecutor
 from verify_cli.models.base import ModelBackend, SamplingParams
 from verify_cli.models.registry import create_model_backend, model_backend_config
 from verify_cli.report.files import write_json
@@ -222,9 +221,6 @@ def difficulty_command(
              "tensor_parallel_size": tensor_parallel_size, "gpu_memory_utilization": gpu_memory_utilization,
              "device": device}
     model_config = model_backend_config(backend, {k: v for k, v in given.items() if v is not None})
-    if agent and executor != "local":
-        raise UsageError(f"--agent --executor {executor}: agent episodes run on --executor local for now",
-                         hint="drop --executor (sessions held on Ray nodes are not built yet)")
     grader = open_executor(executor, sandbox=sandbox, sandbox_options=sandbox_options(pool_size=pool_size),
                            warm=not cold, ray_address=ray_address)
     with grader:
@@ -273,11 +269,10 @@ def difficulty_command(
 
 def _episodes(grader: Executor, inner: ModelBackend, tasks: list[Task], limits: EpisodeLimits,
               jobs: int) -> tuple[ModelBackend, SampleStep]:
-    """The episode backend (``jobs`` sessions at once in the executor's sandbox) and its step."""
-    if not isinstance(grader, LocalExecutor):  # pragma: no cover - refused above, before it opens
-        raise UsageError("--agent runs on --executor local")
-    return (EpisodeBackend(agent_model(inner), inner, grader.sandbox, grader.grader, tasks, limits=limits,
-                           concurrency=jobs), EpisodeStep())
+    """The episode backend (``jobs`` sessions at once, opened and graded by the executor: on Ray
+    each session lives on one node) and its step."""
+    return (EpisodeBackend(agent_model(inner), inner, grader, grader, tasks, limits=limits, concurrency=jobs),
+            EpisodeStep())
 
 
 def _words(text: str | None) -> list[str] | None:
