@@ -153,7 +153,7 @@ HANDOVER_FDS = 4
 def serve_run(server: types.ModuleType, env: dict[str, str], listener: int) -> int:
     """The server (pid 2 of the run's pid namespace) as ``python verify_candidate_server.py``,
     serving on ``listener`` (the channel's listening socket)."""
-    server.LISTENING_FD = listener
+    server.__dict__["LISTENING_FD"] = listener  # the module global its main() reads
     os.chdir(WORKDIR)
     os.environ.clear()
     os.environ.update(env)
