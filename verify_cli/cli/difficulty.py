@@ -30,9 +30,7 @@ from verify_cli.difficulty.defects import defects_from_check_tasks, defects_from
 from verify_cli.difficulty.inputs import is_data_set, task_dirs_from_data_set
 from verify_cli.difficulty.outputs import (
     HISTOGRAM_FILE,
-    freeze_heap,
     histogram_counts,
-    preload_output_libraries,
     select_buckets,
     write_back,
     write_dataset,
@@ -244,8 +242,6 @@ def difficulty_command(
             model_backend, step = _episodes(grader, model_backend, tasks, limits, options.jobs)
         with model_backend, _progress(json_out != "-") as on_progress:
             started = time.monotonic()
-            freeze_heap()
-            preload_output_libraries()
             report = run_difficulty(tasks, model_backend, grader, options, defective=defects,
                                     cache=None if no_cache else sample_cache_in(root), on_progress=on_progress,
                                     on_warning=console.warning, step=step)

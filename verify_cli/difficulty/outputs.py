@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import gc
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,37 +23,6 @@ SAMPLES_FILE = "samples.parquet"
 DATASET_DIR = "dataset"
 BUCKET_PARQUET_DIR = "buckets"
 HISTOGRAM_FILE = "pass_rates.png"
-
-
-def _import_output_libraries() -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import datasets  # noqa: F401
-        import matplotlib.pyplot
-    except Exception:  # the writers import them again and report any failure
-        pass
-    gc.freeze()  # their module objects live on: no later collection walks them (see freeze_heap)
-
-
-def freeze_heap() -> None:
-    """Move every object the process holds now (the imported modules, the loaded tasks, the
-    grader) out of the cyclic collector's reach before a long grading loop: they live as long as
-    the process, and each full collection walked all of them (about 2.6 s of a 240-sample
-    ``difficulty`` run's host process went to the collector, 0.7 s after this). Reference
-    counting still frees everything as usual; only garbage cycles alive right now are never
-    collected (a collection first would itself cost a full walk)."""
-    gc.freeze()
-
-
-def preload_output_libraries() -> threading.Thread:
-    """Import the data set and plotting libraries the writers need (``datasets``, ``matplotlib``:
-    about 1.5 s of imports) on a daemon thread, while the samples are graded: a grading run
-    leaves the CPU idle between hand-offs, and the writers then find them imported."""
-    thread = threading.Thread(target=_import_output_libraries, name="verify-output-imports", daemon=True)
-    thread.start()
-    return thread
 
 
 def difficulty_rows(report: DifficultyReport) -> list[dict[str, Any]]:
