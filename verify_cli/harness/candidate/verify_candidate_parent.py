@@ -16,7 +16,8 @@ the child is the pid namespace's init, pid 1), that
    its own sandbox, then receives on the job socket the run's work folder, ``/tmp`` and channel
    folder as detached mounts (``open_tree(OPEN_TREE_CLONE)`` handles made by the trusted side's
    run child, over SCM_RIGHTS), attaches them at
-   ``/workspace``, ``/tmp`` and the channel folder (``move_mount``), mounts a fresh ``/dev/shm``,
+   ``/workspace``, ``/tmp`` and the channel folder (``move_mount``), with the channel's listening
+   socket (bound at the channel's path by the trusted side before its tests start), mounts a fresh ``/dev/shm``,
    covers ``/proc`` with an empty read-only file system and forbids further user namespaces;
    then drops every capability and sets no-new-privileges. The network namespace is the
    parent's sandbox's own (no network, loopback only, shared with no trusted process; see
@@ -25,7 +26,9 @@ the child is the pid namespace's init, pid 1), that
    server (pid 2, in that session), as bwrap's ``--unshare-pid --new-session`` would;
 4. the server runs ``verify_candidate_server.py`` as ``__main__`` in the work folder with the
    run's environment, exactly what a cold start runs, minus the interpreter start and the
-   module's body (the parent ran it: ``server_module``); the server calls its ``main()``.
+   module's body (the parent ran it: ``server_module``); the server calls its ``main()``, which
+   accepts on the handed-over listening socket instead of binding one (the tests' ``connect``
+   has been waiting in its backlog: neither side polls for the other).
 
 The parent lives in the trusted worker's cgroup, so a run's candidate processes are born inside
 the run's memory and process limits and are killed with the run. Protocol: JSON messages over
@@ -142,8 +145,15 @@ def server_module() -> types.ModuleType:
 _MAIN_GUARDS = ("__name__ == '__main__'", '__name__ == "__main__"')
 
 
-def serve_run(server: types.ModuleType, env: dict[str, str]) -> int:
-    """The server (pid 2 of the run's pid namespace) as ``python verify_candidate_server.py``."""
+#: The trusted side's ``{"op": "mounts"}`` message: work folder, /tmp, channel folder, listening
+#: socket (HANDOVER_FDS in verify_cli/harness/warm_worker.py).
+HANDOVER_FDS = 4
+
+
+def serve_run(server: types.ModuleType, env: dict[str, str], listener: int) -> int:
+    """The server (pid 2 of the run's pid namespace) as ``python verify_candidate_server.py``,
+    serving on ``listener`` (the channel's listening socket)."""
+    server.__dict__["LISTENING_FD"] = listener  # the module global its main() reads
     os.chdir(WORKDIR)
     os.environ.clear()
     os.environ.update(env)
@@ -166,7 +176,8 @@ def serve_run(server: types.ModuleType, env: dict[str, str]) -> int:
     return status & 0xFF
 
 
-def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: socket.socket) -> int:
+def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: socket.socket,
+                   listener: int) -> int:
     """pid 1 of the run's pid namespace: start the server, say so on ``job_sock``, reap every
     orphan, exit with the server (which takes the whole namespace down). A session of its own,
     as bwrap's ``--new-session`` gives a cold candidate."""
@@ -174,7 +185,8 @@ def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: sock
     child = os.fork()
     if child == 0:
         job_sock.close()
-        os._exit(serve_run(server, env))
+        os._exit(serve_run(server, env, listener))
+    os.close(listener)  # only the server accepts
     job_sock.sendall(json.dumps({"op": "ready"}).encode())
     job_sock.close()
     while True:
@@ -209,10 +221,10 @@ def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         prepare(ids)
-        msg, mounts = ns.next_request(job_sock, ("mounts",), 3)
+        msg, mounts = ns.next_request(job_sock, ("mounts",), HANDOVER_FDS)
         if msg is None:  # the host gave the run up
             os._exit(SETUP_FAILED_EXIT)
-        work_fd, tmp_fd, channel_fd = mounts
+        work_fd, tmp_fd, channel_fd, listener = mounts
         isolate(work_fd, tmp_fd, channel_fd, tuple(str(h) for h in job.get("held", [])))
         for fd in (work_fd, tmp_fd, channel_fd):
             os.close(fd)
@@ -220,7 +232,7 @@ def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids
     except BaseException as e:
         ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
     try:
-        status = init_and_serve(server, env, job_sock)
+        status = init_and_serve(server, env, job_sock, listener)
     except BaseException as e:  # the server could not be forked: never a score
         ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
     os._exit(status)

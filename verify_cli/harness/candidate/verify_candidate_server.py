@@ -537,6 +537,12 @@ def _serve_connection(conn: socket.socket) -> None:
         conn.close()
 
 
+#: A socket already listening at ``$VERIFY_CHANNEL``, handed to this server by the warm candidate
+#: parent (verify_candidate_parent.py: the trusted side bound it before its tests started);
+#: None in a cold start, where the server binds the socket itself.
+LISTENING_FD: int | None = None
+
+
 def main() -> int:
     path = os.environ.get("VERIFY_CHANNEL", "")
     if not path:
@@ -546,11 +552,14 @@ def main() -> int:
     # Candidate modules come from the work folder; this server's own folder stays last.
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [workdir] + [p for p in sys.path if p not in ("", here, workdir)] + [here]
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    tmp = f"{path}.{os.getpid()}"
-    server.bind(tmp)
-    server.listen(64)
-    os.rename(tmp, path)  # the socket appears only once it is listening
+    if LISTENING_FD is not None:  # bound and listening at ``path`` already (a warm start)
+        server = socket.socket(fileno=LISTENING_FD)
+    else:
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        tmp = f"{path}.{os.getpid()}"
+        server.bind(tmp)
+        server.listen(64)
+        os.rename(tmp, path)  # the socket appears only once it is listening
     while True:
         conn, _ = server.accept()
         threading.Thread(target=_serve_connection, args=(conn,), daemon=True).start()

@@ -132,7 +132,8 @@ def isolate(job: dict[str, Any], job_sock: socket.socket | None = None, *, enter
            f"size={int(job['results_bytes'])},nr_inodes={int(job['results_files'])},mode=0755")
     candidate = job.get("candidate")
     if candidate:
-        _lay_out_two_process(f"{JOBS_MOUNT}/{job['id']}", candidate, flags)
+        _lay_out_two_process(f"{JOBS_MOUNT}/{job['id']}", candidate, flags,
+                             str(job.get("env", {}).get("VERIFY_CHANNEL", "")))
         if job_sock is not None and _EXPORTED_MOUNTS:
             hand_over_mounts(job_sock)
     else:
@@ -150,7 +151,7 @@ CANDIDATE_WORK = "/.verify-work"
 CANDIDATE_CHANNEL = "/.verify-channel"
 
 
-def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int) -> None:
+def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int, channel: str = "") -> None:
     """The work folder without the test folders, a second view of it for the candidate, then
     (in this run's view only) the test folders bound read-only and the candidate's code files
     covered: the tests reach that code only through the channel."""
@@ -182,7 +183,7 @@ def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int) -> Non
         if os.path.isfile(target) and not os.path.islink(target):
             _mount("/dev/null", target, None, _MS_BIND)
     if candidate.get("warm"):
-        export_candidate_mounts()
+        export_candidate_mounts(channel)
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,17 +192,25 @@ def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int) -> Non
 _SYS_OPEN_TREE = 428  # x86_64 and aarch64 share the new mount API's numbers
 _OPEN_TREE_CLONE = 1
 _OPEN_TREE_CLOEXEC = os.O_CLOEXEC
-#: Detached copies of the candidate's work folder, /tmp and channel folder, once exported;
-#: whether they were handed to the host (the run's candidate then starts warm).
+#: Detached copies of the candidate's work folder, /tmp and channel folder, and the channel's
+#: listening socket, once exported; whether they were handed to the host (the run's candidate
+#: then starts warm).
 _EXPORTED_MOUNTS: list[int] = []
 _HANDED_OVER: list[bool] = []
+#: What a ``{"op": "mounts"}`` message carries: the three detached mounts, then the listening
+#: socket bound at the channel's path (mirrored in candidate/verify_candidate_parent.py).
+HANDOVER_FDS = 4
 
 
-def export_candidate_mounts() -> None:
+def export_candidate_mounts(channel: str) -> None:
     """Detached copies (``open_tree(OPEN_TREE_CLONE)``, not recursive: none of the mounts over
     them) of the candidate's view of the work folder, of ``/tmp`` and of the channel folder, for
     the host to hand to the warm candidate parent, which attaches them in the run's candidate
-    sandbox. Where the kernel refuses, nothing is exported and the run starts its candidate cold."""
+    sandbox; and the candidate server's listening socket, bound and listening at ``channel`` (in
+    the channel folder) before the tests start, so that the tests' first ``connect`` succeeds at
+    once and waits in the socket's backlog until the server accepts: no polling for a socket
+    file. Where the kernel refuses, nothing is exported and the run starts its candidate cold
+    (whose server binds the socket itself)."""
     handles: list[int] = []
     try:
         for path in (CANDIDATE_WORK, "/tmp", CANDIDATE_CHANNEL):
@@ -210,6 +219,16 @@ def export_candidate_mounts() -> None:
             if fd < 0:
                 raise OSError(ctypes.get_errno(), f"open_tree {path}")
             handles.append(fd)
+        if os.path.dirname(channel) != CANDIDATE_CHANNEL:
+            raise OSError(f"the channel {channel!r} is not in {CANDIDATE_CHANNEL}")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(channel)
+            listener.listen(64)
+        except OSError:
+            listener.close()
+            raise
+        handles.append(listener.detach())
     except OSError:
         for fd in handles:
             os.close(fd)
@@ -218,8 +237,9 @@ def export_candidate_mounts() -> None:
 
 
 def hand_over_mounts(job_sock: socket.socket) -> None:
-    """Send the exported mounts to the host at once (``{"op": "mounts"}``), so that the
-    candidate's sandbox is built while this child finishes its own."""
+    """Send the exported mounts and listening socket to the host at once (``{"op": "mounts"}``),
+    so that the candidate's sandbox is built while this child finishes its own. This process
+    keeps no handle on the listening socket: only the candidate's server accepts on it."""
     socket.send_fds(job_sock, [json.dumps({"op": "mounts"}).encode()], _EXPORTED_MOUNTS)
     for fd in _EXPORTED_MOUNTS:
         os.close(fd)

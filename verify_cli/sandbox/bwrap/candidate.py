@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK
+from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, HANDOVER_FDS
 from verify_cli.sandbox.base import CandidateProcess
 from verify_cli.sandbox.bwrap.sandbox import candidate_argv, candidate_parent_argv
 from verify_cli.sandbox.environment import (
@@ -229,7 +229,8 @@ class CandidateParent:
 
     def start(self, mounts: list[int], deadline: float) -> None:
         """Hand the run's child (:meth:`begin`) the run's ``mounts`` (work folder, /tmp, channel
-        folder) and wait until its sandbox is built; raises CandidateParentError otherwise."""
+        folder, and the channel's listening socket, made by the trusted side) and wait until its
+        sandbox is built; raises CandidateParentError otherwise."""
         host_job = self._job
         if host_job is None:
             raise CandidateParentError("no run of the candidate parent was begun")
@@ -320,7 +321,7 @@ class WarmCandidates:
         """Hand the run's exported mounts to its begun child (closed here either way). Where the
         trusted child exported none (the kernel refused), it started the candidate cold itself."""
         try:
-            if len(mounts) != 3:
+            if len(mounts) != HANDOVER_FDS:
                 self.off = "the kernel refused to export the run's folders (open_tree)"
                 self.drop(infra)
                 return

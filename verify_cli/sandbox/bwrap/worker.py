@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.errors import ExitCode, VerifyError
-from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, WARMUP_TEST
+from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, HANDOVER_FDS, WARMUP_TEST
 from verify_cli.sandbox.base import (
     RunResult,
     RunSpec,
@@ -455,11 +455,11 @@ class WarmWorker:
                 raise WorkerError("the run's sandbox was not set up in time")
             if host_job.fileno() not in ready:
                 raise WorkerError(self._unexpected_control())
-            data, fds, pid = _recv(host_job, max_fds=3)
+            data, fds, pid = _recv(host_job, max_fds=HANDOVER_FDS)
             msg: dict[str, Any] = {}
             with contextlib.suppress(ValueError):
                 msg = json.loads(data) if data else {}
-            if msg.get("op") == "mounts" and len(fds) == 3:
+            if msg.get("op") == "mounts" and len(fds) == HANDOVER_FDS:
                 on_mounts(fds)
                 continue
             if msg.get("op") == "ready" and len(fds) == 1 and pid:
