@@ -102,3 +102,17 @@ def test_package_data_ships_every_harness_file() -> None:
     files = {p for p in (PACKAGE / "harness").rglob("*") if p.is_file() and p.suffix in harness.SHIPPED_SUFFIXES
              and "__pycache__" not in p.parts}
     assert sorted(p.relative_to(PACKAGE).as_posix() for p in files - covered) == []
+
+
+def test_folders_of_processes_that_ended_without_their_exit_handlers_are_pruned(tmp_path: Path) -> None:
+    from verify_cli.sandbox.environment import HARNESS_FOLDER_PREFIX, _prune_harness_folders
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    dead = tmp_path / f"{HARNESS_FOLDER_PREFIX}{ended}-abc"
+    alive = tmp_path / f"{HARNESS_FOLDER_PREFIX}{os.getpid()}-abc"
+    other = tmp_path / "verify-cli-harness-notapid"
+    for d in (dead, alive, other):
+        (d / "candidate").mkdir(parents=True)
+    _prune_harness_folders(tmp_path)
+    assert not dead.exists() and alive.is_dir() and other.is_dir()

@@ -51,11 +51,12 @@ def harness_dir() -> Path:
         # their compiled copies copied with them, and whatever is still missing compiled there.
         with contextlib.suppress(Exception):
             compileall.compile_dir(str(HARNESS_SOURCE_DIR), quiet=2)
-        folder = Path(tempfile.mkdtemp(prefix="verify-cli-harness-"))
+        pid = os.getpid()
+        _prune_harness_folders(Path(tempfile.gettempdir()))
+        folder = Path(tempfile.mkdtemp(prefix=f"{HARNESS_FOLDER_PREFIX}{pid}-"))
         build_runtime_folder(folder)
         with contextlib.suppress(Exception):
             compileall.compile_dir(str(folder), quiet=2)
-        pid = os.getpid()
         _harness_built[:] = [(folder, pid)]
 
         def _remove() -> None:
@@ -64,6 +65,37 @@ def harness_dir() -> Path:
 
         atexit.register(_remove)
         return folder
+
+
+#: The run-time folders' names: ``verify-cli-harness-<pid of the process that built it>-<random>``.
+HARNESS_FOLDER_PREFIX = "verify-cli-harness-"
+
+
+def _prune_harness_folders(tmp: Path) -> None:
+    """Remove the run-time folders of this user's processes that ended without running their
+    exit handlers (killed, or ``os._exit`` as pytest-xdist's workers end): a folder is kept while
+    the process named in it runs."""
+    import os
+    import re
+    import shutil
+
+    pattern = re.compile(re.escape(HARNESS_FOLDER_PREFIX) + r"(\d+)-")
+    try:
+        entries = list(os.scandir(tmp))
+    except OSError:
+        return
+    for entry in entries:
+        m = pattern.match(entry.name)
+        if not m:
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.getuid() or not entry.is_dir(follow_symlinks=False):
+                continue
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def candidate_harness_dir() -> Path:
