@@ -94,6 +94,7 @@ SLOW_MODULES: dict[str, float] = {
     "sandbox/test_conformance.py": 55,
     "executors/test_ray_executor.py": 50,
     "rollout/test_toy_training.py": 38,
+    "agents/test_agent_toy_training.py": 45,
     "checks/test_solvability.py": 35,
     "sandbox/test_verdicts.py": 25,
 }
