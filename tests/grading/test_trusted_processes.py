@@ -8,8 +8,9 @@ Three parts:
   process), and each trusted process (everything not in the candidate's sandbox) is held against
   :func:`violations`: a harness interpreter started without ``-I``/``-s`` (a runner as
   ``python -m verify_*``: the work folder first on its ``sys.path``), any Python with the user
-  site on, ``HOME`` in a folder the candidate can write, the seal key readable in an
-  interpreter's environment, ``NODE_OPTIONS`` from outside the harness. A new runner or backend
+  site on, ``HOME`` in a folder the candidate can write, the seal key in any process's
+  environment (it reaches its reader by a descriptor only), ``NODE_OPTIONS`` from outside the
+  harness. A new runner or backend
   that starts a trusted process another way fails here;
 - **the hacks** of tests/fixtures/trusted/hacks (each scored full marks before the launcher) earn
   nothing on bwrap, cold and warm, and the references still pass;
@@ -203,9 +204,8 @@ def violations(p: Proc, *, isolating: bool, two_process: bool) -> list[str]:
             out.append(f"harness interpreter {runs!r} started without -I or -s")
         if not no_user_site:
             out.append("a Python with the user site enabled (no -I, -s or PYTHONNOUSERSITE=1)")
-        key = env.get("VERIFY_SEAL_KEY", "")
-        if key and set(key) != {"x"} and p.seen >= 3:
-            out.append("the seal key is readable in its environment (/proc/PID/environ)")
+    if "VERIFY_SEAL_KEY" in env:  # any process: the key reaches its reader by a descriptor only
+        out.append("the seal key is in its environment (/proc/PID/environ)")
     if p.name == "node":
         opts = env.get("NODE_OPTIONS", "")
         for m in re.finditer(r"--(?:require|import|loader|experimental-loader)[= ](\S+)", opts):
@@ -345,10 +345,12 @@ def test_a_runner_started_the_old_way_breaks_the_rule() -> None:
     keyed = Proc(2, 0, ["python", "-I", f"{SANDBOX_HARNESS}/{LAUNCH_SCRIPT}", "verify_calls"],
                  {"HOME": TRUSTED_HOME, "VERIFY_SEAL_KEY": "ab" * 16}, "/workspace", "/usr/bin/python3", seen=5)
     assert violations(keyed, isolating=True, two_process=True) == [
-        "the seal key is readable in its environment (/proc/PID/environ)"]
-    scrubbed = Proc(3, 0, keyed.argv, {"HOME": TRUSTED_HOME, "VERIFY_SEAL_KEY": "x" * 32}, "/workspace",
-                    "/usr/bin/python3", seen=5)
-    assert violations(scrubbed, isolating=True, two_process=True) == []
+        "the seal key is in its environment (/proc/PID/environ)"]
+    shell = Proc(3, 0, ["/bin/sh", "-c", "pytest"], {"VERIFY_SEAL_KEY": "x" * 32}, "/workspace", "/bin/dash")
+    assert violations(shell, isolating=True, two_process=True) == [
+        "the seal key is in its environment (/proc/PID/environ)"]
+    by_fd = Proc(5, 0, keyed.argv, {"HOME": TRUSTED_HOME, "VERIFY_SEAL_FD": "9"}, "/workspace", "/usr/bin/python3")
+    assert violations(by_fd, isolating=True, two_process=True) == []
     node = Proc(4, 0, ["node", "--test"], {"HOME": TRUSTED_HOME, "NODE_OPTIONS": "--require /workspace/x.js"},
                 "/workspace", "/usr/bin/node", seen=5)
     assert violations(node, isolating=True, two_process=True) == [

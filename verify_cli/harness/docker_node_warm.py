@@ -224,6 +224,7 @@ def _run(job: dict[str, Any], tar_bytes: bytes) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         env = {str(k): str(v) for k, v in dict(job["env"]).items()}
         env["PWD"] = warm_worker.WORKDIR  # the cold run's shell exports it
+        env = warm_worker._key_to_pipe(env)  # the seal key: in a pipe (not inherited), in no environment
         if candidate:
             _lay_out_two_process(candidate, tar_bytes, env)
             warm_worker._drop_capabilities()

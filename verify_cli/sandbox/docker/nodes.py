@@ -71,6 +71,7 @@ from verify_cli.sandbox.docker.verdicts import copy_error, judge_run
 from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SANDBOX_TMP, SANDBOX_WORKDIR
 from verify_cli.sandbox.judging import read_results_tar
 from verify_cli.sandbox.output import BoundedCapture
+from verify_cli.sandbox.trusted_launch import SEAL_KEY_ENV, seal_key_heredoc
 
 #: Processes of the node's own during a run: pid 1 and its sleep, the supervisor, its subshell,
 #: head, the drain, bubblewrap (two) and its init in the run's pid namespace, the wrapper shell.
@@ -181,8 +182,10 @@ def job_script(spec: RunSpec, marker: str, nonce: str, tar_bytes: int, stdin_byt
                 + ("\n" + two.after_unpack.rstrip("\n") if two else "")),
         ready="printf '\\001' >&2\n", close_fds=" 3>&-", results_to="&3")
     env = {**base_environment(), **spec.env, **(two.env if two else {})}
+    key_doc = seal_key_heredoc(env)  # the key on a descriptor of bwrap's, in no environment
     # The wrapper shell drops variables whose names a shell cannot hold; env(1) restores them.
-    odd = [f"{name}={value}" for name, value in spec.env.items() if not ENV_NAME.match(name)]
+    odd = [f"{name}={value}" for name, value in spec.env.items()
+           if not ENV_NAME.match(name) and name != SEAL_KEY_ENV]
     command = ["env", "--", *odd, *spec.command] if odd else list(spec.command)
     if two:
         command = [*two.command_prefix, *command]
@@ -199,7 +202,7 @@ def job_script(spec: RunSpec, marker: str, nonce: str, tar_bytes: int, stdin_byt
         "ctr; c0=$c; o0=$o",
         "( " + "; ".join(rlimits) + f"; head -c {total} | "
         f"{{ {' '.join(shlex.quote(a) for a in argv)}; s=$?; cat >/dev/null; exit $s; }} "
-        f") 3>{RESULTS_FILE}",
+        f") 3>{RESULTS_FILE}{key_doc}",
         "st=$?",
         "ctr",
         f"cnt; i=0; while [ $n -gt {_BASELINE_PROCESSES} ] && [ $i -lt 50 ]; do "

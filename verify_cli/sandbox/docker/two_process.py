@@ -50,6 +50,7 @@ from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
     candidate_environment,
 )
+from verify_cli.sandbox.trusted_launch import CLOSE_SEAL_FD
 
 #: The shared work folder and the test folders' stash, on the outer run's /workspace tmpfs.
 SHARED_WORK = f"{SANDBOX_WORKDIR}/.verify-shared"
@@ -169,7 +170,7 @@ def candidate_start(candidate: CandidateProcess, *, held: list[str]) -> str:
             '  elif [ -e "$d" ]; then set -- "$@" --ro-bind "$d" "$d"; fi\n'
             "done\n"
             f'exec {shlex.join(head)} "$@" {shlex.join(tail)}\n'
-            ") </dev/null 3>&- &\n")
+            f") </dev/null 3>&-{CLOSE_SEAL_FD} &\n")
 
 
 def warm_candidate(spec: RunSpec) -> dict[str, object]:
