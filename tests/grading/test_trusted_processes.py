@@ -25,7 +25,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,31 +80,55 @@ def _read(path: str) -> bytes | None:
         return None
 
 
+def read_proc(pid: int) -> Proc | None:
+    """What the host's ``/proc/PID`` shows of one process (None: gone, or a kernel thread)."""
+    stat = _read(f"/proc/{pid}/stat")
+    cmd = _read(f"/proc/{pid}/cmdline")
+    if not stat or not cmd:
+        return None
+    ppid = int(stat.rsplit(b")", 1)[1].split()[1])
+    raw = _read(f"/proc/{pid}/environ")
+    env = None if raw is None else dict(
+        item.split("=", 1) for item in raw.decode("utf-8", "replace").split("\0") if "=" in item)
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        cwd = ""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = ""
+    return Proc(pid, ppid, [a.decode("utf-8", "replace") for a in cmd.split(b"\0")[:-1]], env, cwd, exe)
+
+
+def container_snapshot() -> dict[int, Proc]:
+    """Every process of the docker containers this process made (``docker top``: host pids,
+    read from the host's ``/proc``), now."""
+    import docker
+    from verify_cli.sandbox.docker.containers import OWNER_LABEL, owner
+
+    procs: dict[int, Proc] = {}
+    client = docker.from_env()
+    try:
+        for c in client.containers.list(filters={"label": f"{OWNER_LABEL}={owner()}"}):
+            try:
+                rows = c.top(ps_args="-o pid")["Processes"] or []
+            except Exception:  # the container went away meanwhile
+                continue
+            for row in rows:
+                if (p := read_proc(int(row[0]))) is not None:
+                    procs[p.pid] = p
+    finally:
+        client.close()
+    return procs
+
+
 def snapshot() -> dict[int, Proc]:
     """Every descendant of this process, now."""
     procs: dict[int, Proc] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        stat = _read(f"/proc/{pid}/stat")
-        cmd = _read(f"/proc/{pid}/cmdline")
-        if not stat or not cmd:
-            continue
-        ppid = int(stat.rsplit(b")", 1)[1].split()[1])
-        raw = _read(f"/proc/{pid}/environ")
-        env = None if raw is None else dict(
-            item.split("=", 1) for item in raw.decode("utf-8", "replace").split("\0") if "=" in item)
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            cwd = ""
-        try:
-            exe = os.readlink(f"/proc/{pid}/exe")
-        except OSError:
-            exe = ""
-        procs[pid] = Proc(pid, ppid, [a.decode("utf-8", "replace") for a in cmd.split(b"\0")[:-1]],
-                          env, cwd, exe)
+        if entry.isdigit() and (p := read_proc(int(entry))) is not None:
+            procs[p.pid] = p
     me, mine = os.getpid(), {os.getpid()}
     changed = True
     while changed:
@@ -142,10 +166,11 @@ class Sampler:
 
     seen: dict[tuple[int, tuple[str, ...]], Proc] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
+    source: Callable[[], dict[int, Proc]] = snapshot
 
     def run(self) -> None:
         while not self.stop.is_set():
-            now = snapshot()
+            now = self.source()
             classify(now)
             for p in now.values():
                 key = (p.pid, tuple(p.argv))
@@ -249,8 +274,8 @@ class Observed:
     procs: list[Proc]
 
 
-def observe(grader: Grader, task: Task) -> Observed:
-    sampler = Sampler()
+def observe(grader: Grader, task: Task, source: Callable[[], dict[int, Proc]] = snapshot) -> Observed:
+    sampler = Sampler(source=source)
     thread = threading.Thread(target=sampler.run, daemon=True)
     thread.start()
     try:
@@ -273,12 +298,20 @@ _OBSERVED: dict[tuple[str, str], dict[str, Observed]] = {}
 def observed(box: Sandbox, backend: str, mode: str) -> dict[str, Observed]:
     key = (backend, mode)
     if key not in _OBSERVED:
+        source = container_snapshot if backend == "docker" else snapshot
+        tasks = probe_tasks() if backend != "docker" else docker_probe_tasks()
         with Grader(box, warm=mode == "warm") as grader:
             if mode == "warm":  # the first run of each task starts its worker: observe the second
-                for task in probe_tasks():
+                for task in tasks:
                     grader.grade(GradeRequest(task, Phase.REFERENCE))
-            _OBSERVED[key] = {t.id: observe(grader, t) for t in probe_tasks()}
+            _OBSERVED[key] = {t.id: observe(grader, t, source) for t in tasks}
     return _OBSERVED[key]
+
+
+def docker_probe_tasks() -> list[Task]:
+    """The probe tasks whose image the docker backend has (python and node)."""
+    return [t for t in probe_tasks() if str(t.kind) in ("pytest", "calls", "stdio", "command", "node")
+            and t.environment.image]
 
 
 def _report(obs: Observed, *, isolating: bool) -> list[str]:
@@ -301,6 +334,46 @@ def test_every_trusted_process_keeps_the_rule_on_bwrap(bwrap: Sandbox, mode: str
     for task_id, obs in runs.items():
         assert obs.result.status is GradeStatus.GRADED and obs.result.passed, (task_id, obs.result.problems)
         assert any(not p.candidate for p in obs.procs), f"{task_id}: the probe saw no trusted process"
+        if obs.result.isolation == "two-process":
+            assert any(p.candidate for p in obs.procs), f"{task_id}: the probe saw no candidate process"
+        if (bad := _report(obs, isolating=True)):
+            broken[task_id] = bad
+    assert broken == {}
+
+
+def _docker_missing() -> str | None:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        client.ping()
+        client.close()
+    except Exception as e:  # no SDK, no daemon
+        return f"docker is not usable here ({type(e).__name__}: {e})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def docker_node() -> Iterator[Sandbox]:
+    if (why := _docker_missing()) is not None:
+        pytest.skip(why)
+    with create_sandbox("docker", mode="node") as box:
+        yield box
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_every_trusted_process_keeps_the_rule_on_docker_nodes(docker_node: Sandbox, mode: str) -> None:
+    """The same contract on docker's node mode, the processes listed from the host (``docker
+    top`` of this process's containers, each read from the host's ``/proc``)."""
+    runs = observed(docker_node, "docker", mode)
+    assert runs, "no probe task has a docker image"
+    broken: dict[str, list[str]] = {}
+    for task_id, obs in runs.items():
+        assert obs.result.status is GradeStatus.GRADED and obs.result.passed, (task_id, obs.result.problems)
+        trusted = [p for p in obs.procs if not p.candidate]
+        assert any(PY.search(p.name) or p.name == "node" for p in trusted), f"{task_id}: no trusted interpreter seen"
         if obs.result.isolation == "two-process":
             assert any(p.candidate for p in obs.procs), f"{task_id}: the probe saw no candidate process"
         if (bad := _report(obs, isolating=True)):

@@ -293,6 +293,9 @@ def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, 
             if os.path.isfile(target) and not os.path.islink(target):
                 _cover(target)
         warm_worker._mount(shared, warm_worker.WORKDIR, None, warm_worker._MS_BIND | warm_worker._MS_REC)
+        home = env.get("VERIFY_TRUSTED_HOME", "")
+        if home and os.path.isdir(home):  # the trusted side's home, as the cold run's bwrap mounts it
+            warm_worker._mount("tmpfs", home, "tmpfs", flags, "size=1048576,mode=0700")
         os.write(go_w, b"go")
     finally:
         os.close(go_w)
