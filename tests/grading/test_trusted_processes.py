@@ -485,3 +485,30 @@ def test_a_program_a_case_started_does_not_outlive_it(bwrap: Sandbox, mode: str)
         result = grader.grade(GradeRequest(task, Phase.REFERENCE))
     assert result.status is GradeStatus.GRADED, result.problems
     assert result.passed, [(t.id, t.message) for t in result.tests]
+
+
+# -- a starved or killed supervisor -------------------------------------------------------------
+
+STARVE = TRUSTED / "hacks" / "starve"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_candidate_that_starves_or_kills_the_supervisor_gets_a_graded_failure(docker_node: Sandbox) -> None:
+    """On docker's node mode a candidate fills the process limit with daemons, presses the memory
+    limit from a crowd of processes, or signals every pid it can name: each run is a graded
+    failure (never ``infra_error``, which is not scored), in-process (the command kind, whose
+    candidate shares the run's namespaces with the tests) and two-process (pytest); and the next
+    run on the same node shape still passes."""
+    tasks = [load_task(FIXTURES / "kinds" / k / "task") for k in ("command", "pytest")]
+    hacks = sorted(STARVE.glob("*.py"))
+    assert len(hacks) >= 3
+    requests = [GradeRequest(t, Phase.PROBE, candidate={"solution.py": h.read_bytes()}, label=f"{h.stem}|{t.id}")
+                for t in tasks for h in hacks]
+    with Grader(docker_node) as grader:
+        results = {r.label: r for r in grader.grade_many(requests, jobs=2)}
+        after = [grader.grade(GradeRequest(t, Phase.REFERENCE)) for t in tasks]
+    not_failed = {label: (r.status.value, r.score, r.run.verdict.value, r.run.message[:200])
+                  for label, r in results.items() if r.status is not GradeStatus.GRADED or r.score != 0.0}
+    assert not_failed == {}
+    assert all(r.status is GradeStatus.GRADED and r.passed for r in after), [r.problems for r in after]
