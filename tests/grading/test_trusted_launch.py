@@ -199,3 +199,23 @@ def test_a_bare_node_preload_is_found_in_the_work_folder_first(tmp_path: Path) -
     by_path = subprocess.run(["node", "-e", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                              env={**env, "NODE_OPTIONS": fixed})
     assert by_path.returncode == 0 and "planted" not in by_path.stdout, by_path.stderr
+
+
+def test_the_tests_interpreter_never_imports_a_plant_from_the_work_folder(tmp_path: Path) -> None:
+    """A two-process pytest run's trusted variables keep the working folder (the shared work
+    folder) off ``sys.path`` from the interpreter's start (``PYTHONSAFEPATH``), before the
+    stand-in plugin takes it off: a ``pytest.py`` a candidate wrote there ran as the test
+    process of a later session of the command (shown without the variable)."""
+    from verify_cli.kinds.pytest import _trusted_env
+
+    task = load_task(ROOT / "tests" / "fixtures" / "kinds" / "pytest" / "task")
+    safe = _trusted_env(task, tmp_path, {})
+    assert safe["PYTHONSAFEPATH"] == "1"
+    (tmp_path / "pytest.py").write_text("raise SystemExit('planted pytest imported')\n")
+    env = {"PATH": os.environ["PATH"], "PYTHONNOUSERSITE": "1"}
+    old = subprocess.run([sys.executable, "-m", "pytest", "--version"], cwd=tmp_path, capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert "planted pytest imported" in old.stderr
+    new = subprocess.run([sys.executable, "-m", "pytest", "--version"], cwd=tmp_path, capture_output=True,
+                         text=True, env={**env, "PYTHONSAFEPATH": safe["PYTHONSAFEPATH"]}, timeout=60)
+    assert new.returncode == 0 and "planted" not in new.stderr, new.stderr

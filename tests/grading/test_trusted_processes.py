@@ -229,6 +229,11 @@ def violations(p: Proc, *, isolating: bool, two_process: bool) -> list[str]:
             out.append(f"harness interpreter {runs!r} started without -I or -s")
         if not no_user_site:
             out.append("a Python with the user site enabled (no -I, -s or PYTHONNOUSERSITE=1)")
+        safe_path = isolated or "-P" in flags or env.get("PYTHONSAFEPATH") == "1" or p.env is None
+        if (isolating and two_process and (runs.startswith("-m ") or runs == "-c") and not safe_path
+                and _under(p.cwd, CANDIDATE_WRITABLE)):
+            out.append(f"'python {runs}' in {p.cwd} without -I, -P or PYTHONSAFEPATH=1: the working "
+                       "folder, which the candidate can write, comes first on its sys.path")
     if "VERIFY_SEAL_KEY" in env:  # any process: the key reaches its reader by a descriptor only
         out.append("the seal key is in its environment (/proc/PID/environ)")
     if p.name == "node":
@@ -389,6 +394,9 @@ def test_the_probe_sees_the_runners_and_the_checker(bwrap: Sandbox) -> None:
     runs = observed(bwrap, "bwrap", "cold")
     argvs = [" ".join(p.argv) for p in runs["trusted/stdio-checker"].procs if not p.candidate]
     assert any(f"{LAUNCH_SCRIPT} verify_stdio" in a and " -s " in a for a in argvs), argvs
+    pytest_env = [p.env for p in runs["kinds/pytest"].procs
+                  if not p.candidate and p.env is not None and "-m pytest" in " ".join(p.argv)]
+    assert pytest_env and all(e.get("PYTHONSAFEPATH") == "1" for e in pytest_env), pytest_env
     assert any("hidden_tests/check.py" in a for a in argvs), argvs
     homes = {(p.env or {}).get("HOME") for p in runs["trusted/stdio-checker"].procs
              if not p.candidate and p.env is not None and p.name != "bwrap"}
@@ -424,6 +432,13 @@ def test_a_runner_started_the_old_way_breaks_the_rule() -> None:
         "the seal key is in its environment (/proc/PID/environ)"]
     by_fd = Proc(5, 0, keyed.argv, {"HOME": TRUSTED_HOME, "VERIFY_SEAL_FD": "9"}, "/workspace", "/usr/bin/python3")
     assert violations(by_fd, isolating=True, two_process=True) == []
+    tests = Proc(6, 0, ["python", "-m", "pytest", "tests"], {"HOME": TRUSTED_HOME, "PYTHONNOUSERSITE": "1"},
+                 "/workspace", "/usr/bin/python3")
+    assert violations(tests, isolating=True, two_process=True) == [
+        "'python -m pytest' in /workspace without -I, -P or PYTHONSAFEPATH=1: the working folder, "
+        "which the candidate can write, comes first on its sys.path"]
+    tests.env = {**(tests.env or {}), "PYTHONSAFEPATH": "1"}
+    assert violations(tests, isolating=True, two_process=True) == []
     node = Proc(4, 0, ["node", "--test"], {"HOME": TRUSTED_HOME, "NODE_OPTIONS": "--require /workspace/x.js"},
                 "/workspace", "/usr/bin/node", seen=5)
     assert violations(node, isolating=True, two_process=True) == [

@@ -44,6 +44,7 @@ from verify_cli.sandbox.registry import register_sandbox
 from verify_cli.sandbox.trusted_launch import (
     CLOSE_SEAL_FD,
     MOVE_SEAL_FD,
+    SEAL_FD,
     TRUSTED_HOME,
     trusted_home_variables,
 )
@@ -276,6 +277,9 @@ class BwrapSandbox(LocalSandbox):
                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
                                  path=runtime_path(), extra=extra)
         read_end, write_end = os.pipe()
+        if write_end == SEAL_FD:  # passed by its number: never the one the key's pipe moves to
+            write_end, old = os.dup(write_end), write_end
+            os.close(old)
         if key_stdin is not None:
             copy = f"{MOVE_SEAL_FD}\n{copy}"
         script = run_wrapper(unpack=copy.rstrip("\n"), results_to=f"/proc/self/fd/{write_end}")
