@@ -158,7 +158,7 @@ def violations():
     for path in ("/results", "/opt/verify-harness", "/proc/1/environ", "/proc/self/environ", "/.verify-src"):
         if os.path.exists(path):
             seen.append(path)
-    for name in ("VERIFY_SEAL_KEY", "VERIFY_RESULTS_DIR", "VERIFY_HARNESS_DIR"):
+    for name in ("VERIFY_SEAL_KEY", "VERIFY_SEAL_FD", "VERIFY_RESULTS_DIR", "VERIFY_HARNESS_DIR"):
         if name in os.environ:
             seen.append(name)
     try:

@@ -15,6 +15,7 @@ import pytest
 from verify_cli.grading.seal import new_seal_key
 from verify_cli.kinds.node_seal import check_node_seal, node_seal_command, runner_writes_junit
 from verify_cli.sandbox.environment import HARNESS_DIR
+from verify_cli.sandbox.plumbing.trusted_launch import MOVE_SEAL_FD, seal_key_pipe
 
 ROOT = Path(__file__).resolve().parents[2]
 JUNIT = b'<?xml version="1.0"?>\n<testsuites><testcase name="t" classname="test"/></testsuites>\n'
@@ -53,7 +54,8 @@ def test_the_runner_seals_exactly_the_junit_it_writes(tmp_path: Path) -> None:
     shutil.copy(ROOT / "sample_tasks" / "coding-word-wrap-js" / "solution" / "wrap.js", tmp_path)
     (tmp_path / "tests" / "env.test.js").write_text(
         "require('node:test')('the key is out of reach of the tests', () => {\n"
-        "  if (process.env.VERIFY_SEAL_KEY !== undefined) throw new Error('key visible');\n});\n")
+        "  if (process.env.VERIFY_SEAL_KEY !== undefined || process.env.VERIFY_SEAL_FD !== undefined)"
+        " throw new Error('key visible');\n});\n")
     results = tmp_path / "results"
     results.mkdir()
     key = new_seal_key()
@@ -62,7 +64,13 @@ def test_the_runner_seals_exactly_the_junit_it_writes(tmp_path: Path) -> None:
     env = {"PATH": os.environ["PATH"], "NODE_PATH": str(HARNESS_DIR), "VERIFY_HARNESS_DIR": str(HARNESS_DIR),
            "VERIFY_RESULTS_DIR": str(results), "VERIFY_SEAL_KEY": key,
            "NODE_OPTIONS": "--require verify_node_guard"}
-    proc = subprocess.run(["/bin/sh", "-c", command], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    key_fd = seal_key_pipe(env)  # as a backend hands it: a pipe, never the environment
+    assert "VERIFY_SEAL_KEY" not in env
+    try:
+        proc = subprocess.run(["/bin/sh", "-c", f"{MOVE_SEAL_FD}; {command}"], cwd=tmp_path, env=env,
+                              stdin=key_fd, capture_output=True, timeout=120)
+    finally:
+        os.close(key_fd)
     assert proc.returncode == 0, proc.stdout.decode()[-2000:]
     files = {p.name: p.read_bytes() for p in results.iterdir()}
     assert any(n.startswith("verify-seal-node-") for n in files)

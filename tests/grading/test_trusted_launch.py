@@ -5,6 +5,8 @@ candidates, and a stdio checker reads the candidate's output from a descriptor, 
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +20,16 @@ from verify_cli.grading.workspace import Phase
 from verify_cli.kinds.runner import launched_runner_command
 from verify_cli.sandbox.environment import HARNESS_DIR, pinned_environment
 from verify_cli.sandbox.plumbing.trusted_launch import (
+    CLOSE_SEAL_FD,
     LAUNCH_SCRIPT,
     MODULE_FLAGS,
+    MOVE_SEAL_FD,
     PYTHON_FLAGS,
+    SEAL_FD,
+    SEAL_FD_ENV,
+    SEAL_KEY_ENV,
     absolute_harness_requires,
+    seal_key_pipe,
 )
 from verify_cli.sandbox.process import ProcessSandbox
 from verify_cli.tasks.loader import load_task
@@ -134,3 +142,80 @@ def test_the_checker_reads_the_output_from_a_descriptor(tmp_path: Path) -> None:
     said = verify_stdio.run_checker(f"{sys.executable} {checker}", str(tmp_path), str(tmp_path / "in"),
                                     str(tmp_path / "out"), b"41\n", 10.0)
     assert said.startswith("checker rejected the output") and "/dev/fd/" in said
+
+
+def test_the_seal_key_reaches_one_reader_by_a_descriptor_and_no_environment(tmp_path: Path) -> None:
+    """The key as a local backend hands it: the wrapper's stdin, moved to fd 9. The reader gets
+    it and closes it; the wrapper's environment never had it; and what a process that can open
+    the wrapper's descriptors through /proc finds afterwards is an empty pipe (the old way, the
+    key sat in every environment of the launch chain: ``/proc/PID/environ`` of the shell)."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(HARNESS_DIR), SEAL_KEY_ENV: "ab" * 16}
+    key_fd = seal_key_pipe(env)
+    assert key_fd is not None and SEAL_KEY_ENV not in env and env[SEAL_FD_ENV] == str(SEAL_FD)
+    reader = (f"{sys.executable} -s -c 'import verify_runner_common as c; k = c.take_seal_key(); "
+              "import os; print(k, os.environ.get(\"VERIFY_SEAL_FD\"))'")
+    script = (f"{MOVE_SEAL_FD}\n{reader}\n"
+              f"{sys.executable} -c 'print(open(\"/proc/self/fd/9\").read() or \"empty\")'\n"  # a second reader
+              "tr '\\0' '\\n' < /proc/$$/environ | grep -c VERIFY_SEAL_KEY || true\n")
+    try:
+        out = subprocess.run(["/bin/sh", "-c", script], env=env, stdin=key_fd, capture_output=True,
+                             text=True, timeout=60)
+    finally:
+        os.close(key_fd)
+    assert out.stdout.split("\n")[:3] == ["ab" * 16 + " None", "empty", "0"], (out.stdout, out.stderr)
+
+
+def test_the_docker_scripts_hand_the_key_on_a_descriptor() -> None:
+    """Node mode's job script and single-use's runner script: the key only in a here-document on
+    fd 9 (a pipe in dash), never in ``--setenv`` or ``export``; the candidate's start closes it."""
+    from verify_cli.sandbox.base import CandidateProcess, Limits, RunSpec
+    from verify_cli.sandbox.docker.nodes import job_script
+    from verify_cli.sandbox.docker.scripts import runner_script
+
+    key = "cd" * 16
+    spec = RunSpec(["/bin/sh", "-c", "true"], ROOT, limits=Limits(), env={SEAL_KEY_ENV: key, "X": "1"})
+    for text in (runner_script("nonce", spec, None).decode(),
+                 job_script(spec, "m", "n", 10, 0).decode()):
+        assert f"{SEAL_FD}<<'VERIFY_SEAL_END'\n{key}\nVERIFY_SEAL_END\n" in text
+        assert text.count(key) == 1 and SEAL_KEY_ENV not in text and f"{SEAL_FD_ENV}" in text
+    two = RunSpec(["/bin/sh", "-c", "true"], ROOT, limits=Limits(), env={SEAL_KEY_ENV: key},
+                  candidate=CandidateProcess(command=("/bin/true",)))
+    assert f"3>&-{CLOSE_SEAL_FD} &" in job_script(two, "m", "n", 10, 0).decode()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_a_bare_node_preload_is_found_in_the_work_folder_first(tmp_path: Path) -> None:
+    """Why the preloads are named by path on every backend (docker's node mode named them bare
+    until the contract test listed it): ``--require verify_node_guard`` looks in the working
+    folder's ``node_modules`` before ``NODE_PATH``, so a candidate's file there ran in the
+    trusted node process."""
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "verify_node_guard.js").write_text("console.log('planted');\n")
+    env = {"PATH": os.environ["PATH"], "NODE_PATH": str(HARNESS_DIR)}
+    bare = subprocess.run(["node", "-e", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**env, "NODE_OPTIONS": "--require verify_node_guard"})
+    assert bare.stdout.strip() == "planted"
+    fixed = absolute_harness_requires("--require verify_node_guard", str(HARNESS_DIR))
+    by_path = subprocess.run(["node", "-e", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                             env={**env, "NODE_OPTIONS": fixed})
+    assert by_path.returncode == 0 and "planted" not in by_path.stdout, by_path.stderr
+
+
+def test_the_tests_interpreter_never_imports_a_plant_from_the_work_folder(tmp_path: Path) -> None:
+    """A two-process pytest run's trusted variables keep the working folder (the shared work
+    folder) off ``sys.path`` from the interpreter's start (``PYTHONSAFEPATH``), before the
+    stand-in plugin takes it off: a ``pytest.py`` a candidate wrote there ran as the test
+    process of a later session of the command (shown without the variable)."""
+    from verify_cli.kinds.pytest import _trusted_env
+
+    task = load_task(ROOT / "tests" / "fixtures" / "kinds" / "pytest" / "task")
+    safe = _trusted_env(task, tmp_path, {})
+    assert safe["PYTHONSAFEPATH"] == "1"
+    (tmp_path / "pytest.py").write_text("raise SystemExit('planted pytest imported')\n")
+    env = {"PATH": os.environ["PATH"], "PYTHONNOUSERSITE": "1"}
+    old = subprocess.run([sys.executable, "-m", "pytest", "--version"], cwd=tmp_path, capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert "planted pytest imported" in old.stderr
+    new = subprocess.run([sys.executable, "-m", "pytest", "--version"], cwd=tmp_path, capture_output=True,
+                         text=True, env={**env, "PYTHONSAFEPATH": safe["PYTHONSAFEPATH"]}, timeout=60)
+    assert new.returncode == 0 and "planted" not in new.stderr, new.stderr

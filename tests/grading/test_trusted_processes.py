@@ -8,8 +8,9 @@ Three parts:
   process), and each trusted process (everything not in the candidate's sandbox) is held against
   :func:`violations`: a harness interpreter started without ``-I``/``-s`` (a runner as
   ``python -m verify_*``: the work folder first on its ``sys.path``), any Python with the user
-  site on, ``HOME`` in a folder the candidate can write, the seal key readable in an
-  interpreter's environment, ``NODE_OPTIONS`` from outside the harness. A new runner or backend
+  site on, ``HOME`` in a folder the candidate can write, the seal key in any process's
+  environment (it reaches its reader by a descriptor only), ``NODE_OPTIONS`` from outside the
+  harness. A new runner or backend
   that starts a trusted process another way fails here;
 - **the hacks** of tests/fixtures/trusted/hacks (each scored full marks before the launcher) earn
   nothing on bwrap, cold and warm, and the references still pass;
@@ -24,7 +25,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,31 +80,55 @@ def _read(path: str) -> bytes | None:
         return None
 
 
+def read_proc(pid: int) -> Proc | None:
+    """What the host's ``/proc/PID`` shows of one process (None: gone, or a kernel thread)."""
+    stat = _read(f"/proc/{pid}/stat")
+    cmd = _read(f"/proc/{pid}/cmdline")
+    if not stat or not cmd:
+        return None
+    ppid = int(stat.rsplit(b")", 1)[1].split()[1])
+    raw = _read(f"/proc/{pid}/environ")
+    env = None if raw is None else dict(
+        item.split("=", 1) for item in raw.decode("utf-8", "replace").split("\0") if "=" in item)
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        cwd = ""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = ""
+    return Proc(pid, ppid, [a.decode("utf-8", "replace") for a in cmd.split(b"\0")[:-1]], env, cwd, exe)
+
+
+def container_snapshot() -> dict[int, Proc]:
+    """Every process of the docker containers this process made (``docker top``: host pids,
+    read from the host's ``/proc``), now."""
+    import docker
+    from verify_cli.sandbox.docker.containers import OWNER_LABEL, owner
+
+    procs: dict[int, Proc] = {}
+    client = docker.from_env()
+    try:
+        for c in client.containers.list(filters={"label": f"{OWNER_LABEL}={owner()}"}):
+            try:
+                rows = c.top(ps_args="-o pid")["Processes"] or []
+            except Exception:  # the container went away meanwhile
+                continue
+            for row in rows:
+                if (p := read_proc(int(row[0]))) is not None:
+                    procs[p.pid] = p
+    finally:
+        client.close()
+    return procs
+
+
 def snapshot() -> dict[int, Proc]:
     """Every descendant of this process, now."""
     procs: dict[int, Proc] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        stat = _read(f"/proc/{pid}/stat")
-        cmd = _read(f"/proc/{pid}/cmdline")
-        if not stat or not cmd:
-            continue
-        ppid = int(stat.rsplit(b")", 1)[1].split()[1])
-        raw = _read(f"/proc/{pid}/environ")
-        env = None if raw is None else dict(
-            item.split("=", 1) for item in raw.decode("utf-8", "replace").split("\0") if "=" in item)
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            cwd = ""
-        try:
-            exe = os.readlink(f"/proc/{pid}/exe")
-        except OSError:
-            exe = ""
-        procs[pid] = Proc(pid, ppid, [a.decode("utf-8", "replace") for a in cmd.split(b"\0")[:-1]],
-                          env, cwd, exe)
+        if entry.isdigit() and (p := read_proc(int(entry))) is not None:
+            procs[p.pid] = p
     me, mine = os.getpid(), {os.getpid()}
     changed = True
     while changed:
@@ -141,10 +166,11 @@ class Sampler:
 
     seen: dict[tuple[int, tuple[str, ...]], Proc] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
+    source: Callable[[], dict[int, Proc]] = snapshot
 
     def run(self) -> None:
         while not self.stop.is_set():
-            now = snapshot()
+            now = self.source()
             classify(now)
             for p in now.values():
                 key = (p.pid, tuple(p.argv))
@@ -203,9 +229,13 @@ def violations(p: Proc, *, isolating: bool, two_process: bool) -> list[str]:
             out.append(f"harness interpreter {runs!r} started without -I or -s")
         if not no_user_site:
             out.append("a Python with the user site enabled (no -I, -s or PYTHONNOUSERSITE=1)")
-        key = env.get("VERIFY_SEAL_KEY", "")
-        if key and set(key) != {"x"} and p.seen >= 3:
-            out.append("the seal key is readable in its environment (/proc/PID/environ)")
+        safe_path = isolated or "-P" in flags or env.get("PYTHONSAFEPATH") == "1" or p.env is None
+        if (isolating and two_process and (runs.startswith("-m ") or runs == "-c") and not safe_path
+                and _under(p.cwd, CANDIDATE_WRITABLE)):
+            out.append(f"'python {runs}' in {p.cwd} without -I, -P or PYTHONSAFEPATH=1: the working "
+                       "folder, which the candidate can write, comes first on its sys.path")
+    if "VERIFY_SEAL_KEY" in env:  # any process: the key reaches its reader by a descriptor only
+        out.append("the seal key is in its environment (/proc/PID/environ)")
     if p.name == "node":
         opts = env.get("NODE_OPTIONS", "")
         for m in re.finditer(r"--(?:require|import|loader|experimental-loader)[= ](\S+)", opts):
@@ -249,8 +279,8 @@ class Observed:
     procs: list[Proc]
 
 
-def observe(grader: Grader, task: Task) -> Observed:
-    sampler = Sampler()
+def observe(grader: Grader, task: Task, source: Callable[[], dict[int, Proc]] = snapshot) -> Observed:
+    sampler = Sampler(source=source)
     thread = threading.Thread(target=sampler.run, daemon=True)
     thread.start()
     try:
@@ -273,12 +303,20 @@ _OBSERVED: dict[tuple[str, str], dict[str, Observed]] = {}
 def observed(box: Sandbox, backend: str, mode: str) -> dict[str, Observed]:
     key = (backend, mode)
     if key not in _OBSERVED:
+        source = container_snapshot if backend == "docker" else snapshot
+        tasks = probe_tasks() if backend != "docker" else docker_probe_tasks()
         with Grader(box, warm=mode == "warm") as grader:
             if mode == "warm":  # the first run of each task starts its worker: observe the second
-                for task in probe_tasks():
+                for task in tasks:
                     grader.grade(GradeRequest(task, Phase.REFERENCE))
-            _OBSERVED[key] = {t.id: observe(grader, t) for t in probe_tasks()}
+            _OBSERVED[key] = {t.id: observe(grader, t, source) for t in tasks}
     return _OBSERVED[key]
+
+
+def docker_probe_tasks() -> list[Task]:
+    """The probe tasks whose image the docker backend has (python and node)."""
+    return [t for t in probe_tasks() if str(t.kind) in ("pytest", "calls", "stdio", "command", "node")
+            and t.environment.image]
 
 
 def _report(obs: Observed, *, isolating: bool) -> list[str]:
@@ -308,6 +346,46 @@ def test_every_trusted_process_keeps_the_rule_on_bwrap(bwrap: Sandbox, mode: str
     assert broken == {}
 
 
+def _docker_missing() -> str | None:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        client.ping()
+        client.close()
+    except Exception as e:  # no SDK, no daemon
+        return f"docker is not usable here ({type(e).__name__}: {e})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def docker_node() -> Iterator[Sandbox]:
+    if (why := _docker_missing()) is not None:
+        pytest.skip(why)
+    with create_sandbox("docker", mode="node") as box:
+        yield box
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_every_trusted_process_keeps_the_rule_on_docker_nodes(docker_node: Sandbox, mode: str) -> None:
+    """The same contract on docker's node mode, the processes listed from the host (``docker
+    top`` of this process's containers, each read from the host's ``/proc``)."""
+    runs = observed(docker_node, "docker", mode)
+    assert runs, "no probe task has a docker image"
+    broken: dict[str, list[str]] = {}
+    for task_id, obs in runs.items():
+        assert obs.result.status is GradeStatus.GRADED and obs.result.passed, (task_id, obs.result.problems)
+        trusted = [p for p in obs.procs if not p.candidate]
+        assert any(PY.search(p.name) or p.name == "node" for p in trusted), f"{task_id}: no trusted interpreter seen"
+        if obs.result.isolation == "two-process":
+            assert any(p.candidate for p in obs.procs), f"{task_id}: the probe saw no candidate process"
+        if (bad := _report(obs, isolating=True)):
+            broken[task_id] = bad
+    assert broken == {}
+
+
 @pytest.mark.bwrap
 @pytest.mark.slow
 def test_the_probe_sees_the_runners_and_the_checker(bwrap: Sandbox) -> None:
@@ -316,6 +394,9 @@ def test_the_probe_sees_the_runners_and_the_checker(bwrap: Sandbox) -> None:
     runs = observed(bwrap, "bwrap", "cold")
     argvs = [" ".join(p.argv) for p in runs["trusted/stdio-checker"].procs if not p.candidate]
     assert any(f"{LAUNCH_SCRIPT} verify_stdio" in a and " -s " in a for a in argvs), argvs
+    pytest_env = [p.env for p in runs["kinds/pytest"].procs
+                  if not p.candidate and p.env is not None and "-m pytest" in " ".join(p.argv)]
+    assert pytest_env and all(e.get("PYTHONSAFEPATH") == "1" for e in pytest_env), pytest_env
     assert any("hidden_tests/check.py" in a for a in argvs), argvs
     homes = {(p.env or {}).get("HOME") for p in runs["trusted/stdio-checker"].procs
              if not p.candidate and p.env is not None and p.name != "bwrap"}
@@ -345,10 +426,19 @@ def test_a_runner_started_the_old_way_breaks_the_rule() -> None:
     keyed = Proc(2, 0, ["python", "-I", f"{SANDBOX_HARNESS}/{LAUNCH_SCRIPT}", "verify_calls"],
                  {"HOME": TRUSTED_HOME, "VERIFY_SEAL_KEY": "ab" * 16}, "/workspace", "/usr/bin/python3", seen=5)
     assert violations(keyed, isolating=True, two_process=True) == [
-        "the seal key is readable in its environment (/proc/PID/environ)"]
-    scrubbed = Proc(3, 0, keyed.argv, {"HOME": TRUSTED_HOME, "VERIFY_SEAL_KEY": "x" * 32}, "/workspace",
-                    "/usr/bin/python3", seen=5)
-    assert violations(scrubbed, isolating=True, two_process=True) == []
+        "the seal key is in its environment (/proc/PID/environ)"]
+    shell = Proc(3, 0, ["/bin/sh", "-c", "pytest"], {"VERIFY_SEAL_KEY": "x" * 32}, "/workspace", "/bin/dash")
+    assert violations(shell, isolating=True, two_process=True) == [
+        "the seal key is in its environment (/proc/PID/environ)"]
+    by_fd = Proc(5, 0, keyed.argv, {"HOME": TRUSTED_HOME, "VERIFY_SEAL_FD": "9"}, "/workspace", "/usr/bin/python3")
+    assert violations(by_fd, isolating=True, two_process=True) == []
+    tests = Proc(6, 0, ["python", "-m", "pytest", "tests"], {"HOME": TRUSTED_HOME, "PYTHONNOUSERSITE": "1"},
+                 "/workspace", "/usr/bin/python3")
+    assert violations(tests, isolating=True, two_process=True) == [
+        "'python -m pytest' in /workspace without -I, -P or PYTHONSAFEPATH=1: the working folder, "
+        "which the candidate can write, comes first on its sys.path"]
+    tests.env = {**(tests.env or {}), "PYTHONSAFEPATH": "1"}
+    assert violations(tests, isolating=True, two_process=True) == []
     node = Proc(4, 0, ["node", "--test"], {"HOME": TRUSTED_HOME, "NODE_OPTIONS": "--require /workspace/x.js"},
                 "/workspace", "/usr/bin/node", seen=5)
     assert violations(node, isolating=True, two_process=True) == [
@@ -410,3 +500,30 @@ def test_a_program_a_case_started_does_not_outlive_it(bwrap: Sandbox, mode: str)
         result = grader.grade(GradeRequest(task, Phase.REFERENCE))
     assert result.status is GradeStatus.GRADED, result.problems
     assert result.passed, [(t.id, t.message) for t in result.tests]
+
+
+# -- a starved or killed supervisor -------------------------------------------------------------
+
+STARVE = TRUSTED / "hacks" / "starve"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_candidate_that_starves_or_kills_the_supervisor_gets_a_graded_failure(docker_node: Sandbox) -> None:
+    """On docker's node mode a candidate fills the process limit with daemons, presses the memory
+    limit from a crowd of processes, or signals every pid it can name: each run is a graded
+    failure (never ``infra_error``, which is not scored), in-process (the command kind, whose
+    candidate shares the run's namespaces with the tests) and two-process (pytest); and the next
+    run on the same node shape still passes."""
+    tasks = [load_task(FIXTURES / "kinds" / k / "task") for k in ("command", "pytest")]
+    hacks = sorted(STARVE.glob("*.py"))
+    assert len(hacks) >= 3
+    requests = [GradeRequest(t, Phase.PROBE, candidate={"solution.py": h.read_bytes()}, label=f"{h.stem}|{t.id}")
+                for t in tasks for h in hacks]
+    with Grader(docker_node) as grader:
+        results = {r.label: r for r in grader.grade_many(requests, jobs=2)}
+        after = [grader.grade(GradeRequest(t, Phase.REFERENCE)) for t in tasks]
+    not_failed = {label: (r.status.value, r.score, r.run.verdict.value, r.run.message[:200])
+                  for label, r in results.items() if r.status is not GradeStatus.GRADED or r.score != 0.0}
+    assert not_failed == {}
+    assert all(r.status is GradeStatus.GRADED and r.passed for r in after), [r.problems for r in after]

@@ -22,7 +22,10 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-SEAL_KEY_ENV = "VERIFY_SEAL_KEY"
+from verify_cli.sandbox.plumbing.trusted_launch import (
+    SEAL_KEY_ENV as SEAL_KEY_ENV,  # an order to the backend, no variable
+)
+
 SEAL_PREFIX = "verify-seal-"
 TEST_DIRS_ENV = "VERIFY_TEST_DIRS"
 

@@ -23,7 +23,12 @@ from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Isolation, Task
 def _trusted_env(task: Task, root: Path, env: dict[str, str]) -> dict[str, str]:
     plugins = [p for p in env.get("PYTEST_PLUGINS", "").split(",") if p]
     return {"PYTEST_PLUGINS": ",".join(["verify_standin", *plugins]),
-            "VERIFY_CANDIDATE_MODULES": json.dumps(python_candidate_modules(task, root))}
+            "VERIFY_CANDIDATE_MODULES": json.dumps(python_candidate_modules(task, root)),
+            # No interpreter of the tests' side puts its working folder (the shared work folder)
+            # on sys.path (python -P, 3.11+): `python -m pytest` would import, before the
+            # stand-in plugin takes the folder off sys.path, a pytest.py the candidate wrote
+            # there (a second session of the command, after the candidate ran).
+            "PYTHONSAFEPATH": "1"}
 
 
 class PytestKind(Kind):

@@ -29,6 +29,7 @@ from verify_cli.sandbox.environment import compile_harness
 from verify_cli.sandbox.plumbing.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.plumbing.judging import out_of_memory, read_results_tar, signal_verdict
 from verify_cli.sandbox.plumbing.output import BoundedCapture, start_drain
+from verify_cli.sandbox.plumbing.trusted_launch import SEAL_KEY_ENV, seal_key_pipe
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,17 @@ class Prepared:
     results_pipe: tuple[int, int] | None = None
     #: The most bytes of that archive the runner reads; more ends the run as ``output_limit``.
     results_archive_limit: int = 0
+    #: The read end of the seal key's pipe (trusted_launch.seal_key_pipe), the command's stdin
+    #: (its wrapper moves it to the key's descriptor); the runner owns it once handed it.
+    key_stdin: int | None = None
+
+
+def key_stdin_of(spec: RunSpec, env: dict[str, str]) -> int | None:
+    """The seal key's pipe for a local run's wrapper (the key taken out of ``env``), which gets
+    it as its stdin (:mod:`verify_cli.sandbox.plumbing.trusted_launch`: the key is in no environment)."""
+    if spec.stdin is not None and SEAL_KEY_ENV in env:
+        raise OSError("a run with its own stdin cannot be handed a seal key")
+    return seal_key_pipe(env)
 
 
 def _child_setup(limits: Limits, cgroup: RunCgroup | None) -> Callable[[], None]:
@@ -187,19 +199,24 @@ class LocalSandbox(Sandbox):
         try:
             proc = subprocess.Popen(
                 prepared.argv,
-                stdin=subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL,
+                stdin=(prepared.key_stdin if prepared.key_stdin is not None
+                       else subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL),
                 stdout=out_w, stderr=err_w, env=prepared.env, cwd=prepared.cwd,
                 start_new_session=True, close_fds=True, pass_fds=archive_fds[1:],
                 preexec_fn=_child_setup(limits, cgroup))
         except OSError as e:
             for fd in (out_r, out_w, err_r, err_w, *archive_fds):
                 os.close(fd)
+            if prepared.key_stdin is not None:
+                os.close(prepared.key_stdin)
             if cgroup:
                 cgroup.remove()
             return RunResult(Verdict.SETUP_ERROR, self.name,
                              message=f"cannot start {prepared.argv[0]!r}: {e}")
         os.close(out_w)
         os.close(err_w)
+        if prepared.key_stdin is not None:
+            os.close(prepared.key_stdin)  # the run's wrapper holds it now
         drains = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
         archive = bytearray()
         if archive_fds:

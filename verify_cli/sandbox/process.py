@@ -24,7 +24,8 @@ from verify_cli.sandbox.environment import (
     harness_dir,
     pinned_environment,
 )
-from verify_cli.sandbox.local import LocalSandbox, Prepared
+from verify_cli.sandbox.local import LocalSandbox, Prepared, key_stdin_of
+from verify_cli.sandbox.plumbing.trusted_launch import CLOSE_SEAL_FD, MOVE_SEAL_FD
 from verify_cli.sandbox.registry import register_sandbox
 
 if TYPE_CHECKING:
@@ -69,8 +70,10 @@ class ProcessSandbox(LocalSandbox):
         results.mkdir()
         tmp.mkdir()
         workdir = str(Path(spec.workdir).resolve())
+        extra = dict(spec.env)
+        key_stdin = key_stdin_of(spec, extra)
         env = pinned_environment(workdir=workdir, results_dir=str(results), harness_dir=str(harness_dir()),
-                                 tmp_dir=str(tmp), path=runtime_path(), extra=spec.env)
+                                 tmp_dir=str(tmp), path=runtime_path(), extra=extra)
         os.chmod(workdir, 0o755)
         argv = list(spec.command)
         if spec.candidate is not None:
@@ -84,6 +87,10 @@ class ProcessSandbox(LocalSandbox):
                                              path=runtime_path(), extra=spec.candidate.env)
             start = shlex.join(["env", "-i", *(f"{k}={v}" for k, v in sorted(cand_env.items())),
                                 *spec.candidate.command])
-            script = f'{start} &\n"$@"\nstatus=$?\nkill $! 2>/dev/null\nexit $status\n'
+            script = f'{start}{CLOSE_SEAL_FD} &\n"$@"\nstatus=$?\nkill $! 2>/dev/null\nexit $status\n'
+            if key_stdin is not None:
+                script = f"{MOVE_SEAL_FD}\n{script}"
             argv = ["/bin/sh", "-c", script, "sh", *argv]
-        return Prepared(argv=argv, env=env, cwd=workdir, results_dir=results)
+        elif key_stdin is not None:
+            argv = ["/bin/sh", "-c", f'{MOVE_SEAL_FD}; exec "$@"', "sh", *argv]
+        return Prepared(argv=argv, env=env, cwd=workdir, results_dir=results, key_stdin=key_stdin)

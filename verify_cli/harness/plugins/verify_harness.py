@@ -5,7 +5,8 @@ variable is set, and each session starts afresh in ``pytest_load_initial_conftes
 conftest or candidate code is imported), so a warm worker that imported this module once still
 gives every forked run its own state.
 
-- ``VERIFY_SEAL_KEY``: the grader's per-run secret. Taken out of the environment at once; at the
+- ``VERIFY_SEAL_FD``: the descriptor of a pipe holding the grader's per-run secret (never in any
+  environment). Read once and closed at once, this process made not dumpable; at the
   end of the session the plugin writes ``$VERIFY_RESULTS_DIR/verify-seal-<pid>.json``: what
   pytest itself collected and reported, whether the test framework, the builtins or the task's
   test files were tampered with, and an HMAC under the key. The grader trusts a JUnit file only
@@ -31,7 +32,7 @@ import threading
 from typing import Any
 
 import pytest
-from verify_runner_common import scrub_environment
+from verify_runner_common import take_seal_key
 
 # Bound now, before candidate code can replace them in their modules.
 _dumps = json.dumps
@@ -136,7 +137,7 @@ class _Run:
     """The state of one pytest session."""
 
     def __init__(self) -> None:
-        self.key = scrub_environment(SEAL_KEY_ENV).encode()
+        self.key = take_seal_key().encode()
         self.workdir = os.environ.get("VERIFY_WORKDIR") or os.getcwd()
         self.results_dir = os.environ.get("VERIFY_RESULTS_DIR", "")
         dirs = os.environ.get("VERIFY_TEST_DIRS", "")

@@ -7,10 +7,11 @@
 // (per-run key) over the SHA-256 of that JUnit document. The grader then trusts a JUnit file only
 // if a valid seal names its exact bytes: a file rewritten or planted afterwards scores 0.
 //
-// The key comes from $VERIFY_SEAL_KEY, which verify_node_guard.js (preloaded first) takes out of
-// the environment before the runner starts any test process. Under two-process grading the
-// candidate's code never runs in a process of this sandbox; in-process, a candidate can still
-// find the key in its parent's initial environment (/proc), which is why two-process is the default.
+// The key comes from the pipe $VERIFY_SEAL_FD names, which verify_node_guard.js (preloaded first)
+// reads once and closes before the runner starts any test process; it is in no environment.
+// Under two-process grading the candidate's code never runs in a process of this sandbox;
+// in-process, a candidate shares the process that holds the key, which is why two-process is
+// the default.
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');

@@ -24,6 +24,9 @@ from typing import Any
 
 CONFIG_ENV = "VERIFY_RUNNER_CONFIG"
 SEAL_KEY_ENV = "VERIFY_SEAL_KEY"
+#: The descriptor that holds the run's seal key (verify_cli/sandbox/plumbing/trusted_launch.py): the key
+#: is never in any process's environment.
+SEAL_FD_ENV = "VERIFY_SEAL_FD"
 SEAL_PREFIX = "verify-seal-"
 RESULTS_FILE = "junit.xml"
 TEST_DIRS = ("tests", "hidden_tests")
@@ -96,9 +99,30 @@ def scrub_environment(name: str) -> str:
 
 
 def take_seal_key() -> str:
-    """The grader's per-run secret, removed from the environment (and libc's copy blanked);
-    this process is made not dumpable first."""
-    return scrub_environment(SEAL_KEY_ENV)
+    """The grader's per-run secret, read once from the pipe ``$VERIFY_SEAL_FD`` names, which is
+    then closed (and the variable dropped, so no child sees a number); this process is made not
+    dumpable first. ``""`` without one (a second reader of the same run finds the pipe empty)."""
+    name = os.environ.pop(SEAL_FD_ENV, "")
+    if not name:
+        return ""
+    not_dumpable()  # a process that holds the secret: no other process may read its memory
+    try:
+        fd = int(name)
+    except ValueError:
+        return ""
+    data = b""
+    try:
+        while len(data) < 256:
+            chunk = os.read(fd, 256)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        return ""
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    return data.decode("ascii", "replace").strip()
 
 
 def read_config() -> dict[str, Any]:

@@ -224,6 +224,7 @@ def _run(job: dict[str, Any], tar_bytes: bytes) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         env = {str(k): str(v) for k, v in dict(job["env"]).items()}
         env["PWD"] = warm_worker.WORKDIR  # the cold run's shell exports it
+        env = warm_worker._key_to_pipe(env)  # the seal key: in a pipe (not inherited), in no environment
         if candidate:
             _lay_out_two_process(candidate, tar_bytes, env)
             warm_worker._drop_capabilities()
@@ -292,6 +293,9 @@ def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, 
             if os.path.isfile(target) and not os.path.islink(target):
                 _cover(target)
         warm_worker._mount(shared, warm_worker.WORKDIR, None, warm_worker._MS_BIND | warm_worker._MS_REC)
+        home = env.get("VERIFY_TRUSTED_HOME", "")
+        if home and os.path.isdir(home):  # the trusted side's home, as the cold run's bwrap mounts it
+            warm_worker._mount("tmpfs", home, "tmpfs", flags, "size=1048576,mode=0700")
         os.write(go_w, b"go")
     finally:
         os.close(go_w)

@@ -157,6 +157,7 @@ def run_job(mode: str, program: str) -> None:
     env = {k: v for k, v in _START_ENV.items() if k not in ("PWD", "OLDPWD")}
     env.update({str(k): str(v) for k, v in dict(job["env"]).items()})  # type: ignore[call-overload]
     env["PWD"] = WORKDIR  # the command's shell exports it
+    env = warm_worker._key_to_pipe(env)  # the seal key: in a pipe (not inherited), in no environment
     _unpack(env)
     args = [str(a) for a in job["args"]]  # type: ignore[attr-defined]
     _limit_cpu(job.get("cpu_seconds"))

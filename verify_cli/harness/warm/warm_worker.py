@@ -359,6 +359,19 @@ def _run_as_main(start: Any) -> int:
     return code
 
 
+def _key_to_pipe(env: dict[str, str]) -> dict[str, str]:
+    """The job's environment with its seal key (the host's order, trusted_launch.SEAL_KEY_ENV)
+    moved into a pipe named by ``VERIFY_SEAL_FD``, as a cold run's wrapper hands it: the key is
+    in no environment, and the run's key reader reads it once and closes it."""
+    key = env.pop("VERIFY_SEAL_KEY", None)
+    if key:
+        read_end, write_end = os.pipe()
+        os.write(write_end, key.encode())
+        os.close(write_end)
+        env["VERIFY_SEAL_FD"] = str(read_end)
+    return env
+
+
 def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.socket,
               baseline: set[str], *, entered: bool = False) -> None:
     """Runs in the forked child (``entered``: a spare that entered its namespaces ahead of the
@@ -385,7 +398,7 @@ def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.so
         os.close(results_fd)
         os.chdir(WORKDIR)
         os.environ.clear()
-        os.environ.update(job["env"])
+        os.environ.update(_key_to_pipe(job["env"]))
         time.tzset()
         _reseed_copied_generators()
         start_candidate(job)

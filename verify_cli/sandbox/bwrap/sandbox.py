@@ -38,8 +38,14 @@ from verify_cli.sandbox.environment import (
     pinned_environment,
     python_runtime_prefixes,
 )
-from verify_cli.sandbox.local import LocalSandbox, Prepared
-from verify_cli.sandbox.plumbing.trusted_launch import TRUSTED_HOME, trusted_home_variables
+from verify_cli.sandbox.local import LocalSandbox, Prepared, key_stdin_of
+from verify_cli.sandbox.plumbing.trusted_launch import (
+    CLOSE_SEAL_FD,
+    MOVE_SEAL_FD,
+    SEAL_FD,
+    TRUSTED_HOME,
+    trusted_home_variables,
+)
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import register_sandbox
 
@@ -243,6 +249,7 @@ class BwrapSandbox(LocalSandbox):
                  "--perms", "0755", "--tmpfs", SANDBOX_RESULTS,
                  "--ro-bind", str(harness_dir()), SANDBOX_HARNESS]
         extra = dict(spec.env)
+        key_stdin = key_stdin_of(spec, extra)
         copy = f'cp -R {SOURCE_MOUNT}/. {SANDBOX_WORKDIR}/ || exit\n'
         command = list(spec.command)
         if spec.candidate is not None:
@@ -263,17 +270,22 @@ class BwrapSandbox(LocalSandbox):
                     'done\n'
                     f'cd {SANDBOX_WORKDIR} || exit\n'
                     + shlex.join(_candidate_argv(spec.candidate, held=held_folders(spec.candidate, source)))
-                    + " &\n")
+                    + f"{CLOSE_SEAL_FD} &\n")
             command = [*_trusted_argv(source, spec.candidate), *command]
         argv += [*runtime_binds(), "--chdir", SANDBOX_WORKDIR, "--"]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
                                  path=runtime_path(), extra=extra)
         read_end, write_end = os.pipe()
+        if write_end == SEAL_FD:  # passed by its number: never the one the key's pipe moves to
+            write_end, old = os.dup(write_end), write_end
+            os.close(old)
+        if key_stdin is not None:
+            copy = f"{MOVE_SEAL_FD}\n{copy}"
         script = run_wrapper(unpack=copy.rstrip("\n"), results_to=f"/proc/self/fd/{write_end}")
         argv += ["/bin/sh", "-c", script, "sh", *command]
         return Prepared(argv=argv, env=env, cwd="/", results_dir=results, signal_from_status=True,
-                        results_pipe=(read_end, write_end),
+                        results_pipe=(read_end, write_end), key_stdin=key_stdin,
                         results_archive_limit=2 * RESULTS_FOLDER_BYTES + 1024 * 1024)
 
     def warm_unavailable(self) -> str | None:

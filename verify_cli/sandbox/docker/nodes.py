@@ -66,11 +66,12 @@ from verify_cli.sandbox.docker.node_pool import NodePool
 from verify_cli.sandbox.docker.scripts import ENV_NAME
 from verify_cli.sandbox.docker.seccomp import node_profile
 from verify_cli.sandbox.docker.streams import Clock, Conn, ExecOutcome, Killer, ReadyGate
-from verify_cli.sandbox.docker.two_process import NESTED_PIDS, two_process_job
+from verify_cli.sandbox.docker.two_process import NESTED_PIDS, TRUSTED_HOME_DIR, two_process_job
 from verify_cli.sandbox.docker.verdicts import copy_error, judge_run
 from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SANDBOX_TMP, SANDBOX_WORKDIR
 from verify_cli.sandbox.plumbing.judging import read_results_tar
 from verify_cli.sandbox.plumbing.output import BoundedCapture
+from verify_cli.sandbox.plumbing.trusted_launch import SEAL_KEY_ENV, absolute_harness_requires, seal_key_heredoc
 
 #: Processes of the node's own during a run: pid 1 and its sleep, the supervisor, its subshell,
 #: head, the drain, bubblewrap (two) and its init in the run's pid namespace, the wrapper shell.
@@ -160,6 +161,8 @@ def bwrap_argv(spec: RunSpec, *, env: dict[str, str]) -> list[str]:
     for path in (SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_RESULTS):
         argv += ["--size", str(tmpfs_mib(path, mem) * 1024 * 1024)]
         argv += ["--perms", "1777" if path == SANDBOX_TMP else "0755", "--tmpfs", path]
+    if spec.candidate is not None:  # the trusted side's home: never in the candidate's sandbox
+        argv += ["--size", str(1 << 20), "--perms", "0700", "--tmpfs", TRUSTED_HOME_DIR]
     argv.append("--clearenv")
     for name, value in env.items():
         argv += ["--setenv", name, value]
@@ -181,8 +184,12 @@ def job_script(spec: RunSpec, marker: str, nonce: str, tar_bytes: int, stdin_byt
                 + ("\n" + two.after_unpack.rstrip("\n") if two else "")),
         ready="printf '\\001' >&2\n", close_fds=" 3>&-", results_to="&3")
     env = {**base_environment(), **spec.env, **(two.env if two else {})}
+    key_doc = seal_key_heredoc(env)  # the key on a descriptor of bwrap's, in no environment
+    if env.get("NODE_OPTIONS"):  # preloads by absolute path, never looked up from the work folder
+        env["NODE_OPTIONS"] = absolute_harness_requires(env["NODE_OPTIONS"], SANDBOX_HARNESS)
     # The wrapper shell drops variables whose names a shell cannot hold; env(1) restores them.
-    odd = [f"{name}={value}" for name, value in spec.env.items() if not ENV_NAME.match(name)]
+    odd = [f"{name}={value}" for name, value in spec.env.items()
+           if not ENV_NAME.match(name) and name != SEAL_KEY_ENV]
     command = ["env", "--", *odd, *spec.command] if odd else list(spec.command)
     if two:
         command = [*two.command_prefix, *command]
@@ -199,7 +206,7 @@ def job_script(spec: RunSpec, marker: str, nonce: str, tar_bytes: int, stdin_byt
         "ctr; c0=$c; o0=$o",
         "( " + "; ".join(rlimits) + f"; head -c {total} | "
         f"{{ {' '.join(shlex.quote(a) for a in argv)}; s=$?; cat >/dev/null; exit $s; }} "
-        f") 3>{RESULTS_FILE}",
+        f") 3>{RESULTS_FILE}{key_doc}",
         "st=$?",
         "ctr",
         f"cnt; i=0; while [ $n -gt {_BASELINE_PROCESSES} ] && [ $i -lt 50 ]; do "

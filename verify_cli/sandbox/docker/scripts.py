@@ -16,9 +16,11 @@ from verify_cli.sandbox.base import (
 from verify_cli.sandbox.docker.archives import write_workdir_tar
 from verify_cli.sandbox.docker.containers import WARM_SCRIPT
 from verify_cli.sandbox.environment import (
+    SANDBOX_HARNESS,
     SANDBOX_RESULTS,
     SANDBOX_WORKDIR,
 )
+from verify_cli.sandbox.plumbing.trusted_launch import absolute_harness_requires, seal_key_heredoc
 
 #: Starts docker_warm.py under the interpreter the command's first word names, found as the
 #: command's shell finds it: ``$0`` is that word, ``$1`` the mode, ``$2`` the preload list.
@@ -65,13 +67,17 @@ def runner_script(nonce: str, spec: RunSpec, archive_bytes: int | None) -> bytes
     when the run's stdin follows), set the run's environment, mark ready, become the command.
     Every value is shell-quoted; the runner's own variables are not exported."""
     source = "" if archive_bytes is None else f"head -c {archive_bytes} | "
+    env = dict(spec.env)
+    key_doc = seal_key_heredoc(env)  # the key on a descriptor of the command's, in no environment
+    if env.get("NODE_OPTIONS"):  # preloads by absolute path, never looked up from the work folder
+        env["NODE_OPTIONS"] = absolute_harness_requires(env["NODE_OPTIONS"], SANDBOX_HARNESS)
     lines = [
         f"e=$({source}TAR_OPTIONS= tar -x -f - -C {SANDBOX_WORKDIR} 2>&1) || "
         f"{{ printf '\\002%s\\n' \"$e\" >&2; exit {UNPACK_FAILED}; }}",
         "unset PWD OLDPWD",  # the shell's own; a direct exec has neither
-        *(f"export {name}={shlex.quote(value)}" for name, value in spec.env.items()),
+        *(f"export {name}={shlex.quote(value)}" for name, value in env.items()),
         "printf '\\001' >&2",
-        "exec " + " ".join(shlex.quote(arg) for arg in spec.command),
+        "exec " + " ".join(shlex.quote(arg) for arg in spec.command) + key_doc,
         nonce,
     ]
     return ("\n".join(lines) + "\n").encode()

@@ -35,6 +35,7 @@ forked from the node's warm parent instead of in a nested bubblewrap.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from verify_cli.sandbox.base import CandidateProcess, RunSpec
@@ -50,6 +51,7 @@ from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
     candidate_environment,
 )
+from verify_cli.sandbox.plumbing.trusted_launch import CLOSE_SEAL_FD
 
 #: The shared work folder and the test folders' stash, on the outer run's /workspace tmpfs.
 SHARED_WORK = f"{SANDBOX_WORKDIR}/.verify-shared"
@@ -67,8 +69,13 @@ NESTED_PIDS = 4
 
 #: Top-level paths of the container the candidate never sees (besides dot-entries, which the
 #: shell's ``/*`` never lists).
+#: The trusted side's private home (and a checker's temporary folder) in a node's run: a 0700
+#: tmpfs on the image's empty ``/srv`` in the outer run's namespace (an image's root is read-only,
+#: so a new mount point like bwrap's ``/.verify-home`` cannot be made), never bound into the
+#: candidate's sandbox.
+TRUSTED_HOME_DIR = "/srv"
 NOT_FOR_THE_CANDIDATE = ("/proc", "/sys", "/dev", SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_RESULTS,
-                          "/opt", SANDBOX_HARNESS, SANDBOX_CANDIDATE_HARNESS)
+                          "/opt", SANDBOX_HARNESS, SANDBOX_CANDIDATE_HARNESS, TRUSTED_HOME_DIR)
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,7 @@ def two_process_job(spec: RunSpec) -> TwoProcessJob:
         unpack_into=SHARED_WORK,
         after_unpack=moves + candidate_start(candidate, held=held_folders(spec)),
         command_prefix=trusted_argv(spec),
-        env=two_process_env())
+        env=two_process_env(spec.env))
 
 
 def held_folders(spec: RunSpec) -> list[str]:
@@ -169,7 +176,7 @@ def candidate_start(candidate: CandidateProcess, *, held: list[str]) -> str:
             '  elif [ -e "$d" ]; then set -- "$@" --ro-bind "$d" "$d"; fi\n'
             "done\n"
             f'exec {shlex.join(head)} "$@" {shlex.join(tail)}\n'
-            ") </dev/null 3>&- &\n")
+            f") </dev/null 3>&-{CLOSE_SEAL_FD} &\n")
 
 
 def warm_candidate(spec: RunSpec) -> dict[str, object]:
@@ -184,10 +191,15 @@ def warm_candidate(spec: RunSpec) -> dict[str, object]:
             "head": head, "tail": tail, "skip": list(NOT_FOR_THE_CANDIDATE)}
 
 
-def two_process_env() -> dict[str, str]:
-    """The variables a two-process run's command gets on top of the run's own."""
-    return {"VERIFY_CHANNEL": TRUSTED_CHANNEL, "VERIFY_CANDIDATE_EXEC": CANDIDATE_EXEC}
+def two_process_env(task_env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a two-process run's command gets on top of the run's own (``task_env``):
+    the channel, the exec client, and ``HOME`` the trusted side's private folder (unless the
+    task names one), as on bwrap (trusted_launch.trusted_home_variables)."""
+    env = {"VERIFY_CHANNEL": TRUSTED_CHANNEL, "VERIFY_CANDIDATE_EXEC": CANDIDATE_EXEC}
+    if "HOME" not in task_env:
+        env.update(HOME=TRUSTED_HOME_DIR, VERIFY_TRUSTED_HOME=TRUSTED_HOME_DIR)
+    return env
 
 
-__all__ = ["NESTED_PIDS", "NOT_FOR_THE_CANDIDATE", "TwoProcessJob", "candidate_argv_parts", "candidate_start",
-           "covered_files", "trusted_argv", "two_process_env", "two_process_job", "warm_candidate"]
+__all__ = ["NESTED_PIDS", "NOT_FOR_THE_CANDIDATE", "TRUSTED_HOME_DIR", "TwoProcessJob", "candidate_argv_parts",
+           "candidate_start", "covered_files", "trusted_argv", "two_process_env", "two_process_job", "warm_candidate"]

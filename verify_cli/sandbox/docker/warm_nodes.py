@@ -67,7 +67,7 @@ def warm_job(spec: RunSpec, nonce: str, marker: str, tar_bytes: int,
     cpu = limits.cpu_seconds
     two = spec.candidate is not None
     header = json.dumps({
-        "env": {**base_environment(), **spec.env, **(two_process_env() if two else {})},
+        "env": {**base_environment(), **spec.env, **(two_process_env(spec.env) if two else {})},
         "args": list(args), "candidate": warm_candidate(spec) if two else None,
         "cpu_seconds": None if cpu is None else max(1, int(cpu + 0.999)),
         "file_bytes": max(1, limits.file_bytes // 512) * 512,  # as the cold run's ulimit -f
@@ -112,7 +112,8 @@ class WarmNodeEngine(NodeEngine):
         """Run ``spec`` (``argv0 -m pytest ARGS`` or the ``pytest`` script ``argv0 ARGS``) on a
         warm node; returns the result and how it ran ("warm", "cold" or "fallback")."""
         assert spec.image is not None
-        env = {**base_environment(), **spec.env}
+        # A two-process run's warm parent starts with the trusted side's HOME, as its forks run.
+        env = {**base_environment(), **spec.env, **(two_process_env(spec.env) if spec.candidate else {})}
         startup = tuple(sorted((k, v) for k, v in env.items() if read_at_start(k)))
         shape = replace(Shape.of(spec.image, spec.limits),
                         warm=(mode, argv0, tuple(sorted(set(preload))), startup))

@@ -13,7 +13,16 @@ reporters and sealers, warm workers and their forked children. The rule they sha
   candidate (a checker); the test process keeps the shared ``/tmp`` (CLI tests hand files
   through it);
 - nothing is imported, executed or opened by path from a place the candidate can write: what
-  the trusted side reads of the candidate's output comes through pipes or memfds.
+  the trusted side reads of the candidate's output comes through pipes or memfds;
+- the seal key reaches its reader (the test process, a runner, node's seal reporter) only by an
+  inherited descriptor: a pipe holding the key, named by ``$VERIFY_SEAL_FD``, read once and
+  closed by the reader, which then makes itself not dumpable. ``VERIFY_SEAL_KEY`` in a
+  :class:`RunSpec`'s ``env`` is an order to the backend (:func:`take_seal_key`), never a
+  variable of any process: the local backends hand the pipe as the run's stdin, which the
+  wrapper inside moves to descriptor :data:`SEAL_FD` (:func:`seal_key_pipe`,
+  :data:`MOVE_SEAL_FD`), the docker scripts give a here-document on it
+  (:func:`seal_key_heredoc`), the warm workers make the pipe in the forked run from the job
+  message (never an environment). The candidate's start closes it (:data:`CLOSE_SEAL_FD`).
 
 This module holds the rule as data and small builders; the kinds (:mod:`verify_cli.kinds`) and
 the backends call them, and tests/grading/test_trusted_processes.py holds every trusted process
@@ -22,9 +31,10 @@ of a run against it.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 
 #: The interpreter flag of a trusted Python process that needs nothing of the run's ``PYTHON*``
 #: variables (the candidate-exec client).
@@ -43,6 +53,59 @@ TRUSTED_HOME = "/.verify-home"
 #: Names the trusted side's home to the harness (the candidate-exec client gives a program the
 #: candidate's home in its place).
 TRUSTED_HOME_ENV = "VERIFY_TRUSTED_HOME"
+
+
+#: How the grader hands a run's seal key to the backend, in ``RunSpec.env`` (the backend takes it
+#: out: no process is ever started with it in its environment).
+SEAL_KEY_ENV = "VERIFY_SEAL_KEY"
+#: The descriptor number (decimal) of the pipe that holds the key, in the key reader's
+#: environment (the number is no secret; the pipe is empty once its reader has read it).
+SEAL_FD_ENV = "VERIFY_SEAL_FD"
+#: The descriptor the docker backend's scripts put the key on (a here-document: a pipe in dash).
+SEAL_FD = 9
+
+
+def take_seal_key(env: MutableMapping[str, str]) -> str | None:
+    """The seal key ordered in ``env`` (taken out of it), or None."""
+    return env.pop(SEAL_KEY_ENV, None) or None
+
+
+def seal_key_pipe(env: MutableMapping[str, str]) -> int | None:
+    """Take the key out of ``env`` into a pipe: the read end, for the run's wrapper as its stdin
+    (the caller closes its copy once the run started; the wrapper moves it to :data:`SEAL_FD`
+    with :data:`MOVE_SEAL_FD`), named in ``env`` by :data:`SEAL_FD_ENV`. None (and ``env``
+    untouched) without a key."""
+    key = take_seal_key(env)
+    if key is None:
+        return None
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, key.encode())
+    finally:
+        os.close(write_end)
+    env[SEAL_FD_ENV] = str(SEAL_FD)
+    return read_end
+
+
+def seal_key_heredoc(env: MutableMapping[str, str]) -> str:
+    """Take the key out of ``env``; the shell redirection (a here-document on :data:`SEAL_FD`,
+    to follow a command on its line; the lines after it are the document) that gives the
+    command the key, ``env`` naming the descriptor. ``""`` without a key."""
+    key = take_seal_key(env)
+    if key is None:
+        return ""
+    if not re.fullmatch(r"[0-9A-Za-z]+", key):
+        raise ValueError("a seal key is letters and digits")
+    env[SEAL_FD_ENV] = str(SEAL_FD)
+    return f" {SEAL_FD}<<'VERIFY_SEAL_END'\n{key}\nVERIFY_SEAL_END\n"
+
+
+#: The wrapper's first line where the key came as its stdin: the key's pipe on :data:`SEAL_FD`,
+#: the command's stdin ``/dev/null`` as ever.
+MOVE_SEAL_FD = f"exec {SEAL_FD}<&0 </dev/null"
+#: The redirection that keeps the key's descriptor from a command (the candidate's start: it
+#: never holds the pipe, even empty).
+CLOSE_SEAL_FD = f" {SEAL_FD}<&-"
 
 
 def python_module_command(python: str, module: str, harness_dir_var: str = "$VERIFY_HARNESS_DIR") -> str:
@@ -77,6 +140,7 @@ def trusted_home_variables(env: Mapping[str, str]) -> dict[str, str]:
     return {"HOME": TRUSTED_HOME, TRUSTED_HOME_ENV: TRUSTED_HOME}
 
 
-__all__ = ["HARNESS_NODE_REQUIRE", "LAUNCH_SCRIPT", "MODULE_FLAGS", "PYTHON_FLAGS", "TRUSTED_HOME", "TRUSTED_HOME_ENV",
-           "absolute_harness_requires", "python_module_command", "python_script_argv",
+__all__ = ["CLOSE_SEAL_FD", "HARNESS_NODE_REQUIRE", "LAUNCH_SCRIPT", "MODULE_FLAGS", "MOVE_SEAL_FD", "PYTHON_FLAGS",
+           "SEAL_FD", "SEAL_FD_ENV", "SEAL_KEY_ENV", "TRUSTED_HOME", "TRUSTED_HOME_ENV", "absolute_harness_requires",
+           "python_module_command", "python_script_argv", "seal_key_heredoc", "seal_key_pipe", "take_seal_key",
            "trusted_home_variables"]
