@@ -85,6 +85,7 @@ SLOW_MODULES: dict[str, float] = {
     "grading/test_two_process_parity.py": 160,
     "grading/test_docker_two_process.py": 180,
     "grading/test_hack_suite.py": 150,
+    "adapters/test_verl_framework.py": 90,  # with verl installed (scripts/extras/verl.txt)
     "checks/test_backend_parity.py": 85,
     "grading/test_warm.py": 130,
     "sandbox/test_docker_backend.py": 50,
