@@ -38,8 +38,8 @@ fi
 # and mcp): each is installed with --no-deps, with only the libraries its adapters' code paths need
 # (scripts/extras/NAME.txt, exact pins), into $VENV/verify-extras/NAME. Nothing in the venv changes;
 # the adapter tests put the folder on the path of the child process that drives the framework.
-#   FRAMEWORKS="verl"  which to install (FRAMEWORKS= for none)
-FRAMEWORKS=${FRAMEWORKS-verl}
+#   FRAMEWORKS="verl verifiers"  which to install (FRAMEWORKS= for none)
+FRAMEWORKS=${FRAMEWORKS-verl verifiers}
 for name in $FRAMEWORKS; do
   req="scripts/extras/$name.txt"
   dest="$VENV/verify-extras/$name"
