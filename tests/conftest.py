@@ -86,6 +86,7 @@ SLOW_MODULES: dict[str, float] = {
     "grading/test_docker_two_process.py": 180,
     "grading/test_hack_suite.py": 150,
     "adapters/test_verl_framework.py": 90,  # with verl installed (scripts/extras/verl.txt)
+    "adapters/test_verifiers_framework.py": 90,  # vf-eval, twice
     "checks/test_backend_parity.py": 85,
     "grading/test_warm.py": 130,
     "sandbox/test_docker_backend.py": 50,

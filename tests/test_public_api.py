@@ -98,9 +98,8 @@ PINNED: dict[str, set[str]] = {
     },
     "verify_cli.adapters": {
         "CompletionGrader", "RewardInfraError", "TaskAction", "TaskObservation", "VerifyCliEnvClient",
-        "VerifyCliEnvironment", "VerifyCliReward", "VerifyCliTaskEnvironment", "VerifyCliTaskset", "VerifyCliTool",
-        "compute_score", "compute_score_batch", "create_openenv_app", "load_verifiers_environment", "tool_config",
-        "tools_kwargs",
+        "VerifyCliEnvironment", "VerifyCliReward", "VerifyCliTaskEnvironment", "VerifyCliTool",
+        "compute_score", "compute_score_batch", "create_openenv_app", "tool_config", "tools_kwargs",
     },
 }
 

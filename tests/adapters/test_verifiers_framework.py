@@ -29,7 +29,7 @@ from tests.conftest import REPO_ROOT, SAMPLE_TASKS
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
 ROMAN, MERGE = "coding-roman-numerals", "coding-interval-merge"
-SHIM = "from verify_cli.adapters import VerifyCliTaskset\n\n__all__ = [\"VerifyCliTaskset\"]\n"
+SHIM = "from verify_cli.adapters.verifiers import VerifyCliTaskset\n\n__all__ = [\"VerifyCliTaskset\"]\n"
 
 
 class ChatServer:
@@ -176,3 +176,18 @@ def test_an_infrastructure_error_fails_the_rollout_never_scores_it(tasks: Path, 
     assert (trace.get("rewards") or {}).get("verify_cli") is None, trace.get("rewards")  # no reward, not 0
     assert any("RewardInfraError" in json.dumps(e) or "deadline" in json.dumps(e) for e in trace["errors"]), \
         trace["errors"]
+
+
+def test_load_environment_is_a_verifiers_env_over_the_task_folders(tasks: Path) -> None:
+    folder = require("verifiers")
+    code = ("import json, sys; from verify_cli.adapters.verifiers import load_environment; "
+            "env = load_environment(sys.argv[1], sandbox='bwrap'); tasks = list(env.taskset); "
+            "print(json.dumps({'env': type(env).__name__, 'keys': [t.key for t in tasks], "
+            "'graded_over': tasks[0].config.tasks, 'prompt': tasks[0].data.prompt}))")
+    proc = subprocess.run([sys.executable, "-c", code, str(tasks)], env={**os.environ, "PYTHONPATH": str(folder)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["env"] == "SingleAgentEnv" and out["graded_over"] == str(tasks)
+    assert sorted(out["keys"]) == ["coding/interval-merge", "coding/roman-numerals"]
+    assert "```" in out["prompt"]  # verify-cli's answer format: fenced files

@@ -12,10 +12,10 @@ names is first used (``from verify_cli.adapters import VerifyCliReward`` imports
   :class:`RewardInfraError`. :class:`VerifyCliTool` (``verify_cli/adapters/verl_tool.py``), a
   ``BaseTool`` for verl's multi-turn agent loop over ``verify-cli serve`` sessions (``submit``'s
   step reward is None and ``calc_reward`` raises :class:`RewardInfraError` on an infrastructure error).
-- verifiers (extra ``verifiers``, the ``verifiers.v1`` API): :class:`VerifyCliTaskset`, verify-cli
-  tasks as a single-turn taskset whose ``@vf.reward`` is the trusted grade, and
-  :func:`load_verifiers_environment`; an infrastructure error raises :class:`RewardInfraError`,
-  which verifiers records as a failed rollout (no reward).
+- verifiers (extra ``verifiers``, the ``verifiers.v1`` API; not exported here, since verifiers
+  pins openai<3 and is not in this venv): ``verify_cli/adapters/verifiers.py``, verify-cli tasks
+  as a single-turn taskset whose ``@vf.reward`` is the trusted grade, and its ``load_environment``;
+  an infrastructure error raises :class:`RewardInfraError`, a failed rollout with no reward.
 - OpenEnv (extra ``openenv``): :func:`create_openenv_app`, :class:`VerifyCliEnvClient`,
   :class:`TaskAction`, :class:`TaskObservation`, :class:`VerifyCliEnvironment`; an
   infrastructure error ends the episode with reward None and status ``infra_error``.
@@ -44,14 +44,11 @@ _LAZY = {
     "VerifyCliTool": "verify_cli.adapters.verl_tool",
     "tool_config": "verify_cli.adapters.verl_tool",
     "tools_kwargs": "verify_cli.adapters.verl_tool",
-    "VerifyCliTaskset": "verify_cli.adapters.verifiers",
-    "load_verifiers_environment": "verify_cli.adapters.verifiers",
 }
 
 __all__ = ["CompletionGrader", "RewardInfraError", "TaskAction", "TaskObservation", "VerifyCliEnvClient",
-           "VerifyCliEnvironment", "VerifyCliReward", "VerifyCliTaskEnvironment", "VerifyCliTaskset", "VerifyCliTool",
-           "compute_score", "compute_score_batch", "create_openenv_app", "load_verifiers_environment", "tool_config",
-           "tools_kwargs"]
+           "VerifyCliEnvironment", "VerifyCliReward", "VerifyCliTaskEnvironment", "VerifyCliTool",
+           "compute_score", "compute_score_batch", "create_openenv_app", "tool_config", "tools_kwargs"]
 
 
 def __getattr__(name: str) -> Any:

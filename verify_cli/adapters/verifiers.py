@@ -9,13 +9,12 @@ or in-process over the task folders (``tasks``).
 verifiers loads a taskset by a top-level module name that exports one ``Taskset`` subclass in
 ``__all__``; a one-line module of your own does it (``verify_cli_tasks.py``)::
 
-    from verify_cli.adapters import VerifyCliTaskset
+    from verify_cli.adapters.verifiers import VerifyCliTaskset
     __all__ = ["VerifyCliTaskset"]
 
 then ``vf-eval verify_cli_tasks --env.taskset.tasks sample_tasks --env.agent.harness.id null
 --env.agent.runtime.type subprocess --model M --client.base-url URL``, or in Python
-:func:`load_environment` (``verify_cli.adapters.load_verifiers_environment``, which registers
-that module name itself).
+:func:`load_environment` (which registers that module name itself).
 
 Infrastructure errors: verifiers has no third reward state, so the reward raises
 :class:`~verify_cli.adapters.grading.RewardInfraError`; verifiers records the rollout as failed
@@ -125,8 +124,5 @@ def load_environment(tasks: str | Path, *, url: str | None = None, token: str | 
     return vf.load_environment(config)
 
 
-#: The name ``verify_cli.adapters`` exports it under.
-load_verifiers_environment = load_environment
-
 __all__ = ["TASKSET_ID", "VerifyCliTask", "VerifyCliTaskConfig", "VerifyCliTaskData", "VerifyCliTaskset",
-           "VerifyCliTasksetConfig", "load_environment", "load_verifiers_environment"]
+           "VerifyCliTasksetConfig", "load_environment"]
