@@ -33,3 +33,20 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
   touch "$stamp"
 fi
+
+# Frameworks whose own pins clash with this venv's (verl pins transformers<5.11, verifiers openai<3
+# and mcp): each is installed with --no-deps, with only the libraries its adapters' code paths need
+# (scripts/extras/NAME.txt, exact pins), into $VENV/verify-extras/NAME. Nothing in the venv changes;
+# the adapter tests put the folder on the path of the child process that drives the framework.
+#   FRAMEWORKS="verl verifiers"  which to install (FRAMEWORKS= for none)
+FRAMEWORKS=${FRAMEWORKS-verl verifiers}
+for name in $FRAMEWORKS; do
+  req="scripts/extras/$name.txt"
+  dest="$VENV/verify-extras/$name"
+  if [ ! -f "$dest/.installed" ] || [ "$req" -nt "$dest/.installed" ]; then
+    echo "setup: installing $name (scripts/extras/$name.txt) into $dest" >&2
+    rm -rf "$dest"
+    "$VENV/bin/python" -m pip install -q --no-deps --no-compile --target "$dest" -r "$req"
+    touch "$dest/.installed"
+  fi
+done

@@ -84,7 +84,9 @@ SLOW_MODULES: dict[str, float] = {
     "grading/test_warm_docker.py": 200,
     "grading/test_two_process_parity.py": 160,
     "grading/test_docker_two_process.py": 180,
+    "adapters/test_verl_framework.py": 170,  # verl beside the venv (scripts/extras/verl.txt), on Ray
     "grading/test_hack_suite.py": 150,
+    "adapters/test_verifiers_framework.py": 140,  # vf-eval twice (scripts/extras/verifiers.txt)
     "checks/test_backend_parity.py": 85,
     "grading/test_warm.py": 130,
     "sandbox/test_docker_backend.py": 50,

@@ -1,7 +1,8 @@
 """verl's compute_score, called as verl's reward managers call it.
 
-verl itself is not installed here: ``pip install verl`` (0.9.1) would replace transformers
-5.24.0 with 5.10.4. The calls below are the ones of verl's reward managers (keyword arguments
+verl is not imported here (``pip install verl`` 0.9.1 would replace transformers 5.24.0 with
+5.10.4; test_verl_framework.py runs the real verl beside the venv). The calls below are the
+ones of verl's reward managers (keyword arguments
 ``data_source``, ``solution_str``, ``ground_truth``, ``extra_info``; the batch manager's plural
 names), with rows as ``verify-cli export --format verl`` writes them.
 """

@@ -1,10 +1,12 @@
 """The verl tool over verify-cli serve sessions, its methods called as verl's agent loops call them.
 
-verl is not installed here (``pip install verl`` would replace this project's transformers);
-the calls are those of ``verl/experimental/agent_loop/tool_agent_loop.py`` (``create(create_kwargs=
-...)``, ``execute(instance_id, args, agent_data=...)``, ``release`` around every call) and of the
-older one-instance-per-trajectory loop (create, executes, ``calc_reward``, ``release``), against a
-real service on loopback over the real bwrap sandbox.
+verl is not imported here (``pip install verl`` would replace this project's transformers;
+test_verl_framework.py drives the tool with the real verl beside the venv, through verl's tool
+registry and ``ToolAgentLoop._call_tool``); the calls are those of
+``verl/experimental/agent_loop/tool_agent_loop.py`` (``create(create_kwargs=...)``,
+``execute(instance_id, args, agent_data=...)``, ``release`` around every call) and of the older
+one-instance-per-trajectory loop (create, executes, ``calc_reward``, ``release``), against a real
+service on loopback over the real bwrap sandbox.
 """
 
 from __future__ import annotations

@@ -12,8 +12,10 @@ names is first used (``from verify_cli.adapters import VerifyCliReward`` imports
   :class:`RewardInfraError`. :class:`VerifyCliTool` (``verify_cli/adapters/verl_tool.py``), a
   ``BaseTool`` for verl's multi-turn agent loop over ``verify-cli serve`` sessions (``submit``'s
   step reward is None and ``calc_reward`` raises :class:`RewardInfraError` on an infrastructure error).
-- verifiers: not provided; every ``verifiers`` release that installs changes a dependency this
-  project pins (0.4.0 needs openai 2.x; 0.3.1 needs mcp 1.x, which OpenEnv's fastmcp refuses).
+- verifiers (extra ``verifiers``, the ``verifiers.v1`` API; not exported here, since verifiers
+  pins openai<3 and is not in this venv): ``verify_cli/adapters/verifiers.py``, verify-cli tasks
+  as a single-turn taskset whose ``@vf.reward`` is the trusted grade, and its ``load_environment``;
+  an infrastructure error raises :class:`RewardInfraError`, a failed rollout with no reward.
 - OpenEnv (extra ``openenv``): :func:`create_openenv_app`, :class:`VerifyCliEnvClient`,
   :class:`TaskAction`, :class:`TaskObservation`, :class:`VerifyCliEnvironment`; an
   infrastructure error ends the episode with reward None and status ``infra_error``.

@@ -1,13 +1,18 @@
 """verl reward functions graded by verify-cli: ``compute_score`` and its batch form.
 
-verl imports a custom reward function by file and name (``custom_reward_function.path`` /
-``.name``; ``reward_kwargs`` are passed through). The rows of ``verify-cli export --format verl``
-carry the task id in ``extra_info.task_id``::
+verl imports a custom reward function by file and name (``reward.custom_reward_function.path`` /
+``.name``; its ``reward_kwargs`` are passed through; verl 0.9 still reads the legacy top-level
+``custom_reward_function`` and moves it there). The rows of ``verify-cli export --format verl`` carry the task id in
+``extra_info.task_id``::
 
-    custom_reward_function:
-      path: <site-packages>/verify_cli/adapters/verl.py
-      name: compute_score            # or compute_score_batch with reward_manager=batch
-      reward_kwargs: {url: "http://127.0.0.1:8000"}   # or tasks: /data/tasks; or VERIFY_SERVE_URL
+    reward:
+      custom_reward_function:
+        path: <site-packages>/verify_cli/adapters/verl.py
+        name: compute_score            # or compute_score_batch with a batch reward manager
+        reward_kwargs: {url: "http://127.0.0.1:8000"}   # or tasks: /data/tasks; or VERIFY_SERVE_URL
+
+verl 0.9.1's trainer scores through ``RewardLoopManager`` (Ray actors, the ``naive`` reward manager,
+``compute_score`` called in a thread per completion): tests/adapters/test_verl_framework.py runs it.
 
 Each returns ``{"score": float, "passed": bool, "status": str}`` per completion (verl keeps the
 other keys as reward extra info). verl has no third state for a reward, so an infrastructure
