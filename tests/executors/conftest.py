@@ -121,6 +121,12 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    # One authentication mode for the cluster and this driver, whatever ~/.ray/auth_token holds:
+    # Ray 2.59+ turns token auth on for local clusters started by ray.init() (which writes that
+    # file), and a cluster started by `ray start` then refuses this driver's token (InvalidAuthToken).
+    env["RAY_AUTH_MODE"] = "disabled"
+    saved_auth_mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # this driver and the commands the tests start
     # A loaded machine (CI, shared cores) registers a raylet slowly: wait longer than Ray's default.
     env["RAY_raylet_start_wait_time_s"] = "120"
     port = _free_port()
@@ -171,3 +177,7 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
             ray.shutdown()
         _stop(procs)
         shutil.rmtree(tmp, ignore_errors=True)
+        if saved_auth_mode is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = saved_auth_mode
