@@ -86,6 +86,7 @@ SLOW_MODULES: dict[str, float] = {
     "grading/test_docker_two_process.py": 180,
     "adapters/test_verl_framework.py": 170,  # verl beside the venv (scripts/extras/verl.txt), on Ray
     "grading/test_hack_suite.py": 150,
+    "grading/test_trusted_processes.py": 140,  # bwrap + docker node, cold and warm (270 s at load 4-8)
     "adapters/test_verifiers_framework.py": 140,  # vf-eval twice (scripts/extras/verifiers.txt)
     "checks/test_backend_parity.py": 85,
     "grading/test_warm.py": 130,

@@ -527,3 +527,136 @@ def test_a_candidate_that_starves_or_kills_the_supervisor_gets_a_graded_failure(
                   for label, r in results.items() if r.status is not GradeStatus.GRADED or r.score != 0.0}
     assert not_failed == {}
     assert all(r.status is GradeStatus.GRADED and r.passed for r in after), [r.problems for r in after]
+
+
+# -- the trusted side's descriptors -------------------------------------------------------------
+
+
+def _grade_inherited_fds(box: Sandbox, mode: str) -> GradeResult:
+    task = load_task(TRUSTED / "inherited-fds")
+    with Grader(box, warm=mode == "warm") as grader:
+        if mode == "warm":  # the first run starts the workers: the second is a warm one
+            grader.grade(GradeRequest(task, Phase.REFERENCE))
+        return grader.grade(GradeRequest(task, Phase.REFERENCE))
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_the_candidate_holds_no_pipe_of_the_trusted_side_on_bwrap(bwrap: Sandbox, mode: str) -> None:
+    """The candidate's module (in the candidate server) and a program it runs through
+    ``$VERIFY_CANDIDATE_EXEC`` hold no pipe open for writing: before the fix a bwrap cold
+    candidate held the results pipe's write end (fd 5 in a probe), and a hack writing its own
+    archive there first (tests/fixtures/hacks/results_pipe_forgery.py) turned the run into an
+    unscored ``infra_error``."""
+    result = _grade_inherited_fds(bwrap, mode)
+    assert result.isolation == "two-process"
+    assert result.status is GradeStatus.GRADED and result.passed, [(t.id, t.message) for t in result.tests]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_the_candidate_holds_no_pipe_of_the_trusted_side_on_docker_nodes(docker_node: Sandbox, mode: str) -> None:
+    result = _grade_inherited_fds(docker_node, mode)
+    assert result.isolation == "two-process"
+    assert result.status is GradeStatus.GRADED and result.passed, [(t.id, t.message) for t in result.tests]
+
+
+@pytest.mark.bwrap
+def test_a_bwrap_runs_command_holds_only_its_standard_descriptors(bwrap: Sandbox, tmp_path: Path) -> None:
+    """The run's wrapper holds the results pipe as local.RESULTS_FD and keeps it from the
+    command it starts; nothing else of the grader's (other runs' pipes, descriptors this process
+    inherited) reaches the run at all: ``ls`` lists its stdio and its own listing descriptor."""
+    from verify_cli.sandbox.base import Limits, RunSpec
+
+    leaked = os.open(os.devnull, os.O_RDONLY)
+    os.set_inheritable(leaked, True)  # as a descriptor this process inherited would be
+    try:
+        result = bwrap.run(RunSpec(["sh", "-c", "ls /proc/self/fd"], tmp_path, limits=Limits(wall_seconds=20)))
+    finally:
+        os.close(leaked)
+    assert result.verdict.value == "ok", result.message
+    assert sorted(int(x) for x in result.stdout.text.split()) == [0, 1, 2, 3], result.stdout.text
+
+
+def test_the_user_site_plant_scores_against_an_unguarded_interpreter(tmp_path: Path) -> None:
+    """What tests/fixtures/hacks/user_site_in_home.py relies on, shown on the system Python
+    (not a venv: its user site is on, as the docker image's is): with HOME in a folder the
+    candidate wrote, the planted ``.pth`` runs at start, takes the seal key from its descriptor
+    and hands the reader a fresh pipe holding it (the harness would see nothing amiss) -- the
+    forgery the hack suite shows earns nothing; with ``-s`` (the launcher's flag) it never runs."""
+    import subprocess
+
+    if not SYSTEM_PYTHON:
+        pytest.skip("no system python3")
+    home = tmp_path / "home"
+    home.mkdir()
+    hack: dict[str, object] = {"__name__": "mechanism"}
+    exec(compile("import os\n" + (FIXTURES / "hacks" / "user_site_in_home.py").read_text(), "hack", "exec"), hack)
+    hack["_plant"]([str(home)], [])  # type: ignore[operator]
+    probe = ("import os\nfd = int(os.environ['VERIFY_SEAL_FD'])\n"
+             "print(os.environ.get('VERIFY_PLANTED_RAN'), os.read(fd, 256).decode().strip())\n")
+    said = {}
+    for label, flags in (("unguarded", []), ("launcher", ["-s"])):
+        r, w = os.pipe()
+        os.write(w, b"k" * 32 + b"\n")
+        os.close(w)
+        try:
+            run = subprocess.run([SYSTEM_PYTHON, *flags, "-c", probe], capture_output=True, text=True, timeout=30,
+                                 env={"HOME": str(home), "PATH": "/usr/bin:/bin", "VERIFY_SEAL_FD": str(r)},
+                                 pass_fds=[r], cwd=tmp_path)
+        finally:
+            os.close(r)
+        assert run.returncode == 0, run.stderr
+        said[label] = run.stdout.split()
+    assert said == {"unguarded": ["1", "k" * 32], "launcher": ["None", "k" * 32]}
+
+
+# -- the round's hacks on every backend, warm and cold -------------------------------------------
+
+#: Hacks of this round (tests/fixtures/hacks, tests/fixtures/hacks_js; each also runs in the
+#: suites of test_hack_suite/test_hacks_js) graded here on a module task, a CLI task and a node
+#: task, on bwrap and docker node mode, cold and warm.
+ROUND_HACKS = ("results_pipe_forgery", "user_site_in_home")
+ROUND_JS_HACKS = ("results_pipe_forgery",)
+
+
+def _round_requests() -> list[GradeRequest]:
+    from test_hack_suite import hack_source, hack_target
+
+    py = [load_task(FIXTURES / "kinds" / "pytest" / "task"), load_task(ROOT / "sample_tasks" / "interface-spec-kv-cli")]
+    node = load_task(FIXTURES / "kinds" / "node" / "task")
+    requests = [GradeRequest(t, Phase.REFERENCE, label=f"reference|{t.id}") for t in (*py, node)]
+    requests += [GradeRequest(t, Phase.PROBE, candidate={hack_target(t): hack_source(h)}, label=f"{h}|{t.id}")
+                 for t in py for h in ROUND_HACKS]
+    requests += [GradeRequest(node, Phase.PROBE, label=f"{h}.js|{node.id}",
+                              candidate={"wrap.js": (FIXTURES / "hacks_js" / f"{h}.js").read_bytes()})
+                 for h in ROUND_JS_HACKS]
+    return requests
+
+
+def _round_hacks_earn_nothing(box: Sandbox, mode: str) -> None:
+    with Grader(box, warm=mode == "warm") as grader:
+        results = {r.label: r for r in grader.grade_many(_round_requests(), jobs=2)}
+    refs = {label: r.problems for label, r in results.items()
+            if label.startswith("reference|") and not (r.status is GradeStatus.GRADED and r.passed)}
+    assert refs == {}
+    won = {label: (r.status.value, r.score, r.isolation, r.problems[:2]) for label, r in results.items()
+           if not label.startswith("reference|")
+           and (r.status is not GradeStatus.GRADED or r.score != 0.0 or r.isolation != "two-process")}
+    assert won == {}
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_this_rounds_hacks_earn_nothing_on_bwrap(bwrap: Sandbox, mode: str) -> None:
+    _round_hacks_earn_nothing(bwrap, mode)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_this_rounds_hacks_earn_nothing_on_docker_nodes(docker_node: Sandbox, mode: str) -> None:
+    _round_hacks_earn_nothing(docker_node, mode)

@@ -44,7 +44,9 @@ class Prepared:
     signal_from_status: bool = False
     #: (read end, write end) of a pipe on which the command's wrapper writes a tar archive of the
     #: results folder once the command ended, instead of the runner reading ``results_dir``. The
-    #: runner passes the write end to the child and owns both ends from the moment it is handed one.
+    #: runner passes the write end to the child as descriptor :data:`RESULTS_FD` (the child holds
+    #: no other descriptor above 2: the wrapper closes it for every command it starts) and owns
+    #: both ends from the moment it is handed one.
     results_pipe: tuple[int, int] | None = None
     #: The most bytes of that archive the runner reads; more ends the run as ``output_limit``.
     results_archive_limit: int = 0
@@ -61,8 +63,39 @@ def key_stdin_of(spec: RunSpec, env: dict[str, str]) -> int | None:
     return seal_key_pipe(env)
 
 
-def _child_setup(limits: Limits, cgroup: RunCgroup | None) -> Callable[[], None]:
-    """The function the child runs between fork and exec: join the cgroup, set rlimits."""
+#: The descriptor a run's wrapper finds the results pipe's write end on (one digit: a POSIX
+#: shell's redirections name no other), whatever its number in this process; the wrapper keeps
+#: it from every command it starts (``RESULTS_FD>&-``), the candidate's above all.
+RESULTS_FD = 8
+
+
+def _hand_over_results_pipe(write_end: int) -> None:
+    """In the child, between fork and exec: the results pipe's write end on :data:`RESULTS_FD`
+    and every other inheritable descriptor above 2 closed (the close-on-exec ones go at exec;
+    Popen's own error pipe is one), so nothing of this process's reaches the run."""
+    if write_end == RESULTS_FD:
+        os.set_inheritable(RESULTS_FD, True)
+    else:
+        os.dup2(write_end, RESULTS_FD)  # inheritable
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:  # no /proc: close them all (an exec failure then reads as exit status 255)
+        os.closerange(3, RESULTS_FD)
+        os.closerange(RESULTS_FD + 1, 1 << 16)
+        return
+    for name in names:
+        fd = int(name)
+        if fd <= 2 or fd == RESULTS_FD:
+            continue
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            if os.get_inheritable(fd):
+                os.close(fd)
+
+
+def _child_setup(limits: Limits, cgroup: RunCgroup | None, results_write_end: int | None = None
+                 ) -> Callable[[], None]:
+    """The function the child runs between fork and exec: join the cgroup, set rlimits, and
+    (``results_write_end``) move the results pipe to :data:`RESULTS_FD`."""
     cpu = int(limits.cpu_seconds if limits.cpu_seconds is not None else limits.wall_seconds) + 1
     mem = limits.memory_mb * 1024 * 1024
     nproc = limits.processes
@@ -79,6 +112,8 @@ def _child_setup(limits: Limits, cgroup: RunCgroup | None) -> Callable[[], None]
             resource.setrlimit(resource.RLIMIT_DATA, (mem, mem))
             if os.getuid() != 0:
                 resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        if results_write_end is not None:
+            _hand_over_results_pipe(results_write_end)
 
     return setup
 
@@ -202,8 +237,10 @@ class LocalSandbox(Sandbox):
                 stdin=(prepared.key_stdin if prepared.key_stdin is not None
                        else subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL),
                 stdout=out_w, stderr=err_w, env=prepared.env, cwd=prepared.cwd,
-                start_new_session=True, close_fds=True, pass_fds=archive_fds[1:],
-                preexec_fn=_child_setup(limits, cgroup))
+                # With a results pipe the child closes what it must not hold itself (a
+                # passed descriptor keeps its number, and the wrapper names it by one digit).
+                start_new_session=True, close_fds=not archive_fds,
+                preexec_fn=_child_setup(limits, cgroup, archive_fds[1] if archive_fds else None))
         except OSError as e:
             for fd in (out_r, out_w, err_r, err_w, *archive_fds):
                 os.close(fd)

@@ -543,7 +543,18 @@ def _serve_connection(conn: socket.socket) -> None:
 LISTENING_FD: int | None = None
 
 
+def close_inherited(keep: int | None) -> None:
+    """Close every descriptor above 2 but ``keep``: nothing the trusted side's processes held
+    (a results pipe, a key's pipe) is ever the candidate's, whatever the backend let through."""
+    if keep is None:
+        os.closerange(3, 1 << 16)
+    else:
+        os.closerange(3, keep)
+        os.closerange(keep + 1, 1 << 16)
+
+
 def main() -> int:
+    close_inherited(LISTENING_FD)
     path = os.environ.get("VERIFY_CHANNEL", "")
     if not path:
         print("verify_candidate_server: VERIFY_CHANNEL is not set", file=sys.stderr)

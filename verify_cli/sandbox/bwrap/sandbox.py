@@ -38,11 +38,10 @@ from verify_cli.sandbox.environment import (
     pinned_environment,
     python_runtime_prefixes,
 )
-from verify_cli.sandbox.local import LocalSandbox, Prepared, key_stdin_of
+from verify_cli.sandbox.local import RESULTS_FD, LocalSandbox, Prepared, key_stdin_of
 from verify_cli.sandbox.plumbing.trusted_launch import (
     CLOSE_SEAL_FD,
     MOVE_SEAL_FD,
-    SEAL_FD,
     TRUSTED_HOME,
     trusted_home_variables,
 )
@@ -55,6 +54,10 @@ if TYPE_CHECKING:
 _SESSIONS_LOCK = threading.Lock()
 
 SOURCE_MOUNT = "/.verify-src"
+#: The redirection that keeps the results pipe (local.RESULTS_FD) from a command the wrapper
+#: starts: the candidate (it could write an archive of its own ahead of the wrapper's) and the
+#: run's command; only the wrapper writes the results archive.
+CLOSE_RESULTS_FD = f" {RESULTS_FD}>&-"
 SANDBOX_UID = 1000
 #: Size of the results folder (a tmpfs); the runner reads at most twice that of its archive.
 RESULTS_FOLDER_BYTES = 64 * 1024 * 1024
@@ -270,19 +273,17 @@ class BwrapSandbox(LocalSandbox):
                     'done\n'
                     f'cd {SANDBOX_WORKDIR} || exit\n'
                     + shlex.join(_candidate_argv(spec.candidate, held=held_folders(spec.candidate, source)))
-                    + f"{CLOSE_SEAL_FD} &\n")
+                    + f"{CLOSE_SEAL_FD}{CLOSE_RESULTS_FD} &\n")
             command = [*_trusted_argv(source, spec.candidate), *command]
         argv += [*runtime_binds(), "--chdir", SANDBOX_WORKDIR, "--"]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
                                  path=runtime_path(), extra=extra)
-        read_end, write_end = os.pipe()
-        if write_end == SEAL_FD:  # passed by its number: never the one the key's pipe moves to
-            write_end, old = os.dup(write_end), write_end
-            os.close(old)
+        read_end, write_end = os.pipe()  # the child holds the write end as RESULTS_FD only
         if key_stdin is not None:
             copy = f"{MOVE_SEAL_FD}\n{copy}"
-        script = run_wrapper(unpack=copy.rstrip("\n"), results_to=f"/proc/self/fd/{write_end}")
+        script = run_wrapper(unpack=copy.rstrip("\n"), results_to=f"/proc/self/fd/{RESULTS_FD}",
+                             close_fds=CLOSE_RESULTS_FD)
         argv += ["/bin/sh", "-c", script, "sh", *command]
         return Prepared(argv=argv, env=env, cwd="/", results_dir=results, signal_from_status=True,
                         results_pipe=(read_end, write_end), key_stdin=key_stdin,
