@@ -84,9 +84,10 @@ def save_split(table: pa.Table, folder: Path) -> None:
             for offset in range(0, shard.num_rows, batch):
                 part = shard.slice(offset, batch).combine_chunks()
                 w.write_table(part.replace_schema_metadata(stream_schema.metadata), batch)
-    state = {"_data_files": [{"filename": n} for n in names], "_fingerprint": secrets.token_hex(8),
-             "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
-             "_split": None}
+    state: dict[str, Any] = {
+        "_data_files": [{"filename": n} for n in names], "_fingerprint": secrets.token_hex(8),
+        "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
+        "_split": None}
     _write_text(folder / "state.json", json.dumps(state, indent=2, sort_keys=True))
     _write_text(folder / "dataset_info.json", json.dumps(_dataset_info(table.schema), indent=2))
 

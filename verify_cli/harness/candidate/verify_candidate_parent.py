@@ -40,7 +40,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import ctypes
-import gc
 import json
 import os
 import resource
@@ -185,7 +184,6 @@ def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: sock
     os.setsid()
     child = os.fork()
     if child == 0:
-        gc.enable()  # the server collects as a cold interpreter does (its init does not: run_child)
         job_sock.close()
         os._exit(serve_run(server, env, listener))
     os.close(listener)  # only the server accepts
@@ -203,9 +201,6 @@ def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: sock
 def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids: tuple[int, int]) -> None:
     """Runs in the forked child (the run's init, in its fresh namespaces); never returns. The
     run's folders arrive on the job socket once the trusted side has made them."""
-    # A short-lived init that runs no candidate code: no collection of the heap it shares with
-    # the parent (a pass writes the objects' headers: copy-on-write pages). The server turns it on.
-    gc.disable()
     out_fd, err_fd, sock_fd = fds
     job_sock = socket.socket(fileno=sock_fd)
     try:
