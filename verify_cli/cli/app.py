@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import signal
 import sys
 import threading
@@ -12,24 +13,30 @@ import typer
 
 from verify_cli._version import __version__
 from verify_cli.cli import console, help_style
-from verify_cli.cli.agent_cmd import agent_app
-from verify_cli.cli.audit import audit_command
-from verify_cli.cli.check_tasks import check_tasks_command
-from verify_cli.cli.cluster_cmd import cluster_app
-from verify_cli.cli.difficulty import difficulty_command
-from verify_cli.cli.import_export import export_command, import_command
-from verify_cli.cli.misc import new_task_command, schema_command
-from verify_cli.cli.sandbox_cmd import sandbox_app
-from verify_cli.cli.serve import serve_command
-from verify_cli.cli.tasks_cmd import tasks_app
-from verify_cli.cli.train import train_command, trajectories_app
 from verify_cli.errors import ExitCode, VerifyError
 
 help_style.install()
 
-app = typer.Typer(name="verify-cli", no_args_is_help=True, add_completion=False,
-                  pretty_exceptions_enable=False,
-                  help="Curate and use verifiable tasks: prove tasks solvable, grade candidates in sandboxes.")
+#: The command tree: (name, module, attribute, whether it is a group of commands). A command's
+#: module is imported only when the tree is built with it: a run of one command builds the tree
+#: with that command alone (the others' imports are most of the start-up's cost), ``--help`` and
+#: anything else the whole tree.
+COMMANDS: tuple[tuple[str, str, str, bool], ...] = (
+    ("check-tasks", "verify_cli.cli.check_tasks", "check_tasks_command", False),
+    ("audit", "verify_cli.cli.audit", "audit_command", False),
+    ("difficulty", "verify_cli.cli.difficulty", "difficulty_command", False),
+    ("schema", "verify_cli.cli.misc", "schema_command", False),
+    ("new-task", "verify_cli.cli.misc", "new_task_command", False),
+    ("sandbox", "verify_cli.cli.sandbox_cmd", "sandbox_app", True),
+    ("train", "verify_cli.cli.train", "train_command", False),
+    ("trajectories", "verify_cli.cli.train", "trajectories_app", True),
+    ("import", "verify_cli.cli.import_export", "import_command", False),
+    ("export", "verify_cli.cli.import_export", "export_command", False),
+    ("tasks", "verify_cli.cli.tasks_cmd", "tasks_app", True),
+    ("cluster", "verify_cli.cli.cluster_cmd", "cluster_app", True),
+    ("serve", "verify_cli.cli.serve", "serve_command", False),
+    ("agent", "verify_cli.cli.agent_cmd", "agent_app", True),
+)
 
 
 def _version(value: bool) -> None:
@@ -38,26 +45,46 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                       help="Print the version and exit.")) -> None:
     """verify-cli."""
 
 
-app.command("check-tasks")(check_tasks_command)
-app.command("audit")(audit_command)
-app.command("difficulty")(difficulty_command)
-app.command("schema")(schema_command)
-app.command("new-task")(new_task_command)
-app.add_typer(sandbox_app, name="sandbox")
-app.command("train")(train_command)
-app.add_typer(trajectories_app, name="trajectories")
-app.command("import")(import_command)
-app.command("export")(export_command)
-app.add_typer(tasks_app, name="tasks")
-app.add_typer(cluster_app, name="cluster")
-app.command("serve")(serve_command)
-app.add_typer(agent_app, name="agent")
+def build_app(only: str | None = None) -> typer.Typer:
+    """The command tree, every command in it, or the command ``only`` alone."""
+    tree = typer.Typer(name="verify-cli", no_args_is_help=True, add_completion=False,
+                       pretty_exceptions_enable=False,
+                       help="Curate and use verifiable tasks: prove tasks solvable, grade candidates in sandboxes.")
+    tree.callback()(root)
+    for name, module, attribute, group in COMMANDS:
+        if only is not None and name != only:
+            continue
+        target = getattr(importlib.import_module(module), attribute)
+        if group:
+            tree.add_typer(target, name=name)
+        else:
+            tree.command(name)(target)
+    return tree
+
+
+_FULL: list[typer.Typer] = []
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the whole command tree, built on first use."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _FULL:
+        _FULL.append(build_app())
+    return _FULL[0]
+
+
+def _tree_for(argv: list[str] | None) -> typer.Typer:
+    args = sys.argv[1:] if argv is None else argv
+    first = args[0] if args else ""
+    if any(first == name for name, *_ in COMMANDS):
+        return build_app(first)
+    return __getattr__("app")
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -88,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = _tree_for(argv)(args=argv, standalone_mode=False)
     except VerifyError as e:
         console.error(str(e))
         return int(e.exit_code)

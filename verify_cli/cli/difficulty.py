@@ -6,11 +6,12 @@ tasks; everything else is library code.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -18,9 +19,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from verify_cli._version import __version__
-from verify_cli.agents.episode import EpisodeLimits
-from verify_cli.agents.protocol import agent_model
-from verify_cli.agents.sampler import EpisodeBackend, EpisodeStep
 from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.cli import console
 from verify_cli.cli.executor_setup import open_executor, report_cluster
@@ -47,6 +45,9 @@ from verify_cli.report.files import write_json
 from verify_cli.sampling.step import SampleStep
 from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
 from verify_cli.tasks.model import Task
+
+if TYPE_CHECKING:  # the agent modules are imported by --agent runs only
+    from verify_cli.agents.episode import EpisodeLimits
 
 
 def _ints(text: str, what: str) -> tuple[int, ...]:
@@ -75,6 +76,33 @@ def _progress(enabled: bool) -> Iterator[Any]:
                                         f"{rate:.2f}/s {p.task_id}"))
 
         yield update
+
+
+class _NoPandas:
+    """A meta-path finder that makes ``import pandas`` fail (see :func:`_pyarrow_without_pandas`)."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r} (while difficulty writes its outputs)", name=name)
+
+
+@contextmanager
+def _pyarrow_without_pandas() -> Iterator[None]:
+    """Write the outputs without pyarrow importing pandas (over a second of CPU).
+
+    The first time pyarrow converts Python objects it imports pandas, only to ask whether they are
+    pandas objects; in a process that has not imported pandas none are. While the outputs are
+    written pandas cannot be imported, so pyarrow answers "no" without it. Nothing is lost after:
+    pyarrow retries the import the first time anything needs pandas itself (``to_pandas``)."""
+    if "pandas" in sys.modules:
+        yield
+        return
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def _histogram(report: DifficultyReport) -> None:
@@ -181,6 +209,8 @@ def difficulty_command(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write cached samples.")] = False,
     json_out: Annotated[str | None, typer.Option("--json", help="Write a JSON summary (- for stdout).")] = None,
     show: Annotated[int, typer.Option("--show", min=1, help="Hardest and easiest tasks shown.")] = 10,
+    plot: Annotated[bool, typer.Option(
+        "--plot/--no-plot", help="Draw pass_rates.png (matplotlib: over a second of CPU to import).")] = True,
     agent: Annotated[bool, typer.Option(
         "--agent", help="Each sample is an agent episode in a sandbox session (tools, then the trusted grade); "
                         "-j bounds the sessions open at once.")] = False,
@@ -233,6 +263,8 @@ def difficulty_command(
         model_backend = create_model_backend(backend, model_config)
         step = None
         if agent:
+            from verify_cli.agents.episode import EpisodeLimits
+
             limits = EpisodeLimits(max_turns=max_turns, token_budget=token_budget, wall_seconds=wall_seconds,
                                    observation_chars=observation_chars)
             model_backend, step = _episodes(grader, model_backend, tasks, limits, options.jobs)
@@ -243,9 +275,11 @@ def difficulty_command(
                                     on_warning=console.warning, step=step)
             report.seconds = time.monotonic() - started
     report_cluster(grader)
-    write_tables(report, out)
-    dataset_counts = write_dataset(report, out, buckets)
-    write_histogram_png(report, out / HISTOGRAM_FILE)
+    with _pyarrow_without_pandas():
+        write_tables(report, out)
+        dataset_counts = write_dataset(report, out, buckets)
+    if plot:
+        write_histogram_png(report, out / HISTOGRAM_FILE)
     if write_back_:
         written = write_back(report)
         console.info(f"wrote the measured difficulty into {len(written)} task.toml file(s)")
@@ -271,6 +305,9 @@ def _episodes(grader: Executor, inner: ModelBackend, tasks: list[Task], limits: 
               jobs: int) -> tuple[ModelBackend, SampleStep]:
     """The episode backend (``jobs`` sessions at once, opened and graded by the executor: on Ray
     each session lives on one node) and its step."""
+    from verify_cli.agents.protocol import agent_model
+    from verify_cli.agents.sampler import EpisodeBackend, EpisodeStep
+
     return (EpisodeBackend(agent_model(inner), inner, grader, grader, tasks, limits=limits, concurrency=jobs),
             EpisodeStep())
 

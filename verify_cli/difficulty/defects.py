@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from verify_cli.checks.cache import ResultCache
 from verify_cli.checks.report import TaskReport, TaskVerdict
-from verify_cli.checks.solvability import CacheIdentity, CheckOptions, ProgressCallback, check_tasks
 from verify_cli.errors import UsageError
 from verify_cli.grading.batch import BatchGrader
 from verify_cli.tasks.loader import TaskLoadFailure
 from verify_cli.tasks.model import Task
+
+if TYPE_CHECKING:  # check-tasks itself is imported by a --check run only
+    from verify_cli.checks.solvability import CacheIdentity, ProgressCallback
 
 #: task id -> (task folder, why it is defective)
 Defects = dict[str, tuple[str, str]]
@@ -31,6 +34,8 @@ def defects_from_check_tasks(tasks: Sequence[Task], grader: BatchGrader, *, repe
                              cache: ResultCache | None = None, backend_id: str | CacheIdentity = "",
                              on_progress: ProgressCallback | None = None) -> Defects:
     """Run check-tasks (cached as check-tasks caches) and return the defective tasks."""
+    from verify_cli.checks.solvability import CheckOptions, check_tasks
+
     reports = check_tasks(tasks, grader, CheckOptions(repeats=repeats, jobs=jobs), cache=cache,
                           backend_id=backend_id, on_progress=on_progress)
     return {r.task_id: (r.path, _reason(r)) for r in reports if r.verdict is TaskVerdict.DEFECTIVE}

@@ -1,5 +1,5 @@
 """What a difficulty run writes: difficulty.parquet, samples.parquet, the re-bucketed data set
-(``datasets``), the measured difficulty in each task.toml, and a histogram PNG."""
+(in ``datasets``' format, written with pyarrow), the measured difficulty in each task.toml, and a histogram PNG."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from verify_cli.difficulty.runner import DifficultyReport, TaskDifficulty
 from verify_cli.difficulty.samples import SampleRecord
 from verify_cli.difficulty.schema import DIFFICULTY_SCHEMA, SAMPLES_SCHEMA
 from verify_cli.errors import UsageError
+from verify_cli.report import hf_dataset
 from verify_cli.sampling.status import SampleStatus
 
 DIFFICULTY_FILE = "difficulty.parquet"
@@ -64,18 +65,37 @@ def sample_rows(report: DifficultyReport) -> list[dict[str, Any]]:
     return list(iter_sample_rows(report))
 
 
+def _iter_records(report: DifficultyReport) -> Iterator[SampleRecord]:
+    for t in report.tasks:
+        yield from t.records
+
+
+#: samples.parquet's columns other than ``files`` and ``model``, each a record's attribute
+_RECORD_COLUMNS = tuple(n for n in SAMPLES_SCHEMA.names if n not in ("files", "model"))
+
+
+def sample_table(records: Sequence[SampleRecord], model: str) -> pa.Table:
+    """The rows of ``records`` as samples.parquet holds them, built a column at a time (the
+    same table as ``pa.Table.from_pylist`` of :func:`iter_sample_rows`' rows, without a dict
+    per sample)."""
+    columns: dict[str, list[Any]] = {n: [getattr(r, n) for r in records] for n in _RECORD_COLUMNS}
+    columns["files"] = [list(r.files.items()) for r in records]
+    columns["model"] = [model] * len(records)
+    return pa.Table.from_pydict({n: columns[n] for n in SAMPLES_SCHEMA.names}, schema=SAMPLES_SCHEMA)
+
+
 def write_samples(report: DifficultyReport, path: Path, *, row_group: int = SAMPLE_ROW_GROUP) -> Path:
     """samples.parquet, written :data:`SAMPLE_ROW_GROUP` rows at a time."""
     with pq.ParquetWriter(path, SAMPLES_SCHEMA) as writer:
-        batch: list[dict[str, Any]] = []
+        batch: list[SampleRecord] = []
         written = 0
-        for row in iter_sample_rows(report):
-            batch.append(row)
+        for record in _iter_records(report):
+            batch.append(record)
             if len(batch) >= row_group:
-                writer.write_table(pa.Table.from_pylist(batch, schema=SAMPLES_SCHEMA))
+                writer.write_table(sample_table(batch, report.model_id))
                 written, batch = written + len(batch), []
         if batch or not written:  # the last rows; an empty file still has its (empty) row group
-            writer.write_table(pa.Table.from_pylist(batch, schema=SAMPLES_SCHEMA))
+            writer.write_table(sample_table(batch, report.model_id))
     return path
 
 
@@ -109,32 +129,32 @@ def _dataset_row(t: TaskDifficulty, model: str) -> dict[str, Any]:
             "wilson_low": s.wilson_low, "wilson_high": s.wilson_high, "model": model}
 
 
+#: The re-bucketed data set's columns (each bucket's split of ``dataset/`` and its
+#: ``buckets/*.parquet``); the ``datasets`` features are these types.
+DATASET_SCHEMA = pa.schema([
+    ("task_id", pa.string()), ("path", pa.string()), ("bucket", pa.string()), ("domain", pa.string()),
+    ("language", pa.string()), ("prompt", pa.string()), ("n", pa.int32()), ("correct", pa.int32()),
+    ("pass_rate", pa.float64()), ("wilson_low", pa.float64()), ("wilson_high", pa.float64()),
+    ("model", pa.string())])
+
+
 def write_dataset(report: DifficultyReport, out: Path, buckets: Iterable[str]) -> dict[str, int]:
     """The re-bucketed data set: a ``datasets.DatasetDict`` keyed by bucket (buckets with at least
-    one task) saved with ``save_to_disk`` under ``out/dataset``, and one Parquet file per bucket
-    under ``out/buckets``. Returns the task count per bucket written."""
-    import datasets
-
-    datasets.disable_progress_bars()  # library code does not print
+    one task) saved as ``save_to_disk`` does under ``out/dataset``, and one Parquet file per
+    bucket under ``out/buckets`` as ``Dataset.to_parquet`` writes it (both with pyarrow alone:
+    :mod:`verify_cli.report.hf_dataset`). Returns the task count per bucket written."""
     wanted = list(buckets)
     by_bucket: dict[str, list[dict[str, Any]]] = {}
     for t in report.tasks:
         if t.bucket in wanted:
             by_bucket.setdefault(t.bucket, []).append(_dataset_row(t, report.model_id))
-    features = datasets.Features({
-        "task_id": datasets.Value("string"), "path": datasets.Value("string"), "bucket": datasets.Value("string"),
-        "domain": datasets.Value("string"), "language": datasets.Value("string"),
-        "prompt": datasets.Value("string"), "n": datasets.Value("int32"), "correct": datasets.Value("int32"),
-        "pass_rate": datasets.Value("float64"), "wilson_low": datasets.Value("float64"),
-        "wilson_high": datasets.Value("float64"), "model": datasets.Value("string")})
-    dd = datasets.DatasetDict({b: datasets.Dataset.from_list(by_bucket[b], features=features)
-                               for b in wanted if b in by_bucket})
-    dd.save_to_disk(str(out / DATASET_DIR))
+    splits = {b: pa.Table.from_pylist(by_bucket[b], schema=DATASET_SCHEMA) for b in wanted if b in by_bucket}
+    hf_dataset.save_dataset_dict(splits, out / DATASET_DIR)
     parquet_dir = out / BUCKET_PARQUET_DIR
     parquet_dir.mkdir(parents=True, exist_ok=True)
-    for name, ds in dd.items():
-        ds.to_parquet(str(parquet_dir / f"{name}.parquet"))
-    return {name: len(ds) for name, ds in dd.items()}
+    for name, table in splits.items():
+        hf_dataset.write_parquet(table, parquet_dir / f"{name}.parquet")
+    return {name: table.num_rows for name, table in splits.items()}
 
 
 def write_back(report: DifficultyReport, *, today: dt.date | None = None) -> list[Path]:
