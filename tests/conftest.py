@@ -89,6 +89,8 @@ SLOW_MODULES: dict[str, float] = {
     "grading/test_trusted_processes.py": 140,  # bwrap + docker node, cold and warm (270 s at load 4-8)
     "adapters/test_verifiers_framework.py": 140,  # vf-eval twice (scripts/extras/verifiers.txt)
     "checks/test_backend_parity.py": 85,
+    "agents/test_agent_train.py": 140,
+    "difficulty/test_hf_end_to_end.py": 100,
     "grading/test_warm.py": 130,
     "sandbox/test_docker_backend.py": 50,
     "checks/test_probes.py": 130,
