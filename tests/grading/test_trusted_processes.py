@@ -492,14 +492,31 @@ def test_the_trusted_process_hacks_earn_nothing(bwrap: Sandbox, mode: str, tmp_p
 @pytest.mark.bwrap
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["cold", "warm"])
-def test_a_program_a_case_started_does_not_outlive_it(bwrap: Sandbox, mode: str) -> None:
-    """Case ``a`` leaves a background heartbeat; case ``b`` prints ``alive`` if it still beats.
-    The reference expects ``dead``: it passes only if the exec op killed case a's processes."""
-    task = load_task(TRUSTED / "stdio-daemon")
+@pytest.mark.parametrize("fixture", ["stdio-daemon", "stdio-setsid-daemon", "node-cli-daemon"])
+def test_a_program_a_case_started_does_not_outlive_it(bwrap: Sandbox, mode: str, fixture: str) -> None:
+    """Case ``a`` leaves a background heartbeat (a plain background job, or a daemon that left
+    the program's process group: setsid and a double fork); case ``b`` prints ``alive`` if it
+    still beats. The reference expects ``dead``: it passes only if the exec op killed case a's
+    processes, every one of them. ``node-cli-daemon`` does the same from a node test through the
+    exec runner, served by the node candidate server."""
+    task = load_task(TRUSTED / fixture)
     with Grader(bwrap, warm=mode == "warm") as grader:
         result = grader.grade(GradeRequest(task, Phase.REFERENCE))
     assert result.status is GradeStatus.GRADED, result.problems
     assert result.passed, [(t.id, t.message) for t in result.tests]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_a_program_a_case_started_does_not_outlive_it_on_docker_nodes(docker_node: Sandbox, mode: str) -> None:
+    """The heartbeats, on docker's node mode: the candidate's pid namespace there is its own too."""
+    tasks = [load_task(TRUSTED / f) for f in ("stdio-daemon", "stdio-setsid-daemon", "node-cli-daemon")]
+    with Grader(docker_node, warm=mode == "warm") as grader:
+        results = list(grader.grade_many([GradeRequest(t, Phase.REFERENCE) for t in tasks], jobs=2))
+    for result in results:
+        assert result.status is GradeStatus.GRADED, result.problems
+        assert result.passed, (result.task_id, [(t.id, t.message) for t in result.tests])
 
 
 # -- a starved or killed supervisor -------------------------------------------------------------

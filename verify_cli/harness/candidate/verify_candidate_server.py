@@ -48,6 +48,9 @@ FORWARDED: dict[str, Any] = {
     "__copy__": copy.copy, "__deepcopy__": copy.deepcopy, "__verify_pickle__": pickle.dumps,
 }
 EXEC_OUTPUT_LIMIT = 16 * 1024 * 1024
+#: The pids of the programs ``exec`` calls are running now (each in its own session).
+_RUNNING: set[int] = set()
+_RUNNING_LOCK = threading.Lock()
 
 
 def _public_names(module: types.ModuleType) -> list[str]:
@@ -476,9 +479,11 @@ def run_program(msg: dict[str, Any], peer: Peer) -> dict[str, Any]:
     if env is not None and (type(env) is not dict or not all(
             type(k) is str and type(v) is str for k, v in env.items())):
         raise WireError("exec env must map strings to strings")
-    proc = subprocess.Popen(argv, cwd=cwd if type(cwd) is str else None, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    with _RUNNING_LOCK:
+        proc = subprocess.Popen(argv, cwd=cwd if type(cwd) is str else None, env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        _RUNNING.add(proc.pid)
     out: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
 
     def drain(stream: Any, sink: bytearray) -> None:
@@ -517,10 +522,61 @@ def run_program(msg: dict[str, Any], peer: Peer) -> dict[str, Any]:
         # talks to it within that exec, docs/task-kinds.md).
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, 9)
+        proc.wait()
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc.pid)
+        # What left the process group (``setsid``, a double fork) goes too.
+        kill_strays()
         for t in threads:
             t.join(timeout=5)
     return {"returncode": proc.returncode, "stdout": bytes(out["stdout"]),
             "stderr": bytes(out["stderr"])}
+
+
+def _newest_pid() -> int:
+    """About the highest pid in use in this pid namespace (pids are handed out in rising order):
+    that of a child forked and reaped just now."""
+    try:
+        pid = os.fork()
+    except OSError:  # at the process limit: look further
+        return 1 << 15
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def kill_strays() -> None:
+    """Once no ``exec`` is running: kill every process of this sandbox outside this server's own
+    session, with the pid namespace's init (pid 1) and this server (pid 2) spared. A program runs
+    in a session of its own and everything it starts inherits that session or makes another
+    (``setsid``, a double fork: outside the process group the group kill reached); the candidate
+    module's own subprocesses stay in the server's session and are left alone.
+
+    Only where this server is pid 2 of a pid namespace of its own (the cold bwrap start, the warm
+    candidate parent's runs, docker nodes): there every pid is the candidate's. The process
+    backend's server shares the host's, and only its program's process group is killed."""
+    if os.getpid() != 2:
+        return
+    mine = os.getsid(0)
+    killed: set[int] = set()
+    with _RUNNING_LOCK:  # no program starts during the sweep
+        if _RUNNING:
+            return  # another program is running: the last to end sweeps
+        for _ in range(100):
+            found = []
+            for pid in range(3, _newest_pid() + 64):
+                try:
+                    if os.getsid(pid) != mine and pid not in killed:
+                        found.append(pid)
+                except OSError:
+                    continue
+            if not found:
+                return
+            for pid in found:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, 9)
+            killed.update(found)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

@@ -10,6 +10,7 @@
 // and function of the candidate here and hands out handles, serves getattr / setattr / call /
 // method / release on them and `exec` (a program run in this sandbox), and calls the trusted
 // side's callbacks synchronously when the candidate's code calls them.
+const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { SyncChannel } = require('./channel.js');
@@ -31,6 +32,61 @@ function importModule(msg, peer) {
 
 const EXEC_OUTPUT_BYTES = 16 * 1024 * 1024;
 
+// Nothing a program started outlives it. The Python candidate server sweeps with getsid(2);
+// node has none, so a few lines of perl (perl-base is in every Debian image) do it: once no exec
+// of this sandbox's servers is running, every process outside the servers' own session is
+// killed, the pid namespace's init (1) and the first server (2) spared. Only where pid 2 is in
+// perl's own session, i.e. this sandbox has a pid namespace of its own (bwrap, docker nodes);
+// the process backend shares the host's and is left alone. Markers of running execs are files
+// in /dev/shm/.verify-exec (the candidate's own /dev/shm).
+const SWEEP_NR = { x64: 124, arm64: 156 }[process.arch]; // the getsid system call
+const BUSY_DIR = '/dev/shm/.verify-exec';
+const SWEEP = `
+my ($nr, $busy) = @ARGV;
+my $mine = syscall($nr, 0);
+exit 0 if $mine < 0 || syscall($nr, 2) != $mine;
+my %killed;
+for (1 .. 100) {
+  opendir(my $d, $busy) or exit 0;
+  my @running = grep { !/^\\./ } readdir($d);
+  closedir($d);
+  exit 0 if @running;
+  my $top = fork();
+  if (!defined $top) { $top = 32768 } elsif ($top == 0) { exit 0 } else { waitpid($top, 0) }
+  my @found;
+  for my $pid (3 .. $top + 64) {
+    next if $pid == $$ || $killed{$pid};
+    my $sid = syscall($nr, $pid);
+    push @found, $pid if $sid >= 0 && $sid != $mine;
+  }
+  last unless @found;
+  kill 9, @found;
+  $killed{$_} = 1 for @found;
+}
+`;
+
+function findProgram(name, env, cwd) {
+  const exe = (p) => { try { fs.accessSync(p, fs.constants.X_OK); return fs.statSync(p).isFile(); } catch { return false; } };
+  if (name.includes('/')) return exe(path.resolve(cwd, name));
+  return String(env.PATH || '').split(':').some((d) => d && exe(path.join(d, name)));
+}
+
+function busy() {
+  try {
+    fs.mkdirSync(BUSY_DIR, { recursive: true });
+    const marker = path.join(BUSY_DIR, String(process.pid));
+    fs.writeFileSync(marker, '');
+    return marker;
+  } catch {
+    return null;
+  }
+}
+
+function idle(marker) {
+  try { fs.unlinkSync(marker); } catch { /* gone already */ }
+  spawnSync('perl', ['-e', SWEEP, String(SWEEP_NR), BUSY_DIR], { stdio: 'ignore', timeout: 10000 });
+}
+
 /** `exec`: run a program in this sandbox (how a CLI task's tests start the candidate). */
 function execProgram(msg, peer) {
   const c = peer.codec;
@@ -46,12 +102,22 @@ function execProgram(msg, peer) {
   const stdin = msg.stdin === undefined || msg.stdin === null ? undefined : c.decode(msg.stdin);
   const timeout = msg.timeout === undefined || msg.timeout === null ? null : Number(c.decode(msg.timeout));
   const cwd = typeof msg.cwd === 'string' ? path.resolve(workdir, msg.cwd) : workdir;
-  const r = spawnSync(argv[0], argv.slice(1), {
-    input: stdin, env: msg.env ? env : process.env, cwd,
-    timeout: timeout !== null && Number.isFinite(timeout) && timeout > 0 ? Math.ceil(timeout * 1000) : undefined,
-    killSignal: 'SIGKILL',
-    maxBuffer: EXEC_OUTPUT_BYTES,
-  });
+  const runEnv = msg.env ? env : process.env;
+  // The program in a session of its own (`setsid`, which execs it: same pid, same status), so
+  // that the sweep after it can tell what it left running from this server's own processes.
+  const own = SWEEP_NR !== undefined && findProgram(argv[0], runEnv, cwd) && findProgram('setsid', process.env, cwd);
+  const marker = own ? busy() : null;
+  let r;
+  try {
+    r = spawnSync(own ? 'setsid' : argv[0], own ? argv : argv.slice(1), {
+      input: stdin, env: runEnv, cwd,
+      timeout: timeout !== null && Number.isFinite(timeout) && timeout > 0 ? Math.ceil(timeout * 1000) : undefined,
+      killSignal: 'SIGKILL',
+      maxBuffer: EXEC_OUTPUT_BYTES,
+    });
+  } finally {
+    if (marker) idle(marker);
+  }
   if (r.error && r.error.code === 'ETIMEDOUT') {
     throw Object.assign(new Error(`${argv[0]} timed out after ${timeout} s`), { name: 'TimeoutError' });
   }
