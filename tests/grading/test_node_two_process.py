@@ -185,5 +185,6 @@ def test_the_node_exec_runner_matches_the_python_one(pair: tuple[Path, Path]) ->
         env=_env(WHO="tests", VERIFY_EXEC_NODE_OPTIONS="--no-warnings"))
     assert (proc.returncode, proc.stdout, proc.stderr) == (3, b"to stdin\n", b"--no-warnings|tests\n")
     gone = subprocess.run(["node", str(HARNESS_DIR / "verify_candidate_exec.js"), "--channel",
-                           str(sock.parent / "absent.sock"), "--", "true"], capture_output=True, timeout=60)
+                           str(sock.parent / "absent.sock"), "--", "true"], capture_output=True, timeout=60,
+                          env=_env(VERIFY_EXEC_CONNECT_SECONDS="0.5"))
     assert gone.returncode == 125 and b"cannot reach the candidate sandbox" in gone.stderr

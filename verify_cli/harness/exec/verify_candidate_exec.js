@@ -44,10 +44,25 @@ function main(argv) {
   const head = Buffer.alloc(4);
   head.writeUInt32BE(body.length, 0);
   const chunks = [];
-  const sock = net.createConnection(argv[1]);
-  sock.on('error', (e) => fail(`cannot reach the candidate sandbox: ${e.message}`, 125));
-  sock.on('connect', () => sock.write(Buffer.concat([head, body])));
-  sock.on('data', (d) => {
+  // A cold candidate's server may still be starting (its socket not bound yet): wait for it
+  // (10 s, or $VERIFY_EXEC_CONNECT_SECONDS), as verify_candidate_exec.py does.
+  const deadline = Date.now() + 1000 * (Number(process.env.VERIFY_EXEC_CONNECT_SECONDS) || 10);
+  const refusedUntil = Math.min(deadline, Date.now() + 1000); // bound, not listening yet (or dead)
+  let sock;
+  const connect = () => {
+    sock = net.createConnection(argv[1]);
+    sock.on('error', (e) => {
+      if (!chunks.length && Date.now() < (e.code === 'ECONNREFUSED' ? refusedUntil : e.code === 'ENOENT' ? deadline : 0)) {
+        setTimeout(connect, 5);
+        return;
+      }
+      fail(`cannot reach the candidate sandbox: ${e.message}`, 125);
+    });
+    sock.on('connect', () => sock.write(Buffer.concat([head, body])));
+    sock.on('data', (d) => onData(d));
+    sock.on('end', () => fail('the candidate sandbox closed the channel', 125));
+  };
+  const onData = (d) => {
     chunks.push(d);
     const all = Buffer.concat(chunks);
     if (all.length < 4 || all.length < 4 + all.readUInt32BE(0)) return;
@@ -62,8 +77,8 @@ function main(argv) {
     fs.writeSync(2, bytes(field(reply.ok, 'stderr')));
     const code = Number(field(reply.ok, 'returncode'));
     process.exit(code < 0 ? 128 - code : code);
-  });
-  sock.on('end', () => fail('the candidate sandbox closed the channel', 125));
+  };
+  connect();
 }
 
 main(process.argv.slice(2));

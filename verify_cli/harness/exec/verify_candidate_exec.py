@@ -12,11 +12,15 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate"))
 
 from verify_wire import decode, encode, read_frame, write_frame
 
+#: How long to wait for the candidate's server to listen (a cold start takes well under a second;
+#: ``$VERIFY_EXEC_CONNECT_SECONDS`` overrides it).
+CONNECT_SECONDS = 10.0
 #: Mirrored in verify_cli/sandbox/plumbing/trusted_launch.py.
 TRUSTED_HOME_ENV = "VERIFY_TRUSTED_HOME"
 
@@ -28,11 +32,23 @@ def main(argv: list[str]) -> int:
     channel, program = argv[1], argv[3:]
     stdin = b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(channel)
-    except OSError as e:
-        print(f"verify_candidate_exec: cannot reach the candidate sandbox: {e}", file=sys.stderr)
-        return 125
+    # A cold candidate's server may still be starting (its socket not bound yet) when a test that
+    # never imported the candidate runs its first program: wait for it to appear (a server binds
+    # it under another name and renames it once listening); a refused connection (bound, not yet
+    # listening, or a server that died) is retried for a second at most.
+    deadline = time.monotonic() + float(os.environ.get("VERIFY_EXEC_CONNECT_SECONDS") or CONNECT_SECONDS)
+    refused_until = min(deadline, time.monotonic() + 1.0)
+    while True:
+        try:
+            sock.connect(channel)
+            break
+        except OSError as e:
+            refused_late = isinstance(e, ConnectionRefusedError) and time.monotonic() > refused_until
+            if time.monotonic() > deadline or refused_late or not isinstance(e, (FileNotFoundError,
+                                                                                 ConnectionRefusedError)):
+                print(f"verify_candidate_exec: cannot reach the candidate sandbox: {e}", file=sys.stderr)
+                return 125
+            time.sleep(0.005)
     env = dict(os.environ)
     if env.get("HOME") and env.get("HOME") == env.get(TRUSTED_HOME_ENV):
         # The trusted side's home is not in the candidate's sandbox: the program gets its own.
