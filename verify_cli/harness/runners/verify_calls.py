@@ -38,9 +38,7 @@ from verify_runner_common import (
     find_files,
     finish,
     hash_test_files,
-    read_config,
-    take_seal_key,
-    workdir,
+    start_runner,
     write_results,
 )
 
@@ -174,10 +172,7 @@ def start_local_server(root: str) -> tuple[Any, str]:
 
 
 def main() -> None:
-    key = take_seal_key()
-    config = read_config()
-    root = workdir()
-    results_dir = os.environ.get("VERIFY_RESULTS_DIR", root)
+    key, config, root, results_dir = start_runner()
     entry = str(config.get("entry_point", ""))
     module_file = str(config.get("module", "solution.py"))
     module_name = module_file[:-3].replace("/", ".") if module_file.endswith(".py") else module_file

@@ -159,6 +159,15 @@ def workdir() -> str:
     return os.environ.get("VERIFY_WORKDIR") or os.getcwd()
 
 
+def start_runner() -> tuple[str, dict[str, Any], str, str]:
+    """What every built-in runner does first, in this order: take the seal key (before anything
+    else can run), read its configuration, find the work folder and the results folder."""
+    key = take_seal_key()
+    config = read_config()
+    root = workdir()
+    return key, config, root, os.environ.get("VERIFY_RESULTS_DIR", root)
+
+
 def find_files(root: str, suffix: str) -> list[tuple[str, str]]:
     """(work-folder relative path, absolute path) of files ending in ``suffix`` under the test
     folders, sorted."""

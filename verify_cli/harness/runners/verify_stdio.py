@@ -29,11 +29,9 @@ from verify_runner_common import (
     find_files,
     finish,
     hash_test_files,
-    read_config,
     run_program,
-    take_seal_key,
+    start_runner,
     trusted_environment,
-    workdir,
     write_results,
 )
 
@@ -181,10 +179,7 @@ def _trace_case(results_dir: str, case_id: str, program: Program) -> None:
 
 
 def main() -> None:
-    key = take_seal_key()
-    config = read_config()
-    root = workdir()
-    results_dir = os.environ.get("VERIFY_RESULTS_DIR", root)
+    key, config, root, results_dir = start_runner()
     program_command = str(config.get("program", ""))
     mode = str(config.get("compare", "lines"))
     tolerance = float(config.get("tolerance", 1e-6))
