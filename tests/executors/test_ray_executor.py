@@ -356,3 +356,29 @@ def test_agent_run_and_difficulty_agent_on_ray(ray_cluster: LocalRayCluster, pol
     assert code == 0, capsys.readouterr()
     rates = {t["task_id"]: (t["pass_rate"], t["n"]) for t in json.loads(summary.read_text())["tasks"]}
     assert rates == {task.id: (1.0, 2)}
+
+
+def test_train_agent_on_ray_writes_the_episodes_a_local_run_writes(ray_cluster: LocalRayCluster, policy_server: Any,
+                                                                   tmp_path: Path) -> None:
+    """``train --agent --executor ray``: each episode's session on a node of the cluster, graded
+    there; the trajectory rows (rewards, turns, tool calls) are those of the same run on local."""
+    from tests.agents.conftest import scripted
+    from verify_cli.rollout.shards import read_run
+
+    task = load_task(SAMPLE_TASKS / "coding-roman-numerals")
+    writes = [("write_file", {"path": rel, "content": p.read_text()})
+              for rel, p in sorted(task.solution_files().items())]
+    policy_server.policies["train-ray"] = scripted([writes, [("run_tests", {})], [("submit", {})]])
+    rows = {}
+    for executor in ("ray", "local"):
+        run = tmp_path / executor
+        extra = ["--executor", "ray", "--ray-address", ray_cluster.address] if executor == "ray" else []
+        code = main(["train", str(task.root), "--agent", "--backend", "openai", "--model", "train-ray",
+                     "--backend-option", f"base_url={policy_server.base_url}", "-G", "2", "-B", "1",
+                     "--steps", "1", "-j", "2", "--max-turns", "4", "--out", str(run), *extra])
+        assert code == 0, executor
+        rows[executor] = sorted(((r["sample_index"], r["status"], r["reward"], r["end_reason"], r["num_turns"],
+                                  [[c["name"] for c in t["tool_calls"]] for t in r["turns"]])
+                                 for r in read_run(run).to_pylist()), key=lambda row: row[0])
+    assert rows["ray"] == rows["local"]
+    assert [row[1:5] for row in rows["ray"]] == [("ok", 1.0, "submit", 3)] * 2

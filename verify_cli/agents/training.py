@@ -25,11 +25,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from verify_cli.agents.environment import GradesOne, SessionOpener
 from verify_cli.agents.episode import AgentEpisode, EpisodeJob, EpisodeLimits, first_messages, run_episodes
 from verify_cli.agents.protocol import AgentModel, Message, ModelTurn, TextProtocolModel
 from verify_cli.agents.sampler import episode_status
 from verify_cli.agents.tools import ToolSpec
-from verify_cli.grading.grader import Grader
 from verify_cli.models.base import Prompt, SamplingParams
 from verify_cli.rollout.episodes import Episode, RoundTiming, SamplingOptions
 from verify_cli.rollout.rewards import Reward, RewardConfig, reward_of
@@ -37,7 +37,6 @@ from verify_cli.rollout.schema import AGENT_TRAJECTORY_SCHEMA
 from verify_cli.sampling.seeds import derive_seed
 from verify_cli.sampling.status import SampleStatus
 from verify_cli.sampling.step import GradedSample
-from verify_cli.sandbox.base import Sandbox
 from verify_cli.tasks.model import Task
 
 
@@ -151,11 +150,13 @@ def _reward(episode: AgentEpisode, task: Task, tokens: int, max_tokens: int, con
 
 
 class AgentGroupRunner:
-    """Runs groups of agent episodes of ``model`` in ``sandbox``'s sessions for the Trainer."""
+    """Runs groups of agent episodes of ``model`` in ``sandbox``'s sessions for the Trainer:
+    a sandbox and its grader, or an executor as both (on Ray each session lives on one node,
+    and an episode whose node is lost is re-run elsewhere, never scored)."""
 
     schema: pa.Schema = AGENT_TRAJECTORY_SCHEMA
 
-    def __init__(self, model: AgentModel, sandbox: Sandbox, grader: Grader, *, sampling: SamplingOptions,
+    def __init__(self, model: AgentModel, sandbox: SessionOpener, grader: GradesOne, *, sampling: SamplingOptions,
                  reward: RewardConfig, limits: EpisodeLimits | None = None, concurrency: int = 4) -> None:
         self.model, self.sandbox, self.grader = model, sandbox, grader
         self.sampling, self.reward_config = sampling, reward

@@ -102,9 +102,6 @@ def train_command(
         console.use_stderr()
     if update not in ("none", "grpo"):
         raise UsageError(f"--update {update!r}: choose none or grpo")
-    if agent and executor != "local":
-        raise UsageError(f"--agent --executor {executor}: agent episodes run on --executor local for now",
-                         hint="drop --executor (sessions held on Ray nodes are not built yet)")
     turns = max_turns if max_turns is not None else (20 if agent else 1)
     items = list(load_task_set(path))
     failures = [i for i in items if isinstance(i, TaskLoadFailure)]
@@ -162,14 +159,12 @@ def train_command(
 
 
 def _agent_runner(grader: Any, gen: Any, config: Any, limits: Any) -> Any:
-    """The agent group runner over the local executor's sandbox (sessions) and grader."""
+    """The agent group runner over the executor, which opens the sessions and grades (local: in
+    this process's sandbox; Ray: each session on one node, an episode of a lost node re-run)."""
     from verify_cli.agents.protocol import agent_model
     from verify_cli.agents.training import AgentGroupRunner
-    from verify_cli.executors.local import LocalExecutor
 
-    if not isinstance(grader, LocalExecutor):  # pragma: no cover - refused before it opens
-        raise UsageError("--agent runs on --executor local")
-    return AgentGroupRunner(agent_model(gen), grader.sandbox, grader.grader, sampling=config.sampling,
+    return AgentGroupRunner(agent_model(gen), grader, grader, sampling=config.sampling,
                             reward=config.reward, limits=limits, concurrency=config.grade_jobs)
 
 
