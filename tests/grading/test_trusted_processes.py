@@ -519,6 +519,52 @@ def test_a_program_a_case_started_does_not_outlive_it_on_docker_nodes(docker_nod
         assert result.passed, (result.task_id, [(t.id, t.message) for t in result.tests])
 
 
+# -- links the candidate plants in the shared folders ---------------------------------------------
+
+LINKS = TRUSTED / "hacks" / "links"
+
+
+def _link_requests() -> list[GradeRequest]:
+    """The golden-file references, and each link hack on the fixture of its language: the
+    candidate's "output" is a link to the tests' own golden file (see hacks/links/README.md)."""
+    requests = []
+    for fixture, target, suffix in (("golden-file", "tool.py", ".py"), ("node-golden-file", "tool.sh", ".sh")):
+        task = load_task(TRUSTED / fixture)
+        requests.append(GradeRequest(task, Phase.REFERENCE, label=f"reference|{fixture}"))
+        requests += [GradeRequest(task, Phase.PROBE, candidate={target: h.read_bytes()}, label=f"{h.stem}|{fixture}")
+                     for h in sorted(LINKS.glob(f"*{suffix}"))]
+    return requests
+
+
+def _assert_links_earn_nothing(results: dict[str, GradeResult]) -> None:
+    for label, r in results.items():
+        assert r.status is GradeStatus.GRADED and r.isolation == "two-process", (label, r.problems)
+        if label.startswith("reference|"):
+            assert r.passed and r.score == 1.0, (label, [t.message for t in r.tests])
+        else:
+            assert r.score == 0.0 and not r.passed, label
+            assert any("symbolic links" in t.message for t in r.tests), (label, [t.message for t in r.tests])
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_a_link_to_the_tests_own_file_earns_nothing(bwrap: Sandbox, mode: str) -> None:
+    """Each link hack scored 1.0 before (bwrap and docker nodes, cold and warm): the tests read
+    their own golden file through the candidate's link. Now the shared folders are nosymfollow in
+    the tests' view: opening the link fails (ELOOP) and the references still pass."""
+    with Grader(bwrap, warm=mode == "warm") as grader:
+        _assert_links_earn_nothing({r.label: r for r in grader.grade_many(_link_requests(), jobs=2)})
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_a_link_to_the_tests_own_file_earns_nothing_on_docker_nodes(docker_node: Sandbox, mode: str) -> None:
+    with Grader(docker_node, warm=mode == "warm") as grader:
+        _assert_links_earn_nothing({r.label: r for r in grader.grade_many(_link_requests(), jobs=2)})
+
+
 # -- a starved or killed supervisor -------------------------------------------------------------
 
 STARVE = TRUSTED / "hacks" / "starve"

@@ -257,8 +257,8 @@ def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, 
        folder (a rename on the same tmpfs), so that they were never in the candidate's folder.
     2. A starter process forked now, in the run's mount namespace as it is here: it waits.
     3. P enters a mount namespace of its own and, there only, binds the held test folders back
-       read-only, covers the candidate's code files with ``/dev/null`` and binds the shared
-       folder over ``/workspace``.
+       read-only, covers the candidate's code files with ``/dev/null``, binds the shared
+       folder over ``/workspace`` and marks it and ``/tmp`` nosymfollow (its view only).
     4. Then the starter drops every capability and becomes the candidate's nested bubblewrap
        (the cold path's command line): it never sees P's mounts, and nothing of the run had
        started before P's view was complete.
@@ -293,6 +293,8 @@ def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, 
             if os.path.isfile(target) and not os.path.islink(target):
                 _cover(target)
         warm_worker._mount(shared, warm_worker.WORKDIR, None, warm_worker._MS_BIND | warm_worker._MS_REC)
+        for path in (warm_worker.WORKDIR, "/tmp"):  # no link the candidate plants is followed here
+            warm_worker.refuse_links(path)
         home = env.get("VERIFY_TRUSTED_HOME", "")
         if home and os.path.isdir(home):  # the trusted side's home, as the cold run's bwrap mounts it
             warm_worker._mount("tmpfs", home, "tmpfs", flags, "size=1048576,mode=0700")

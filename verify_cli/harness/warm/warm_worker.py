@@ -146,9 +146,32 @@ def isolate(job: dict[str, Any], job_sock: socket.socket | None = None, *, enter
 
 
 #: Two-process runs: mount points (made by the worker's sandbox) for the work folder as the
-#: candidate sees it (no mounts over it) and for the channel folder.
+#: candidate sees it (no mounts over it), for the channel folder, and for ``/tmp`` as a cold
+#: candidate binds it (before the tests' ``/tmp`` is marked nosymfollow).
 CANDIDATE_WORK = "/.verify-work"
 CANDIDATE_CHANNEL = "/.verify-channel"
+CANDIDATE_TMP = "/.verify-tmp"
+_MS_REMOUNT = 32
+_MS_NOSYMFOLLOW = 256
+#: statvfs flags and the mount flags a remount restates for them (the kernel refuses to clear a
+#: flag of a mount made in a more privileged namespace, and a remount names every flag it keeps).
+_STATVFS_MOUNT_FLAGS = ((os.ST_RDONLY, ns.MS_RDONLY), (os.ST_NOSUID, ns.MS_NOSUID), (os.ST_NODEV, ns.MS_NODEV),
+                        (os.ST_NOEXEC, 8), (os.ST_NOATIME, 1024), (os.ST_NODIRATIME, 2048),
+                        (os.ST_RELATIME, 1 << 21))
+
+
+def refuse_links(path: str) -> None:
+    """Mark the mount at ``path`` nosymfollow, its other flags kept: in this mount namespace no
+    symbolic link on it is followed, so a link the candidate planted in a folder it shares with
+    the tests (its "output" pointing at a golden file or a hidden test) cannot make the tests
+    read their own file as its answer (harness/exec/verify_no_links.sh does the same for cold
+    runs). Mounts bound from it earlier (the candidate's views) are other mounts: unchanged."""
+    current = os.statvfs(path).f_flag
+    flags = _MS_REMOUNT | _MS_BIND | _MS_NOSYMFOLLOW
+    for statvfs_flag, mount_flag in _STATVFS_MOUNT_FLAGS:
+        if current & statvfs_flag:
+            flags |= mount_flag
+    _mount("none", path, None, flags)
 
 
 def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int, channel: str = "") -> None:
@@ -171,6 +194,7 @@ def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int, channe
                     fout.write(fin.read())
                 os.chmod(target, entry.stat().st_mode & 0o777)
     _mount(WORKDIR, CANDIDATE_WORK, None, _MS_BIND)  # not recursive: none of the mounts below
+    _mount("/tmp", CANDIDATE_TMP, None, _MS_BIND | _MS_REC)  # as bwrap's --bind (a cold candidate)
     _mount("tmpfs", CANDIDATE_CHANNEL, "tmpfs", flags, "size=65536,mode=0755")
     for rel in sorted(hidden):
         folder = os.path.join(src, rel)
@@ -183,7 +207,9 @@ def _lay_out_two_process(src: str, candidate: dict[str, Any], flags: int, channe
         if os.path.isfile(target) and not os.path.islink(target):
             _mount("/dev/null", target, None, _MS_BIND)
     if candidate.get("warm"):
-        export_candidate_mounts(channel)
+        export_candidate_mounts(channel)  # clones of the candidate's views, made before the marks
+    for path in (WORKDIR, "/tmp"):
+        refuse_links(path)
 
 
 # --------------------------------------------------------------------------------------------

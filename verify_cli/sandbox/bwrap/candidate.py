@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, HANDOVER_FDS
+from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_TMP, CANDIDATE_WORK, HANDOVER_FDS
 from verify_cli.sandbox.base import CandidateProcess
 from verify_cli.sandbox.bwrap.sandbox import candidate_argv, candidate_parent_argv
 from verify_cli.sandbox.environment import (
@@ -87,7 +87,8 @@ def cold_candidate_argv(candidate: CandidateProcess, held: list[str]) -> list[st
         if len(_CANDIDATE_ARGVS) >= 256:
             _CANDIDATE_ARGVS.clear()
         argv = _CANDIDATE_ARGVS[key] = candidate_argv(candidate, work_source=CANDIDATE_WORK,
-                                                      channel_source=CANDIDATE_CHANNEL, held=held)
+                                                      channel_source=CANDIDATE_CHANNEL, tmp_source=CANDIDATE_TMP,
+                                                      held=held)
     return list(argv)
 
 

@@ -43,6 +43,7 @@ from verify_cli.sandbox.plumbing.trusted_launch import (
     CLOSE_SEAL_FD,
     MOVE_SEAL_FD,
     TRUSTED_HOME,
+    no_links_prefix,
     trusted_home_variables,
 )
 from verify_cli.sandbox.process import runtime_path
@@ -163,10 +164,12 @@ def _trusted_argv(source: Path, candidate: CandidateProcess) -> list[str]:
 
 
 def candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_WORKDIR,
-                   channel_source: str = SANDBOX_CHANNEL_DIR, held: Sequence[str] = ()) -> list[str]:
-    """:func:`_candidate_argv` for a process whose work folder and channel folder are at
-    ``work_source`` and ``channel_source`` (the warm worker's run children)."""
-    return _candidate_argv(candidate, work_source=work_source, channel_source=channel_source, held=held)
+                   channel_source: str = SANDBOX_CHANNEL_DIR, tmp_source: str = SANDBOX_TMP,
+                   held: Sequence[str] = ()) -> list[str]:
+    """:func:`_candidate_argv` for a process whose work folder, channel folder and ``/tmp`` are
+    at ``work_source``, ``channel_source`` and ``tmp_source`` (the warm worker's run children)."""
+    return _candidate_argv(candidate, work_source=work_source, channel_source=channel_source,
+                           tmp_source=tmp_source, held=held)
 
 
 def held_folders(candidate: CandidateProcess, source: Path) -> list[str]:
@@ -176,7 +179,8 @@ def held_folders(candidate: CandidateProcess, source: Path) -> list[str]:
 
 
 def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_WORKDIR,
-                    channel_source: str = SANDBOX_CHANNEL_DIR, held: Sequence[str] = ()) -> list[str]:
+                    channel_source: str = SANDBOX_CHANNEL_DIR, tmp_source: str = SANDBOX_TMP,
+                    held: Sequence[str] = ()) -> list[str]:
     """The inner bwrap that starts the candidate process from inside the run's sandbox.
 
     Its own user, pid, IPC, network and UTS namespaces (no further user namespaces), no /proc,
@@ -198,7 +202,7 @@ def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_W
             argv += ["--ro-bind", d, d]
     for f in (*_ETC_FILES, "/etc/passwd", "/etc/group"):
         argv += ["--ro-bind-try", f, f]
-    argv += ["--dev", "/dev", "--bind", SANDBOX_TMP, SANDBOX_TMP, "--bind", work_source, SANDBOX_WORKDIR]
+    argv += ["--dev", "/dev", "--bind", tmp_source, SANDBOX_TMP, "--bind", work_source, SANDBOX_WORKDIR]
     argv += ["--bind", channel_source, SANDBOX_CHANNEL_DIR,
              "--ro-bind", f"{SANDBOX_HARNESS}/candidate", SANDBOX_CANDIDATE_HARNESS,
              *runtime_binds(), "--chdir", SANDBOX_WORKDIR]
@@ -274,7 +278,8 @@ class BwrapSandbox(LocalSandbox):
                     f'cd {SANDBOX_WORKDIR} || exit\n'
                     + shlex.join(_candidate_argv(spec.candidate, held=held_folders(spec.candidate, source)))
                     + f"{CLOSE_SEAL_FD}{CLOSE_RESULTS_FD} &\n")
-            command = [*_trusted_argv(source, spec.candidate), *command]
+            command = [*_trusted_argv(source, spec.candidate),
+                       *no_links_prefix(SANDBOX_HARNESS, (SANDBOX_WORKDIR, SANDBOX_TMP)), *command]
         argv += [*runtime_binds(), "--chdir", SANDBOX_WORKDIR, "--"]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,

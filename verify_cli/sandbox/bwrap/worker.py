@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.errors import ExitCode, VerifyError
-from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_WORK, HANDOVER_FDS, WARMUP_TEST
+from verify_cli.harness.warm.warm_worker import (
+    CANDIDATE_CHANNEL,
+    CANDIDATE_TMP,
+    CANDIDATE_WORK,
+    HANDOVER_FDS,
+    WARMUP_TEST,
+)
 from verify_cli.sandbox.base import (
     RunResult,
     RunSpec,
@@ -197,7 +203,7 @@ class WarmWorker:
             prepared = self.sandbox.long_lived(
                 command, scratch=self.scratch, env=dict(self.key.startup_env),
                 ro_binds=[(self.jobs, JOBS_MOUNT), (warmup, WARMUP_DIR)],
-                dirs=[CANDIDATE_WORK, CANDIDATE_CHANNEL, TRUSTED_HOME])
+                dirs=[CANDIDATE_WORK, CANDIDATE_CHANNEL, CANDIDATE_TMP, TRUSTED_HOME])
             log = open(self.scratch / "worker.log", "wb")  # noqa: SIM115 - handed to the child
             try:
                 self.proc = subprocess.Popen(

@@ -51,7 +51,7 @@ from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
     candidate_environment,
 )
-from verify_cli.sandbox.plumbing.trusted_launch import CLOSE_SEAL_FD
+from verify_cli.sandbox.plumbing.trusted_launch import CLOSE_SEAL_FD, no_links_prefix
 
 #: The shared work folder and the test folders' stash, on the outer run's /workspace tmpfs.
 SHARED_WORK = f"{SANDBOX_WORKDIR}/.verify-shared"
@@ -122,7 +122,8 @@ def trusted_argv(spec: RunSpec) -> list[str]:
         argv += ["--ro-bind", f"{HELD_TESTS}/{rel}", f"{SANDBOX_WORKDIR}/{rel}"]
     for rel in covered_files(spec):
         argv += ["--ro-bind", "/dev/null", f"{SANDBOX_WORKDIR}/{rel}"]
-    return [*argv, "--chdir", SANDBOX_WORKDIR, "--"]
+    # No link the candidate planted in the shared folders is followed in the tests' view.
+    return [*argv, "--chdir", SANDBOX_WORKDIR, "--", *no_links_prefix(SANDBOX_HARNESS, (SANDBOX_WORKDIR, SANDBOX_TMP))]
 
 
 def covered_files(spec: RunSpec) -> list[str]:

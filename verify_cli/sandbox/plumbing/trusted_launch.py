@@ -14,6 +14,11 @@ reporters and sealers, warm workers and their forked children. The rule they sha
   through it);
 - nothing is imported, executed or opened by path from a place the candidate can write: what
   the trusted side reads of the candidate's output comes through pipes or memfds;
+- no symbolic link is followed, in the tests' view, on the folders the tests share with the
+  candidate (the work folder, ``/tmp``): they are mounts marked nosymfollow there
+  (:func:`no_links_prefix` before a cold run's command, the warm workers' own remount), so a
+  link the candidate planted as its "output" cannot make the tests read their own golden file
+  or a hidden test as the candidate's answer;
 - the seal key reaches its reader (the test process, a runner, node's seal reporter) only by an
   inherited descriptor: a pipe holding the key, named by ``$VERIFY_SEAL_FD``, read once and
   closed by the reader, which then makes itself not dumpable. ``VERIFY_SEAL_KEY`` in a
@@ -140,7 +145,19 @@ def trusted_home_variables(env: Mapping[str, str]) -> dict[str, str]:
     return {"HOME": TRUSTED_HOME, TRUSTED_HOME_ENV: TRUSTED_HOME}
 
 
-__all__ = ["CLOSE_SEAL_FD", "HARNESS_NODE_REQUIRE", "LAUNCH_SCRIPT", "MODULE_FLAGS", "MOVE_SEAL_FD", "PYTHON_FLAGS",
-           "SEAL_FD", "SEAL_FD_ENV", "SEAL_KEY_ENV", "TRUSTED_HOME", "TRUSTED_HOME_ENV", "absolute_harness_requires",
-           "python_module_command", "python_script_argv", "seal_key_heredoc", "seal_key_pipe", "take_seal_key",
-           "trusted_home_variables"]
+#: The shim that starts a cold two-process run's command with no symbolic link followed on the
+#: folders it shares with the candidate (harness/exec/verify_no_links.sh).
+NO_LINKS_SCRIPT = "verify_no_links.sh"
+
+
+def no_links_prefix(harness_dir: str, folders: tuple[str, ...]) -> list[str]:
+    """The command prefix (in the tests' own sandbox, before their command) that marks each of
+    ``folders`` nosymfollow in a user and mount namespace of the tests' own, drops that
+    namespace's capabilities and runs the command (harness/exec/verify_no_links.sh)."""
+    return ["/bin/sh", f"{harness_dir}/{NO_LINKS_SCRIPT}", *folders, "--"]
+
+
+__all__ = ["CLOSE_SEAL_FD", "HARNESS_NODE_REQUIRE", "LAUNCH_SCRIPT", "MODULE_FLAGS", "MOVE_SEAL_FD",
+           "NO_LINKS_SCRIPT", "PYTHON_FLAGS", "SEAL_FD", "SEAL_FD_ENV", "SEAL_KEY_ENV", "TRUSTED_HOME",
+           "TRUSTED_HOME_ENV", "absolute_harness_requires", "no_links_prefix", "python_module_command",
+           "python_script_argv", "seal_key_heredoc", "seal_key_pipe", "take_seal_key", "trusted_home_variables"]
