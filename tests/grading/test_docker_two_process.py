@@ -3,7 +3,8 @@
 The reward-hack conformance suites (the Python and node candidates and the task lists of
 ``test_hack_suite`` and ``test_hacks_js``, imported, not repeated) earn 0: every node hack on
 every node sample task, every Python hack on the Python tasks ``test_hack_suite`` grades cold
-(``COLD_TASKS``: a module task, one with hidden tests, a CLI task), cold and warm; each side
+(``COLD_TASKS``: a module task, one with hidden tests, a CLI task), cold and warm (warm adds
+a repository task); each side
 of a run sees only its own; honest candidates (reference, starter, mutants) get the verdicts
 the bwrap backend gives them, CLI tasks (``VERIFY_CANDIDATE_EXEC``) and node tasks included.
 Single-use mode stays in-process and says why.
@@ -78,12 +79,22 @@ def test_node_hack_earns_nothing_on_docker(node_cold: dict[tuple[str, str], Grad
         assert result.score == 0.0 and not result.passed, (name, result.to_dict(with_run=False))
 
 
+#: The Python sample tasks the warm docker matrix grades: one of each shape the layout treats
+#: differently (a module task, hidden tests, a CLI task: ``COLD_TASKS``; a repository task, whose
+#: editable globs cover a package). What varies between docker and bwrap is the container's
+#: layout, which every task of one shape meets the same way; bwrap's warm matrix
+#: (``test_hack_suite``) grades every hack on every Python sample task.
+WARM_DOCKER_TASKS = (*COLD_TASKS, "repository/orders-etl")
+
+
 def test_hacks_earn_nothing_warm_on_docker(docker: Sandbox) -> None:
     """``Grader(warm=True)``: node mode runs two-process runs from warm nodes (pytest forked
-    warm, the candidate in its nested sandbox); every hack earns 0 on every Python sample task
-    there too, and the runs did go warm."""
+    warm, the candidate in its nested sandbox); every hack earns 0 on a task of each shape there
+    too (``WARM_DOCKER_TASKS``), and the runs did go warm."""
+    tasks = [t for t in python_sample_tasks() if t.id in WARM_DOCKER_TASKS]
+    assert len(tasks) == len(WARM_DOCKER_TASKS)
     with Grader(docker, warm=True) as grader:
-        results = grade_hacks(grader, python_sample_tasks(), HACKS)
+        results = grade_hacks(grader, tasks, HACKS)
         stats = grader.warm_stats
     assert stats is not None and stats.warm_runs == len(results) and stats.fallbacks == 0, stats
     for hack in HACKS:
