@@ -1,7 +1,7 @@
 """The candidate-exec runner: run a program in the candidate's sandbox, from a test.
 
 ``python verify_candidate_exec.py --channel SOCKET -- PROGRAM ARGS...`` (the command prefix in
-``VERIFY_CANDIDATE_EXEC``; started ``python -I``, so neither the working folder nor a user site
+``VERIFY_CANDIDATE_EXEC``; started ``python -I -S``, so neither the working folder nor a user site
 in ``$HOME`` reaches its ``sys.path``) sends one ``exec`` request (docs/wire-protocol.md) with this
 process's environment, working folder and standard input, writes the program's output to its
 own streams and exits with the program's status (128 + N when a signal N ended it).

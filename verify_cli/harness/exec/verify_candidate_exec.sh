@@ -3,7 +3,7 @@
 # verify_candidate_exec.py under python3 where the image has one, else verify_candidate_exec.js
 # under node.
 here=$(dirname "$0")
-if command -v python3 >/dev/null 2>&1; then exec python3 -I "$here/verify_candidate_exec.py" "$@"; fi
+if command -v python3 >/dev/null 2>&1; then exec python3 -I -S "$here/verify_candidate_exec.py" "$@"; fi
 if command -v node >/dev/null 2>&1; then
   # The runner's own node must not load the tests' preloads; the program gets them back.
   if [ "${NODE_OPTIONS+set}" = set ]; then

@@ -41,9 +41,11 @@ import re
 import shlex
 from collections.abc import Mapping, MutableMapping
 
-#: The interpreter flag of a trusted Python process that needs nothing of the run's ``PYTHON*``
-#: variables (the candidate-exec client).
-PYTHON_FLAGS: tuple[str, ...] = ("-I",)
+#: The interpreter flags of a trusted Python process that needs nothing of the run's ``PYTHON*``
+#: variables and nothing but the standard library (the candidate-exec client): ``-I`` (isolated)
+#: and ``-S`` (no ``site``: no site-packages to scan, no ``.pth`` files to run, about 15 ms less
+#: of every program a CLI test starts).
+PYTHON_FLAGS: tuple[str, ...] = ("-I", "-S")
 #: The flags of a harness module started through the launcher script (a built-in runner): ``-s``
 #: (no user site); the script's own folder, the read-only harness, is ``sys.path[0]`` (a script,
 #: unlike ``-m``, never puts the working folder there). Not ``-I``: that would drop the run's
