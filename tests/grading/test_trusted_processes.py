@@ -26,19 +26,19 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
-from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
+from verify_cli.grading.grader import LINK_NOTE, Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import Sandbox
 from verify_cli.sandbox.environment import HARNESS_DIR, SANDBOX_HARNESS, SANDBOX_TMP, SANDBOX_WORKDIR
 from verify_cli.sandbox.plumbing.trusted_launch import LAUNCH_SCRIPT, TRUSTED_HOME
 from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.tasks.loader import load_task
-from verify_cli.tasks.model import Task
+from verify_cli.tasks.model import Isolation, Task
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -544,6 +544,7 @@ def _assert_links_earn_nothing(results: dict[str, GradeResult]) -> None:
         else:
             assert r.score == 0.0 and not r.passed, label
             assert any("symbolic links" in t.message for t in r.tests), (label, [t.message for t in r.tests])
+            assert LINK_NOTE in r.isolation_notes, (label, r.isolation_notes)  # the author's hint
 
 
 @pytest.mark.bwrap
@@ -723,3 +724,22 @@ def test_this_rounds_hacks_earn_nothing_on_bwrap(bwrap: Sandbox, mode: str) -> N
 @pytest.mark.parametrize("mode", ["cold", "warm"])
 def test_this_rounds_hacks_earn_nothing_on_docker_nodes(docker_node: Sandbox, mode: str) -> None:
     _round_hacks_earn_nothing(docker_node, mode)
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+def test_a_test_that_follows_its_own_link_in_tmp_fails_two_process_and_says_why(bwrap: Sandbox,
+                                                                                make_task: Callable[..., Path]) -> None:
+    """The price of the rule, pinned: links on the shared folders are not followed in the tests'
+    view whoever made them, so a test that makes a link in ``tmp_path`` and reads through it
+    fails two-process (in-process it passes), and the result carries the hint for the author."""
+    test = ("def test_reads_through_its_own_link(tmp_path):\n"
+            "    (tmp_path / 'a.txt').write_text('x')\n"
+            "    (tmp_path / 'l.txt').symlink_to(tmp_path / 'a.txt')\n"
+            "    assert (tmp_path / 'l.txt').read_text() == 'x'\n")
+    task = load_task(make_task(files={"tests/test_solution.py": test}))
+    with Grader(bwrap) as grader:
+        two = grader.grade(GradeRequest(task, Phase.REFERENCE))
+        one = grader.grade(GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), Phase.REFERENCE))
+    assert one.passed and one.isolation == "in-process"
+    assert two.isolation == "two-process" and not two.passed and LINK_NOTE in two.isolation_notes, two.isolation_notes

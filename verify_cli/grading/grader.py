@@ -163,6 +163,15 @@ def request_limits(req: GradeRequest) -> Limits:
     return limits
 
 
+#: What a test's failure says where it opened a symbolic link on a folder the tests share with
+#: the candidate (ELOOP: the work folder and /tmp are nosymfollow in the tests' view): Python's
+#: strerror, node's code.
+LINK_REFUSED = ("Too many levels of symbolic links", "ELOOP")
+LINK_NOTE = ("a test failed opening a symbolic link in the work folder or /tmp: two-process grading never "
+             "follows links there in the tests' view (one the candidate planted could point at the tests' own "
+             "files); ship files, not links, or follow them on the candidate's side (README, Trust)")
+
+
 def collect_outcomes(task: Task, run: RunResult) -> tuple[list[TestOutcome], list[str]]:
     """Per-test outcomes from the run's JUnit files, and problems found on the way."""
     problems: list[str] = []
@@ -216,6 +225,9 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
         for tid in sorted(req.expected_tests - have):
             tests.append(TestOutcome(tid, Outcome.MISSING, message="expected test absent from the results"))
     all_passed = bool(tests) and all(t.outcome.ok for t in tests)
+    if isolation is not None and isolation.two_process and any(
+            not t.outcome.ok and any(m in (t.message or "") for m in LINK_REFUSED) for t in tests):
+        common["isolation_notes"] = (*common["isolation_notes"], LINK_NOTE)  # type: ignore[misc]
     if not tests and not problems:
         problems.append("the results hold no test case")
     if run.verdict not in (Verdict.OK, Verdict.NONZERO_EXIT):
