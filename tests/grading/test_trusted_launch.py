@@ -219,3 +219,34 @@ def test_the_tests_interpreter_never_imports_a_plant_from_the_work_folder(tmp_pa
     new = subprocess.run([sys.executable, "-m", "pytest", "--version"], cwd=tmp_path, capture_output=True,
                          text=True, env={**env, "PYTHONSAFEPATH": safe["PYTHONSAFEPATH"]}, timeout=60)
     assert new.returncode == 0 and "planted" not in new.stderr, new.stderr
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("engine", ["perl", "python"])
+def test_the_no_links_shim_marks_the_folders_and_keeps_the_uid(engine: str, tmp_path: Path) -> None:
+    """verify_no_links.sh (perl, or Python where an image has no perl), in a bwrap sandbox as the
+    tests' side runs (its own user namespace, uid 1000, no capabilities): a link on a marked
+    folder is not followed (ELOOP), readlink still reads it, the command keeps its uid and holds
+    no capability, and what is not marked (``/bin/sh`` behind merged-usr's links) resolves."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "real.txt").write_text("x")
+    os.chmod(tmp_path, 0o755)
+    os.chmod(shared, 0o777)
+    script = ("ln -s /etc/hostname /tmp/l; ln -s /tmp/ws/real.txt /tmp/ws/l; "
+              "cat /tmp/l 2>&1; cat /tmp/ws/l 2>&1; readlink /tmp/l; id -u; "
+              "grep CapEff /proc/self/status; ls /bin/sh")
+    # As the trusted side runs (bwrap/sandbox.py _trusted_argv): a user namespace, uid 1000.
+    argv = ["bwrap", "--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--die-with-parent",
+            "--ro-bind", "/", "/", "--proc", "/proc",
+            "--dev", "/dev", "--tmpfs", "/tmp", "--ro-bind", str(HARNESS_DIR), "/tmp/h", "--bind", str(shared),
+            "/tmp/ws", "sh", "/tmp/h/verify_no_links.sh", "/tmp/ws", "/tmp", "--", "sh", "-c", script]
+    env = {**os.environ, "VERIFY_NO_LINKS_PYTHON": "1" if engine == "python" else "0"}
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "Too many levels of symbolic links" in lines[0] and "Too many levels of symbolic links" in lines[1], lines
+    assert lines[2] == "/etc/hostname"
+    assert lines[3] == "1000"
+    assert lines[4].split() == ["CapEff:", "0000000000000000"], lines
+    assert lines[5] == "/bin/sh"
