@@ -743,3 +743,21 @@ def test_a_test_that_follows_its_own_link_in_tmp_fails_two_process_and_says_why(
         one = grader.grade(GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), Phase.REFERENCE))
     assert one.passed and one.isolation == "in-process"
     assert two.isolation == "two-process" and not two.passed and LINK_NOTE in two.isolation_notes, two.isolation_notes
+
+
+# -- known gap: files shipped outside the editable globs and the test folders --------------------
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="known gap: a non-editable file shipped in the work folder (outside the test "
+                   "folders) is shared and writable; a candidate that rewrites it before the tests read it scores "
+                   "(bwrap and docker nodes, cold and warm). strict: this test fails once the gap is closed.")
+def test_a_candidate_cannot_rewrite_a_shipped_data_file_the_tests_read(bwrap: Sandbox) -> None:
+    task = load_task(TRUSTED / "shipped-data")
+    hack = (TRUSTED / "hacks" / "shipped" / "rewrite_shipped_data.py").read_bytes()
+    with Grader(bwrap) as grader:
+        reference = grader.grade(GradeRequest(task, Phase.REFERENCE))
+        forged = grader.grade(GradeRequest(task, Phase.PROBE, candidate={"solution.py": hack}))
+    assert reference.passed
+    assert forged.score == 0.0, "the rewritten data file made the tests pass"
