@@ -745,19 +745,46 @@ def test_a_test_that_follows_its_own_link_in_tmp_fails_two_process_and_says_why(
     assert two.isolation == "two-process" and not two.passed and LINK_NOTE in two.isolation_notes, two.isolation_notes
 
 
-# -- known gap: files shipped outside the editable globs and the test folders --------------------
+# -- files shipped outside the editable globs and the test folders -------------------------------
+
+SHIPPED = TRUSTED / "hacks" / "shipped"
+
+
+def _shipped_requests() -> list[GradeRequest]:
+    task = load_task(TRUSTED / "shipped-data")
+    return [GradeRequest(task, Phase.REFERENCE, label="reference"),
+            GradeRequest(task, Phase.STARTER, label="starter"),
+            *[GradeRequest(task, Phase.PROBE, candidate={"solution.py": h.read_bytes()}, label=h.stem)
+              for h in sorted(SHIPPED.glob("*.py"))]]
+
+
+def _assert_shipped_files_hold(results: dict[str, GradeResult]) -> None:
+    ref = results.pop("reference")
+    assert ref.passed and ref.isolation == "two-process", [t.message for t in ref.tests]  # it wrote data/out.txt
+    assert not results.pop("starter").passed
+    assert len(results) == 3
+    for label, r in results.items():
+        assert r.status is GradeStatus.GRADED and r.score == 0.0, (label, [(t.id, t.message) for t in r.tests])
 
 
 @pytest.mark.bwrap
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="known gap: a non-editable file shipped in the work folder (outside the test "
-                   "folders) is shared and writable; a candidate that rewrites it before the tests read it scores "
-                   "(bwrap and docker nodes, cold and warm). strict: this test fails once the gap is closed.")
-def test_a_candidate_cannot_rewrite_a_shipped_data_file_the_tests_read(bwrap: Sandbox) -> None:
-    task = load_task(TRUSTED / "shipped-data")
-    hack = (TRUSTED / "hacks" / "shipped" / "rewrite_shipped_data.py").read_bytes()
-    with Grader(bwrap) as grader:
-        reference = grader.grade(GradeRequest(task, Phase.REFERENCE))
-        forged = grader.grade(GradeRequest(task, Phase.PROBE, candidate={"solution.py": hack}))
-    assert reference.passed
-    assert forged.score == 0.0, "the rewritten data file made the tests pass"
+@pytest.mark.parametrize("mode", ["cold", "warm", "warm-cold-candidate"])
+def test_a_candidate_cannot_rewrite_or_swap_a_shipped_file_the_tests_read(
+        bwrap: Sandbox, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``data/expected.txt`` ships beside the solution, outside the test folders. Rewriting it
+    at import scored 1.0 before (bwrap and docker nodes, cold and warm); now it is read-only in
+    the candidate's view and its folder a mount point there, so rewriting, unlinking and
+    swapping the folder all fail, while the reference still writes ``data/out.txt`` beside it."""
+    if mode == "warm-cold-candidate":
+        monkeypatch.setenv("VERIFY_WARM_CANDIDATE", "0")
+    with Grader(bwrap, warm=mode != "cold") as grader:
+        _assert_shipped_files_hold({r.label: r for r in grader.grade_many(_shipped_requests(), jobs=2)})
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_a_candidate_cannot_rewrite_or_swap_a_shipped_file_on_docker_nodes(docker_node: Sandbox, mode: str) -> None:
+    with Grader(docker_node, warm=mode == "warm") as grader:
+        _assert_shipped_files_hold({r.label: r for r in grader.grade_many(_shipped_requests(), jobs=2)})

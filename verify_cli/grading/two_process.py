@@ -67,7 +67,20 @@ def candidate_process(task: Task, plan: IsolationPlan, env: dict[str, str], root
     private = tuple(rel for rel in _editable_files(task, root)
                     if rel.endswith(plan.runtime.code_suffixes)) if plan.runtime.code_suffixes else ()
     return CandidateProcess(command=plan.runtime.server_command,
-                            hidden=(TESTS_DIR, HIDDEN_TESTS_DIR), env=passed, private=private)
+                            hidden=(TESTS_DIR, HIDDEN_TESTS_DIR), env=passed, private=private,
+                            protected=tuple(_shipped_files(task, root)))
+
+
+def _shipped_files(task: Task, root: Path) -> list[str]:
+    """Regular files of the laid-out work folder outside the test folders and the editable globs
+    (what the task ships: the candidate may read them, never change them)."""
+    out: list[str] = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and not path.is_symlink() and rel.split("/", 1)[0] not in (
+                TESTS_DIR, HIDDEN_TESTS_DIR) and not matches_any(task.editable, rel) and "__pycache__" not in rel:
+            out.append(rel)
+    return out
 
 
 def _editable_files(task: Task, root: Path) -> list[str]:

@@ -73,6 +73,24 @@ class CandidateProcess:
     #: Work-folder files holding the candidate's code: where the backend can, the run's
     #: command sees them empty (it reaches the code only through the channel).
     private: tuple[str, ...] = ()
+    #: Work-folder files the task ships outside its editable globs and test folders (data the
+    #: tests may read): read-only in the candidate's view, each folder above them a mount point
+    #: there (so it cannot be renamed away and replaced), so the candidate's processes can
+    #: neither rewrite nor swap what the tests read; they can still create files beside them.
+    protected: tuple[str, ...] = ()
+
+
+#: At most this many shipped files are protected (one mount each); a larger tree goes without.
+MAX_PROTECTED_FILES = 2048
+
+
+def protected_mounts(protected: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The folders (parents first) and files of :attr:`CandidateProcess.protected` to bind in
+    the candidate's view: folders onto themselves, files onto themselves read-only."""
+    files = sorted(protected) if len(protected) <= MAX_PROTECTED_FILES else []
+    folders = sorted({"/".join(f.split("/")[:i]) for f in files for i in range(1, f.count("/") + 1)},
+                     key=lambda d: (d.count("/"), d))
+    return folders, files
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,25 @@ def prepare(ids: tuple[int, int]) -> None:
     check(libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
 
 
-def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = ()) -> None:
+def _protect(protected: tuple[str, ...], flags: int) -> None:
+    """The files the task ships outside its editable globs and test folders, read-only here, and
+    every folder above them a mount point (it cannot be renamed away and replaced), as the cold
+    start's bwrap binds them (verify_cli.sandbox.base.protected_mounts: at most 2048 files)."""
+    files = sorted(protected) if len(protected) <= 2048 else []
+    folders = sorted({"/".join(f.split("/")[:i]) for f in files for i in range(1, f.count("/") + 1)},
+                     key=lambda d: (d.count("/"), d))
+    for rel in folders:
+        target = os.path.join(WORKDIR, rel)
+        if os.path.isdir(target) and not os.path.islink(target):
+            mount(target, target, None, ns.MS_BIND | ns.MS_REC)
+    for rel in files:
+        target = os.path.join(WORKDIR, rel)
+        if os.path.isfile(target) and not os.path.islink(target):
+            ns.bind_read_only(target, target, flags)
+
+
+def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = (),
+            protected: tuple[str, ...] = ()) -> None:
     """The run's file systems (see the module's docstring) after :func:`prepare`, then no
     capabilities."""
     flags = _FLAGS
@@ -111,6 +129,7 @@ def isolate(work_fd: int, tmp_fd: int, channel_fd: int, held: tuple[str, ...] = 
         if "/" not in rel and rel not in ("", ".", "..") and os.path.isdir(target) \
                 and not os.path.islink(target):
             mount("tmpfs", target, "tmpfs", flags | ns.MS_RDONLY, "size=4k,mode=0555")
+    _protect(protected, flags)
     _attach(tmp_fd, TMP)
     _attach(channel_fd, CHANNEL_DIR)
     ns.bind_back_read_only(handles, flags)
@@ -225,7 +244,8 @@ def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids
         if msg is None:  # the host gave the run up
             os._exit(SETUP_FAILED_EXIT)
         work_fd, tmp_fd, channel_fd, listener = mounts
-        isolate(work_fd, tmp_fd, channel_fd, tuple(str(h) for h in job.get("held", [])))
+        isolate(work_fd, tmp_fd, channel_fd, tuple(str(h) for h in job.get("held", [])),
+                tuple(str(p) for p in job.get("protected", [])))
         for fd in (work_fd, tmp_fd, channel_fd):
             os.close(fd)
         env = {str(k): str(v) for k, v in job["env"].items()}

@@ -73,15 +73,16 @@ EXIT_GRACE = 3.0
 
 
 #: The warm runs' cold candidate command lines (used only where the kernel refuses to export
-#: the run's folders), by (command, environment, held folders): building one costs more than
-#: a millisecond of path handling, on every run.
-_CANDIDATE_ARGVS: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]], list[str]] = {}
+#: the run's folders), by (command, environment, held folders, protected files): building one
+#: costs more than a millisecond of path handling, on every run.
+_ArgvKey = tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...], tuple[str, ...]]
+_CANDIDATE_ARGVS: dict[_ArgvKey, list[str]] = {}
 
 
 def cold_candidate_argv(candidate: CandidateProcess, held: list[str]) -> list[str]:
     """The command line that starts the run's candidate cold inside the warm worker's run child
     (where the kernel refuses to export the run's folders), from a cache."""
-    key = (tuple(candidate.command), tuple(sorted(candidate.env.items())), tuple(held))
+    key = (tuple(candidate.command), tuple(sorted(candidate.env.items())), tuple(held), tuple(candidate.protected))
     argv = _CANDIDATE_ARGVS.get(key)
     if argv is None:
         if len(_CANDIDATE_ARGVS) >= 256:
@@ -212,7 +213,7 @@ class CandidateParent:
         return ""
 
     def begin(self, job_id: str, *, cpu_seconds: int, file_bytes: int, out_fd: int, err_fd: int,
-              extra_env: Mapping[str, str], held: Sequence[str] = ()) -> None:
+              extra_env: Mapping[str, str], held: Sequence[str] = (), protected: Sequence[str] = ()) -> None:
         """Have the parent fork the run's candidate child now, while the trusted side builds its
         own sandbox: the child enters its namespaces and waits for the run's folders
         (:meth:`start`). Raises CandidateParentError where the parent cannot be reached."""
@@ -221,7 +222,8 @@ class CandidateParent:
         host_job, child_job = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._job, self._job_id = host_job, job_id
         request = {"op": "run", "id": job_id, "env": candidate_env(extra_env),
-                   "cpu_seconds": cpu_seconds, "file_bytes": file_bytes, "held": list(held)}
+                   "cpu_seconds": cpu_seconds, "file_bytes": file_bytes, "held": list(held),
+                   "protected": list(protected)}
         try:
             send_job(self.ctl, request, [out_fd, err_fd, child_job.fileno()],
                      unreachable=lambda why: CandidateParentError(f"cannot reach the candidate parent: {why}"))
@@ -307,12 +309,12 @@ class WarmCandidates:
 
     def begin(self, parent: CandidateParent, job_id: str, *, cpu_seconds: int, file_bytes: int,
               extra_env: Mapping[str, str], out_fd: int, err_fd: int, infra: set[int],
-              held: Sequence[str] = ()) -> None:
+              held: Sequence[str] = (), protected: Sequence[str] = ()) -> None:
         """Start the run's candidate child (:meth:`CandidateParent.begin`); a parent that cannot
         be reached is dropped and the error raised (the run is re-run cold, never scored)."""
         try:
             parent.begin(job_id, cpu_seconds=cpu_seconds, file_bytes=file_bytes, out_fd=out_fd,
-                         err_fd=err_fd, extra_env=extra_env, held=held)
+                         err_fd=err_fd, extra_env=extra_env, held=held, protected=protected)
         except CandidateParentError:
             self.drop(infra)
             raise

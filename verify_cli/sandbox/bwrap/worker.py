@@ -334,7 +334,7 @@ class WarmWorker:
             held = held_folders(spec.candidate, self.jobs / job_id)
             request["candidate"] = {
                 "argv": cold_candidate_argv(spec.candidate, held),
-                "held": held,
+                "held": held, "protected": list(spec.candidate.protected),
                 "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private),
                 "warm": parent is not None}
             if parent is not None:
@@ -428,7 +428,8 @@ class WarmWorker:
             self.candidates.begin(parent, job_id, cpu_seconds=int(request["cpu_seconds"]),
                                   file_bytes=int(request["file_bytes"]), extra_env=extra_env,
                                   out_fd=out_fd, err_fd=err_fd, infra=self.infra,
-                                  held=list(request["candidate"].get("held", [])))
+                                  held=list(request["candidate"].get("held", [])),
+                                  protected=list(request["candidate"].get("protected", [])))
         except CandidateParentError as e:
             raise WorkerError(f"the warm candidate side failed: {e}", worker_ok=True,
                               fallback=True) from e
