@@ -55,7 +55,8 @@ def test_plain_values_round_trip_with_their_exact_type(value: Any) -> None:
     back = through_json(value)
     assert type(back) is type(value)
     assert back == value
-    assert repr(back) == repr(value)  # -0.0 vs 0.0, Decimal('0.10') vs Decimal('0.1')
+    if not isinstance(value, (set, frozenset)):  # a set's repr follows its insertion order and hashes
+        assert repr(back) == repr(value)  # -0.0 vs 0.0, Decimal('0.10') vs Decimal('0.1')
 
 
 def test_int_and_float_stay_distinct() -> None:
