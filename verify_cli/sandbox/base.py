@@ -93,6 +93,19 @@ def protected_mounts(protected: Sequence[str]) -> tuple[list[str], list[str]]:
     return folders, files
 
 
+def protected_bind_args(protected: Sequence[str], source: str, dest: str) -> list[str]:
+    """bubblewrap's arguments for :func:`protected_mounts`: each folder bound onto itself, then
+    each file read-only, from ``source`` (the work folder as the launching process sees it) to
+    ``dest`` (the work folder in the candidate's view)."""
+    folders, files = protected_mounts(protected)
+    args: list[str] = []
+    for rel in folders:
+        args += ["--bind", f"{source}/{rel}", f"{dest}/{rel}"]
+    for rel in files:
+        args += ["--ro-bind", f"{source}/{rel}", f"{dest}/{rel}"]
+    return args
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One command to run over ``workdir``'s files.

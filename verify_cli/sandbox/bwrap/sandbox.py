@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verify_cli.sandbox.base import Availability, CandidateProcess, RunSpec, WarmHost, protected_mounts
+from verify_cli.sandbox.base import Availability, CandidateProcess, RunSpec, WarmHost, protected_bind_args
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
     SANDBOX_CANDIDATE_HARNESS,
@@ -208,13 +208,8 @@ def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_W
              *runtime_binds(), "--chdir", SANDBOX_WORKDIR]
     for rel in held:
         argv[-2:-2] = ["--perms", "0555", "--size", "4096", "--tmpfs", f"{SANDBOX_WORKDIR}/{rel}"]
-    folders, files = protected_mounts(candidate.protected)
-    shipped: list[str] = []
-    for rel in folders:
-        shipped += ["--bind", f"{work_source}/{rel}", f"{SANDBOX_WORKDIR}/{rel}"]
-    for rel in files:
-        shipped += ["--ro-bind", f"{work_source}/{rel}", f"{SANDBOX_WORKDIR}/{rel}"]
-    argv[-2:-2] = shipped  # after the work folder's bind, before --chdir
+    # after the work folder's bind, before --chdir
+    argv[-2:-2] = protected_bind_args(candidate.protected, work_source, SANDBOX_WORKDIR)
     env = candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
                                 channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
                                 candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=runtime_path(),

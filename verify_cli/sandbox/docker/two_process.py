@@ -38,7 +38,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from verify_cli.sandbox.base import CandidateProcess, RunSpec, protected_mounts
+from verify_cli.sandbox.base import CandidateProcess, RunSpec, protected_bind_args
 from verify_cli.sandbox.bwrap.sandbox import SANDBOX_UID
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
@@ -150,13 +150,8 @@ def candidate_argv_parts(candidate: CandidateProcess, *, held: list[str]) -> tup
             "--chdir", SANDBOX_WORKDIR]
     for rel in held:
         tail[-2:-2] = ["--perms", "0555", "--size", "4096", "--tmpfs", f"{SANDBOX_WORKDIR}/{rel}"]
-    folders, files = protected_mounts(candidate.protected)
-    shipped: list[str] = []
-    for rel in folders:
-        shipped += ["--bind", f"{SHARED_WORK}/{rel}", f"{SANDBOX_WORKDIR}/{rel}"]
-    for rel in files:
-        shipped += ["--ro-bind", f"{SHARED_WORK}/{rel}", f"{SANDBOX_WORKDIR}/{rel}"]
-    tail[-2:-2] = shipped  # after the work folder's bind, before --chdir
+    # after the work folder's bind, before --chdir
+    tail[-2:-2] = protected_bind_args(candidate.protected, SHARED_WORK, SANDBOX_WORKDIR)
     env = candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
                                 channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
                                 candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=DEFAULT_PATH,
