@@ -51,6 +51,14 @@ set +e
 python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -o console_output_style=progress --durations=15 "$@"
 rc=$?
 set -e
+# A Docker engine that stopped answering during the run fails every docker test after it with
+# "Connection refused": say so once, with the daemon's last words and the kernel's OOM lines.
+if [ "${VERIFY_SKIP_DOCKER:-0}" != 1 ] && ! docker info >/dev/null 2>&1; then
+  echo "== the Docker daemon no longer answers; last lines of ${DOCKERD_LOG:-/var/log/verify-cli-dockerd.log}:" >&2
+  grep -v 'level=info' "${DOCKERD_LOG:-/var/log/verify-cli-dockerd.log}" 2>/dev/null | tail -n 30 >&2 || true
+  echo "== kernel messages (oom, killed process):" >&2
+  dmesg 2>/dev/null | grep -i -E 'oom|killed process' | tail -n 20 >&2 || true
+fi
 echo "== pytest: exit $rc; total $((SECONDS - started))s" >&2
 rm -rf "$LOGS"
 exit "$rc"
