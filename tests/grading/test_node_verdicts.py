@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from verify_cli.grading import Grader, GradeRequest, Phase
+from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase
+from verify_cli.sandbox.base import Verdict
 from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.tasks.loader import load_task
-from verify_cli.tasks.model import Isolation
+from verify_cli.tasks.model import Isolation, Task
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
@@ -27,12 +28,24 @@ def test_two_process_and_in_process_agree(folder: Path) -> None:
     grader = Grader(create_sandbox("bwrap"))
     task = load_task(folder)
     for phase, should_pass in ((Phase.REFERENCE, True), (Phase.STARTER, False)):
-        two = grader.grade(GradeRequest(replace(task, isolation=Isolation.TWO_PROCESS), phase))
-        one = grader.grade(GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), phase))
+        two, one = _grade_both(grader, task, phase)
         assert (two.isolation, one.isolation) == ("two-process", "in-process")
         assert two.passed is should_pass, two.to_dict(with_run=False)
         assert (two.score, two.passed) == (one.score, one.passed)
-        assert [(t.id, t.outcome) for t in two.tests] == [(t.id, t.outcome) for t in one.tests]
+        assert [(t.id, t.outcome) for t in two.tests] == [(t.id, t.outcome) for t in one.tests], (
+            two.run.verdict, two.run.wall_seconds, one.run.verdict, one.run.wall_seconds)
+
+
+def _grade_both(grader: Grader, task: Task, phase: Phase) -> tuple[GradeResult, GradeResult]:
+    """The phase graded two-process and in-process. A run that hit the task's wall limit (this
+    machine under the whole suite's load: a node two-process run starts two node processes) ends
+    with the tests it finished, which is no verdict on the boundary: the pair is graded once more."""
+    for _ in range(2):
+        two = grader.grade(GradeRequest(replace(task, isolation=Isolation.TWO_PROCESS), phase))
+        one = grader.grade(GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), phase))
+        if Verdict.TIMEOUT not in (two.run.verdict, one.run.verdict):
+            break
+    return two, one
 
 
 def test_a_node_candidate_server_that_never_starts_is_an_infrastructure_fault() -> None:
