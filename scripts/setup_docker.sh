@@ -44,6 +44,30 @@ if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
     say "starting docker with systemctl"
     $SUDO systemctl start docker || say "systemctl start docker failed; starting dockerd directly"
 fi
+# A daemon that died (killed, crashed) leaves its pid file; while its process is a zombie that
+# nobody has reaped yet, a new dockerd refuses to start ("pid file found").
+PIDFILE=/var/run/docker.pid
+if ! answers && [ -f "$PIDFILE" ]; then
+    old=$(cat "$PIDFILE" 2>/dev/null || true)
+    state=""
+    for _ in $(seq 10); do  # a daemon killed a moment ago takes a moment to go
+        state=$(awk '{print $3}' "/proc/$old/stat" 2>/dev/null || true)
+        if [ -z "$old" ] || [ -z "$state" ] || [ "$state" = Z ]; then break; fi
+        sleep 1
+    done
+    if [ -z "$old" ] || [ -z "$state" ] || [ "$state" = Z ]; then
+        say "removing the pid file of a daemon that is gone (pid ${old:-?})"
+        $SUDO rm -f "$PIDFILE"
+        # and the containerd it started, which outlives it and keeps a new one from starting
+        cpid=$(cat /var/run/docker/containerd/containerd.pid 2>/dev/null || true)
+        if [ -n "$cpid" ] && grep -q containerd "/proc/$cpid/comm" 2>/dev/null; then
+            say "stopping the containerd of the daemon that is gone (pid $cpid)"
+            $SUDO kill "$cpid" 2>/dev/null || true
+            for _ in $(seq 10); do [ -d "/proc/$cpid" ] || break; sleep 1; done
+            $SUDO kill -9 "$cpid" 2>/dev/null || true
+        fi
+    fi
+fi
 if ! answers; then
     say "starting dockerd in the background (log: $LOG)"
     $SUDO mkdir -p "$(dirname "$LOG")"

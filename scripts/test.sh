@@ -48,6 +48,8 @@ echo "== pytest (2 workers; the slowest tests are listed at the end)" >&2
 # modules go out in collection order, which tests/conftest.py (MODULE_SECONDS) starts with the
 # slowest; xdist's default order (most tests first) would start the slowest modules last.
 set +e
+# tests/conftest.py starts a Docker engine that stopped answering mid-run again (and warns)
+export VERIFY_TESTS_RESTART_DOCKER=1
 python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -o console_output_style=progress --durations=15 "$@"
 rc=$?
 set -e

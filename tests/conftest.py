@@ -17,7 +17,9 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import subprocess
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -133,6 +135,52 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             avail = checked[marker]
             if not avail.available:
                 item.add_marker(pytest.mark.skip(reason=f"{marker} unavailable: {avail.reason}"))
+
+
+# --- the Docker engine during the run -----------------------------------------------------
+
+#: Set by scripts/test.sh: a Docker engine that stops answering mid-run is started again (by the
+#: same script that started it) before the next docker test, and the loss is reported as a warning
+#: with the daemon's last words. One lost daemon then fails the tests that were using it, not
+#: every docker test after it with "Connection refused" (a CI run lost it so, with no trace).
+RESTART_DOCKER_ENV = "VERIFY_TESTS_RESTART_DOCKER"
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+def _docker_last_words() -> str:
+    log = Path(os.environ.get("DOCKERD_LOG", "/var/log/verify-cli-dockerd.log"))
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if "level=info" not in line]
+    except OSError as e:
+        lines = [f"(no daemon log: {e})"]
+    kernel = subprocess.run(["dmesg"], capture_output=True, text=True, check=False).stdout.splitlines()
+    oom = [line for line in kernel if "oom" in line.lower() or "killed process" in line.lower()]
+    return "\n".join(["daemon log:", *lines[-15:], "kernel (oom):", *oom[-10:]])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if (os.environ.get(RESTART_DOCKER_ENV) != "1" or item.get_closest_marker("docker") is None
+            or item.get_closest_marker("skip") is not None or _docker_answers()):
+        return
+    words = _docker_last_words()
+    started = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "setup_docker.sh")],
+                             capture_output=True, text=True, check=False)
+    warnings.warn(pytest.PytestWarning(
+        f"the Docker engine stopped answering before {item.nodeid}; scripts/setup_docker.sh "
+        f"exited {started.returncode}: {started.stderr.strip()[-300:]}\n{words}"), stacklevel=1)
 
 
 @pytest.fixture
