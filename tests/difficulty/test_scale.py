@@ -133,3 +133,59 @@ def test_samples_parquet_is_written_a_row_group_at_a_time(tmp_path: Path) -> Non
 def test_samples_parquet_of_no_sample_has_the_schema(tmp_path: Path) -> None:
     table = pq.read_table(write_samples(_report([]), tmp_path / "samples.parquet"))
     assert table.num_rows == 0 and table.schema.names == SAMPLES_SCHEMA.names
+
+
+def test_a_run_holds_no_sample_record_in_memory(task_set: Callable[..., tuple[Path, Path]], tmp_path: Path) -> None:
+    """Each graded sample's record (completion, files, per-test outcomes) goes to the run's spill
+    file as it is graded; the run keeps only what its statistics need, so its memory does not grow
+    by kilobytes a sample. samples.parquet still holds every record, as the sample cache has it."""
+    import gc
+
+    folder, replay = task_set({"a": [RIGHT, WRONG] * 20, "b": [WRONG, WRONG, WRONG, RIGHT] * 10})
+    tasks = [t for t in load_task_set(folder) if isinstance(t, Task)]
+    cache = SampleCache(tmp_path / "cache")
+    with create_sandbox("process") as box:
+        report = run_difficulty(tasks, create_model_backend("replay", model=str(replay)), Grader(box),
+                                DifficultyOptions(samples=40, jobs=2), cache=cache)
+    gc.collect()
+    assert [o for o in gc.get_objects() if isinstance(o, SampleRecord)] == []
+    assert [(t.stats.n, t.stats.correct) for t in report.tasks] == [(40, 20), (40, 10)]
+    rows = pq.read_table(write_samples(report, tmp_path / "samples.parquet")).to_pylist()
+    assert [(r["task_id"], r["sample_index"]) for r in rows] == (
+        [("set/a", i) for i in range(40)] + [("set/b", i) for i in range(40)])
+    cached = {(r.task_id, r.sample_index): r for path in sorted(cache.folder.glob("*.jsonl"))
+              for r in cache.load(path.stem)}
+    assert [SampleRecord.from_dict({**r, "files": dict(r["files"])}) for r in rows] == [
+        cached[(r["task_id"], r["sample_index"])] for r in rows]
+
+
+def test_a_resumed_run_spills_its_cached_samples_too(task_set: Callable[..., tuple[Path, Path]],
+                                                     tmp_path: Path) -> None:
+    folder, replay = task_set({"a": [RIGHT, WRONG, RIGHT, RIGHT]})
+    tasks = [t for t in load_task_set(folder) if isinstance(t, Task)]
+    cache = SampleCache(tmp_path / "cache")
+    with create_sandbox("process") as box:
+        backend = create_model_backend("replay", model=str(replay))
+        first = run_difficulty(tasks, backend, Grader(box), DifficultyOptions(samples=2, jobs=1), cache=cache)
+        again = run_difficulty(tasks, backend, Grader(box), DifficultyOptions(samples=4, jobs=1), cache=cache)
+    assert (again.cached, again.generated) == (2, 2)
+    assert [r.sample_index for r in again.tasks[0].records] == [0, 1, 2, 3]
+    assert list(again.tasks[0].records)[:2] == list(first.tasks[0].records)
+    assert again.tasks[0].stats.correct == 3
+
+
+def test_the_spill_gives_back_each_record_as_it_was() -> None:
+    from verify_cli.difficulty.spill import RecordSpill, SpilledRecords
+
+    spill = RecordSpill()
+    records = [_record(0), SampleRecord(task_id="set/ü", sample_index=7, completion="é\n\x00 ```", files={},
+                                        status="parse_error", score=None, passed=False, visible_passed=False,
+                                        tests=[{"id": "t::x", "outcome": "failed"}], problems=["no code"],
+                                        token_ids=[1, 2, 3], gen_seconds=0.25, attempts=0)]
+    kept = [spill.add(r) for r in records]
+    assert [(k.sample_index, k.status, k.score, k.passed) for k in kept] == [(0, "passed", 1.0, True),
+                                                                           (7, "parse_error", None, False)]
+    view = SpilledRecords(spill, [kept[1].offset, kept[0].offset])
+    assert len(view) == 2 and view[0] == records[1] and view[-1] == records[0]
+    assert view[:1] == [records[1]] and list(view) == records[::-1] and view == records[::-1]
+    spill.close()

@@ -19,6 +19,7 @@ from pathlib import Path
 from verify_cli.difficulty.buckets import DEFECTIVE, BucketScheme
 from verify_cli.difficulty.cache import SampleCache, sample_cache_key
 from verify_cli.difficulty.samples import SampleRecord, has_hidden_tests, sample_record
+from verify_cli.difficulty.spill import Kept, RecordSpill, SpilledRecords
 from verify_cli.difficulty.stats import TaskStats, task_stats
 from verify_cli.grading.batch import BatchGrader
 from verify_cli.models.base import Completion, ModelBackend, SamplingParams
@@ -61,7 +62,9 @@ class TaskDifficulty:
     path: str
     bucket: str
     stats: TaskStats
-    records: list[SampleRecord] = field(default_factory=list)
+    #: The task's samples by index. A run's report reads them from its spill file as they are
+    #: iterated (:class:`~verify_cli.difficulty.spill.SpilledRecords`): a run holds no record in memory.
+    records: Sequence[SampleRecord] = field(default_factory=list)
     #: Why the task is ``defective`` (from check-tasks or loading), else "".
     defect: str = ""
     cached: int = 0
@@ -105,17 +108,17 @@ class _TaskState:
     key: str
     task_hash: str
     target: int
-    records: list[SampleRecord]
+    kept: list[Kept]
     cached: int
     generated: int = 0
     stopped_early: bool = False
 
     @property
-    def counted(self) -> list[SampleRecord]:
-        return [r for r in self.records if r.outcome.status.counts]
+    def counted(self) -> list[Kept]:
+        return [k for k in self.kept if k.outcome.status.counts]
 
     def next_index(self) -> int:
-        return max((r.sample_index for r in self.records), default=-1) + 1
+        return max((k.sample_index for k in self.kept), default=-1) + 1
 
 
 @dataclass(frozen=True)
@@ -134,16 +137,17 @@ class _Run:
         self.on_progress = on_progress
         self.params = replace(options.params, seed=options.seed)
         self.fingerprint = self.params.fingerprint()
+        # Every record (cached or graded now) goes to the spill at once; the run keeps its Kept.
+        self.spill = RecordSpill()
         self.states: list[_TaskState] = []
         for task in tasks:
             task_hash = task.content_hash()
             key = sample_cache_key(task_hash, backend.model_id, self.fingerprint, options.seed)
-            records = cache.load(key) if cache else []
             available = backend.samples_available(task.id)
             target = options.samples if available is None else min(options.samples, available)
             # More cached samples than asked for: use the first ``target`` of them.
-            records = records[:target]
-            self.states.append(_TaskState(task, key, task_hash, target, records, cached=len(records)))
+            kept = [self.spill.add(r) for r in (cache.load(key) if cache else [])[:target]]
+            self.states.append(_TaskState(task, key, task_hash, target, kept, cached=len(kept)))
         self.generated = self.graded = 0
         self.planned = sum(s.target for s in self.states)
         self.started = time.monotonic()
@@ -172,7 +176,7 @@ class _Run:
         self.grader.reserve(self.options.jobs)
         looks = max(1, math.ceil(self.options.samples / max(1, self.options.round_size)))
         # Everything cached counts as done and graded for the progress bar.
-        self.graded = self.generated = sum(len(s.records) for s in self.states)
+        self.graded = self.generated = sum(len(s.kept) for s in self.states)
         self._progress("")
         while True:
             todo = [(s, need) for s in self.states if (need := self._needs(s, looks)) > 0]
@@ -217,7 +221,7 @@ class _Run:
             state = item.state
             record = sample_record(sample, item.index, item.completion, gen_seconds=item.gen_seconds,
                                    has_hidden=has_hidden_tests(state.task))
-            state.records.append(record)
+            state.kept.append(self.spill.add(record))
             if self.cache is not None:
                 self.cache.append(state.key, record)
             self.graded += 1
@@ -231,13 +235,14 @@ class _Run:
         tasks: list[TaskDifficulty] = []
         opts = self.options
         for s in self.states:
-            records = sorted(s.records, key=lambda r: r.sample_index)
-            stats = task_stats((r.outcome for r in records), ks=opts.ks, confidence=opts.confidence)
+            kept = sorted(s.kept, key=lambda k: k.sample_index)
+            stats = task_stats((k.outcome for k in kept), ks=opts.ks, confidence=opts.confidence)
             prompt = build_prompt(s.task, include_tests=opts.include_tests).messages[-1]["content"]
             tasks.append(TaskDifficulty(
                 task_id=s.task.id, path=str(s.task.root), bucket=opts.scheme.bucket(stats.correct, stats.n),
-                stats=stats, records=records, cached=s.cached, generated=s.generated,
-                stopped_early=s.stopped_early, domain=s.task.domain, language=s.task.language, prompt=prompt))
+                stats=stats, records=SpilledRecords(self.spill, [k.offset for k in kept]), cached=s.cached,
+                generated=s.generated, stopped_early=s.stopped_early, domain=s.task.domain,
+                language=s.task.language, prompt=prompt))
         empty = task_stats((), ks=opts.ks, confidence=opts.confidence)
         for task_id, (path, why) in defective.items():
             tasks.append(TaskDifficulty(task_id=task_id, path=path, bucket=DEFECTIVE, stats=empty, defect=why))
