@@ -44,3 +44,39 @@ def test_bad_rows_say_where(tmp_path: Path) -> None:
         create_model_backend("replay", model=str(f))
     with pytest.raises(UsageError, match="no such file"):
         create_model_backend("replay", model=str(tmp_path / "none.jsonl"))
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_replay_holds_positions_not_completions(tmp_path: Path, suffix: str) -> None:
+    """A file of many completions costs a few bytes a row in memory: the backend keeps where each
+    row is and reads the completion again when it is generated, the same rows in the same order."""
+    import gc
+
+    from verify_cli.models.base import Completion
+    from verify_cli.models.replay import read_replay_rows
+
+    rows = [{"task_id": f"t{i % 7}", "completion": f"answer {i} " + "é" * (i % 5) + "\n" * (i % 3)}
+            for i in range(300)]
+    f = tmp_path / f"c{suffix}"
+    if suffix == ".jsonl":
+        f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" + "\n" * (i % 2) for i, r in enumerate(rows)))
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), f, row_group_size=64)
+    backend = create_model_backend("replay", model=str(f))
+    gc.collect()
+    assert [o for o in gc.get_objects() if isinstance(o, Completion)] == []
+    prompts = [Prompt(f"t{k}", "", first_sample=1) for k in range(7)]
+    out = backend.generate(prompts, SamplingParams(n=100))
+    expected: dict[str, list[str]] = {}
+    for task_id, completion in read_replay_rows(f):
+        expected.setdefault(task_id, []).append(completion.text)
+    assert [[c.text for c in got] for got in out] == [expected[f"t{k}"][1:101] for k in range(7)]
+
+
+def test_a_file_changed_while_it_is_replayed_is_an_error(tmp_path: Path) -> None:
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"task_id": "a", "completion": "x"}\n{"task_id": "b", "completion": "y"}\n')
+    backend = create_model_backend("replay", model=str(f))
+    f.write_text('{"task_id": "b", "completion": "y"}\n{"task_id": "a", "completion": "x"}\n')
+    with pytest.raises(UsageError, match="changed while it was being replayed"):
+        backend.generate([Prompt("a", "")], SamplingParams(n=1))
