@@ -80,3 +80,10 @@ def test_a_file_changed_while_it_is_replayed_is_an_error(tmp_path: Path) -> None
     f.write_text('{"task_id": "b", "completion": "y"}\n{"task_id": "a", "completion": "x"}\n')
     with pytest.raises(UsageError, match="changed while it was being replayed"):
         backend.generate([Prompt("a", "")], SamplingParams(n=1))
+
+
+def test_a_line_that_is_not_utf8_says_where(tmp_path: Path) -> None:
+    f = tmp_path / "c.jsonl"
+    f.write_bytes(b'{"task_id": "a", "completion": "x"}\n{"task_id": "a", "completion": "\xff"}\n')
+    with pytest.raises(UsageError, match=r"c.jsonl:2: not UTF-8 text"):
+        create_model_backend("replay", model=str(f))

@@ -50,7 +50,10 @@ def _completion(row: Mapping[str, Any], where: str) -> tuple[str, Completion]:
 
 def _jsonl_row(line: bytes, path: Path, lineno: int) -> dict[str, Any] | None:
     """The JSON object on one line of a JSONL file (None for a blank line)."""
-    text = line.decode("utf-8")
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{path}:{lineno}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     if not text.strip():
         return None
     try:
