@@ -130,7 +130,9 @@ function install() {
       const { Peer } = require('./candidate/node/rpc.js');
       let channel;
       try {
-        channel = new SyncChannel({ mode: 'connect', path: channelPath, connectSeconds: 20 });
+        // 20 s, or $VERIFY_CONNECT_SECONDS (the tests' own environment, set by the host), as verify_standin.py
+        const connectSeconds = Number(process.env.VERIFY_CONNECT_SECONDS) || 20;
+        channel = new SyncChannel({ mode: 'connect', path: channelPath, connectSeconds });
       } catch (e) {
         process.exitCode = 1;
         noteUnreachable(`cannot reach the candidate process at ${channelPath}: ${e.message}`);

@@ -44,6 +44,8 @@ from verify_wire import WireError
 
 CHANNEL_ENV = "VERIFY_CHANNEL"
 MODULES_ENV = "VERIFY_CANDIDATE_MODULES"
+#: How long the tests' side waits for the candidate server's socket (``$VERIFY_CONNECT_SECONDS``, set
+#: only by the host in the tests' own environment, overrides it; the candidate cannot reach that).
 CONNECT_SECONDS = 20.0
 from verify_standin_serve import PRIVATE_MODULES, SERVED_DUNDERS  # noqa: E402,F401
 
@@ -71,7 +73,7 @@ class _Channel:
         if self.peer is not None:
             return self.peer
         started = time.monotonic()
-        deadline = started + CONNECT_SECONDS
+        deadline = started + float(os.environ.get("VERIFY_CONNECT_SECONDS") or CONNECT_SECONDS)
         # The server starts beside this runner and listens within milliseconds: poll finely for
         # the first second (a coarse pause is paid on every run), then every 50 ms.
         pause = 0.0002
