@@ -355,6 +355,21 @@ def test_waking_the_collector_early_only_ends_the_own_run(pooled: DockerSandbox,
     assert _run(pooled, tmp_path, ["true"]).verdict is Verdict.OK
 
 
+def test_a_run_that_ends_its_collector_early_is_not_waited_for(pooled: DockerSandbox, tmp_path: Path) -> None:
+    """The collector woken by the run itself collects and ends the container; the host's attach
+    to it could be made while the container was stopping, stay open with no data, and hold the
+    run for the collector's whole timeout (60 s: about 1 run in 5 here). Each of several such
+    runs now ends within a few seconds (the nudge finds the container gone and stops waiting)."""
+    from verify_cli.sandbox.docker.containers import COLLECT_TIMEOUT_S
+
+    for _ in range(6):
+        started = time.monotonic()
+        result = _run(pooled, tmp_path, ["sh", "-c", "kill -USR1 1; sleep 5; echo never"],
+                      limits=Limits(wall_seconds=20))
+        assert not result.verdict.is_infrastructure and result.verdict is not Verdict.OK, result
+        assert time.monotonic() - started < COLLECT_TIMEOUT_S / 4
+
+
 def test_env_names_a_shell_cannot_export_still_reach_the_command(pooled: DockerSandbox,
                                                                  tmp_path: Path) -> None:
     (tmp_path / "f.txt").write_text("here\n")

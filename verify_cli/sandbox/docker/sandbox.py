@@ -638,7 +638,7 @@ class DockerSandbox(DockerExecs, Sandbox):
         killer = Killer(self._api, container_id)
         heard = threading.Event()
         timer = threading.Timer(COLLECT_TIMEOUT_S, killer.kill, args=("timeout",))
-        nudge = threading.Timer(COLLECT_NUDGE_S, self._nudge, args=(container_id, heard))
+        nudge = threading.Timer(COLLECT_NUDGE_S, self._nudge, args=(container_id, heard, killer))
         timer.daemon = nudge.daemon = True
         errors = BoundedCapture(4096)
         conn: Conn | None = None
@@ -660,11 +660,17 @@ class DockerSandbox(DockerExecs, Sandbox):
                 conn.close()
         return results, parse_counters(counters), complete or killer.confirmed
 
-    def _nudge(self, container_id: str, heard: threading.Event) -> None:
-        """The wake-up line went unheard (something read the collector's stdin): signal it."""
-        if not heard.is_set():
-            with contextlib.suppress(*DAEMON_ERRORS):
-                self._api.kill(container_id, "SIGUSR1")
+    def _nudge(self, container_id: str, heard: threading.Event, killer: Killer) -> None:
+        """The wake-up line went unheard (something read the collector's stdin): signal it. A
+        container that is no longer running (the run woke its collector early, which then ended
+        it) sends nothing more: stop waiting now. (An attach made while it was stopping stayed
+        open with no data: the run waited ``COLLECT_TIMEOUT_S``, 60 s, for nothing.)"""
+        if heard.is_set():
+            return
+        try:
+            self._api.kill(container_id, "SIGUSR1")
+        except DAEMON_ERRORS:
+            killer.kill("gone")
 
     def _dispose(self, prepared: Prepared) -> None:
         """Done with ``prepared``: a settled pool container goes to the reaper; any other is
