@@ -92,6 +92,11 @@ def test_hundreds_of_samples_leave_no_file_in_the_scratch_space(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Per-sample work and job folders go where TMPDIR says (scratch_root gives way to it); after
     a warm run of 200 samples, that folder holds what it held before: nothing per sample."""
+    from verify_cli.sandbox.environment import candidate_harness_dir, harness_dir
+
+    # The harness folders are made once per process, on first use, where TMPDIR then says: made
+    # here first, so that this test passes run alone as it does after other grading tests.
+    harness_dir(), candidate_harness_dir()
     folder, replay = task_set({"a": [RIGHT, WRONG] * 50, "b": [WRONG, RIGHT] * 50})
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -189,3 +194,21 @@ def test_the_spill_gives_back_each_record_as_it_was() -> None:
     assert len(view) == 2 and view[0] == records[1] and view[-1] == records[0]
     assert view[:1] == [records[1]] and list(view) == records[::-1] and view == records[::-1]
     spill.close()
+
+
+def test_generation_waits_once_the_backlog_of_ungraded_completions_is_full(
+        task_set: Callable[..., tuple[Path, Path]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend faster than grading (replayed completions here) queued every completion of the
+    round in memory before; now at most ``GRADING_BACKLOG`` wait for a grading thread."""
+    import verify_cli.difficulty.runner as runner_module
+
+    monkeypatch.setattr(runner_module, "GRADING_BACKLOG", 3)
+    folder, replay = task_set({"a": [RIGHT, WRONG] * 8}, slow=0.1)
+    tasks = [t for t in load_task_set(folder) if isinstance(t, Task)]
+    waiting: list[int] = []
+    with create_sandbox("process") as box:
+        report = run_difficulty(tasks, create_model_backend("replay", model=str(replay)), Grader(box),
+                                DifficultyOptions(samples=16, jobs=1),
+                                on_progress=lambda p: waiting.append(p.generated - p.graded))
+    assert report.tasks[0].stats.correct == 8
+    assert max(waiting) <= 3 + 1, waiting  # the backlog, and the one just generated

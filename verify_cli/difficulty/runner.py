@@ -2,10 +2,11 @@
 
 Sampling is the pipeline's (:func:`verify_cli.sampling.stream.generate_and_grade`): each
 completion is handed to ``jobs`` grading threads as soon as the backend yields it, so the
-sandboxes work while the model keeps generating (generation never waits for grading here: a
-difficulty run has no policy to keep in step). Each graded sample is appended to the sample
-cache at once, so an interrupted run resumes where it stopped. With ``adaptive``, tasks are
-sampled in rounds and leave as soon as their bucket is decided (:meth:`BucketScheme.decided`).
+sandboxes work while the model keeps generating (generation waits for grading only when
+:data:`GRADING_BACKLOG` completions are waiting: a difficulty run has no policy to keep in
+step). Each graded sample is appended to the sample cache at once, so an interrupted run
+resumes where it stopped. With ``adaptive``, tasks are sampled in rounds and leave as soon as
+their bucket is decided (:meth:`BucketScheme.decided`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ from verify_cli.sampling.step import AnswerStep, GradedSample, RetryPolicy, Samp
 from verify_cli.sampling.stream import generate_and_grade
 from verify_cli.sampling.supply import check_supply
 from verify_cli.tasks.model import Task
+
+#: Completions waiting for a grading thread, at most. Generation runs this far ahead of grading
+#: (a served model is kept busy while the sandboxes catch up) and then waits: without a bound, a
+#: backend faster than grading (replayed completions, a large GPU) queued every completion of the
+#: round in memory with its future (about 2 KiB each: 40 MiB at 20,000 samples).
+GRADING_BACKLOG = 2048
 
 
 @dataclass(frozen=True)
@@ -228,7 +235,7 @@ class _Run:
             self._progress(state.task.id)
 
         timing = generate_and_grade(self._completions(todo), arrive=arrive, grade=grade, on_graded=graded,
-                                    jobs=self.options.jobs, name="difficulty-grade")
+                                    jobs=self.options.jobs, backlog=GRADING_BACKLOG, name="difficulty-grade")
         self.generation_seconds += timing.generation_s
 
     def report(self, defective: Mapping[str, tuple[str, str]]) -> DifficultyReport:
