@@ -153,7 +153,7 @@ def test_a_run_holds_no_sample_record_in_memory(task_set: Callable[..., tuple[Pa
         report = run_difficulty(tasks, create_model_backend("replay", model=str(replay)), Grader(box),
                                 DifficultyOptions(samples=40, jobs=2), cache=cache)
     gc.collect()
-    assert [o for o in gc.get_objects() if isinstance(o, SampleRecord)] == []
+    assert [o for o in gc.get_objects() if type(o) is SampleRecord] == []
     assert [(t.stats.n, t.stats.correct) for t in report.tasks] == [(40, 20), (40, 10)]
     rows = pq.read_table(write_samples(report, tmp_path / "samples.parquet")).to_pylist()
     assert [(r["task_id"], r["sample_index"]) for r in rows] == (
