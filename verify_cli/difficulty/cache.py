@@ -16,7 +16,6 @@ second's samples (a torn last line is skipped on reading); they are sampled agai
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 import time
@@ -63,17 +62,18 @@ class SampleCache:
         records: dict[int, SampleRecord] = {}
         for line in text.splitlines():
             try:
-                record = SampleRecord.from_dict(json.loads(line))
+                record = SampleRecord.from_line(line)
             except (ValueError, TypeError, KeyError):
                 continue
             if record.status != SampleStatus.INFRA_ERROR.value:
                 records[record.sample_index] = record
         return [records[i] for i in sorted(records)]
 
-    def append(self, key: str, record: SampleRecord) -> None:
+    def append(self, key: str, record: SampleRecord, *, line: str | None = None) -> None:
+        """Append ``record`` to ``key``'s file (``line``: its :meth:`SampleRecord.to_line`, if made already)."""
         if record.status == SampleStatus.INFRA_ERROR.value:
             return
-        line = json.dumps(record.to_dict(), ensure_ascii=False) + "\n"
+        line = line if line is not None else record.to_line()
         path = self.path(key)
         with self._lock:
             self.folder.mkdir(parents=True, exist_ok=True)

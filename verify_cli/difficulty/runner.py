@@ -228,9 +228,10 @@ class _Run:
             state = item.state
             record = sample_record(sample, item.index, item.completion, gen_seconds=item.gen_seconds,
                                    has_hidden=has_hidden_tests(state.task))
-            state.kept.append(self.spill.add(record))
+            line = record.to_line()  # encoded once, for the spill and the cache
+            state.kept.append(self.spill.add(record, line=line))
             if self.cache is not None:
-                self.cache.append(state.key, record)
+                self.cache.append(state.key, record, line=line)
             self.graded += 1
             self._progress(state.task.id)
 

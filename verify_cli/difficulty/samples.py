@@ -10,6 +10,7 @@ sandbox failure that persisted after retries) is never counted as a sample.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -48,6 +49,14 @@ class SampleRecord:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SampleRecord:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+    def to_line(self) -> str:
+        """The record as one JSON line, as the sample cache and a run's spill file hold it."""
+        return json.dumps(self.to_dict(), ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_line(cls, line: str | bytes) -> SampleRecord:
+        return cls.from_dict(json.loads(line))
 
     @property
     def outcome(self) -> SampleOutcome:

@@ -12,7 +12,6 @@ back a row group at a time, in the report's order (:class:`SpilledRecords`).
 
 from __future__ import annotations
 
-import json
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -49,25 +48,21 @@ class RecordSpill:
         self._lock = threading.Lock()
         self._end = 0
 
-    def add(self, record: SampleRecord) -> Kept:
-        line = (json.dumps(record.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    def add(self, record: SampleRecord, *, line: str | None = None) -> Kept:
+        """Spill ``record`` (``line``: its :meth:`SampleRecord.to_line`, if made already)."""
+        data = (line if line is not None else record.to_line()).encode("utf-8")
         with self._lock:
             offset = self._end
             self._fh.seek(offset)
-            self._fh.write(line)
-            self._end += len(line)
+            self._fh.write(data)
+            self._end += len(data)
         return Kept(record.sample_index, record.status, record.score, record.visible_passed, offset)
 
     def read(self, offset: int) -> SampleRecord:
         with self._lock:
             self._fh.seek(offset)
             line = self._fh.readline()
-        return SampleRecord.from_dict(json.loads(line))
-
-    @property
-    def size(self) -> int:
-        """Bytes spilled so far."""
-        return self._end
+        return SampleRecord.from_line(line)
 
     def close(self) -> None:
         self._fh.close()
