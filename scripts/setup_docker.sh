@@ -49,13 +49,13 @@ fi
 PIDFILE=/var/run/docker.pid
 if ! answers && [ -f "$PIDFILE" ]; then
     old=$(cat "$PIDFILE" 2>/dev/null || true)
-    state=""
+    # gone: no pid, no such process, or a zombie
+    gone() { [ -z "$old" ] || ! state=$(awk '{print $3}' "/proc/$old/stat" 2>/dev/null) || [ "$state" = Z ]; }
     for _ in $(seq 10); do  # a daemon killed a moment ago takes a moment to go
-        state=$(awk '{print $3}' "/proc/$old/stat" 2>/dev/null || true)
-        if [ -z "$old" ] || [ -z "$state" ] || [ "$state" = Z ]; then break; fi
+        if gone; then break; fi
         sleep 1
     done
-    if [ -z "$old" ] || [ -z "$state" ] || [ "$state" = Z ]; then
+    if gone; then
         say "removing the pid file of a daemon that is gone (pid ${old:-?})"
         $SUDO rm -f "$PIDFILE"
         # and the containerd it started, which outlives it and keeps a new one from starting
