@@ -50,8 +50,14 @@ echo "== pytest (2 workers; the slowest tests are listed at the end)" >&2
 set +e
 # tests/conftest.py starts a Docker engine that stopped answering mid-run again (and warns)
 export VERIFY_TESTS_RESTART_DOCKER=1
+# and, where the kernel can trace (root), who signals the daemon and while which tests ran
+if [ "${VERIFY_SKIP_DOCKER:-0}" != 1 ]; then
+  VERIFY_TESTS_TRACE_MARKER="$(python scripts/daemon_trace.py start 2>/dev/null || true)"
+  export VERIFY_TESTS_TRACE_MARKER
+fi
 python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -o console_output_style=progress --durations=15 "$@"
 rc=$?
+[ -z "${VERIFY_TESTS_TRACE_MARKER:-}" ] || python scripts/daemon_trace.py report || true
 set -e
 # A Docker engine that stopped answering during the run fails every docker test after it with
 # "Connection refused": say so once, with the daemon's last words and the kernel's OOM lines.

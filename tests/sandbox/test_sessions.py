@@ -303,6 +303,22 @@ def test_the_exec_server_killed_from_outside_is_a_dead_session(session: Session)
     _assert_dead(session)
 
 
+def test_a_docker_session_sweeps_only_its_own_container(session: Session) -> None:
+    """Closing a docker session kills every process of the cgroup it was given: that cgroup is
+    the container's, and a pid whose cgroup does not name the container (this process's: the
+    host's own cgroup, which holds the daemon) is never taken for one."""
+    if session.backend != "docker":
+        pytest.skip("a docker session's cgroup")
+    from verify_cli.sandbox.sessions.docker import container_cgroup
+
+    container_id = session.container_id  # type: ignore[attr-defined]
+    cgroup = session._cgroup  # type: ignore[attr-defined]
+    assert cgroup is not None and all(container_id in str(d) for d in cgroup.dirs), cgroup
+    assert container_cgroup(_server_pid(session), container_id) is not None
+    assert container_cgroup(os.getpid(), container_id) is None
+    assert container_cgroup(_server_pid(session), "0" * 64) is None
+
+
 def test_a_fork_bomb_a_filled_disk_and_a_memory_hog_end_no_session_as_infrastructure(
         box: Sandbox) -> None:
     limits = SessionLimits(memory_mb=128, processes=32, disk_bytes=96 << 20, command_seconds=5)

@@ -60,8 +60,11 @@ START_TIMEOUT = 120.0
 OWN_PIDS = 1
 
 
-def container_cgroup(pid: int) -> RunCgroup | None:
-    """The cgroup (v1: memory and pids; v2: the one) of host process ``pid``, or None."""
+def container_cgroup(pid: int, container_id: str) -> RunCgroup | None:
+    """The cgroup (v1: memory and pids; v2: the one) of host process ``pid`` of container
+    ``container_id``, or None. Every process of that cgroup is killed when the session closes:
+    a path that does not name the container (``pid`` ended and was reused, or a cgroup layout
+    of another kind) is never taken, lest the host's own cgroup be swept."""
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
@@ -69,6 +72,8 @@ def container_cgroup(pid: int) -> RunCgroup | None:
     v1: dict[str, Path] = {}
     for line in lines:
         _, ctrls, path = line.split(":", 2)
+        if not container_id or container_id not in path:
+            continue
         if ctrls == "" and (CGROUP_ROOT / "cgroup.controllers").exists():
             d = CGROUP_ROOT / path.lstrip("/")
             return RunCgroup([d], d, d, 2) if d.is_dir() else None
@@ -199,7 +204,7 @@ class DockerSessions:
             remove_tree(folder)
 
         session = ServerSession(
-            backend="docker", sock=sock, server_pid=pid, cgroup=container_cgroup(pid),
+            backend="docker", sock=sock, server_pid=pid, cgroup=container_cgroup(pid, container_id),
             owns_cgroup=False, limits=limits, env={}, workdir=SANDBOX_WORKDIR, on_close=cleanup,
             machinery_alive=self.daemon_alive)
         session.container_id = container_id  # type: ignore[attr-defined]
