@@ -206,6 +206,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     _restart_docker(item.nodeid, "before")
 
 
+def _daemon_pid() -> str:
+    try:
+        return Path("/var/run/docker.pid").read_text().strip()
+    except OSError:
+        return ""
+
+
 #: Set by scripts/test.sh where the kernel can trace (scripts/daemon_trace.py): the test each
 #: worker starts is written to that trace, to name what ran when something signalled the daemon.
 TRACE_MARKER_ENV = "VERIFY_TESTS_TRACE_MARKER"
@@ -224,9 +231,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     from _pytest.runner import runtestprotocol
 
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    daemon = _daemon_pid()
     reports = runtestprotocol(item, nextitem=nextitem, log=False)
-    if any(r.failed for r in reports) and not _docker_answers():
-        _restart_docker(item.nodeid, "during")
+    # (the other worker may have started the engine again already: a new daemon pid says so)
+    if any(r.failed for r in reports) and (_daemon_pid() != daemon or not _docker_answers()):
+        if not _docker_answers():
+            _restart_docker(item.nodeid, "during")
+        else:
+            warnings.warn(pytest.PytestWarning(f"the Docker engine was started again during "
+                                               f"{item.nodeid}: it runs once more"), stacklevel=1)
         if isinstance(item, pytest.Function):
             item._initrequest()  # fresh fixture values for the second run
         reports = runtestprotocol(item, nextitem=nextitem, log=False)
