@@ -30,7 +30,11 @@ stamp="$VENV/.verify-cli-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing verify-cli[$EXTRAS] into $VENV" >&2
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-  "$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
+  # --no-compile, then compileall on every core: pip compiles what it installs on one (63 s of
+  # the install here, against 27 s without it), and with PYTHONDONTWRITEBYTECODE set nothing
+  # left uncompiled is ever cached: every process would compile it again.
+  "$VENV/bin/python" -m pip install -q --no-compile -e ".[$EXTRAS]"
+  "$VENV/bin/python" -m compileall -q -j 0 "$VENV/lib" >/dev/null 2>&1 || true
   touch "$stamp"
 fi
 
@@ -47,6 +51,11 @@ for name in $FRAMEWORKS; do
     echo "setup: installing $name (scripts/extras/$name.txt) into $dest" >&2
     rm -rf "$dest"
     "$VENV/bin/python" -m pip install -q --no-deps --no-compile --target "$dest" -r "$req"
+    "$VENV/bin/python" -m compileall -q -j 0 "$dest" >/dev/null 2>&1 || true
     touch "$dest/.installed"
   fi
 done
+
+# The checkout's own modules too (each CLI start compiled ~250 of them again: 0.62 s -> 0.48 s
+# for `verify-cli --help`); compileall only rewrites what changed.
+"$VENV/bin/python" -m compileall -q -j 0 verify_cli tests scripts >/dev/null 2>&1 || true
