@@ -33,7 +33,7 @@ import pytest
 
 from verify_cli.grading.grader import LINK_NOTE, Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
-from verify_cli.sandbox.base import Sandbox
+from verify_cli.sandbox.base import Sandbox, Verdict
 from verify_cli.sandbox.environment import HARNESS_DIR, SANDBOX_HARNESS, SANDBOX_TMP, SANDBOX_WORKDIR
 from verify_cli.sandbox.plumbing.trusted_launch import LAUNCH_SCRIPT, TRUSTED_HOME
 from verify_cli.sandbox.registry import create_sandbox
@@ -704,10 +704,22 @@ def _round_requests() -> list[GradeRequest]:
 
 
 def _round_hacks_earn_nothing(box: Sandbox, mode: str) -> None:
+    def unsound(r: GradeResult) -> bool:
+        return not (r.status is GradeStatus.GRADED and r.passed)
+
+    requests = _round_requests()
     with Grader(box, warm=mode == "warm") as grader:
-        results = {r.label: r for r in grader.grade_many(_round_requests(), jobs=2)}
-    refs = {label: r.problems for label, r in results.items()
-            if label.startswith("reference|") and not (r.status is GradeStatus.GRADED and r.passed)}
+        results = {r.label: r for r in grader.grade_many(requests, jobs=2)}
+        # A reference that ran out of time (node starts slowly on a loaded machine; a CI run lost
+        # kinds/node's so once, cold) or met an infrastructure error is graded once more; one
+        # whose tests failed is not.
+        again = [q for q in requests if q.label.startswith("reference|") and unsound(results[q.label])
+                 and (results[q.label].status is GradeStatus.INFRA_ERROR
+                      or results[q.label].run.verdict is Verdict.TIMEOUT)]
+        results.update({r.label: r for r in grader.grade_many(again, jobs=2)})
+    refs = {label: (r.status.value, r.run.verdict.value, r.run.message[:200], r.problems,
+                    [(t.id, t.message[-300:]) for t in r.failed_tests][:3])
+            for label, r in results.items() if label.startswith("reference|") and unsound(r)}
     assert refs == {}
     won = {label: (r.status.value, r.score, r.isolation, r.problems[:2]) for label, r in results.items()
            if not label.startswith("reference|")
