@@ -7,18 +7,21 @@ The same rules on real runs: tests/grading/test_parity_corpus.py.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
-from verify_cli.checks.solvability import evaluate, first_line
+from verify_cli.checks.solvability import CheckOptions, check_tasks, evaluate, first_line
 from verify_cli.checks.two_process_gaps import recognise_idiom
 from verify_cli.grading import GradeResult, GradeStatus, Outcome, Phase, TestOutcome
 from verify_cli.grading.junit import parse_junit
 from verify_cli.sandbox.base import RunResult, Verdict
 from verify_cli.tasks import load_task
-from verify_cli.tasks.model import Task
+from verify_cli.tasks.model import Isolation, Task
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "parity"
 RANGE_FAILURE = ("TypeError: 'TrustedHandle' object is not iterable\n"
@@ -186,3 +189,53 @@ def test_the_junit_report_fails_a_task_not_gradeable_two_process(task: Task) -> 
     (failure,) = root.iter("failure")
     assert failure.get("type") == "NotGradeableTwoProcess" and root.get("failures") == "1"
     assert (failure.text or "").startswith("two-process: not gradeable two-process: the test uses an iterable")
+
+
+class _ScriptedGrader:
+    """Grades by script (the scheduling of check_tasks is under test, not a sandbox): two-process
+    reference runs fail RANGE_TEST for the seeds in ``failing`` and pass otherwise; the in-process
+    re-run passes; the starter fails."""
+
+    def __init__(self, failing: set[int]) -> None:
+        self.failing = failing
+        self.requests: list[tuple[str, str, int | None]] = []
+
+    def grade_many(self, requests: list[Any], jobs: int = 1) -> Iterator[GradeResult]:
+        for req in requests:
+            mode = "in-process" if req.task.isolation is Isolation.IN_PROCESS else "two-process"
+            self.requests.append((req.phase.value, mode, req.seed))
+            if req.phase is Phase.STARTER:
+                outcomes = {RANGE_TEST: Outcome.FAILED}
+            elif mode == "in-process" or req.seed not in self.failing:
+                outcomes = PASSES
+            else:
+                outcomes = FAILS_RANGE
+            yield dataclasses.replace(run(req.task, outcomes, isolation=mode, seed=req.seed or 1,
+                                          phase=req.phase), label=req.label)
+
+
+def test_a_flaky_test_that_fails_the_first_wave_and_passes_in_process_is_flaky_not_a_gap(task: Task) -> None:
+    """One run in four at random can fail all three first-wave runs and pass the one in-process
+    re-run: the rest of the repeats are made before a task is called not gradeable two-process,
+    and a test that passes one of them is flaky (defective), as a CI run of the one-in-four
+    fixture showed (it was called not gradeable)."""
+    grader = _ScriptedGrader(failing={1, 2, 3})
+    (rep,) = check_tasks([task], grader, CheckOptions())
+    assert rep.verdict is TaskVerdict.DEFECTIVE, [(c.name, c.status, c.message) for c in rep.checks]
+    assert {c.name: c.status for c in rep.checks}["flaky"] is CheckStatus.FAIL
+    refs = sorted(seed for phase, mode, seed in grader.requests if phase == "reference" and mode == "two-process")
+    assert refs == list(range(1, 12))  # every repeat was made
+
+
+def test_a_gap_in_every_repeat_is_not_gradeable(task: Task) -> None:
+    grader = _ScriptedGrader(failing=set(range(1, 12)))
+    (rep,) = check_tasks([task], grader, CheckOptions())
+    assert rep.verdict is TaskVerdict.NOT_GRADEABLE, [(c.name, c.status, c.message) for c in rep.checks]
+    assert [m for _, m, _ in grader.requests].count("in-process") == 1
+
+
+def test_a_reference_that_passes_the_first_wave_makes_no_in_process_run(task: Task) -> None:
+    grader = _ScriptedGrader(failing=set())
+    (rep,) = check_tasks([task], grader, CheckOptions())
+    assert rep.verdict is TaskVerdict.SOUND, [(c.name, c.status, c.message) for c in rep.checks]
+    assert [m for _, m, _ in grader.requests].count("in-process") == 0

@@ -9,7 +9,10 @@ runs with probability ``1 - (1 - p)**n`` (:func:`detection_power`). The default 
 the smallest that catches a one-in-four flaky test with 95% probability (11 runs: 95.8%). They
 run in two waves: the first ``first_wave`` repeats with the starter, then the rest only for the
 tasks whose reference passed every first-wave run; once the reference has failed, the task is
-defective and more runs would only add detail.
+defective and more runs would only add detail. A reference that failed two-process is re-run once
+in-process; where that says every failure is a two-process gap (not gradeable two-process), the
+rest of the repeats are made too, since only a failure in every one of them is a gap (a flaky
+test can fail the first wave and pass the re-run).
 """
 
 from __future__ import annotations
@@ -141,13 +144,10 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     """
     checks = [CheckResult("schema", CheckStatus.PASS)]
     graded = [r for r in references if r.status is GradeStatus.GRADED]
-    findings: GapFindings | None = None
-    if in_process is not None and in_process.status is GradeStatus.GRADED and graded:
-        findings = find_gaps(task, graded, in_process)
+    findings = _gap_findings(task, references, in_process)
     gap_ids = {g.test_id for g in findings.gaps} if findings else set()
     # Every two-process failure is a gap: the two-process evidence says nothing of the reference.
-    only_gaps = findings is not None and bool(findings.gaps) and not (
-        findings.still_failing or findings.inconsistent)
+    only_gaps = _only_gaps(findings)
     infra = [r for r in references if r.status is GradeStatus.INFRA_ERROR]
     if infra:
         checks.append(CheckResult("infrastructure", CheckStatus.ERROR,
@@ -259,6 +259,19 @@ def _needs_in_process_run(runs: Sequence[GradeResult]) -> GradeResult | None:
     return min(failed, key=lambda r: r.seed if r.seed is not None else -1, default=None)
 
 
+def _gap_findings(task: Task, references: Sequence[GradeResult],
+                  in_process: GradeResult | None) -> GapFindings | None:
+    graded = [r for r in references if r.status is GradeStatus.GRADED]
+    if in_process is None or in_process.status is not GradeStatus.GRADED or not graded:
+        return None
+    return find_gaps(task, graded, in_process)
+
+
+def _only_gaps(findings: GapFindings | None) -> bool:
+    """Every two-process failure is a gap (fails every two-process run, passes in-process)."""
+    return findings is not None and bool(findings.gaps) and not (findings.still_failing or findings.inconsistent)
+
+
 def _needs_more_runs(runs: Sequence[GradeResult]) -> bool:
     """Whether the remaining repeats can still change the verdict: every first-wave reference
     run was graded and passed (with the same tests), so a rarer failure may still be hiding."""
@@ -343,6 +356,19 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
             if on_progress:
                 on_progress(Progress(done, total, task.id, "no more repeats needed"))
     run(wave2)
+    # "Not gradeable two-process" needs its failures in every repeat, not just the first wave:
+    # a test failing one run in four at random can fail three runs in a row and pass the one
+    # in-process re-run (a CI run saw it so). A real gap fails the rest too; a flake passes one.
+    wave3: list[GradeRequest] = []
+    for i, task, _ in todo:
+        refs = [r for r in results[i] if r.phase is Phase.REFERENCE]
+        if len(refs) >= options.repeats or not _only_gaps(_gap_findings(task, refs, rechecks.get(i))):
+            continue
+        made = {r.seed for r in refs}
+        more = [seed for seed in range(1, options.repeats + 1) if seed not in made]
+        wave3 += [GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)) for seed in more]
+        total += len(more)
+    run(wave3)
     for i, task, key in todo:
         runs = results[i]
         refs = sorted((r for r in runs if r.phase is Phase.REFERENCE), key=lambda r: r.seed or 0)
