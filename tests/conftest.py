@@ -168,7 +168,8 @@ def _docker_last_words() -> str:
         lines = [f"(no daemon log: {e})"]
     kernel = subprocess.run(["dmesg"], capture_output=True, text=True, check=False).stdout.splitlines()
     # the sandboxes' own OOM kills (the memory tests) are many and beside the point
-    oom = [line for line in kernel if "killed process" in line.lower() and "docker" in line.lower()]
+    oom = [line for line in kernel if "killed process" in line.lower()
+           and ("(dockerd)" in line or "(containerd)" in line)]
     return "\n".join(["daemon log:", *lines[-15:], "kernel (OOM kills of the daemon):", *(oom[-5:] or ["none"])])
 
 
