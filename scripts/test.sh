@@ -37,7 +37,7 @@ fi
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff" >&2
 ruff check verify_cli tests scripts
-# mypy (about 35 s of one core) runs beside pytest rather than before it; its verdict
+# mypy (about 10 s of one core) runs beside pytest rather than before it; its verdict
 # is waited for and shown after pytest's, and fails the command as before.
 echo "== mypy (beside pytest; its output comes after pytest's)" >&2
 mypy verify_cli >"$LOGS/mypy.log" 2>&1 &

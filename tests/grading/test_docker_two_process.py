@@ -2,9 +2,9 @@
 
 The reward-hack conformance suites (the Python and node candidates and the task lists of
 ``test_hack_suite`` and ``test_hacks_js``, imported, not repeated) earn 0: every node hack on
-every node sample task, every Python hack on the Python tasks ``test_hack_suite`` grades cold
-(``COLD_TASKS``: a module task, one with hidden tests, a CLI task), cold and warm (warm adds
-a repository task); each side
+every node sample task, every Python hack cold on one of the Python tasks ``test_hack_suite``
+grades cold (``COLD_TASKS``: a module task, one with hidden tests, a CLI task; in turn) and
+warm on each of them and a repository task; each side
 of a run sees only its own; honest candidates (reference, starter, mutants) get the verdicts
 the bwrap backend gives them, CLI tasks (``VERIFY_CANDIDATE_EXEC``) and node tasks included.
 Single-use mode stays in-process and says why.
@@ -20,7 +20,7 @@ import pytest
 import test_hack_suite as python_hacks
 import test_hacks_js as node_hacks
 import test_two_process_parity as parity
-from test_hack_suite import COLD_TASKS, HACKS, assert_earns_nothing, grade_hacks, python_sample_tasks
+from test_hack_suite import COLD_TASKS, HACKS, assert_earns_nothing, grade_hacks, grade_pairs, python_sample_tasks
 
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
@@ -42,10 +42,24 @@ def docker() -> Iterator[Sandbox]:
         yield box
 
 
+def cold_pairs() -> list[tuple[str, Task]]:
+    """Every Python hack on one of ``COLD_TASKS``, the tasks in turn (each gets five). The whole
+    hack x task matrix is graded cold on bwrap (``test_hack_suite``) and warm on docker (below);
+    what docker cold adds is its own launch of the trusted side, which every hack meets here."""
+    tasks = [t for t in python_sample_tasks() if t.id in COLD_TASKS]
+    return [(hack, tasks[i % len(tasks)]) for i, hack in enumerate(HACKS)]
+
+
 @pytest.fixture(scope="module")
 def python_cold(docker: Sandbox) -> dict[tuple[str, str], GradeResult]:
     with Grader(docker) as grader:
-        return grade_hacks(grader, [t for t in python_sample_tasks() if t.id in COLD_TASKS], HACKS)
+        return grade_pairs(grader, cold_pairs())
+
+
+def test_docker_cold_grades_every_hack_and_every_cold_task() -> None:
+    pairs = cold_pairs()
+    assert sorted(h for h, _ in pairs) == sorted(HACKS)
+    assert {t.id for _, t in pairs} == set(COLD_TASKS)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +80,7 @@ def test_node_mode_declares_two_process(docker: Sandbox) -> None:
 
 @pytest.mark.parametrize("hack", HACKS)
 def test_python_hack_earns_nothing_on_docker(python_cold: dict[tuple[str, str], GradeResult], hack: str) -> None:
-    assert len(python_cold) == len(HACKS) * len(COLD_TASKS)
+    assert len(python_cold) == len(HACKS)
     assert_earns_nothing(python_cold, hack)
 
 

@@ -59,9 +59,14 @@ def in_process(task: Task) -> Task:
 
 
 def grade_hacks(grader: Grader, tasks: list[Task], hacks: list[str]) -> dict[tuple[str, str], GradeResult]:
+    return grade_pairs(grader, [(hack, task) for hack in hacks for task in tasks])
+
+
+def grade_pairs(grader: Grader, pairs: list[tuple[str, Task]]) -> dict[tuple[str, str], GradeResult]:
+    """Each hack of ``pairs`` graded on its task: results by (hack, task id)."""
     requests = [GradeRequest(task, Phase.PROBE, candidate={hack_target(task): hack_source(hack)},
                              label=f"{hack}|{task.id}")
-                for hack in hacks for task in tasks]
+                for hack, task in pairs]
     out: dict[tuple[str, str], GradeResult] = {}
     for result in grader.grade_many(requests, jobs=2):
         hack, task_id = result.label.split("|", 1)
