@@ -31,14 +31,17 @@ fi
 # indexes as pip does: --index-strategy unsafe-best-match), else with pip. The same packages at
 # the same versions (pip freeze compared), in about a third of the time (8.5 s against 23 s here,
 # 1 s against 13 s for the frameworks below). VERIFY_SETUP_PIP=1 uses pip alone.
+UV="$VENV/verify-tools/uv/bin/uv"
 uv_args=()
 uv_env=()
 use_uv=0
 prepare_installer() {
   [ -z "${installer_ready:-}" ] || return 0
   installer_ready=1
+  # uv itself lies beside the venv, not in it (the venv holds what verify-cli and its tests use)
   if [ "${VERIFY_SETUP_PIP:-0}" != 1 ] && lines="$("$VENV/bin/python" scripts/pip_config_to_uv.py)" \
-      && { [ -x "$VENV/bin/uv" ] || "$VENV/bin/python" -m pip install -q uv >/dev/null 2>&1; }; then
+      && { [ -x "$UV" ] || "$VENV/bin/python" -m pip install -q --target "$VENV/verify-tools/uv" uv \
+             >/dev/null 2>&1; } && [ -x "$UV" ]; then
     while IFS= read -r line; do
       case "$line" in
         "") ;;
@@ -54,7 +57,7 @@ prepare_installer() {
 pip_install() {
   prepare_installer
   if [ "$use_uv" = 1 ]; then
-    if env "${uv_env[@]}" "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" \
+    if env "${uv_env[@]}" "$UV" pip install -q --python "$VENV/bin/python" \
         --index-strategy unsafe-best-match "${uv_args[@]}" "$@"; then
       return 0
     fi

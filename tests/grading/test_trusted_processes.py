@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,46 +102,52 @@ def read_proc(pid: int) -> Proc | None:
     return Proc(pid, ppid, [a.decode("utf-8", "replace") for a in cmd.split(b"\0")[:-1]], env, cwd, exe)
 
 
+#: One docker client for every snapshot of the module (a new one asks the engine its version).
+_DOCKER: list[Any] = []
+
+
 def container_snapshot() -> dict[int, Proc]:
-    """Every process of the docker containers this process made (``docker top``: host pids,
-    read from the host's ``/proc``), now."""
+    """Every process of the docker containers this process made, now: the host's processes
+    whose cgroup names one of them (what ``docker top`` lists, without its ``ps`` per container
+    per snapshot), read from the host's ``/proc``."""
     import docker
     from verify_cli.sandbox.docker.containers import OWNER_LABEL, owner
 
+    if not _DOCKER:
+        _DOCKER.append(docker.from_env())
+    ids = [c.id.encode() for c in _DOCKER[0].containers.list(
+        sparse=True, filters={"label": f"{OWNER_LABEL}={owner()}"})]
     procs: dict[int, Proc] = {}
-    client = docker.from_env()
-    try:
-        for c in client.containers.list(filters={"label": f"{OWNER_LABEL}={owner()}"}):
-            try:
-                rows = c.top(ps_args="-o pid")["Processes"] or []
-            except Exception:  # the container went away meanwhile
-                continue
-            for row in rows:
-                if (p := read_proc(int(row[0]))) is not None:
-                    procs[p.pid] = p
-    finally:
-        client.close()
+    if not ids:
+        return procs
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (cgroup := _read(f"/proc/{entry}/cgroup")) \
+                and any(i in cgroup for i in ids) and (p := read_proc(int(entry))) is not None:
+            procs[p.pid] = p
     return procs
 
 
+def _ppid(pid: str) -> int | None:
+    stat = _read(f"/proc/{pid}/stat")
+    return int(stat.rsplit(b")", 1)[1].split()[1]) if stat else None
+
+
 def snapshot() -> dict[int, Proc]:
-    """Every descendant of this process, now."""
-    procs: dict[int, Proc] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (p := read_proc(int(entry))) is not None:
-            procs[p.pid] = p
+    """Every descendant of this process, now (the whole of ``/proc/PID`` read for those only:
+    the parent links of every process first)."""
+    parents = {int(e): ppid for e in os.listdir("/proc") if e.isdigit() and (ppid := _ppid(e)) is not None}
     me, mine = os.getpid(), {os.getpid()}
     changed = True
     while changed:
         changed = False
-        for p in procs.values():
-            if p.ppid in mine and p.pid not in mine:
-                mine.add(p.pid)
+        for pid, ppid in parents.items():
+            if ppid in mine and pid not in mine:
+                mine.add(pid)
                 changed = True
-    mine.discard(me)
+    procs = {pid: p for pid in mine if (p := read_proc(pid)) is not None}
     # A child between fork and exec still shows this process's argv: it is not yet a run's process.
     own = procs[me].argv if me in procs else None
-    return {pid: procs[pid] for pid in mine if procs[pid].argv != own}
+    return {pid: p for pid, p in procs.items() if pid != me and p.argv != own}
 
 
 def _is_candidate_root(p: Proc) -> bool:
