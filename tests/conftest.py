@@ -236,8 +236,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     reports = runtestprotocol(item, nextitem=nextitem, log=False)
     # (the other worker may have started the engine again already: a new daemon pid says so)
     # one ping (10 s when the engine is down), not one to decide and another to act
-    answers = _docker_answers() if any(r.failed for r in reports) else True
-    if any(r.failed for r in reports) and (_daemon_pid() != daemon or not answers):
+    failed = any(r.failed for r in reports)
+    answers = _docker_answers() if failed else True
+    if failed and (_daemon_pid() != daemon or not answers):
         if not answers:
             _restart_docker(item.nodeid, "during")
         else:

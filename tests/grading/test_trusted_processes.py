@@ -81,13 +81,18 @@ def _read(path: str) -> bytes | None:
         return None
 
 
+def _stat_ppid(stat: bytes) -> int:
+    """The parent pid in a ``/proc/PID/stat`` line (after the command name, which may hold ')')."""
+    return int(stat.rsplit(b")", 1)[1].split()[1])
+
+
 def read_proc(pid: int) -> Proc | None:
     """What the host's ``/proc/PID`` shows of one process (None: gone, or a kernel thread)."""
     stat = _read(f"/proc/{pid}/stat")
     cmd = _read(f"/proc/{pid}/cmdline")
     if not stat or not cmd:
         return None
-    ppid = int(stat.rsplit(b")", 1)[1].split()[1])
+    ppid = _stat_ppid(stat)
     raw = _read(f"/proc/{pid}/environ")
     env = None if raw is None else dict(
         item.split("=", 1) for item in raw.decode("utf-8", "replace").split("\0") if "=" in item)
@@ -129,7 +134,7 @@ def container_snapshot() -> dict[int, Proc]:
 
 def _ppid(pid: str) -> int | None:
     stat = _read(f"/proc/{pid}/stat")
-    return int(stat.rsplit(b")", 1)[1].split()[1]) if stat else None
+    return _stat_ppid(stat) if stat else None
 
 
 def snapshot() -> dict[int, Proc]:
