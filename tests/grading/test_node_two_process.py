@@ -188,3 +188,57 @@ def test_the_node_exec_runner_matches_the_python_one(pair: tuple[Path, Path]) ->
                            str(sock.parent / "absent.sock"), "--", "true"], capture_output=True, timeout=60,
                           env=_env(VERIFY_EXEC_CONNECT_SECONDS="0.5"))
     assert gone.returncode == 125 and b"cannot reach the candidate sandbox" in gone.stderr
+
+
+#: A candidate server's main thread that is slow to look at its channel's status: its first
+#: wake-up (the I/O thread says LISTENING) is followed by half a second off the CPU, as on a busy
+#: machine, during which the trusted side connects and the I/O thread accepts (status UP).
+_SLOW_MAIN = """
+const realWait = Atomics.wait;
+let first = true;
+Atomics.wait = function (ta, index, value, timeout) {
+  const r = realWait.call(Atomics, ta, index, value, timeout);
+  if (first) {
+    first = false;
+    const until = Date.now() + 500;
+    while (Date.now() < until) {}
+  }
+  return r;
+};
+const { SyncChannel } = require(process.argv[2]);
+try {
+  new SyncChannel({ mode: 'listen', path: process.argv[3], connectSeconds: 1 });
+  process.stdout.write('listening\\n');
+  process.exit(0);
+} catch (e) {
+  process.stdout.write(`failed: ${e.message}\\n`);
+  process.exit(1);
+}
+"""
+
+
+def test_a_server_that_sees_its_first_connection_before_listening_still_serves(tmp_path: Path) -> None:
+    """The I/O thread may listen and accept the first connection before the main thread looks:
+    that is listening too (it used to wait for LISTENING until the deadline and fail the run)."""
+    script = tmp_path / "slow_main.js"
+    script.write_text(_SLOW_MAIN)
+    sock_path = tmp_path / "channel.sock"
+    server = subprocess.Popen(["node", str(script), str(SERVER.parent / "channel.js"), str(sock_path)],
+                              stdout=subprocess.PIPE, text=True)
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            try:
+                client.connect(str(sock_path))
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server never listened"
+                time.sleep(0.001)
+        out, _ = server.communicate(timeout=30)
+    finally:
+        client.close()
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert out.strip() == "listening", out

@@ -10,6 +10,9 @@ through these warm nodes too.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +20,8 @@ import pytest
 
 from tests.sandbox.test_docker_nodes import _SKIP, PYTHON_IMAGE
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Verdict
+from verify_cli.sandbox.docker import node_pool
+from verify_cli.sandbox.docker.node_pool import SHAPES_KEPT
 
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
 
@@ -144,3 +149,35 @@ def test_a_warm_timeout_recycles_the_node_and_the_next_run_is_warm(one: DockerSa
     fine, how = _warm(one, tmp_path / "fine", "def test_ok():\n    pass\n", limits=limits)
     assert how == "warm" and fine.verdict is Verdict.OK
     assert one.container_stats()["recycled"] >= 1
+
+
+@pytest.fixture
+def small(monkeypatch: pytest.MonkeyPatch) -> Iterator[DockerSandbox]:
+    """A pool of one node per shape and no room for more keys: SHAPES_KEPT nodes in all."""
+    monkeypatch.setattr(node_pool, "WARM_KEYS_KEPT", 0)
+    box = DockerSandbox(max_containers=1, idle_timeout_s=60)
+    yield box
+    box.close()
+
+
+def test_a_node_rearmed_for_another_hash_seed_runs_under_that_seed(small: DockerSandbox,
+                                                                  tmp_path: Path) -> None:
+    """A warm node's interpreter is keyed by its start-time variables: check-tasks runs each
+    repeat under its own PYTHONHASHSEED. Once the pool is at its size (one node per shape here:
+    SHAPES_KEPT nodes), the next seed re-arms the longest-idle node (its supervisor replaced in
+    the same container, none of the old one's processes left) instead of starting a container,
+    and the run's interpreter hashes under the new seed."""
+    seeds = list(range(SHAPES_KEPT + 1))
+    for seed in seeds:
+        expected = subprocess.run([sys.executable, "-c", "print(hash('verify-cli'))"], text=True,
+                                  capture_output=True, check=True,
+                                  env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()
+        body = ("import os\n"
+                f"def test_seed():\n    assert os.environ['PYTHONHASHSEED'] == '{seed}'\n"
+                f"    assert hash('verify-cli') == {expected}\n")
+        result, how = _warm(small, tmp_path / f"seed{seed}", body, env={"PYTHONHASHSEED": str(seed)})
+        assert how == "warm", small.warm_last_error
+        assert result.verdict is Verdict.OK, (seed, result.message, result.stdout.text)
+    stats = small.container_stats()
+    assert stats["started"] == SHAPES_KEPT and stats["rearmed"] == 1, stats
+    assert stats["recycled"] == 0, stats  # only the node's own processes were left after the run

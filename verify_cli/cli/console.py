@@ -402,5 +402,6 @@ def sandbox_facts(facts: Mapping[str, Any]) -> None:
     if isinstance(containers, Mapping) and "started" in containers:
         out.print(f"docker containers ({escape(str(facts.get('docker_mode', '')))} mode): "
                   f"{containers['started']} started, {containers['reused']} reused, "
+                  f"{containers.get('rearmed', 0)} re-armed, "
                   f"{containers['recycled']} recycled, {containers['idle_removed']} removed idle, "
                   f"peak {containers['peak']}")

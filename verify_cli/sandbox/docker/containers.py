@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from docker.types import LogConfig, Ulimit
@@ -84,6 +84,11 @@ class Shape:
     @classmethod
     def of(cls, image: str, limits: Limits) -> Shape:
         return cls(image, limits.memory_mb, limits.processes, limits.file_bytes, limits.cpu_seconds)
+
+    def container(self) -> Shape:
+        """What the container itself is made of (image and limits): shapes equal here differ
+        only in the supervisor that waits in the container."""
+        return replace(self, warm=None)
 
 
 def base_environment() -> dict[str, str]:

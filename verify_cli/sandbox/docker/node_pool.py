@@ -3,8 +3,12 @@
 A pool grows while work waits: a run that finds no idle node of its shape starts one, up to a
 limit (``max_nodes`` of a shape, and no more than the machine's memory holds for that shape);
 past it, the run waits for a node to come free. All shapes together keep at most
-``SHAPES_KEPT`` times ``max_nodes``: beyond that, the longest-idle node of another shape is removed
-to make room. A node goes back idle after a run unless it is damaged or has served
+``SHAPES_KEPT`` times ``max_nodes`` plus ``WARM_KEYS_KEPT`` nodes (:attr:`NodePool.kept`): beyond
+that, the longest-idle node of another shape is removed to make room. Where the pool is given a ``rearm`` and a run needs a node that only an idle node
+of another shape could serve (the same container, another supervisor: a warm node's interpreter
+keyed by its start-time variables, ``PYTHONHASHSEED`` one per check-tasks repeat) once the pool
+is at its size and that node is the one to make room, it is re-armed (its supervisor replaced
+in the same container) rather than removed for a new container. A node goes back idle after a run unless it is damaged or has served
 ``max_runs`` runs (then it is recycled: removed, and the next run starts a new one). Nodes idle
 for ``idle_s`` are removed by a background thread that exits once nothing is left, so an idle
 process holds no container and no thread.
@@ -25,6 +29,11 @@ from verify_cli.sandbox.docker.containers import Shape
 MEMORY_SHARE = 0.5
 #: Shapes' worth of nodes kept alive at once (a task set mixing images keeps each one's warm).
 SHAPES_KEPT = 4
+#: Nodes kept beyond those, for warm nodes that differ only in their start-time key: check-tasks
+#: runs a task's repeats under their own ``PYTHONHASHSEED`` each (12 seeds by default), one run
+#: of each at a time, and a pool holding fewer keys than that lost every node task after task
+#: (34 containers started for the sample tasks at 8 kept, 14 at 16: one per seed and image).
+WARM_KEYS_KEPT = 8
 
 
 class _NodeLike(Protocol):
@@ -46,10 +55,13 @@ class PoolStats:
     idle_removed: int = 0
     peak: int = 0
     waits: int = 0
+    #: Idle nodes given another shape's supervisor in the same container (no container started).
+    rearmed: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {"started": self.started, "reused": self.reused, "recycled": self.recycled,
-                "idle_removed": self.idle_removed, "peak": self.peak, "waits": self.waits}
+                "idle_removed": self.idle_removed, "peak": self.peak, "waits": self.waits,
+                "rearmed": self.rearmed}
 
 
 def default_max_nodes() -> int:
@@ -75,15 +87,23 @@ class _Idle(Generic[N]):
 
 
 class NodePool(Generic[N]):
-    """Nodes by shape; ``make`` starts one (may raise), ``destroy`` removes one. Thread-safe."""
+    """Nodes by shape; ``make`` starts one (may raise), ``destroy`` removes one. Thread-safe.
+
+    ``rearm(node, shape)`` (optional) turns an idle node whose container suits ``shape``
+    (:meth:`Shape.container`: the same image and limits) into a node of ``shape`` (may raise: the
+    node is then destroyed and a new one made)."""
 
     def __init__(self, make: Callable[[Shape], N], destroy: Callable[[N], None], *,
-                 max_nodes: int, idle_s: float, max_runs: int) -> None:
+                 max_nodes: int, idle_s: float, max_runs: int,
+                 rearm: Callable[[N, Shape], N] | None = None) -> None:
         self._make = make
         self._destroy = destroy
+        self._rearm = rearm
         self.max_nodes = max(1, max_nodes)
         self.idle_s = idle_s
         self.max_runs = max(1, max_runs)
+        #: Most nodes alive at once, all shapes together.
+        self.kept = self.max_nodes * SHAPES_KEPT + WARM_KEYS_KEPT
         self.stats = PoolStats()
         self._cond = threading.Condition()
         self._idle: dict[Shape, list[_Idle[N]]] = {}
@@ -103,6 +123,7 @@ class NodePool(Generic[N]):
         """An idle node of ``shape``, else a new one (when the limits allow), else waits."""
         evict: list[N] = []
         node: N | None = None
+        rearm: N | None = None
         with self._cond:
             self._closed = False  # a closed pool grows again on demand
             while True:
@@ -112,12 +133,18 @@ class NodePool(Generic[N]):
                     node = idle.pop().node  # the most recently used: its caches are warm
                     break
                 room = self._alive.get(shape, 0) < self._cap(shape)
-                if room and self._total < self.max_nodes * SHAPES_KEPT:
+                if room and self._total < self.kept:
                     self._grow(shape, 1)
                     break
-                victim = self._oldest_idle_other(shape)
-                if victim is not None and room:
+                # At the pool's size: the longest-idle node of another shape makes room. One whose
+                # container serves this shape is re-armed (no container to remove and start).
+                victim = self._oldest_idle_other(shape) if room else None
+                if victim is not None:
                     self._shrink(victim.shape, 1)
+                    if self._rearm is not None and victim.shape.container() == shape.container():
+                        rearm = victim
+                        self._grow(shape, 1)
+                        break
                     evict.append(victim)
                     continue
                 self.stats.waits += 1
@@ -126,6 +153,16 @@ class NodePool(Generic[N]):
             self._destroy(old)
         if node is not None:
             return node
+        if rearm is not None:
+            assert self._rearm is not None
+            try:
+                made = self._rearm(rearm, shape)
+            except BaseException:  # the node is gone either way; a new one is made below
+                self._destroy(rearm)
+            else:
+                with self._cond:
+                    self.stats.rearmed += 1
+                return made
         try:
             made = self._make(shape)
         except BaseException:
@@ -212,6 +249,7 @@ class NodePool(Generic[N]):
         self._total -= count
 
     def _oldest_idle_other(self, shape: Shape) -> N | None:
+        """The longest-idle node of another shape, taken out of the idle lists."""
         best: tuple[float, Shape, int] | None = None
         for other, idle in self._idle.items():
             if other == shape:

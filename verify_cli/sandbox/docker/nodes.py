@@ -125,6 +125,13 @@ _INIT = ("trap 'exit 0' TERM; a=0; while :; do sleep 5 & wait; "
          "if [ $n -le 1 ]; then a=$((a + 1)); [ $a -ge 2 ] && exit 0; else a=0; fi; done")
 #: Processes alive between runs: pid 1, its sleep and the supervisor; more means a run escaped.
 _BASELINE_PROCESSES = 3
+#: Re-arming a node (uid 1000, the supervisor's user): SIGKILL to every process this user may
+#: signal but pid 1 (``kill -1`` spares it and the caller: the old supervisor and anything of
+#: it, init's sleep at worst, which init restarts), then wait until no more live processes are
+#: left than pid 1, its sleep and this shell.
+_CLEAR_NODE = ("kill -9 -1 2>/dev/null; i=0; while :; do n=0; for p in /proc/[0-9]*; do "
+               "read -r _ _ z _ < \"$p/stat\" 2>/dev/null && [ \"$z\" != Z ] && n=$((n + 1)); done; "
+               "[ $n -le 3 ] && exit 0; i=$((i + 1)); [ $i -ge 500 ] && exit 1; sleep 0.01; done")
 
 
 @dataclass
@@ -338,7 +345,7 @@ class NodeEngine(DockerExecs):
         self._digest_of = digest_of
         self._remove = remove
         self.pool: NodePool[Node] = NodePool(self._create, self._destroy, max_nodes=max_nodes,
-                                             idle_s=idle_s, max_runs=max_runs)
+                                             idle_s=idle_s, max_runs=max_runs, rearm=self._rearm)
 
     # -- nodes -----------------------------------------------------------------------------------
 
@@ -362,6 +369,31 @@ class NodeEngine(DockerExecs):
             self._remove_now(container_id)
             raise
         return Node(container_id, shape, conn, nonce, digest)
+
+    def _rearm(self, node: Node, shape: Shape) -> Node:
+        """``node`` (idle, so only its own processes are alive) serving ``shape``, whose container
+        is the same (image and limits: :meth:`Shape.container`) and whose supervisor is not: the
+        old supervisor's stdin is closed, every process of the supervisor's user but pid 1 is
+        killed and gone, and ``shape``'s supervisor starts, with a new job secret, as in
+        :meth:`_create`. The container, its root-owned harness folder and its limits stay. Raises
+        when the node cannot be re-armed (the pool then removes it and starts a new one)."""
+        if node.shape.container() != shape.container():
+            raise ValueError("a node is re-armed only for a shape of the same container")
+        node.conn.close()
+        said = BoundedCapture(4096)
+        outcome = self._exec(node.container_id, ["/bin/sh", "-c", _CLEAR_NODE], user=USER, feed=None,
+                             stdout=said, stderr=said, timeout_s=START_TIMEOUT_S)
+        if outcome.exit_code != 0:
+            raise RuntimeError(f"the node's processes did not end ({outcome}): {said.result().text[-300:]}")
+        nonce = f"verify-job-{secrets.token_hex(12)}"
+        argv, env = self._supervisor(shape, nonce)
+        _, conn = self._start_exec(node.container_id, argv, user=USER, env=env, workdir="/")
+        try:
+            self._await_ready(shape.image, conn, nonce)
+        except BaseException:
+            conn.close()
+            raise
+        return Node(node.container_id, shape, conn, nonce, node.digest, runs=node.runs)
 
     def _install_harness(self, container_id: str, image: str) -> None:
         """The harness in the node's root-owned harness folder (see ``_unpack_harness``)."""

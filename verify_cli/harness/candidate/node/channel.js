@@ -53,11 +53,17 @@ class SyncChannel {
     this.worker.on('error', (e) => {
       process.stderr.write(`verify channel: I/O thread failed: ${e && e.stack}\n`);
     });
-    const want = mode === 'listen' ? L.STATUS_LISTENING : L.STATUS_UP;
+    // Listening, the I/O thread may accept the first connection (UP), and even see it close
+    // (CLOSED), before this thread looks again: both mean it listened. Waiting for LISTENING
+    // alone then slept until the deadline while the trusted side waited on this server (a
+    // correct reference failed so, now and then, on a busy machine).
+    const reached = mode === 'listen'
+      ? (s) => s === L.STATUS_LISTENING || s === L.STATUS_UP || s === L.STATUS_CLOSED
+      : (s) => s === L.STATUS_UP;
     const deadline = Date.now() + (connectSeconds + 5) * 1000;
     for (;;) {
       const status = Atomics.load(this.ctl, L.STATUS);
-      if (status === want) break;
+      if (reached(status)) break;
       if (status === L.STATUS_FAILED || status === L.STATUS_CLOSED) {
         throw new ChannelClosed(`cannot ${mode} the channel at ${channelPath}`);
       }
