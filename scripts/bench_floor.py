@@ -15,9 +15,11 @@ with none of verify-cli's code in the way:
    what a grading parent needs), each grading its share of the completions. Per completion,
    exactly what the trust model cannot do without:
 
-   - the candidate's side: a child forked from the warm parent into fresh user, mount, IPC,
-     UTS and pid namespaces, whose init forks the server (pid 2), which runs the prompt plus the
-     completion and answers calls over a socket pair (``marshal``: plain data only), then exits;
+   - the candidate's side: a child forked from the warm parent that enters fresh user, mount,
+     IPC and UTS namespaces and makes a pid namespace whose first process (pid 1) it forks: the
+     server, which runs the prompt plus the completion and answers calls over a socket pair
+     (``marshal``: plain data only), then exits (two processes a run, as verify-cli's init and
+     server);
    - the trusted side: a child forked from the warm parent that runs the problem's ``check``
      against a stand-in whose calls cross the socket, and reports pass or fail;
 
@@ -93,10 +95,11 @@ def _enter_namespaces(uid: int, gid: int, pid_namespace: bool) -> None:
 
 
 def _candidate(sock: socket.socket, source: str, entry: str, uid: int, gid: int, lean: bool) -> None:
-    """The candidate's side: fresh namespaces, an init that forks the server and waits (``lean``:
-    no pid namespace, no init: the process serves itself)."""
+    """The candidate's side: fresh namespaces, then the server forked as pid 1 of a new pid
+    namespace while this process waits for it (``lean``: no pid namespace, no second process:
+    this one serves)."""
     _enter_namespaces(uid, gid, not lean)
-    server = 0 if lean else os.fork()  # pid 1 of the new pid namespace
+    server = 0 if lean else os.fork()  # the server: pid 1 of the new pid namespace
     if server:
         while True:
             try:
