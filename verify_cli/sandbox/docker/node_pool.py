@@ -4,14 +4,14 @@ A pool grows while work waits: a run that finds no idle node of its shape starts
 limit (``max_nodes`` of a shape, and no more than the machine's memory holds for that shape);
 past it, the run waits for a node to come free. All shapes together keep at most
 ``SHAPES_KEPT`` times ``max_nodes`` plus ``WARM_KEYS_KEPT`` nodes (:attr:`NodePool.kept`): beyond
-that, the longest-idle node of another shape is removed to make room. Where the pool is given a ``rearm`` and a run needs a node that only an idle node
-of another shape could serve (the same container, another supervisor: a warm node's interpreter
-keyed by its start-time variables, ``PYTHONHASHSEED`` one per check-tasks repeat) once the pool
-is at its size and that node is the one to make room, it is re-armed (its supervisor replaced
-in the same container) rather than removed for a new container. A node goes back idle after a run unless it is damaged or has served
-``max_runs`` runs (then it is recycled: removed, and the next run starts a new one). Nodes idle
-for ``idle_s`` are removed by a background thread that exits once nothing is left, so an idle
-process holds no container and no thread.
+that, the longest-idle node of another shape is removed to make room. Where the pool is given a
+``rearm`` and that node's container serves the run's shape too (the same image and limits,
+another supervisor: a warm node's interpreter is keyed by its start-time variables,
+``PYTHONHASHSEED`` one per check-tasks repeat), it is re-armed (its supervisor replaced in the
+same container) rather than removed for a new container. A node goes back idle after a run
+unless it is damaged or has served ``max_runs`` runs (then it is recycled: removed, and the next
+run starts a new one). Nodes idle for ``idle_s`` are removed by a background thread that exits
+once nothing is left, so an idle process holds no container and no thread.
 """
 
 from __future__ import annotations
