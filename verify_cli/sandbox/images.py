@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -70,15 +71,14 @@ class ImageRecipe:
     setup: str
     #: argv run in the finished image; it must exit 0 or the image is rejected.
     check: tuple[str, ...]
-    #: A program of this machine's to put in ``/usr/local/bin`` (ahead of Debian's on PATH) when
-    #: it qualifies (:func:`host_program`): the offline node image takes this machine's Node.js
-    #: when it is a self-contained official build, as the Dockerfile's ``node:20`` base has.
-    host_program: str = ""
+    #: Put this machine's Node.js in ``/usr/local/bin`` (ahead of Debian's on PATH) where it is a
+    #: self-contained official build (:func:`host_node`), as the Dockerfile's ``node:20`` has.
+    host_node: bool = False
 
     @property
     def fingerprint(self) -> str:
         text = "\n".join([self.suite, *self.packages, self.setup, _COMMON_SETUP, _CLEANUP,
-                          *([host_program_identity(self.host_program)] if self.host_program else [])])
+                          *([host_node_identity()] if self.host_node else [])])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -123,7 +123,7 @@ RECIPES: dict[str, ImageRecipe] = {
         # start costs about 3.5 times an official build's (106 ms against 30 ms a `node -e` here),
         # and `node --test` starts two. This machine's official build, where it has one, makes
         # the offline image start as fast as the Dockerfile's node:20 and as bwrap's runs.
-        host_program="node",
+        host_node=True,
     ),
 }
 IMAGE_TAGS = {r.tag: r for r in RECIPES.values()}
@@ -131,12 +131,12 @@ IMAGE_TAGS = {r.tag: r for r in RECIPES.values()}
 _NODE_MAJOR_MIN = 20
 
 
-def host_program(name: str) -> tuple[Path, str] | None:
-    """(path, version) of this machine's ``name`` when it qualifies for an offline image:
-    ``node`` 20 or newer, self-contained (``ldd`` names no ``libnode``: an official build, not a
-    distribution's shared-library one). None otherwise (the image keeps Debian's)."""
-    if name != "node":
-        return None
+@functools.cache
+def host_node() -> tuple[Path, str] | None:
+    """(path, version) of this machine's ``node`` when it qualifies for the offline node image:
+    20 or newer, self-contained (``ldd`` names no ``libnode``: an official build, not a
+    distribution's shared-library one). None otherwise (the image keeps Debian's). Asked once a
+    process (the fingerprint and the build both want it)."""
     found = shutil.which("node")
     if found is None:
         return None
@@ -153,11 +153,11 @@ def host_program(name: str) -> tuple[Path, str] | None:
     return path, version
 
 
-def host_program_identity(name: str) -> str:
-    """What the fingerprint records of ``name`` (its version, or that Debian's is used): a
-    machine whose node changes rebuilds nothing, but the image says it is from another recipe."""
-    found = host_program(name)
-    return f"{name} {found[1]} from the host" if found else f"{name} from Debian"
+def host_node_identity() -> str:
+    """What the fingerprint records of the image's node (its version, or that Debian's is used):
+    a machine whose node changes rebuilds nothing, but the image says it is from another recipe."""
+    found = host_node()
+    return f"node {found[1]} from the host" if found else "node from Debian"
 
 
 @dataclass(frozen=True)
@@ -381,8 +381,8 @@ def _build_offline(client: Any, recipe: ImageRecipe, bases: _BaseCache, say: Pro
             _run(install, what=f"apt-get install {' '.join(recipe.packages)}", env=env)
         _run(["chroot", str(root), "sh", "-c", _COMMON_SETUP + recipe.setup + _CLEANUP],
              what="image setup", env=env)
-        if recipe.host_program:
-            _add_host_program(root, recipe, say)
+        if recipe.host_node:
+            _add_host_node(root, recipe, say)
         say(f"{recipe.tag}: docker import")
         tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-cf", "-", "."],
                                stdout=subprocess.PIPE)
@@ -400,26 +400,25 @@ def _build_offline(client: Any, recipe: ImageRecipe, bases: _BaseCache, say: Pro
                 raise SandboxUnavailableError(f"tar of the {recipe.tag} root file system failed")
 
 
-def _add_host_program(root: Path, recipe: ImageRecipe, say: Progress) -> None:
-    """This machine's ``recipe.host_program`` into the root file system's ``/usr/local/bin``, kept
-    only if it runs there (its libraries are the image's); Debian's stays as it was either way."""
-    found = host_program(recipe.host_program)
+def _add_host_node(root: Path, recipe: ImageRecipe, say: Progress) -> None:
+    """This machine's ``node`` into the root file system's ``/usr/local/bin``, kept only if it
+    runs there (its libraries are the image's); Debian's stays as it was either way."""
+    found = host_node()
     if found is None:
-        say(f"{recipe.tag}: {recipe.host_program} from Debian")
+        say(f"{recipe.tag}: node from Debian")
         return
     path, version = found
-    target = root / "usr/local/bin" / recipe.host_program
+    target = root / "usr/local/bin" / "node"
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(path, target)
     target.chmod(0o755)
-    probe = subprocess.run(["chroot", str(root), f"/usr/local/bin/{recipe.host_program}", "--version"],
+    probe = subprocess.run(["chroot", str(root), "/usr/local/bin/node", "--version"],
                            capture_output=True, text=True)
     if probe.returncode != 0 or probe.stdout.strip() != version:
         target.unlink()
-        say(f"{recipe.tag}: this machine's {recipe.host_program} {version} does not run in the "
-            f"image; Debian's is kept")
+        say(f"{recipe.tag}: this machine's node {version} does not run in the image; Debian's is kept")
         return
-    say(f"{recipe.tag}: {recipe.host_program} {version} (this machine's official build)")
+    say(f"{recipe.tag}: node {version} (this machine's official build)")
 
 
 def _chunks(stream: Any, size: int = 1 << 20) -> Iterator[bytes]:

@@ -128,9 +128,8 @@ _BASELINE_PROCESSES = 3
 #: Re-arming a node (uid 1000, the supervisor's user): SIGKILL to every process this user may
 #: signal but pid 1 (``kill -1`` spares it and the caller: the old supervisor and anything of
 #: it, init's sleep at worst, which init restarts), then wait until no more live processes are
-#: left than pid 1, its sleep and this shell.
-_CLEAR_NODE = ("kill -9 -1 2>/dev/null; i=0; while :; do n=0; for p in /proc/[0-9]*; do "
-               "read -r _ _ z _ < \"$p/stat\" 2>/dev/null && [ \"$z\" != Z ] && n=$((n + 1)); done; "
+#: left (``cnt``, as the job script counts them) than pid 1, its sleep and this shell.
+_CLEAR_NODE = (_COUNTERS + "kill -9 -1 2>/dev/null; i=0; while :; do cnt; "
                "[ $n -le 3 ] && exit 0; i=$((i + 1)); [ $i -ge 500 ] && exit 1; sleep 0.01; done")
 
 
@@ -357,18 +356,24 @@ class NodeEngine(DockerExecs):
         try:
             self._api.start(container_id)
             self._install_harness(container_id, shape.image)
-            nonce = f"verify-job-{secrets.token_hex(12)}"
-            argv, env = self._supervisor(shape, nonce)
-            _, conn = self._start_exec(container_id, argv, user=USER, env=env, workdir="/")
-            try:
-                self._await_ready(shape.image, conn, nonce)
-            except BaseException:
-                conn.close()
-                raise
+            conn, nonce = self._start_supervisor(container_id, shape)
         except BaseException:
             self._remove_now(container_id)
             raise
         return Node(container_id, shape, conn, nonce, digest)
+
+    def _start_supervisor(self, container_id: str, shape: Shape) -> tuple[Conn, str]:
+        """``shape``'s supervisor in the container, with a new job secret, once it says it is
+        ready: its connection and the secret (the connection is closed if it never is)."""
+        nonce = f"verify-job-{secrets.token_hex(12)}"
+        argv, env = self._supervisor(shape, nonce)
+        _, conn = self._start_exec(container_id, argv, user=USER, env=env, workdir="/")
+        try:
+            self._await_ready(shape.image, conn, nonce)
+        except BaseException:
+            conn.close()
+            raise
+        return conn, nonce
 
     def _rearm(self, node: Node, shape: Shape) -> Node:
         """``node`` (idle, so only its own processes are alive) serving ``shape``, whose container
@@ -385,14 +390,7 @@ class NodeEngine(DockerExecs):
                              stdout=said, stderr=said, timeout_s=START_TIMEOUT_S)
         if outcome.exit_code != 0:
             raise RuntimeError(f"the node's processes did not end ({outcome}): {said.result().text[-300:]}")
-        nonce = f"verify-job-{secrets.token_hex(12)}"
-        argv, env = self._supervisor(shape, nonce)
-        _, conn = self._start_exec(node.container_id, argv, user=USER, env=env, workdir="/")
-        try:
-            self._await_ready(shape.image, conn, nonce)
-        except BaseException:
-            conn.close()
-            raise
+        conn, nonce = self._start_supervisor(node.container_id, shape)
         return Node(node.container_id, shape, conn, nonce, node.digest, runs=node.runs)
 
     def _install_harness(self, container_id: str, image: str) -> None:
