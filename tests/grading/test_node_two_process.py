@@ -242,3 +242,37 @@ def test_a_server_that_sees_its_first_connection_before_listening_still_serves(t
             server.kill()
             server.wait()
     assert out.strip() == "listening", out
+
+
+#: Inside a pid namespace of its own whose session leader is outside it (so every session id
+#: reads 0, as on a host whose init never made a session): pid 2 is a stand-in for the kernel's
+#: kthreadd, a daemon of a session of its own is pid 3, the candidate server pid 4. The server is
+#: not a sandbox's pid 2, so an exec's sweep must not run: the daemon must live.
+_HOST_LIKE = """
+sleep 600 &
+python3 -c 'import os, time; os.setsid(); time.sleep(600)' &
+daemon=$!
+VERIFY_CHANNEL="$1/channel.sock" node "$2" &
+i=0; while [ ! -S "$1/channel.sock" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+node "$3" --channel "$1/channel.sock" -- true
+echo "exec=$?"
+sleep 0.2
+if kill -0 "$daemon" 2>/dev/null; then echo daemon=alive; else echo daemon=killed; fi
+kill -9 -1
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1)")
+def test_a_server_outside_a_sandbox_never_sweeps_the_host(tmp_path: Path) -> None:
+    """The node server's sweep after an exec kills every process outside its session, and only
+    where it is pid 2 of a pid namespace of its own. Where the host's pid 2 (kthreadd) shares the
+    server's session id (0, as where init never called setsid: this project's CI), the check once
+    read "pid 2 is in my session" as "this is my sandbox" and killed the Docker engine."""
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc",
+         "sh", "-c", _HOST_LIKE, "sh", str(tmp_path), str(SERVER),
+         str(HARNESS_DIR / "verify_candidate_exec.js")],
+        capture_output=True, timeout=60, cwd=tmp_path, env=_env())
+    out = proc.stdout.decode()
+    assert "exec=0" in out, (out, proc.stderr.decode()[-2000:])
+    assert "daemon=alive" in out, out

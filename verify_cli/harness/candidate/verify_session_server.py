@@ -444,7 +444,9 @@ def main(argv: list[str]) -> int:
     else:
         sock = socket.socket(fileno=int(argv[argv.index("--control-fd") + 1]))
     workdir = argv[argv.index("--workdir") + 1]
-    own_init = "--init" in argv
+    # Only a pid namespace's init may kill(-1) its whole namespace: never a host's process,
+    # whatever its arguments say.
+    own_init = "--init" in argv and os.getpid() == 1
     if own_init:
         with contextlib.suppress(Exception):
             import ctypes

@@ -35,14 +35,17 @@ const EXEC_OUTPUT_BYTES = 16 * 1024 * 1024;
 // Nothing a program started outlives it. The Python candidate server sweeps with getsid(2);
 // node has none, so a few lines of perl (perl-base is in every Debian image) do it: once no exec
 // of this sandbox's servers is running, every process outside the servers' own session is
-// killed, the pid namespace's init (1) and the first server (2) spared. Only where pid 2 is in
-// perl's own session, i.e. this sandbox has a pid namespace of its own (bwrap, docker nodes);
-// the process backend shares the host's and is left alone. Markers of running execs are files
-// in /dev/shm/.verify-exec (the candidate's own /dev/shm).
+// killed, the pid namespace's init (1) and the first server (2) spared. Only where this server
+// is pid 2, i.e. this sandbox has a pid namespace of its own (bwrap, docker nodes): perl checks
+// that its parent is pid 2 too. The process backend shares the host's and is left alone; there
+// pid 2 is the kernel's kthreadd, whose session (0) is every process's where the host's init
+// never made one, so "pid 2 is in perl's own session" alone once swept a host (dockerd killed).
+// Markers of running execs are files in /dev/shm/.verify-exec (the candidate's own /dev/shm).
 const SWEEP_NR = { x64: 124, arm64: 156 }[process.arch]; // the getsid system call
 const BUSY_DIR = '/dev/shm/.verify-exec';
 const SWEEP = `
 my ($nr, $busy) = @ARGV;
+exit 0 if getppid() != 2;
 my $mine = syscall($nr, 0);
 exit 0 if $mine < 0 || syscall($nr, 2) != $mine;
 my %killed;
@@ -84,6 +87,7 @@ function busy() {
 
 function idle(marker) {
   try { fs.unlinkSync(marker); } catch { /* gone already */ }
+  if (process.pid !== 2) return; // not a pid namespace of this sandbox's own: never sweep
   spawnSync('perl', ['-e', SWEEP, String(SWEEP_NR), BUSY_DIR], { stdio: 'ignore', timeout: 10000 });
 }
 
