@@ -86,8 +86,28 @@ def _stat_ppid(stat: bytes) -> int:
     return int(stat.rsplit(b")", 1)[1].split()[1])
 
 
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
 def read_proc(pid: int) -> Proc | None:
-    """What the host's ``/proc/PID`` shows of one process (None: gone, or a kernel thread)."""
+    """What the host's ``/proc/PID`` shows of one process (None: gone, a kernel thread, or in
+    the middle of an exec). Its files are read one by one: a process that execs between them
+    (a run's ``sh -c 'python ...'``) would pair the shell's argv with Python's ``exe`` (a
+    'python -c' that never ran), so the reading is taken again until ``exe`` is the same before
+    and after it."""
+    for _ in range(5):
+        before = _exe(pid)
+        proc = _read_proc_once(pid)
+        if proc is None or proc.exe == before:
+            return proc
+    return None
+
+
+def _read_proc_once(pid: int) -> Proc | None:
     stat = _read(f"/proc/{pid}/stat")
     cmd = _read(f"/proc/{pid}/cmdline")
     if not stat or not cmd:
@@ -100,10 +120,7 @@ def read_proc(pid: int) -> Proc | None:
         cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         cwd = ""
-    try:
-        exe = os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        exe = ""
+    exe = _exe(pid)
     return Proc(pid, ppid, [a.decode("utf-8", "replace") for a in cmd.split(b"\0")[:-1]], env, cwd, exe)
 
 
