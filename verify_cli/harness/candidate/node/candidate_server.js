@@ -42,6 +42,7 @@ const EXEC_OUTPUT_BYTES = 16 * 1024 * 1024;
 // never made one, so "pid 2 is in perl's own session" alone once swept a host (dockerd killed).
 // Markers of running execs are files in /dev/shm/.verify-exec (the candidate's own /dev/shm).
 const SWEEP_NR = { x64: 124, arm64: 156 }[process.arch]; // the getsid system call
+const SWEEPS = SWEEP_NR !== undefined && process.pid === 2;
 const BUSY_DIR = '/dev/shm/.verify-exec';
 const SWEEP = `
 my ($nr, $busy) = @ARGV;
@@ -87,7 +88,6 @@ function busy() {
 
 function idle(marker) {
   try { fs.unlinkSync(marker); } catch { /* gone already */ }
-  if (process.pid !== 2) return; // not a pid namespace of this sandbox's own: never sweep
   spawnSync('perl', ['-e', SWEEP, String(SWEEP_NR), BUSY_DIR], { stdio: 'ignore', timeout: 10000 });
 }
 
@@ -108,8 +108,9 @@ function execProgram(msg, peer) {
   const cwd = typeof msg.cwd === 'string' ? path.resolve(workdir, msg.cwd) : workdir;
   const runEnv = msg.env ? env : process.env;
   // The program in a session of its own (`setsid`, which execs it: same pid, same status), so
-  // that the sweep after it can tell what it left running from this server's own processes.
-  const own = SWEEP_NR !== undefined && findProgram(argv[0], runEnv, cwd) && findProgram('setsid', process.env, cwd);
+  // that the sweep after it can tell what it left running from this server's own processes
+  // (where this server sweeps at all: no marker and no setsid on the process backend).
+  const own = SWEEPS && findProgram(argv[0], runEnv, cwd) && findProgram('setsid', process.env, cwd);
   const marker = own ? busy() : null;
   let r;
   try {
