@@ -27,7 +27,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 # pip_install ARGS...: install into the venv with uv where it can take pip's own configuration
-# (the same indexes, links and constraints, read by scripts/pip_config_to_uv.py; uv chooses among
+# (the same indexes, links and constraints, read by verify_cli/environments/pip_config.py; uv chooses among
 # indexes as pip does: --index-strategy unsafe-best-match), else with pip. The same packages at
 # the same versions (pip freeze compared), in about a third of the time (8.5 s against 23 s here,
 # 1 s against 13 s for the frameworks below). VERIFY_SETUP_PIP=1 uses pip alone.
@@ -39,7 +39,7 @@ prepare_installer() {
   [ -z "${installer_ready:-}" ] || return 0
   installer_ready=1
   # uv itself lies beside the venv, not in it (the venv holds what verify-cli and its tests use)
-  if [ "${VERIFY_SETUP_PIP:-0}" != 1 ] && lines="$("$VENV/bin/python" scripts/pip_config_to_uv.py)" \
+  if [ "${VERIFY_SETUP_PIP:-0}" != 1 ] && lines="$("$VENV/bin/python" verify_cli/environments/pip_config.py)" \
       && { [ -x "$UV" ] || "$VENV/bin/python" -m pip install -q --target "$VENV/verify-tools/uv" uv \
              >/dev/null 2>&1; } && [ -x "$UV" ]; then
     while IFS= read -r line; do

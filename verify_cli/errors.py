@@ -16,6 +16,7 @@ The hierarchy (exit code in brackets)::
     ├── ClusterError [3]                     executors.base: the cluster failed
     ├── ModelBackendError [2]                models.base: a model backend failed a request
     │   └── ServerError [3]                  models.openai_backend: the server failed
+    ├── EnvironmentBuildError [1]            environments: a task's environment did not build
     ├── JUnitParseError [3]                  grading.junit: a results file is not JUnit XML
     └── WorkerError [3]                      sandbox.bwrap_warm: a warm worker failed (re-run cold)
 
@@ -82,6 +83,30 @@ class TaskFormatError(VerifyError):
         self.path = path
         self.pointer = pointer
         self.detail = message
+
+
+class EnvironmentBuildError(VerifyError):
+    """A task's environment (task.toml ``[environment]``) could not be built: a requirement that
+    does not exist, a Dockerfile that does not parse, a set-up command that failed. The task's
+    fault, not the candidate's: its runs are unscored and check-tasks says ``environment-error``.
+
+    ``cause`` is the one line that says why; ``log`` the build log's path (its tail is in the
+    message).
+    """
+
+    exit_code = ExitCode.DEFECTIVE
+
+    def __init__(self, identity: str, cause: str, *, log: str = "", tail: str = "",
+                 hint: str | None = None) -> None:
+        text = f"environment {identity} did not build: {cause}"
+        if tail:
+            text += "\n" + "\n".join(f"  | {line}" for line in tail.splitlines())
+        if log:
+            text += f"\n  (build log: {log})"
+        super().__init__(text, hint=hint)
+        self.identity = identity
+        self.cause = cause
+        self.log = log
 
 
 class SandboxUnavailableError(VerifyError):

@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
-from verify_cli.errors import UsageError
+from verify_cli.environments import Environments
+from verify_cli.errors import EnvironmentBuildError, UsageError
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
 from verify_cli.grading.scoring import TestLists
 from verify_cli.grading.scoring import score as policy_score
@@ -92,6 +93,9 @@ class GradeResult:
     #: Where the run happened when an executor spread the work over several machines (the Ray
     #: executor: ``ip/node-id``); empty for runs in this process.
     node: str = ""
+    #: The identity of the task's built environment the run ran in (:mod:`verify_cli.environments`);
+    #: empty where the task declares none.
+    environment: str = ""
 
     @property
     def image_digest(self) -> str | None:
@@ -118,6 +122,8 @@ class GradeResult:
         }
         if self.node:
             d["node"] = self.node
+        if self.environment:
+            d["environment"] = self.environment
         if self.run.image_digest:
             d["image_digest"] = self.run.image_digest
         if with_run:
@@ -249,6 +255,21 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
                        seconds=time.monotonic() - started, **common)  # type: ignore[arg-type]
 
 
+#: How a grade's problems name a task environment that did not build (check-tasks reads it).
+ENVIRONMENT_ERROR = "environment-error"
+
+
+def environment_error(req: GradeRequest, backend: str, error: EnvironmentBuildError, started: float) -> GradeResult:
+    """The grade of a run that could not start because the task's environment did not build:
+    unscored (the task's fault, never the candidate's), the cause in its first problem."""
+    run = RunResult(Verdict.SETUP_ERROR, backend, message=str(error))
+    problems = (f"{ENVIRONMENT_ERROR}: environment {error.identity} did not build: {error.cause}",
+                *((f"build log: {error.log}",) if error.log else ()))
+    return GradeResult(task_id=req.task.id, phase=req.phase, status=GradeStatus.INFRA_ERROR, score=None,
+                       passed=False, tests=(), run=run, problems=problems, seed=req.seed, label=req.label,
+                       seconds=time.monotonic() - started, environment=error.identity)
+
+
 def refuse_in_process_candidate(req: GradeRequest, sandbox: Sandbox, plan: IsolationPlan) -> None:
     """Raise :class:`~verify_cli.errors.UsageError` where ``sandbox`` refuses to grade this
     candidate (:attr:`Sandbox.refuses_candidates`): a candidate of a task that grades
@@ -268,10 +289,12 @@ class Grader:
     """
 
     def __init__(self, sandbox: Sandbox, *, work_root: Path | None = None,
-                 warm: bool = False) -> None:
+                 warm: bool = False, environments: Environments | None = None) -> None:
         self.sandbox = sandbox
         self.work_root = work_root
         self.warm = warm
+        #: Builds (once) and finds the tasks' declared environments for this backend.
+        self.environments = environments or Environments(sandbox)
         self._warm: WarmRunner | None = None
         self._warm_lock = threading.Lock()
 
@@ -314,6 +337,10 @@ class Grader:
         """Lay out the phase, run the task's test command, judge the evidence."""
         started = time.monotonic()
         task = req.task
+        try:
+            realised = self.environments.realise(task)
+        except EnvironmentBuildError as e:
+            return environment_error(req, self.sandbox.name, e, started)
         root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-",
                                     dir=self.work_root if self.work_root is not None else scratch_root()))
         kind = kind_of(task)
@@ -329,15 +356,18 @@ class Grader:
                 candidate = candidate_process(task, plan, env, root)
             spec = RunSpec(command=["/bin/sh", "-c", kind.test_command(task)], workdir=root,
                            limits=request_limits(req), env=env,
-                           image=task.environment.image, runtime=task.environment.runtime,
+                           image=realised.image if realised and realised.image else task.environment.image,
+                           runtime=task.environment.runtime,
                            labels={"verify-cli.task": task.id, "verify-cli.phase": req.phase.value},
-                           candidate=candidate)
+                           candidate=candidate, layer=realised.layer if realised else None)
             try:
-                runner = self._warm_runner()
+                # Warm workers run verify-cli's own interpreter: a run in a built venv goes cold.
+                runner = self._warm_runner() if spec.layer is None else None
                 run = runner.run(task, req.phase, spec) if runner else self.sandbox.run(spec)
             except Exception as e:  # a backend bug must not become a score
                 run = RunResult(Verdict.INFRA_ERROR, self.sandbox.name, message=f"{type(e).__name__}: {e}")
-            return judge(task, req, run, started, laid.ignored, seal_key=seal_key, isolation=plan)
+            result = judge(task, req, run, started, laid.ignored, seal_key=seal_key, isolation=plan)
+            return replace(result, environment=realised.identity) if realised else result
         finally:
             shutil.rmtree(root, ignore_errors=True)
 

@@ -107,6 +107,23 @@ def protected_bind_args(protected: Sequence[str], source: str, dest: str) -> lis
 
 
 @dataclass(frozen=True)
+class RuntimeLayer:
+    """A built environment a local backend shows a run in place of its own interpreter: host
+    folders bound read-only at their own paths (``binds``: the environment's prefix and the base
+    interpreter it was made over) and the folders put first on the run's PATH (``path``), so
+    ``python`` is the environment's. Built by :mod:`verify_cli.environments`; ``identity`` is
+    its content address."""
+
+    identity: str
+    binds: tuple[str, ...]
+    path: tuple[str, ...]
+
+    def search_path(self, default: str) -> str:
+        """The run's PATH: the layer's folders, then ``default`` (the system's)."""
+        return ":".join((*self.path, default))
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One command to run over ``workdir``'s files.
 
@@ -126,6 +143,9 @@ class RunSpec:
     #: Run a candidate process beside the command (two-process grading); only on backends
     #: whose ``two_process`` is true.
     candidate: CandidateProcess | None = None
+    #: The task's built environment on a local backend (docker runs ``image``, which is then
+    #: the environment's own); None: the backend's own interpreter.
+    layer: RuntimeLayer | None = None
 
 
 @dataclass(frozen=True)

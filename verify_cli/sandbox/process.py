@@ -38,6 +38,12 @@ def runtime_path() -> str:
     return f"{Path(sys.executable).parent}:{DEFAULT_PATH}"
 
 
+def run_path(spec: RunSpec) -> str:
+    """PATH of ``spec``'s run on a local backend: its environment's folders first
+    (:attr:`RunSpec.layer`), else the running interpreter's (:func:`runtime_path`)."""
+    return spec.layer.search_path(DEFAULT_PATH) if spec.layer is not None else runtime_path()
+
+
 @register_sandbox("process")
 class ProcessSandbox(LocalSandbox):
     isolation = ("none: plain subprocess with rlimits/cgroup limits and process-group kill; "
@@ -73,7 +79,7 @@ class ProcessSandbox(LocalSandbox):
         extra = dict(spec.env)
         key_stdin = key_stdin_of(spec, extra)
         env = pinned_environment(workdir=workdir, results_dir=str(results), harness_dir=str(harness_dir()),
-                                 tmp_dir=str(tmp), path=runtime_path(), extra=extra)
+                                 tmp_dir=str(tmp), path=run_path(spec), extra=extra)
         os.chmod(workdir, 0o755)
         argv = list(spec.command)
         if spec.candidate is not None:
@@ -84,7 +90,7 @@ class ProcessSandbox(LocalSandbox):
                 sys.executable, str(harness_dir()), channel))
             cand_env = candidate_environment(workdir=workdir, tmp_dir=str(tmp), channel=channel,
                                              candidate_harness=str(candidate_harness_dir()),
-                                             path=runtime_path(), extra=spec.candidate.env)
+                                             path=run_path(spec), extra=spec.candidate.env)
             start = shlex.join(["env", "-i", *(f"{k}={v}" for k, v in sorted(cand_env.items())),
                                 *spec.candidate.command])
             script = f'{start}{CLOSE_SEAL_FD} &\n"$@"\nstatus=$?\nkill $! 2>/dev/null\nexit $status\n'

@@ -167,6 +167,31 @@ def _test_ids(task_file: Path, test: dict[str, Any], key: str) -> tuple[str, ...
         raise TaskFormatError(str(path), f"cannot read the test list: {e}") from None
 
 
+def _environment(env: dict[str, Any]) -> Environment:
+    return Environment(image=env["image"], runtime=env["runtime"], preload=tuple(env.get("preload", ())),
+                       requirements=tuple(env.get("requirements", ())),
+                       requirements_file=env.get("requirements_file"), python=env.get("python"),
+                       system_packages=tuple(env.get("system_packages", ())),
+                       setup=tuple(env.get("setup", ())), dockerfile=env.get("dockerfile"))
+
+
+def _check_environment(folder: Path, task_file: Path, data: dict[str, Any]) -> None:
+    """The files ``[environment]`` names are in the task folder."""
+    env = data["environment"]
+    for field in ("requirements_file", "dockerfile"):
+        rel = env.get(field)
+        if rel is None:
+            continue
+        why = unsafe_relative_path(rel)
+        if why:
+            raise TaskFormatError(str(task_file), f"{field} {rel!r} {why}", pointer=f"/environment/{field}",
+                                  hint="name a file inside the task folder")
+        if not (folder / rel).is_file():
+            raise TaskFormatError(str(task_file), f"{field} {rel!r}: no such file in the task folder",
+                                  pointer=f"/environment/{field}",
+                                  hint=f"add {rel} to the task folder, or remove {field}")
+
+
 def _repository(d: dict[str, Any]) -> RepositorySpec | None:
     if "repository" not in d:
         return None
@@ -269,8 +294,7 @@ def _build(root: Path, d: dict[str, Any], kind: str, notes: tuple[str, ...]) -> 
         domain=d["domain"],
         language=d["language"],
         tags=tuple(d.get("tags", ())),
-        environment=Environment(image=env["image"], runtime=env["runtime"],
-                                preload=tuple(env.get("preload", ()))),
+        environment=_environment(env),
         test=TestSpec(command=test["command"], results=test.get("results", "*.xml"),
                       fail_to_pass=_test_ids(root / TASK_FILE, test, "fail_to_pass"),
                       pass_to_pass=_test_ids(root / TASK_FILE, test, "pass_to_pass")),
@@ -351,6 +375,7 @@ def load_task(folder: Path) -> Task:
 
     kind, notes = resolve_kind(task_file, data)
     _check_repository(task_file, data, kind)
+    _check_environment(folder, task_file, data)
     has_patch = (folder / SOLUTION_PATCH).is_file()
     if has_patch and (folder / SOLUTION_DIR).is_dir():
         raise TaskFormatError(str(folder / SOLUTION_PATCH), "a task has solution/ or solution.patch, not both",

@@ -41,9 +41,33 @@ class Isolation(StrEnum):
 
 @dataclass(frozen=True)
 class Environment:
+    """What a task runs in (task.toml ``[environment]``): the base image and runtime, and what
+    the task adds to them (docs/environments.md). A task that adds nothing runs in the default
+    environment (verify-cli's own interpreter on bwrap, ``image`` on docker)."""
+
     image: str
     runtime: str
     preload: tuple[str, ...] = ()
+    #: Python requirements (PEP 508 lines), those of ``requirements_file`` after the list's.
+    requirements: tuple[str, ...] = ()
+    #: A requirements or lock file in the task folder (relative path), or None.
+    requirements_file: str | None = None
+    #: The Python version the environment's interpreter must have ("3.11"), or None for the
+    #: backend's own.
+    python: str | None = None
+    #: Debian packages installed at build time (docker; an image's root file system on bwrap).
+    system_packages: tuple[str, ...] = ()
+    #: Shell commands run once at build time in /workspace holding the starter files, with the
+    #: environment's interpreter first on PATH (``pip install -e .``, a build step).
+    setup: tuple[str, ...] = ()
+    #: A Dockerfile in the task folder (relative path); its folder is the build context.
+    dockerfile: str | None = None
+
+    @property
+    def declared(self) -> bool:
+        """Whether the task adds anything to its base image and runtime (an environment to build)."""
+        return bool(self.requirements or self.requirements_file or self.python or self.system_packages
+                    or self.setup or self.dockerfile)
 
 
 @dataclass(frozen=True)

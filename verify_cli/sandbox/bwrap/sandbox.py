@@ -22,9 +22,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verify_cli.sandbox.base import Availability, CandidateProcess, RunSpec, WarmHost, protected_bind_args
+from verify_cli.sandbox.base import (
+    Availability,
+    CandidateProcess,
+    RunSpec,
+    RuntimeLayer,
+    WarmHost,
+    protected_bind_args,
+)
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
+    DEFAULT_PATH,
     SANDBOX_CANDIDATE_HARNESS,
     SANDBOX_CHANNEL_DIR,
     SANDBOX_HARNESS,
@@ -46,7 +54,7 @@ from verify_cli.sandbox.plumbing.trusted_launch import (
     no_links_prefix,
     trusted_home_variables,
 )
-from verify_cli.sandbox.process import runtime_path
+from verify_cli.sandbox.process import run_path, runtime_path
 from verify_cli.sandbox.registry import register_sandbox
 
 if TYPE_CHECKING:
@@ -147,6 +155,17 @@ def runtime_binds() -> list[str]:
     return argv
 
 
+def layer_binds(layer: RuntimeLayer | None) -> list[str]:
+    """Read-only binds of a run's built environment (:attr:`RunSpec.layer`), each at its own
+    path; after the tmpfs mounts, as :func:`runtime_binds`."""
+    argv: list[str] = []
+    for folder in layer.binds if layer is not None else ():
+        real = str(Path(folder).resolve())
+        if not any(real == d or real.startswith(d + "/") for d in _SYSTEM_DIRS):
+            argv += ["--ro-bind", real, real]
+    return argv
+
+
 def _trusted_argv(source: Path, candidate: CandidateProcess) -> list[str]:
     """The nested bwrap the run's command runs in on a two-process run: the run's own
     namespaces and file systems, plus the test folders (bound read-only from the source; they
@@ -180,7 +199,7 @@ def held_folders(candidate: CandidateProcess, source: Path) -> list[str]:
 
 def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_WORKDIR,
                     channel_source: str = SANDBOX_CHANNEL_DIR, tmp_source: str = SANDBOX_TMP,
-                    held: Sequence[str] = ()) -> list[str]:
+                    held: Sequence[str] = (), layer: RuntimeLayer | None = None) -> list[str]:
     """The inner bwrap that starts the candidate process from inside the run's sandbox.
 
     Its own user, pid, IPC, network and UTS namespaces (no further user namespaces), no /proc,
@@ -205,14 +224,15 @@ def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_W
     argv += ["--dev", "/dev", "--bind", tmp_source, SANDBOX_TMP, "--bind", work_source, SANDBOX_WORKDIR]
     argv += ["--bind", channel_source, SANDBOX_CHANNEL_DIR,
              "--ro-bind", f"{SANDBOX_HARNESS}/candidate", SANDBOX_CANDIDATE_HARNESS,
-             *runtime_binds(), "--chdir", SANDBOX_WORKDIR]
+             *runtime_binds(), *layer_binds(layer), "--chdir", SANDBOX_WORKDIR]
     for rel in held:
         argv[-2:-2] = ["--perms", "0555", "--size", "4096", "--tmpfs", f"{SANDBOX_WORKDIR}/{rel}"]
     # after the work folder's bind, before --chdir
     argv[-2:-2] = protected_bind_args(candidate.protected, work_source, SANDBOX_WORKDIR)
     env = candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
                                 channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
-                                candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=runtime_path(),
+                                candidate_harness=SANDBOX_CANDIDATE_HARNESS,
+                                path=layer.search_path(DEFAULT_PATH) if layer is not None else runtime_path(),
                                 extra=candidate.env)
     for name, value in sorted(env.items()):
         argv += ["--setenv", name, value]
@@ -278,14 +298,15 @@ class BwrapSandbox(LocalSandbox):
                     f'  if [ -e "$f" ] || [ -L "$f" ]; then cp -R "$f" {SANDBOX_WORKDIR}/ || exit; fi\n'
                     'done\n'
                     f'cd {SANDBOX_WORKDIR} || exit\n'
-                    + shlex.join(_candidate_argv(spec.candidate, held=held_folders(spec.candidate, source)))
+                    + shlex.join(_candidate_argv(spec.candidate, held=held_folders(spec.candidate, source),
+                                                layer=spec.layer))
                     + f"{CLOSE_SEAL_FD}{CLOSE_RESULTS_FD} &\n")
             command = [*_trusted_argv(source, spec.candidate),
                        *no_links_prefix(SANDBOX_HARNESS, (SANDBOX_WORKDIR, SANDBOX_TMP)), *command]
-        argv += [*runtime_binds(), "--chdir", SANDBOX_WORKDIR, "--"]
+        argv += [*runtime_binds(), *layer_binds(spec.layer), "--chdir", SANDBOX_WORKDIR, "--"]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
-                                 path=runtime_path(), extra=extra)
+                                 path=run_path(spec), extra=extra)
         read_end, write_end = os.pipe()  # the child holds the write end as RESULTS_FD only
         if key_stdin is not None:
             copy = f"{MOVE_SEAL_FD}\n{copy}"
@@ -356,4 +377,4 @@ class BwrapSandbox(LocalSandbox):
                         signal_from_status=True)
 
 
-__all__ = ["RUN_NAMESPACES", "BwrapSandbox", "run_wrapper", "runtime_binds"]
+__all__ = ["RUN_NAMESPACES", "BwrapSandbox", "layer_binds", "run_wrapper", "runtime_binds"]

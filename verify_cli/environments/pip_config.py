@@ -6,7 +6,10 @@ no-index. A setting uv cannot be given here (a proxy, a trusted host, a client c
 user name in an index) exits 3: ``scripts/setup.sh`` then installs with pip, as before. The
 certificate bundle (``cert``) is printed as ``SSL_CERT_FILE=PATH`` for the caller's environment.
 
-Usage: python scripts/pip_config_to_uv.py   (run by the venv's python: its pip is asked)
+Usage: python verify_cli/environments/pip_config.py   (run by the venv's python: its pip is
+asked; standard library only, so scripts/setup.sh runs it before verify-cli is installed).
+Environments (:mod:`verify_cli.environments`) build with the same translation
+(:func:`uv_install_options`).
 """
 
 from __future__ import annotations
@@ -59,12 +62,21 @@ def uv_arguments(conf: dict[str, str]) -> list[str] | None:
     return out
 
 
-def main() -> int:
-    listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
-                             text=True, check=False)
+def uv_install_options(python: str = sys.executable) -> list[str] | None:
+    """The uv options (and ``SSL_CERT_FILE=`` lines) for the pip of ``python``, or None where
+    pip cannot be asked or a setting has no uv equivalent (then install with pip)."""
+    try:
+        listing = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True,
+                                 text=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
     if listing.returncode != 0:
-        return 3
-    args = uv_arguments(settings(listing.stdout))
+        return None
+    return uv_arguments(settings(listing.stdout))
+
+
+def main() -> int:
+    args = uv_install_options()
     if args is None:
         return 3
     print("\n".join(args))

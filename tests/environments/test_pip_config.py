@@ -1,4 +1,4 @@
-"""scripts/pip_config_to_uv.py: uv is given what pip reads, or set-up falls back to pip."""
+"""verify_cli/environments/pip_config.py: uv is given what pip reads, or set-up falls back to pip."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "pip_config_to_uv.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "verify_cli" / "environments" / "pip_config.py"
 _spec = importlib.util.spec_from_file_location("pip_config_to_uv", SCRIPT)
 assert _spec is not None and _spec.loader is not None
 tool = importlib.util.module_from_spec(_spec)

@@ -1,0 +1,170 @@
+"""A task's environment on a sandbox backend: built once (per machine: the store's lock), then
+taken from the store; the form follows the backend (an image where runs run in images, a venv
+prefix bound read-only where they run on the host's system)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verify_cli.environments.image import base_digest, build_image, docker_client, image_tag
+from verify_cli.environments.prefix import Say, build_prefix, find_interpreter, interpreter_identity
+from verify_cli.environments.spec import EnvironmentSpec, realised_id, spec_of
+from verify_cli.environments.store import BUILD_LOG, EnvironmentStore
+from verify_cli.errors import EnvironmentBuildError
+from verify_cli.sandbox.base import RuntimeLayer, Sandbox
+from verify_cli.tasks.model import Task
+
+#: The form an environment takes on a backend whose runs run in an image, and elsewhere.
+IMAGE, PREFIX = "image", "prefix"
+
+
+@dataclass(frozen=True)
+class Realised:
+    """A built environment, ready for a run: the image to run in (docker), or the layer a local
+    backend shows the run (bwrap, process)."""
+
+    identity: str
+    spec_id: str
+    form: str
+    image: str | None = None
+    layer: RuntimeLayer | None = None
+    built: bool = False  # built by this call (False: found in the store)
+    seconds: float = 0.0
+
+    def record(self) -> dict[str, str]:
+        """What is recorded with every verdict and sample made in it."""
+        return {"environment": self.identity, "environment_form": self.form}
+
+
+def form_for(sandbox: Sandbox | type[Sandbox]) -> str:
+    return IMAGE if sandbox.runs_in_image else PREFIX
+
+
+class Environments:
+    """Realises tasks' environments for one backend; safe to call from many threads (each
+    identity is built once; concurrent callers wait for it). A failed build is remembered for
+    the life of this object (every run of the task gets the same verdict without building again)."""
+
+    def __init__(self, sandbox: Sandbox | type[Sandbox], store: EnvironmentStore | None = None) -> None:
+        self.form = form_for(sandbox)
+        self.store = store or EnvironmentStore()
+        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._done: dict[str, Realised | EnvironmentBuildError] = {}
+        self._base: dict[str, str] = {}
+        self._client: Any = None
+
+    def identity(self, spec: EnvironmentSpec) -> str:
+        """The realised identity of ``spec`` on this backend (builds nothing; raises
+        :class:`EnvironmentBuildError` where its base cannot be found)."""
+        return realised_id(spec, self.form, self._base_of(spec))
+
+    def _base_of(self, spec: EnvironmentSpec) -> str:
+        key = spec.base_image if self.form == IMAGE else (spec.python or "")
+        with self._lock:
+            if key in self._base:
+                return self._base[key]
+        try:
+            if self.form == IMAGE:
+                # a Dockerfile's FROM lines and context are in the declaration's digest
+                base = "dockerfile" if spec.dockerfile is not None else base_digest(self._docker(), spec.base_image)
+            else:
+                if spec.needs_image:
+                    raise LookupError("system packages and Dockerfiles are built into an image: grade this "
+                                      "task with --sandbox docker (bwrap runs over an image's root file "
+                                      "system are not supported yet)")
+                base = interpreter_identity(find_interpreter(spec.python))
+        except LookupError as e:
+            raise EnvironmentBuildError(spec.id, str(e)) from None
+        with self._lock:
+            self._base[key] = base
+        return base
+
+    def _docker(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = docker_client()
+            return self._client
+
+    def realise(self, task: Task, *, say: Say | None = None) -> Realised | None:
+        """``task``'s environment on this backend, built if it is not in the store; None where
+        the task declares none. Raises :class:`EnvironmentBuildError` (the cause in one line,
+        the log's tail) where it does not build."""
+        spec = spec_of(task)
+        if spec is None:
+            return None
+        return self.realise_spec(spec, say=say)
+
+    def realise_spec(self, spec: EnvironmentSpec, *, say: Say | None = None) -> Realised:
+        identity = self.identity(spec)
+        with self._lock:
+            done = self._done.get(identity)
+            lock = self._locks.setdefault(identity, threading.Lock())
+        if done is None:
+            with lock:
+                done = self._done.get(identity)
+                if done is None:
+                    try:
+                        done = self._load_or_build(spec, identity, say)
+                    except EnvironmentBuildError as e:
+                        done = e
+                    with self._lock:
+                        self._done[identity] = done if isinstance(done, EnvironmentBuildError) else \
+                            Realised(**{**done.__dict__, "built": False})
+        if isinstance(done, EnvironmentBuildError):
+            raise done
+        return done
+
+    def _load_or_build(self, spec: EnvironmentSpec, identity: str, say: Say | None) -> Realised:
+        manifest = self.store.manifest(identity)
+        if manifest is None or not self._usable(manifest):
+            with self.store.building(identity):
+                manifest = self.store.manifest(identity)
+                if manifest is None or not self._usable(manifest):
+                    t0 = time.monotonic()
+                    manifest = self._build(spec, identity, say)
+                    return self._realised(spec, identity, manifest, built=True, seconds=time.monotonic() - t0)
+        return self._realised(spec, identity, manifest)
+
+    def _usable(self, manifest: dict[str, Any]) -> bool:
+        """A stored image environment is usable while its image is on the engine."""
+        if manifest.get("form") != IMAGE:
+            return all(Path(b).exists() for b in manifest.get("binds", ()))
+        try:
+            return str(self._docker().images.get(manifest["image"]).id) == manifest.get("image_id")
+        except Exception:
+            return False
+
+    def _build(self, spec: EnvironmentSpec, identity: str, say: Say | None) -> dict[str, Any]:
+        folder = self.store.begin(identity)
+        log_path = folder / BUILD_LOG
+        with open(log_path, "w") as log:
+            if self.form == IMAGE:
+                fields = build_image(spec, identity, log, log_path, client=self._docker(), say=say)
+            else:
+                fields = build_prefix(spec, identity, folder, log, log_path,
+                                      interpreter=find_interpreter(spec.python), say=say)
+        manifest = {**fields, "spec_id": spec.id, "spec": spec.describe()}
+        self.store.finish(identity, manifest)
+        return {**manifest, "identity": identity}
+
+    def _realised(self, spec: EnvironmentSpec, identity: str, manifest: dict[str, Any], *,
+                  built: bool = False, seconds: float = 0.0) -> Realised:
+        if manifest.get("form") == IMAGE:
+            return Realised(identity, spec.id, IMAGE, image=str(manifest.get("image") or image_tag(identity)),
+                            built=built, seconds=seconds)
+        layer = RuntimeLayer(identity=identity, binds=tuple(manifest["binds"]), path=tuple(manifest["path"]))
+        return Realised(identity, spec.id, PREFIX, layer=layer, built=built, seconds=seconds)
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+__all__ = ["IMAGE", "PREFIX", "Environments", "Realised", "form_for"]
