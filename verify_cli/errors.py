@@ -21,7 +21,8 @@ The hierarchy (exit code in brackets)::
     └── WorkerError [3]                      sandbox.bwrap_warm: a warm worker failed (re-run cold)
 
 Exit codes of the commands that judge tasks (check-tasks): 0 every task sound; 1 a task is
-defective (its reference fails in-process too, its starter passes, a test is flaky, ...); 4 no
+defective (its reference fails in-process too, its starter passes, a test is flaky, ...) or its
+environment did not build (``environment-error``); 4 no
 task is defective but some task is *not gradeable two-process* (its reference passes in-process
 and a test fails only two-process: the test uses something the two-process boundary does not
 carry, named in the report with the remedy); 3 nothing could be concluded for some task (the

@@ -23,6 +23,13 @@ class TaskVerdict(StrEnum):
     #: Sound in-process, but some test cannot be graded two-process (the reference is correct).
     NOT_GRADEABLE = "not-gradeable-two-process"
     ERROR = "error"  # infrastructure failed: nothing concluded about the task
+    #: The task's declared environment did not build (task.toml [environment]): its author's
+    #: to fix; nothing was run, so nothing else is concluded.
+    ENVIRONMENT_ERROR = "environment-error"
+
+
+#: The name of the check that fails when a task's environment does not build.
+ENVIRONMENT_CHECK = "environment"
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,8 @@ class TaskReport:
     @property
     def verdict(self) -> TaskVerdict:
         statuses = {c.status for c in self.checks}
+        if any(c.name == ENVIRONMENT_CHECK and c.status is CheckStatus.FAIL for c in self.checks):
+            return TaskVerdict.ENVIRONMENT_ERROR
         if CheckStatus.FAIL in statuses:
             return TaskVerdict.DEFECTIVE
         if CheckStatus.NOT_GRADEABLE in statuses:

@@ -33,10 +33,11 @@ from verify_cli.checks.flaky_power import (
     detection_power,
     repeats_for_power,
 )
-from verify_cli.checks.report import CheckResult, CheckStatus, TaskReport
+from verify_cli.checks.report import ENVIRONMENT_CHECK, CheckResult, CheckStatus, TaskReport, TaskVerdict
 from verify_cli.checks.two_process_gaps import Gap, GapFindings, find_gaps
 from verify_cli.grading.batch import BatchGrader
-from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
+from verify_cli.environments import spec_of
+from verify_cli.grading.grader import ENVIRONMENT_ERROR, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
 from verify_cli.grading.two_process import TWO_PROCESS
 from verify_cli.grading.workspace import Phase
@@ -143,6 +144,11 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     not-gradeable verdict instead of ``reference-passes`` failing.
     """
     checks = [CheckResult("schema", CheckStatus.PASS)]
+    unbuilt = next((r for r in [*references, starter] if r.problems and r.problems[0].startswith(ENVIRONMENT_ERROR)),
+                   None)
+    if unbuilt is not None:  # nothing ran: the environment's cause is the whole report
+        return [*checks, CheckResult(ENVIRONMENT_CHECK, CheckStatus.FAIL,
+                                     "; ".join(unbuilt.problems)[len(ENVIRONMENT_ERROR) + 2:])]
     graded = [r for r in references if r.status is GradeStatus.GRADED]
     findings = _gap_findings(task, references, in_process)
     gap_ids = {g.test_id for g in findings.gaps} if findings else set()
@@ -290,7 +296,8 @@ def check_cache_key(task: Task, backend_id: str | CacheIdentity, options: CheckO
     """The result cache's key for ``task`` checked with ``options`` on ``backend_id`` (a fixed
     string, or the sandbox's identity for the task's image)."""
     identity = backend_id(task.environment.image) if callable(backend_id) else backend_id
-    return cache_key("check-tasks", task.content_hash(), identity,
+    spec = spec_of(task)  # what the environment declares, the files it names included
+    return cache_key("check-tasks", task.content_hash(), identity, f"environment={spec.digest if spec else ''}",
                      f"repeats={options.repeats}", f"first_wave={options.first_wave}")
 
 
@@ -375,6 +382,6 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         starter = next(r for r in runs if r.phase is Phase.STARTER)
         report = _report(task, refs, starter, rechecks.get(i))
         reports[i] = report
-        if cache is not None and report.verdict.value != "error":
+        if cache is not None and report.verdict not in (TaskVerdict.ERROR, TaskVerdict.ENVIRONMENT_ERROR):
             cache.put(key, report.to_dict())
     return [reports[i] for i in range(len(ordered))]

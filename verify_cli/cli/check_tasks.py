@@ -81,7 +81,7 @@ def check_tasks_command(
             "tasks": [r.to_dict() for r in reports]})
     if junit_out:
         write_junit(junit_out, reports)
-    if any(r.verdict is TaskVerdict.DEFECTIVE for r in reports):
+    if any(r.verdict in (TaskVerdict.DEFECTIVE, TaskVerdict.ENVIRONMENT_ERROR) for r in reports):
         raise typer.Exit(ExitCode.DEFECTIVE)
     if any(r.verdict is TaskVerdict.NOT_GRADEABLE for r in reports):
         raise typer.Exit(ExitCode.NOT_GRADEABLE)

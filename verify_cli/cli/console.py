@@ -28,7 +28,8 @@ out = _console(False)
 err = _console(True)
 
 _VERDICT_STYLE = {TaskVerdict.SOUND: "bold green", TaskVerdict.DEFECTIVE: "bold red",
-                  TaskVerdict.NOT_GRADEABLE: "bold magenta", TaskVerdict.ERROR: "bold yellow"}
+                  TaskVerdict.NOT_GRADEABLE: "bold magenta", TaskVerdict.ERROR: "bold yellow",
+                  TaskVerdict.ENVIRONMENT_ERROR: "bold red"}
 
 
 def use_stderr() -> None:
@@ -147,6 +148,8 @@ def check_tasks_table(reports: Sequence[TaskReport], *, backend: str, isolation:
               f"defective[/], "
               + (f"[bold magenta]{counts[TaskVerdict.NOT_GRADEABLE]} not gradeable two-process[/], "
                  if counts[TaskVerdict.NOT_GRADEABLE] else "")
+              + (f"[bold red]{counts[TaskVerdict.ENVIRONMENT_ERROR]} environment-error[/], "
+                 if counts[TaskVerdict.ENVIRONMENT_ERROR] else "")
               + f"[{'bold yellow' if counts[TaskVerdict.ERROR] else 'dim'}]"
               f"{counts[TaskVerdict.ERROR]} error[/]  (sandbox: {backend}; what it isolates: "
               "verify-cli sandbox list)")

@@ -30,6 +30,10 @@ def defects_of_load_failures(failures: Sequence[TaskLoadFailure]) -> Defects:
     return {f.id: (str(f.root), f"does not load: {f.error.message}") for f in failures}
 
 
+#: check-tasks verdicts that take a task out of difficulty's table (with the reason).
+UNUSABLE = (TaskVerdict.DEFECTIVE, TaskVerdict.ENVIRONMENT_ERROR)
+
+
 def defects_from_check_tasks(tasks: Sequence[Task], grader: BatchGrader, *, repeats: int = 3, jobs: int = 2,
                              cache: ResultCache | None = None, backend_id: str | CacheIdentity = "",
                              on_progress: ProgressCallback | None = None) -> Defects:
@@ -38,7 +42,7 @@ def defects_from_check_tasks(tasks: Sequence[Task], grader: BatchGrader, *, repe
 
     reports = check_tasks(tasks, grader, CheckOptions(repeats=repeats, jobs=jobs), cache=cache,
                           backend_id=backend_id, on_progress=on_progress)
-    return {r.task_id: (r.path, _reason(r)) for r in reports if r.verdict is TaskVerdict.DEFECTIVE}
+    return {r.task_id: (r.path, _reason(r)) for r in reports if r.verdict in UNUSABLE}
 
 
 def defects_from_report(path: Path) -> Defects:
@@ -50,4 +54,4 @@ def defects_from_report(path: Path) -> Defects:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UsageError(f"{path}: not a check-tasks JSON report ({type(e).__name__}: {e})",
                          hint="write one with: verify-cli check-tasks PATH --json report.json") from None
-    return {r.task_id: (r.path, _reason(r)) for r in reports if r.verdict is TaskVerdict.DEFECTIVE}
+    return {r.task_id: (r.path, _reason(r)) for r in reports if r.verdict in UNUSABLE}

@@ -43,6 +43,23 @@ def _error_lines(text: str) -> str:
     return "\n".join(ln[indent:] for ln in lines)
 
 
+#: Messages that only label a failure (pytest's for a test module that did not import, a fixture
+#: or set-up error): the report's last exception line says what went wrong.
+_LABELS = ("collection failure", "failed on setup with", "error", "failed")
+_EXCEPTION_LINE = re.compile(r"^(?:E\s+)?((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:? ?.*)$")
+
+
+def _last_exception(text: str) -> str:
+    """The last ``Name: message`` exception line of a report (``ModuleNotFoundError: No module
+    named 'lxml'``), or ``""``."""
+    found = ""
+    for ln in text.splitlines():
+        m = _EXCEPTION_LINE.match(ln.strip())
+        if m:
+            found = m.group(1).strip()
+    return found[:300]
+
+
 def line_in_test(text: str) -> str:
     """The test's own line from a pytest long report: ``tests/test_x.py:8: assert f(x) == 3``
     (the ``>`` line just before the first location that is not a harness file), or ``""``."""
@@ -86,6 +103,11 @@ def readable_failure(message: str, text: str = "") -> str:
     full = message
     if _SHORTENED.search(message):
         full = _error_lines(text) or _SHORTENED.sub("", message)
+    elif message.strip().lower() in _LABELS or not message.strip():
+        # pytest's label for an error outside a test: the exception that caused it is the cause
+        cause = _last_exception(text)
+        if cause:
+            full = f"{message.strip()}: {cause}" if message.strip() else cause
     at = full.find(CANDIDATE_NOTE)
     if at < 0:
         return (full if full is not message else message).strip()[:LIMIT]

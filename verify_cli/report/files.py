@@ -53,7 +53,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
 def junit_document(reports: Sequence[TaskReport], *, suite: str = "verify-cli check-tasks") -> bytes:
     """JUnit XML with one test case per task: defective tasks and tasks not gradeable two-process
     fail, infrastructure errors error."""
-    failures = sum(r.verdict in (TaskVerdict.DEFECTIVE, TaskVerdict.NOT_GRADEABLE) for r in reports)
+    failures = sum(r.verdict in (TaskVerdict.DEFECTIVE, TaskVerdict.NOT_GRADEABLE, TaskVerdict.ENVIRONMENT_ERROR)
+                   for r in reports)
     errors = sum(r.verdict is TaskVerdict.ERROR for r in reports)
     total_time = sum(r.reference_seconds or 0.0 for r in reports)
     root = ET.Element("testsuites", name=suite, tests=str(len(reports)), failures=str(failures),
@@ -63,7 +64,10 @@ def junit_document(reports: Sequence[TaskReport], *, suite: str = "verify-cli ch
     for r in reports:
         case = ET.SubElement(ts, "testcase", classname=r.domain, name=r.task_id,
                              time=f"{r.reference_seconds or 0.0:.3f}", file=r.path)
-        if r.verdict is TaskVerdict.DEFECTIVE:
+        if r.verdict is TaskVerdict.ENVIRONMENT_ERROR:
+            el = ET.SubElement(case, "failure", message="environment-error", type="EnvironmentError")
+            el.text = "\n".join(f"{c.name}: {c.message}" for c in r.defects)
+        elif r.verdict is TaskVerdict.DEFECTIVE:
             names = ", ".join(c.name for c in r.defects)
             el = ET.SubElement(case, "failure", message=f"defective: {names}", type="DefectiveTask")
             el.text = "\n".join(f"{c.name}: {c.message}" for c in r.defects)
