@@ -35,8 +35,8 @@ from verify_cli.checks.flaky_power import (
 )
 from verify_cli.checks.report import ENVIRONMENT_CHECK, CheckResult, CheckStatus, TaskReport, TaskVerdict
 from verify_cli.checks.two_process_gaps import Gap, GapFindings, find_gaps
-from verify_cli.grading.batch import BatchGrader
 from verify_cli.environments import spec_of
+from verify_cli.grading.batch import BatchGrader
 from verify_cli.grading.grader import ENVIRONMENT_ERROR, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
 from verify_cli.grading.two_process import TWO_PROCESS

@@ -28,6 +28,7 @@ COMMANDS: tuple[tuple[str, str, str, bool], ...] = (
     ("schema", "verify_cli.cli.misc", "schema_command", False),
     ("new-task", "verify_cli.cli.misc", "new_task_command", False),
     ("sandbox", "verify_cli.cli.sandbox_cmd", "sandbox_app", True),
+    ("env", "verify_cli.cli.env_cmd", "env_app", True),
     ("train", "verify_cli.cli.train", "train_command", False),
     ("trajectories", "verify_cli.cli.train", "trajectories_app", True),
     ("import", "verify_cli.cli.import_export", "import_command", False),

@@ -168,6 +168,42 @@ def _isolation_cell(mode: str, notes: Sequence[str]) -> str:
     return f"[yellow]{escape(mode)}[/]" + "".join(f"\n[dim]{escape(n)}[/]" for n in notes)
 
 
+def environment_builds(rows: Sequence[Mapping[str, Any]], *, backend: str, tasks_without: int = 0) -> None:
+    """``env build``: one row per environment (the tasks sharing it, built or cached, the cause)."""
+    table = Table(title=f"environments for {backend}", title_justify="left")
+    for col in ("environment", "status", "tasks", "seconds", "image / cause"):
+        table.add_column(col, overflow="fold")
+    style = {"built": "green", "cached": "dim", "failed": "bold red"}
+    for r in rows:
+        tasks = ", ".join(r["tasks"][:3]) + (f" (+{len(r['tasks']) - 3})" if len(r["tasks"]) > 3 else "")
+        detail = escape(str(r.get("cause") or r.get("image") or ""))
+        if r.get("log"):
+            detail += f"\n[dim]{escape(r['log'])}[/]"
+        table.add_row(r["identity"], f"[{style.get(r['status'], '')}]{r['status']}[/]", escape(tasks),
+                      f"{r['seconds']:.1f}", detail)
+    out.print(table)
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("built", "cached", "failed")}
+    out.print(f"{len(rows)} environment(s): {counts['built']} built, {counts['cached']} cached, "
+              f"{counts['failed']} failed")
+
+
+def environment_list(rows: Sequence[Mapping[str, Any]]) -> None:
+    """``env list``: the store's environments."""
+    table = Table(title="task environments", title_justify="left")
+    for col in ("environment", "form", "size", "age", "declares"):
+        table.add_column(col, overflow="fold")
+    now = time.time()
+    for r in rows:
+        spec = r.get("spec") or {}
+        declares = ", ".join([*spec.get("requirements", [])[:4], *spec.get("system_packages", [])[:2],
+                              *(["Dockerfile"] if spec.get("dockerfile") else []),
+                              *([f"{len(spec.get('setup', []))} set-up command(s)"] if spec.get("setup") else [])])
+        age = (now - float(r["built_at"])) / 3600 if r.get("built_at") else 0.0
+        table.add_row(r["identity"], r["form"] + (f"\n[dim]{escape(r['image'])}[/]" if r.get("image") else ""),
+                      f"{r['bytes'] / 1e6:.1f} MB", f"{age:.1f} h", escape(declares))
+    out.print(table)
+
+
 def sandbox_table(rows: Sequence[dict[str, str]]) -> None:
     table = Table(title="sandbox backends", title_justify="left")
     for col in ("backend", "available", "isolation", "what to do"):
