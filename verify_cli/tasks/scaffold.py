@@ -41,6 +41,10 @@ editable = ["{editable}"]
 [environment]
 image = "{image}"
 runtime = "{runtime}"
+# What the task needs beyond its runtime, built once and graded inside (docs/environments.md):
+# requirements = ["lxml>=5"]         # Python packages (or requirements_file = "requirements.txt")
+# system_packages = ["libxml2-utils"]  # Debian packages (built into an image: --sandbox docker)
+# setup = ["pip install -e ."]       # run once at build time in /workspace holding starter/
 
 [test]
 command = '{command}'
