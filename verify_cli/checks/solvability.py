@@ -301,6 +301,11 @@ def check_cache_key(task: Task, backend_id: str | CacheIdentity, options: CheckO
                      f"repeats={options.repeats}", f"first_wave={options.first_wave}")
 
 
+def _environment_order(task: Task) -> str:
+    spec = spec_of(task)
+    return spec.digest if spec is not None else ""
+
+
 def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, options: CheckOptions,
                 *, cache: ResultCache | None = None, backend_id: str | CacheIdentity = "",
                 on_progress: ProgressCallback | None = None) -> list[TaskReport]:
@@ -323,6 +328,9 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         else:
             todo.append((i, item, key))
 
+    # Tasks that share an environment are graded together: a warm worker serves one environment
+    # (its interpreter), and interleaving them would start and evict workers all along.
+    todo.sort(key=lambda item: _environment_order(item[1]))
     results: dict[int, list[GradeResult]] = {i: [] for i, _, _ in todo}
     first = min(options.repeats, max(1, options.first_wave))
     wave1: list[GradeRequest] = []

@@ -132,8 +132,8 @@ def _remove_image(image: object) -> None:
     if not image:
         return
     try:
-        import docker
+        from verify_cli.environments.image import docker_client
 
-        docker.from_env().images.remove(str(image), force=True)
+        docker_client().images.remove(str(image), force=True)
     except Exception as e:  # the engine may be down or the image gone: the folder still goes
         console.warning(f"image {image} not removed: {e}")

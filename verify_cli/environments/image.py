@@ -34,9 +34,9 @@ def image_tag(identity: str) -> str:
 
 
 def docker_client() -> Any:
-    import docker
+    from docker.client import DockerClient
 
-    return docker.from_env(timeout=600)
+    return DockerClient.from_env(timeout=600)
 
 
 def base_digest(client: Any, image: str) -> str:

@@ -143,6 +143,10 @@ def build_prefix(spec: EnvironmentSpec, identity: str, folder: Path, log: IO[str
                   identity, log_path, env=env)
     if spec.setup:
         _run_setup(spec, prefix, log, log_path, identity, env, say)
+    # Runs never write bytecode (and the prefix is read-only to them): compiled now, once, or
+    # every run would compile what it imports (pytest alone: a second a start).
+    _step([python, "-m", "compileall", "-q", "-j", "0", str(prefix)], log, "byte-compiling", identity, log_path,
+          env=env)
     base = subprocess.run([python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
                           text=True, timeout=60).stdout.strip()
     freeze = (subprocess.run([uv, "pip", "freeze", "--python", python], capture_output=True, text=True,

@@ -361,8 +361,7 @@ class Grader:
                            labels={"verify-cli.task": task.id, "verify-cli.phase": req.phase.value},
                            candidate=candidate, layer=realised.layer if realised else None)
             try:
-                # Warm workers run verify-cli's own interpreter: a run in a built venv goes cold.
-                runner = self._warm_runner() if spec.layer is None else None
+                runner = self._warm_runner()
                 run = runner.run(task, req.phase, spec) if runner else self.sandbox.run(spec)
             except Exception as e:  # a backend bug must not become a score
                 run = RunResult(Verdict.INFRA_ERROR, self.sandbox.name, message=f"{type(e).__name__}: {e}")

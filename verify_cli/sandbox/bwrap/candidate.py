@@ -45,10 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL, CANDIDATE_TMP, CANDIDATE_WORK, HANDOVER_FDS
-from verify_cli.sandbox.base import CandidateProcess
+from verify_cli.sandbox.base import CandidateProcess, RuntimeLayer
 from verify_cli.sandbox.bwrap.sandbox import candidate_argv, candidate_parent_argv
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
+    DEFAULT_PATH,
     SANDBOX_CANDIDATE_HARNESS,
     SANDBOX_CHANNEL_DIR,
     SANDBOX_TMP,
@@ -73,23 +74,25 @@ EXIT_GRACE = 3.0
 
 
 #: The warm runs' cold candidate command lines (used only where the kernel refuses to export
-#: the run's folders), by (command, environment, held folders, protected files): building one
-#: costs more than a millisecond of path handling, on every run.
-_ArgvKey = tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...], tuple[str, ...]]
+#: the run's folders), by (command, environment, held folders, protected files, environment
+#: layer): building one costs more than a millisecond of path handling, on every run.
+_ArgvKey = tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...], tuple[str, ...], RuntimeLayer | None]
 _CANDIDATE_ARGVS: dict[_ArgvKey, list[str]] = {}
 
 
-def cold_candidate_argv(candidate: CandidateProcess, held: list[str]) -> list[str]:
+def cold_candidate_argv(candidate: CandidateProcess, held: list[str], layer: RuntimeLayer | None = None) -> list[str]:
     """The command line that starts the run's candidate cold inside the warm worker's run child
-    (where the kernel refuses to export the run's folders), from a cache."""
-    key = (tuple(candidate.command), tuple(sorted(candidate.env.items())), tuple(held), tuple(candidate.protected))
+    (where the kernel refuses to export the run's folders; a run in a built environment,
+    ``layer``), from a cache."""
+    key = (tuple(candidate.command), tuple(sorted(candidate.env.items())), tuple(held), tuple(candidate.protected),
+           layer)
     argv = _CANDIDATE_ARGVS.get(key)
     if argv is None:
         if len(_CANDIDATE_ARGVS) >= 256:
             _CANDIDATE_ARGVS.clear()
         argv = _CANDIDATE_ARGVS[key] = candidate_argv(candidate, work_source=CANDIDATE_WORK,
                                                       channel_source=CANDIDATE_CHANNEL, tmp_source=CANDIDATE_TMP,
-                                                      held=held)
+                                                      held=held, layer=layer)
     return list(argv)
 
 
@@ -97,11 +100,13 @@ class CandidateParentError(Exception):
     """The candidate parent, not the candidate, failed: the run must not be scored."""
 
 
-def candidate_env(extra: Mapping[str, str]) -> dict[str, str]:
-    """The whole environment of a run's candidate server (what a cold start gives it)."""
+def candidate_env(extra: Mapping[str, str], layer: RuntimeLayer | None = None) -> dict[str, str]:
+    """The whole environment of a run's candidate server (what a cold start gives it), in the
+    run's built environment where it has one (``layer``)."""
     return candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
                                  channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
-                                 candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=runtime_path(),
+                                 candidate_harness=SANDBOX_CANDIDATE_HARNESS,
+                                 path=layer.search_path(DEFAULT_PATH) if layer is not None else runtime_path(),
                                  extra=extra)
 
 
@@ -136,21 +141,24 @@ class CandidateParent:
     """One warm candidate parent, in the cgroup of the trusted worker it serves; one run at a time.
 
     ``env`` is the candidate environment it was started with: it serves only runs whose
-    candidate environment is the same (the hash seed is read at interpreter start).
+    candidate environment is the same (the hash seed is read at interpreter start), and whose
+    built environment (``layer``: its interpreter) is its own.
     """
 
-    def __init__(self, cgroup: RunCgroup, scratch: Path, extra_env: Mapping[str, str]) -> None:
+    def __init__(self, cgroup: RunCgroup, scratch: Path, extra_env: Mapping[str, str],
+                 layer: RuntimeLayer | None = None) -> None:
         self.cgroup = cgroup
         self.scratch = scratch
-        self.env = candidate_env(extra_env)
+        self.layer = layer
+        self.env = candidate_env(extra_env, layer)
         self.proc: subprocess.Popen[bytes] | None = None
         self.ctl: socket.socket | None = None
         self.pids: set[int] = set()
         self._job: socket.socket | None = None
         self._job_id = ""
 
-    def serves(self, extra_env: Mapping[str, str]) -> bool:
-        return self.alive and candidate_env(extra_env) == self.env
+    def serves(self, extra_env: Mapping[str, str], layer: RuntimeLayer | None = None) -> bool:
+        return self.alive and layer == self.layer and candidate_env(extra_env, layer) == self.env
 
     @property
     def alive(self) -> bool:
@@ -164,7 +172,7 @@ class CandidateParent:
         try:
             argv = candidate_parent_argv(self.scratch, [
                 "/bin/sh", "-c", f'exec python "{PARENT_SCRIPT}" "$@"', "sh",
-                "--control-fd", str(parent_ctl.fileno())])
+                "--control-fd", str(parent_ctl.fileno())], layer=self.layer)
             log = open(self.scratch / "candidate-parent.log", "wb")  # noqa: SIM115 - the child's
             try:
                 self.proc = subprocess.Popen(
@@ -221,7 +229,7 @@ class CandidateParent:
             raise CandidateParentError("the candidate parent is not running")
         host_job, child_job = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._job, self._job_id = host_job, job_id
-        request = {"op": "run", "id": job_id, "env": candidate_env(extra_env),
+        request = {"op": "run", "id": job_id, "env": candidate_env(extra_env, self.layer),
                    "cpu_seconds": cpu_seconds, "file_bytes": file_bytes, "held": list(held),
                    "protected": list(protected)}
         try:
@@ -282,19 +290,20 @@ class WarmCandidates:
         self.last = ""
 
     def parent_for(self, candidate: CandidateProcess | None, cgroup: RunCgroup | None,
-                   infra: set[int], submit: Callable[[Callable[[], None]], Any] | None
-                   ) -> CandidateParent | None:
-        """The parent that serves this run's candidate; None where it starts cold (not the
-        Python server, switched off, or no parent can be had: never a score, it starts cold)."""
+                   infra: set[int], submit: Callable[[Callable[[], None]], Any] | None, *,
+                   layer: RuntimeLayer | None = None) -> CandidateParent | None:
+        """The parent that serves this run's candidate, in the run's built environment
+        (``layer``) where it has one; None where it starts cold (not the Python server,
+        switched off, or no parent can be had: never a score, it starts cold)."""
         self.last = "" if candidate is None else "cold"
         if candidate is None or cgroup is None or submit is None or tuple(candidate.command) != PYTHON_SERVER_COMMAND \
                 or self.off or os.environ.get(WARM_CANDIDATE_ENV, "1") == "0":
             return None
-        if self.parent is not None and self.parent.serves(candidate.env):
+        if self.parent is not None and self.parent.serves(candidate.env, layer):
             return self.parent
         self.drop(infra)
         try:
-            self.parent = open_candidate_parent(cgroup, self.scratch, candidate.env, set(infra), submit)
+            self.parent = open_candidate_parent(cgroup, self.scratch, candidate.env, set(infra), submit, layer)
         except CandidateParentError as e:
             self.off = f"the warm candidate parent could not start: {e}"
             return None
@@ -353,10 +362,11 @@ class WarmCandidates:
 
 
 def open_candidate_parent(cgroup: RunCgroup, scratch: Path, extra_env: Mapping[str, str],
-                          infra: set[int], submit: Callable[[Callable[[], None]], Any]) -> CandidateParent:
+                          infra: set[int], submit: Callable[[Callable[[], None]], Any],
+                          layer: RuntimeLayer | None = None) -> CandidateParent:
     """Start a parent in ``cgroup`` (``infra``: its processes so far) through ``submit`` (runs a
     function on the pool's spawner thread and waits); raises CandidateParentError."""
-    parent = CandidateParent(cgroup, scratch, extra_env)
+    parent = CandidateParent(cgroup, scratch, extra_env, layer)
     try:
         submit(parent.spawn)
         parent.await_ready(infra)

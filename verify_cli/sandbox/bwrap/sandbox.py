@@ -184,11 +184,11 @@ def _trusted_argv(source: Path, candidate: CandidateProcess) -> list[str]:
 
 def candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_WORKDIR,
                    channel_source: str = SANDBOX_CHANNEL_DIR, tmp_source: str = SANDBOX_TMP,
-                   held: Sequence[str] = ()) -> list[str]:
+                   held: Sequence[str] = (), layer: RuntimeLayer | None = None) -> list[str]:
     """:func:`_candidate_argv` for a process whose work folder, channel folder and ``/tmp`` are
     at ``work_source``, ``channel_source`` and ``tmp_source`` (the warm worker's run children)."""
     return _candidate_argv(candidate, work_source=work_source, channel_source=channel_source,
-                           tmp_source=tmp_source, held=held)
+                           tmp_source=tmp_source, held=held, layer=layer)
 
 
 def held_folders(candidate: CandidateProcess, source: Path) -> list[str]:
@@ -239,7 +239,7 @@ def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_W
     return [*argv, "--", *candidate.command]
 
 
-def candidate_parent_argv(scratch: Path, command: Sequence[str]) -> list[str]:
+def candidate_parent_argv(scratch: Path, command: Sequence[str], *, layer: RuntimeLayer | None = None) -> list[str]:
     """The sandbox of a warm candidate parent (:mod:`verify_cli.sandbox.bwrap.candidate`): a
     run's namespaces and read-only system, its own ``/proc`` (its own pid namespace), the
     candidate-side harness and runtime, empty read-only mount points for a run's work folder,
@@ -247,7 +247,8 @@ def candidate_parent_argv(scratch: Path, command: Sequence[str]) -> list[str]:
     Its environment is the caller's (a candidate environment), not the run's."""
     argv = _system_argv(scratch)
     argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-             "--ro-bind", str(candidate_harness_dir()), SANDBOX_CANDIDATE_HARNESS, *runtime_binds()]
+             "--ro-bind", str(candidate_harness_dir()), SANDBOX_CANDIDATE_HARNESS, *runtime_binds(),
+             *layer_binds(layer)]
     for d in (SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_CHANNEL_DIR):
         argv += ["--dir", d]
     return [*argv, "--remount-ro", "/", "--chdir", "/", "--", *command]

@@ -62,7 +62,7 @@ from verify_cli.sandbox.environment import (
 )
 from verify_cli.sandbox.plumbing.cgroup import cgroup_manager
 from verify_cli.sandbox.plumbing.trusted_launch import trusted_home_variables
-from verify_cli.sandbox.process import runtime_path
+from verify_cli.sandbox.process import run_path
 
 # --------------------------------------------------------------------------------------------
 # The pool
@@ -146,7 +146,8 @@ class WarmPool(WarmHost):
         env = self._job_env(spec)
         key = WorkerKey(inv.interpreter, tuple(sorted(set(preload))),
                         tuple(sorted(startup_environment(env).items())),
-                        runners=(inv.program,) if inv.mode == "runner" else ())
+                        runners=(inv.program,) if inv.mode == "runner" else (),
+                        binds=spec.layer.binds if spec.layer is not None else ())
         worker = self._acquire(key)
         if worker is None:
             with self._cond:
@@ -193,7 +194,7 @@ class WarmPool(WarmHost):
             extra.update(trusted_home_variables(spec.env))
         return pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                   harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
-                                  path=runtime_path(), extra=extra)
+                                  path=run_path(spec), extra=extra)
 
     def _acquire(self, key: WorkerKey) -> WarmWorker | None:
         with self._cond:

@@ -152,6 +152,9 @@ class WorkerKey:
     startup_env: tuple[tuple[str, str], ...]
     #: Built-in runner modules the worker imports instead of pytest (runner workers only).
     runners: tuple[str, ...] = ()
+    #: Host folders of the run's built environment (:attr:`RunSpec.layer`), bound read-only at
+    #: their own paths: the worker's interpreter is the environment's.
+    binds: tuple[str, ...] = ()
 
 
 class WarmWorker:
@@ -202,7 +205,7 @@ class WarmWorker:
                 command += ["--runners", ",".join(self.key.runners)]
             prepared = self.sandbox.long_lived(
                 command, scratch=self.scratch, env=dict(self.key.startup_env),
-                ro_binds=[(self.jobs, JOBS_MOUNT), (warmup, WARMUP_DIR)],
+                ro_binds=[(self.jobs, JOBS_MOUNT), (warmup, WARMUP_DIR), *((Path(b), b) for b in self.key.binds)],
                 dirs=[CANDIDATE_WORK, CANDIDATE_CHANNEL, CANDIDATE_TMP, TRUSTED_HOME])
             log = open(self.scratch / "worker.log", "wb")  # noqa: SIM115 - handed to the child
             try:
@@ -328,12 +331,13 @@ class WarmWorker:
             "results_bytes": min(limits.file_bytes, RESULTS_FOLDER_BYTES),
             "results_files": RESULTS_MAX_FILES * 2, "report_imports": report_imports,
         }
-        parent = self.candidates.parent_for(spec.candidate, self.cgroup, self.infra, self.submit)
+        parent = self.candidates.parent_for(spec.candidate, self.cgroup, self.infra, self.submit,
+                                            layer=spec.layer)
         cand_out = cand_err = -1
         if spec.candidate is not None:
             held = held_folders(spec.candidate, self.jobs / job_id)
             request["candidate"] = {
-                "argv": cold_candidate_argv(spec.candidate, held),
+                "argv": cold_candidate_argv(spec.candidate, held, spec.layer),
                 "held": held, "protected": list(spec.candidate.protected),
                 "hidden": list(spec.candidate.hidden), "private": list(spec.candidate.private),
                 "warm": parent is not None}
