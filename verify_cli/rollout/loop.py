@@ -115,8 +115,10 @@ def episode_row(ep: Episode, *, run_id: str, step: int, group_index: int, adv: G
         "sampling": {"n": group_size, "temperature": sampling.temperature, "top_p": sampling.top_p,
                      "max_tokens": sampling.max_tokens, "seed": ep.group_seed},
         "sandbox_backend": sandbox_backend,
-        # the sandbox says what it runs in: the task's image (docker), else the runtime
-        "sandbox_image": environment_label(sandbox_backend, ep.task.environment.image, ep.task.environment.runtime),
+        # the sandbox says what it runs in: the task's built environment (its identity: `verify-cli
+        # env list`), else its image (docker) or runtime
+        "sandbox_image": (f"env:{reward.environment}" if reward.environment else
+                          environment_label(sandbox_backend, ep.task.environment.image, ep.task.environment.runtime)),
         "prompt_token_ids": list(ep.prompt_ids), "response_token_ids": list(ep.response_ids),
         "response_mask": list(ep.response_mask),
         "response_logprobs": list(ep.logprobs) if ep.logprobs is not None else None,

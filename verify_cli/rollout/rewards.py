@@ -36,6 +36,8 @@ class Reward:
     tests_passed: int
     tests_total: int
     problems: tuple[str, ...] = ()
+    #: The identity of the task's built environment the grade ran in ("" for none).
+    environment: str = ""
 
     @property
     def masked(self) -> bool:
@@ -69,6 +71,7 @@ def reward_of(sample: GradedSample, *, response_tokens: int, max_tokens: int, tr
                       sample.problems or ("no completion to grade",))
     grade = sample.grade
     if sample.status is SampleStatus.INFRA_ERROR or grade.score is None:
-        return Reward(SampleStatus.INFRA_ERROR, None, None, 0.0, 0.0, 0, 0, grade.problems)
+        return Reward(SampleStatus.INFRA_ERROR, None, None, 0.0, 0.0, 0, 0, grade.problems, grade.environment)
     passed = sum(t.outcome.ok for t in grade.tests)
-    return Reward(sample.status, grade.score + lp, grade.score, 0.0, lp, passed, len(grade.tests), grade.problems)
+    return Reward(sample.status, grade.score + lp, grade.score, 0.0, lp, passed, len(grade.tests), grade.problems,
+                  grade.environment)

@@ -55,7 +55,8 @@ TRAJECTORY_SCHEMA = pa.schema([
     _f("model", pa.string(), "the model backend and model name"),
     _f("sampling", SAMPLING_TYPE, "sampling parameters of this sample, seed included"),
     _f("sandbox_backend", pa.string(), "the sandbox backend that graded this sample"),
-    _f("sandbox_image", pa.string(), "the task's environment: Docker image or local runtime"),
+    _f("sandbox_image", pa.string(),
+       "the task's environment: env:IDENTITY of a built one, else the Docker image or local runtime"),
     # tokens
     _f("prompt_token_ids", pa.list_(pa.int32()), "token ids of the first prompt"),
     _f("response_token_ids", pa.list_(pa.int32()),
