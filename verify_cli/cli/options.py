@@ -53,7 +53,7 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
     "Sandbox": ("--sandbox", "--pool-size", "--docker-mode", "--jobs", "--grade-jobs", "--cold", "--executor",
                 "--ray-address"),
     "Agent": ("--agent", "--max-turns", "--token-budget", "--wall-seconds", "--observation-chars"),
-    "Output": ("--json", "--junit", "--show", "--plot", "--cache-dir", "--no-cache", "--write-back", "--keep",
-               "--drop-extremes", "--log-level"),
+    "Output": ("--json", "--junit", "--display-chars", "--show", "--plot", "--cache-dir", "--no-cache",
+               "--write-back", "--keep", "--drop-extremes", "--log-level"),
 }
 GROUPED_FROM = 12
