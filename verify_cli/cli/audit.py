@@ -37,8 +37,9 @@ def audit_command(
     docker_mode: DockerModeOpt = None,
     jobs: JobsOpt = None,
     reruns: Annotated[int, typer.Option(
-        "--reruns", min=0,
-        help="Reference reruns for flakiness (the default catches a 1-in-4 flaky test with 95% probability).")
+        "--repeats", "--reruns", min=0,
+        help="Reference runs for flakiness, as check-tasks' --repeats (the default catches a 1-in-4 "
+             "flaky test with 95% probability).")
     ] = DEFAULT_REPEATS,
     max_mutants: Annotated[int, typer.Option("--max-mutants", min=0,
                                              help="Mutants per task, shared evenly between operators.")] = 50,
