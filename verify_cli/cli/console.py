@@ -54,7 +54,13 @@ def warning(message: str) -> None:
 
 
 def info(message: str) -> None:
+    """A line of the result (stdout)."""
     out.print(escape(message))
+
+
+def note(message: str) -> None:
+    """A line of progress or a diagnostic (stderr): docs/cli.md, "Output streams"."""
+    err.print(escape(message), soft_wrap=True)
 
 
 def head_tail(text: str, limit: int) -> str:
@@ -202,7 +208,7 @@ def sandbox_table(rows: Sequence[dict[str, str]]) -> None:
     out.print(table)
 
 
-__all__ = ["CheckStatus", "check_tasks_table", "err", "error", "head_tail", "info", "out", "plain",
+__all__ = ["CheckStatus", "check_tasks_table", "err", "error", "head_tail", "info", "note", "out", "plain",
            "progress_bar", "sandbox_table", "shorten_arguments", "use_stderr", "warning"]
 
 

@@ -117,7 +117,7 @@ def train_command(
     selection = select_tasks([i for i in items if not isinstance(i, TaskLoadFailure)],
                              include_buckets=include_bucket or ())
     if selection.skipped:
-        console.info(f"skipping {len(selection.skipped)} task(s) by difficulty bucket: "
+        console.note(f"skipping {len(selection.skipped)} task(s) by difficulty bucket: "
                      + ", ".join(f"{k} ({v})" for k, v in sorted(selection.skipped.items())))
     options = _backend_options(backend_option or [])
     # The options difficulty and agent run take by name, as --backend-option KEY=VALUE does.
@@ -146,7 +146,7 @@ def train_command(
                                    model_path=Path(model) if model else None)
 
         def on_step(r: StepReport) -> None:
-            console.info(step_line(r))
+            console.note(step_line(r))
 
         runner = None
         if agent:
@@ -159,7 +159,7 @@ def train_command(
         result = trainer.run(resume=resume)
     report_cluster(grader)
     if result.resumed_from is not None:
-        console.info(f"resumed after committed step {result.resumed_from}")
+        console.note(f"resumed after committed step {result.resumed_from}")
     summary = summarize_run(out)
     show_summary(summary)
     if json_out:
