@@ -60,7 +60,7 @@ def audit_command(
     observed_equivalence: Annotated[bool, typer.Option(
         "--observed-equivalence",
         help="Set apart (as equivalent, not counted) survivors whose every call from the tests "
-             "answers as the reference's did (traced reruns; README: Equivalent mutants).")] = False,
+             "answers as the reference's did (traced reruns; docs/commands/audit.md: Equivalent mutants).")] = False,
     fail_under: Annotated[float, typer.Option(
         "--fail-under", min=0, max=100,
         help="A task whose mutation score (0-100) is below this is unreliable (exit 1); 0 turns it off.")
