@@ -12,10 +12,18 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Table as _RichTable
 
 from verify_cli.checks.flaky_power import FlakinessPower
 from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
+
+
+class Table(_RichTable):
+    """A rich table whose columns fold a long cell onto the next line by default: on a narrow
+    terminal a task id or a path wraps, never ends in "…" (pass ``overflow=`` to choose)."""
+
+    def add_column(self, header: Any = "", *args: Any, overflow: Any = "fold", **kwargs: Any) -> None:
+        super().add_column(header, *args, overflow=overflow, **kwargs)
 
 
 def _console(stderr: bool) -> Console:

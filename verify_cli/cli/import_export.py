@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from verify_cli.cli import console
+from verify_cli.cli.console import Table
 from verify_cli.errors import ExitCode, UsageError
 from verify_cli.exporters import ExportReport, export_tasks
 from verify_cli.importers import PRESETS, ImportReport, import_rows, parse_mapping

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from verify_cli.checks.cache import default_cache_dir
 from verify_cli.checks.solvability import DEFAULT_REPEATS
 from verify_cli.cli import console
+from verify_cli.cli.console import Table
 from verify_cli.cli.options import DockerModeOpt, sandbox_options
 from verify_cli.errors import SandboxUnavailableError
 from verify_cli.report.files import write_json

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from verify_cli.cli import console
+from verify_cli.cli.console import Table
 from verify_cli.cli.executor_setup import open_executor, report_cluster
 from verify_cli.cli.options import ExecutorOpt, RayAddressOpt, SandboxOpt
 from verify_cli.errors import UsageError
