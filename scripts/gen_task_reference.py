@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,7 @@ def render(schema: dict[str, Any]) -> str:
         lines += [schema["description"], ""]
     lines += ["Required fields: " + ", ".join(f"`{r}`" for r in schema.get("required", [])) + ".", ""]
     lines += _tables(schema, "")
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).rstrip("\n") + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
