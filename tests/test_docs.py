@@ -206,6 +206,16 @@ def test_every_command_and_option_the_docs_show_exists(page: Path) -> None:
     assert [f"{line!r}: {why}" for line in shown for why in unknown_options(line)] == []
 
 
+def test_the_readme_command_table_names_every_command_that_exists() -> None:
+    text = README.read_text(encoding="utf-8")
+    table = re.search(r"^## Commands\n(.*?)^## ", text, re.M | re.S)
+    assert table
+    rows = [cell.replace("\\|", "|") for cell in re.findall(r"^\| `([^`]+)` \|", table.group(1), re.M)]
+    assert [f"{row}: {why}" for row in rows for why in unknown_options(f"verify-cli {row}")] == []
+    listed = {row.split()[0] for row in rows}
+    assert listed == set(_tree().commands), "the README's table lists every top-level command"
+
+
 def test_the_docs_show_commands_to_check() -> None:
     shown = [line for page in PAGES for line in _shown_commands(page.read_text(encoding="utf-8"))]
     assert len(shown) > 80
