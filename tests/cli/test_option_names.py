@@ -31,6 +31,12 @@ DISTINCT = {
     frozenset({"--check", "--checks"}): "difficulty: run check-tasks first; --checks is the alias of "
                                         "tasks' --check-report",
 }
+#: One short flag, two long names (kept: each is the flag users of that command know).
+SHORT_FLAG_EXCEPTIONS = {
+    "-m": {"--model", "--map"},  # import's --map has no model
+    "-n": {"--repeats", "--samples"},  # difficulty's samples per task; check-tasks' reference runs
+    "-p": {"--preset", "--port"},  # import, serve
+}
 #: Options every command that samples a model takes, under these names.
 MODEL_OPTIONS = ("--backend", "--model", "--base-url", "--chat", "--device")
 
@@ -117,9 +123,37 @@ def test_the_check_flags_what_the_commands_had() -> None:
     assert any("--checks" in f and "--check-report" in f for f in found), found
 
 
+def short_flags(command_params: dict[str, list[Any]]) -> dict[str, set[str]]:
+    """short flag -> the primary long names it stands for, over every command."""
+    flags: dict[str, set[str]] = {}
+    for params in command_params.values():
+        for p in params:
+            longs = [o for o in p.opts if o.startswith("--")]
+            for short in (o for o in p.opts if not o.startswith("--")):
+                flags.setdefault(short, set()).add(longs[0] if longs else short)
+    return flags
+
+
+def test_a_short_flag_means_one_option_everywhere() -> None:
+    params = {path: [p for p in command.params if p.param_type_name == "option"]
+              for path, command in _leaves(typer.main.get_command(app), [])}
+    clashes = {flag: names for flag, names in short_flags(params).items()
+               if len(names) > 1 and names != SHORT_FLAG_EXCEPTIONS.get(flag)}
+    assert clashes == {}
+
+
+def test_backend_names_the_model_backend_and_sandbox_the_sandbox() -> None:
+    """``--backend`` is the model backend wherever it is a command's own name for an option (sandbox
+    doctor said --backend for a sandbox backend; it says --sandbox, as every other command does)."""
+    for command, options in option_table().items():
+        primaries = {names[0] for names in options}
+        if "--backend" in primaries:
+            assert "--model" in primaries, command
+
+
 def test_commands_that_sample_a_model_take_the_same_model_options() -> None:
     table = option_table()
     for command, options in table.items():
         names = {n for names in options for n in names}
-        if {"--backend", "--model"} <= names and command != "sandbox doctor":
+        if {"--backend", "--model"} <= names:
             assert set(MODEL_OPTIONS) <= names, (command, sorted(set(MODEL_OPTIONS) - names))
