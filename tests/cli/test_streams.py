@@ -48,3 +48,22 @@ def test_json_dash_leaves_stdout_to_the_json(command: list[str], make_task: Any,
     main([*command[:2 if command[0] == "tasks" else 1], str(root),
           *command[2 if command[0] == "tasks" else 1:], "--json", "-"])
     json.loads(capsys.readouterr().out)  # nothing else on stdout
+
+
+def test_import_and_export_json_dash_leave_stdout_to_the_json(tmp_path: Path, make_task: Any,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"task_id": 1, "text": "t", "code": "def f():\n    return 0\n",
+                                "test_list": ["assert f() == 0"], "test_setup_code": ""}) + "\n")
+    assert main(["import", str(rows), "--preset", "asserts", "--out", str(tmp_path / "set"), "--json", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["imported"] == 1
+    assert main(["export", str(tmp_path / "set"), "--format", "jsonl", "--out", str(tmp_path / "x.jsonl"),
+                 "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    json.loads(captured.out)
+    assert "exported 1 task(s)" in captured.err  # the human line moved to stderr
+
+
+def test_sandbox_doctor_json_dash_leaves_stdout_to_the_json(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["sandbox", "doctor", "--sandbox", "process", "--json", "-"])
+    json.loads(capsys.readouterr().out)
