@@ -110,6 +110,7 @@ SLOW_MODULES: dict[str, float] = {  # worker-seconds of the last full run (--jun
     "rollout/test_toy_training.py": 49,
     "difficulty/test_hf_end_to_end.py": 46,
     "grading/test_docker_warm_two_process.py": 42,
+    "test_readme_walkthrough.py": 44,  # the README's walk-through: new-task to an agent episode
 }
 _START_RANK = {name: rank for rank, name in enumerate(SLOW_MODULES)}
 

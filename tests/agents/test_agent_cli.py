@@ -59,3 +59,34 @@ def test_agent_shell_drives_the_same_tools_from_a_prompt(monkeypatch: pytest.Mon
     assert "exit code 0" in shown and "unknown command 'nonsense'" in shown
     assert " 0 failed" in shown or "no visible tests" in shown
     assert "grade: passed (score 1.00)" in shown
+
+
+def test_agent_run_shortens_long_text_for_people_and_keeps_it_whole_in_json(
+        policy_server: PolicyServer, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A 30 MB reply once went to the terminal whole, and every write_file printed its content."""
+    content = "x = 1\n" * 20_000  # 120,000 characters written by one call
+    reply = "thinking " * 10_000  # 90,000 characters of model text with no call: an observation says so
+    policy_server.policies["long"] = scripted([[("write_file", {"path": "notes.py", "content": content})],
+                                               reply, [("bash", {"command": "cat notes.py"})]])
+    out_json = tmp_path / "episode.json"
+    code = main(["agent", "run", str(TASK), "--backend", "openai", "--model", "long", "--base-url",
+                 policy_server.base_url, "--sandbox", "bwrap", "--json", str(out_json)])
+    shown = capsys.readouterr().out
+    assert code == 1, shown[-2000:]
+    assert len(shown) < 12_000, len(shown)  # three long turns, a few screens in all
+    assert "→ write_file(" in shown and "characters …]" in shown
+    write_line = next(line for line in shown.splitlines() if line.startswith("→ write_file("))
+    assert len(write_line) < 1_000 and '"path": "notes.py"' in write_line
+    doc = json.loads(out_json.read_text())
+    calls = [c for t in doc["turns"] for c in t["tool_calls"] if c["name"] == "write_file"]
+    assert json.loads(calls[0]["arguments"])["content"] == content  # whole in --json
+    assert doc["turns"][1]["text"] == reply
+
+
+def test_display_chars_0_shows_everything(policy_server: PolicyServer, capsys: pytest.CaptureFixture[str]) -> None:
+    content = "y = 2\n" * 1_000
+    policy_server.policies["whole"] = scripted([[("write_file", {"path": "notes.py", "content": content})]])
+    main(["agent", "run", str(TASK), "--backend", "openai", "--model", "whole", "--base-url",
+          policy_server.base_url, "--sandbox", "bwrap", "--display-chars", "0"])
+    shown = capsys.readouterr().out
+    assert json.dumps(content)[1:-1] in shown and "characters …]" not in shown

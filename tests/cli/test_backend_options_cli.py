@@ -4,7 +4,9 @@ never a traceback and never silently dropped."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +73,35 @@ def test_a_bad_docker_mode_is_refused_before_any_engine_is_asked(
     root = make_task("ok")  # type: ignore[operator]
     assert main(["check-tasks", str(root), "--no-cache", "--sandbox", "docker", "--docker-mode", "warm"]) == 2
     assert "sandbox backend 'docker': unknown docker mode 'warm'" in one_error_line(capsys)
+
+
+def test_train_takes_base_url_as_difficulty_and_agent_run_do(make_task: Any, tmp_path: Path) -> None:
+    """``train --base-url`` (it needed ``--backend-option base_url=...``): the run samples from
+    the server it names, and its rewards are the grades of what the server answered."""
+    from tests.models.test_openai import ScriptedServer
+
+    root = make_task("sum")
+    answer = "```python solution.py\n" + (root / "solution" / "solution.py").read_text() + "```\n"
+    server = ScriptedServer(lambda body: {"choices": [
+        {"index": i, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+        for i in range(body.get("n", 1))]})
+    server.thread.start()
+    try:
+        code = main(["train", str(root), "--backend", "openai", "--model", "m", "--base-url", server.url,
+                     "--no-chat", "--chat", "-G", "2", "-B", "1", "--steps", "1", "--sandbox", "process",
+                     "--jobs", "2", "--out", str(tmp_path / "run"), "--json", str(tmp_path / "run.json")])
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+    assert code == 0
+    assert server.requests and all(path.endswith("/chat/completions") for path, _ in server.requests)
+    summary = json.loads((tmp_path / "run.json").read_text())
+    assert summary["status_counts"] == {"ok": 2}, summary
+
+
+def test_train_refuses_base_url_for_a_backend_without_one(
+        sample_tasks_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["train", str(sample_tasks_dir), "--backend", "replay", "--model", str(tmp_path / "x.jsonl"),
+                 "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "r")])
+    assert code == 2
+    assert "model backend 'replay' has no option --base-url (base_url)" in one_error_line(capsys)

@@ -1,4 +1,5 @@
-"""The exit-code table: every expected error's code is pinned here, and the README says the same."""
+"""The exit-code table: every expected error's code is pinned here, and the docs (docs/cli.md, and
+the README in short) say the same."""
 
 from __future__ import annotations
 
@@ -59,10 +60,15 @@ def test_the_errors_docstring_lists_every_error_with_its_code(cls: type[VerifyEr
     assert f"{cls.__name__} [{EXPECTED[cls]}]" in doc
 
 
-def test_readme_states_the_same_codes() -> None:
-    readme = (ROOT / "README.md").read_text()
-    for text in ("`0` success", "`1` defective", "`2` usage", "`3`\ninfrastructure error",
-                 "a sandbox backend is unavailable", "`130` interrupted", "and the run exits `1`"):
+def test_the_docs_state_the_same_codes() -> None:
+    conventions = " ".join((ROOT / "docs" / "cli.md").read_text().split())
+    for text in ("`0` success", "`1` defective", "`2` usage", "`3` infrastructure error",
+                 "a sandbox backend is unavailable", "`4` (check-tasks)", "`130` interrupted",
+                 "and the run exits `1`"):
+        assert text in conventions, text
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for text in ("`0` success", "`1` defective", "`2` usage error", "`3` infrastructure error",
+                 "`130` interrupted", "(docs/cli.md)"):
         assert text in readme, text
 
 

@@ -45,3 +45,48 @@ def test_help_follows_click_conventions(path: list[str], capsys: pytest.CaptureF
     assert not BAD.findall(out), BAD.findall(out)
     usage = next(line for line in out.splitlines() if "Usage:" in line)
     assert not USAGE_ARG.findall(usage), usage  # [path] only for an optional argument, uppercase
+
+
+def _option_names(path: list[str]) -> list[str]:
+    command: Any = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    return [name for p in command.params if p.param_type_name == "option"
+            for name in (*p.opts, *p.secondary_opts)]
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "verify-cli")
+def test_help_at_80_columns_shows_every_option_name_whole(path: list[str], capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main([*path, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "…" not in out, [line for line in out.splitlines() if "…" in line]  # nothing cut short
+    missing = [name for name in _option_names(path)
+               if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", out)]
+    assert missing == [], f"option names not shown whole at 80 columns: {missing}"
+
+
+def test_the_80_column_check_sees_a_cut_name(capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """What typer's own panel did to difficulty at 80 columns (issue 39): the check catches it."""
+    from typer import rich_utils
+
+    from verify_cli.cli import help_style
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(rich_utils, "_print_options_panel", help_style._typer_options_panel)
+    assert main(["difficulty", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--tensor-paralle…" in out or "--gpu-memory-uti…" in out
+
+
+@pytest.mark.parametrize("path", [p for p in COMMANDS if len(_option_names(p)) >= 24],
+                         ids=lambda p: " ".join(p))
+def test_a_long_command_groups_its_options(path: list[str], capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main([*path, "--help"]) == 0
+    panels = re.findall(r"^╭─ (\w+) ", capsys.readouterr().out, re.M)
+    assert "Options" in panels and "Sandbox" in panels and len(panels) >= 3, panels

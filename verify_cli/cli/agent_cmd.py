@@ -38,17 +38,27 @@ def _open_sandbox(name: str) -> Any:
     return create_sandbox(backend)
 
 
-def _show_turn(episode: AgentEpisode, turn: AgentTurn) -> None:
-    console.plain(f"── turn {turn.index + 1} ({turn.generation_seconds:.2f}s model, "
-                  f"{turn.execution_seconds:.2f}s tools) " + "─" * 20)
-    if turn.text.strip():
-        console.plain(f"model: {turn.text.strip()}")
-    for call, obs in zip(turn.tool_calls, [o for o in turn.observations if o["tool_call_id"]], strict=False):
-        console.plain(f"→ {call['name']}({call['arguments']})")
-        console.plain("  " + obs["text"].replace("\n", "\n  "))
-    for obs in turn.observations:
-        if not obs["tool_call_id"]:
-            console.plain("  " + obs["text"].replace("\n", "\n  "))
+#: ``--display-chars``' default: a turn of a few screens at most, however long the model's reply
+DISPLAY_CHARS = 1000
+
+
+def _turn_printer(limit: int) -> Any:
+    """Prints each turn for a person: the model's text, each call's arguments and each observation
+    shortened to a head and tail of about ``limit`` characters (``--json`` keeps them whole)."""
+
+    def show(episode: AgentEpisode, turn: AgentTurn) -> None:
+        console.plain(f"── turn {turn.index + 1} ({turn.generation_seconds:.2f}s model, "
+                      f"{turn.execution_seconds:.2f}s tools) " + "─" * 20)
+        if turn.text.strip():
+            console.plain(f"model: {console.head_tail(turn.text.strip(), limit)}")
+        for call, obs in zip(turn.tool_calls, [o for o in turn.observations if o["tool_call_id"]], strict=False):
+            console.plain(f"→ {call['name']}({console.shorten_arguments(call['arguments'], limit // 2)})")
+            console.plain("  " + console.head_tail(obs["text"], limit).replace("\n", "\n  "))
+        for obs in turn.observations:
+            if not obs["tool_call_id"]:
+                console.plain("  " + console.head_tail(obs["text"], limit).replace("\n", "\n  "))
+
+    return show
 
 
 def _show_outcome(status: str, score: float | None, reason: str, tests: Any) -> None:
@@ -84,8 +94,13 @@ def agent_run_command(
     = 4000,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
-    json_out: Annotated[str | None, typer.Option("--json", help="Write the episode as JSON (- for stdout).")]
-    = None,
+    json_out: Annotated[str | None, typer.Option(
+        "--json", help="Write the episode as JSON, every turn whole (- for stdout).")] = None,
+    display_chars: Annotated[int, typer.Option(
+        "--display-chars", min=0,
+        help="Console only: the model's text, each call's arguments and each observation shown as "
+             "head and tail of about this many characters (0: whole; --json is always whole).")]
+    = DISPLAY_CHARS,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = "auto",
 ) -> None:
@@ -107,7 +122,7 @@ def agent_run_command(
         am = agent_model(model_backend)
         try:  # the executor opens the session and grades
             episode = run_episode(task, am, ex, limits=limits, params=params,
-                                  on_turn=None if json_out == "-" else _show_turn)
+                                  on_turn=None if json_out == "-" else _turn_printer(display_chars))
         finally:
             am.close()
     if json_out != "-" and episode.node:

@@ -37,8 +37,9 @@ def audit_command(
     docker_mode: DockerModeOpt = None,
     jobs: JobsOpt = None,
     reruns: Annotated[int, typer.Option(
-        "--reruns", min=0,
-        help="Reference reruns for flakiness (the default catches a 1-in-4 flaky test with 95% probability).")
+        "--repeats", "--reruns", min=0,
+        help="Reference runs for flakiness, as check-tasks' --repeats (the default catches a 1-in-4 "
+             "flaky test with 95% probability).")
     ] = DEFAULT_REPEATS,
     max_mutants: Annotated[int, typer.Option("--max-mutants", min=0,
                                              help="Mutants per task, shared evenly between operators.")] = 50,
@@ -59,7 +60,7 @@ def audit_command(
     observed_equivalence: Annotated[bool, typer.Option(
         "--observed-equivalence",
         help="Set apart (as equivalent, not counted) survivors whose every call from the tests "
-             "answers as the reference's did (traced reruns; README: Equivalent mutants).")] = False,
+             "answers as the reference's did (traced reruns; docs/commands/audit.md: Equivalent mutants).")] = False,
     fail_under: Annotated[float, typer.Option(
         "--fail-under", min=0, max=100,
         help="A task whose mutation score (0-100) is below this is unreliable (exit 1); 0 turns it off.")

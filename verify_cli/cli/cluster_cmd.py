@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from verify_cli.cli import console
+from verify_cli.cli.console import Table
 from verify_cli.cli.options import RayAddressOpt
 from verify_cli.errors import ExitCode
 from verify_cli.executors.status import NodeStatus, cluster_status

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -11,10 +12,18 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Table as _RichTable
 
 from verify_cli.checks.flaky_power import FlakinessPower
 from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
+
+
+class Table(_RichTable):
+    """A rich table whose columns fold a long cell onto the next line by default: on a narrow
+    terminal a task id or a path wraps, never ends in "…" (pass ``overflow=`` to choose)."""
+
+    def add_column(self, header: Any = "", *args: Any, overflow: Any = "fold", **kwargs: Any) -> None:
+        super().add_column(header, *args, overflow=overflow, **kwargs)
 
 
 def _console(stderr: bool) -> Console:
@@ -54,7 +63,39 @@ def warning(message: str) -> None:
 
 
 def info(message: str) -> None:
+    """A line of the result (stdout)."""
     out.print(escape(message))
+
+
+def note(message: str) -> None:
+    """A line of progress or a diagnostic (stderr): docs/cli.md, "Output streams"."""
+    err.print(escape(message), soft_wrap=True)
+
+
+def head_tail(text: str, limit: int) -> str:
+    """``text`` as its head and tail, about ``limit`` characters in all, with a marker saying how
+    many were left out between them (``text`` itself when it fits, or ``limit`` is 0). For a
+    person reading a terminal: what a program parses is written whole (``--json``)."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    return f"{text[:head]} [… {len(text) - head - tail:,} characters …] {text[len(text) - tail:]}"
+
+
+def shorten_arguments(arguments: Any, limit: int) -> str:
+    """A tool call's arguments as JSON for a person: each long string value (a file's content)
+    shortened to its head and tail, and the whole to about ``limit`` characters (0: whole)."""
+    if limit <= 0:
+        return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        return head_tail(str(arguments), limit)
+    if isinstance(parsed, dict):
+        each = max(40, limit // max(1, len(parsed)))
+        parsed = {k: head_tail(v, each) if isinstance(v, str) else v for k, v in parsed.items()}
+    return head_tail(json.dumps(parsed, ensure_ascii=False), limit)
 
 
 def plain(text: str) -> None:
@@ -214,8 +255,8 @@ def sandbox_table(rows: Sequence[dict[str, str]]) -> None:
     out.print(table)
 
 
-__all__ = ["CheckStatus", "check_tasks_table", "err", "error", "info", "out", "plain",
-           "progress_bar", "sandbox_table", "use_stderr", "warning"]
+__all__ = ["CheckStatus", "check_tasks_table", "err", "error", "head_tail", "info", "note", "out", "plain",
+           "progress_bar", "sandbox_table", "shorten_arguments", "use_stderr", "warning"]
 
 
 def doctor_report(diagnoses: Sequence[Any]) -> None:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from verify_cli._version import __version__
 from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.cli import console
+from verify_cli.cli.console import Table
 from verify_cli.cli.executor_setup import open_executor, report_cluster
 from verify_cli.cli.options import ExecutorOpt, JobsOpt, PoolOpt, RayAddressOpt, SandboxOpt, sandbox_options
 from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, BucketScheme

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from verify_cli.cli import console
+from verify_cli.cli.console import Table
 from verify_cli.errors import ExitCode, UsageError
 from verify_cli.exporters import ExportReport, export_tasks
 from verify_cli.importers import PRESETS, ImportReport, import_rows, parse_mapping
@@ -81,7 +81,7 @@ def _show_import(report: ImportReport) -> None:
         table.add_row(str(f.index), f.id or "-", f.reason)
     if len(report.failures) > MAX_SHOWN:
         table.add_row("...", "", f"and {len(report.failures) - MAX_SHOWN} more (--json has them all)")
-    console.out.print(table)
+    console.err.print(table)  # diagnostics: stderr, beside the progress (docs/cli.md, "Output streams")
 
 
 def export_command(

@@ -40,3 +40,20 @@ ExecutorOpt = Annotated[str, typer.Option(
 RayAddressOpt = Annotated[str, typer.Option(
     "--ray-address", help="With --executor ray: the cluster's address (HOST:PORT), or auto for the one "
                           "started on this machine.")]
+
+
+#: The option groups of a long ``--help`` (typer's ``rich_help_panel``), by option name, so that
+#: an option sits in the same group on every command; the command's own options stay under
+#: "Options". Only a command with at least ``GROUPED_FROM`` options is grouped.
+OPTION_GROUPS: dict[str, tuple[str, ...]] = {
+    "Model": ("--backend", "--model", "--base-url", "--chat", "--device", "--concurrency", "--max-retries",
+              "--request-timeout", "--tensor-parallel-size", "--gpu-memory-utilization", "--backend-option"),
+    "Sampling": ("--samples", "--temperature", "--top-p", "--max-tokens", "--adaptive", "--round-size",
+                 "--no-tests-in-prompt", "--no-visible-tests", "--no-system-prompt"),
+    "Sandbox": ("--sandbox", "--pool-size", "--docker-mode", "--jobs", "--grade-jobs", "--cold", "--executor",
+                "--ray-address"),
+    "Agent": ("--agent", "--max-turns", "--token-budget", "--wall-seconds", "--observation-chars"),
+    "Output": ("--json", "--junit", "--display-chars", "--show", "--plot", "--cache-dir", "--no-cache",
+               "--write-back", "--keep", "--drop-extremes", "--log-level"),
+}
+GROUPED_FROM = 12

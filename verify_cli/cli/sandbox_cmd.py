@@ -32,7 +32,8 @@ def list_command() -> None:
 
 @sandbox_app.command("doctor")
 def doctor_command(
-    backend: Annotated[list[str] | None, typer.Option("--backend", "-b", help="Check only these backends.")] = None,
+    backend: Annotated[list[str] | None, typer.Option(
+        "--sandbox", "-s", "--backend", help="Check only these sandbox backends (repeatable).")] = None,
     full: Annotated[bool, typer.Option("--full", help="Run every hostile program, slow ones included.")] = False,
     json_out: Annotated[str | None, typer.Option("--json", help="Write the diagnosis as JSON (- for stdout).")] = None,
     docker_mode: DockerModeOpt = None,

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from verify_cli.checks.cache import default_cache_dir
 from verify_cli.checks.solvability import DEFAULT_REPEATS
 from verify_cli.cli import console
+from verify_cli.cli.console import Table
 from verify_cli.cli.options import DockerModeOpt, sandbox_options
 from verify_cli.errors import SandboxUnavailableError
 from verify_cli.report.files import write_json
@@ -29,7 +29,8 @@ tasks_app = typer.Typer(name="tasks", no_args_is_help=True, help="Look at a task
 
 PathArg = Annotated[Path, typer.Argument(help="A task folder, or a folder searched recursively for tasks.")]
 ChecksOpt = Annotated[Path | None, typer.Option(
-    "--checks", help="A check-tasks --json report to take check status from (default: the check-tasks cache).")]
+    "--check-report", "--checks",
+    help="A check-tasks --json report to take check status from (default: the check-tasks cache).")]
 JsonOpt = Annotated[str | None, typer.Option("--json", help="Write the result as JSON (- for stdout).")]
 SandboxOpt = Annotated[str, typer.Option("--sandbox", "-s", help="Backend whose cached check results count.")]
 RepeatsOpt = Annotated[int, typer.Option("--repeats", "-n", min=1, help="Repeats of the cached check-tasks runs.")]

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from verify_cli.cli import console
+from verify_cli.cli.console import Table
 from verify_cli.cli.executor_setup import open_executor, report_cluster
 from verify_cli.cli.options import ExecutorOpt, RayAddressOpt, SandboxOpt
 from verify_cli.errors import UsageError
@@ -39,6 +39,12 @@ def train_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder: shards/, _manifest.jsonl, run.json.")],
     backend: Annotated[str, typer.Option("--backend", "-b", help="Model backend: hf, vllm, openai, replay.")] = "hf",
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or served model name.")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="openai: the server's API root (default http://127.0.0.1:8000/v1).")] = None,
+    chat: Annotated[bool | None, typer.Option(
+        "--chat/--no-chat", show_default=False,
+        help="openai: chat (the default) or completions endpoint.")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="hf: cpu, cuda or auto (the default).")] = None,
     backend_option: Annotated[list[str] | None, typer.Option(
         "--backend-option", help="KEY=VALUE passed to the model backend (repeatable).")] = None,
     group_size: Annotated[int, typer.Option("--group-size", "-G", min=1, help="Completions per task.")] = 8,
@@ -69,14 +75,15 @@ def train_command(
     include_bucket: Annotated[list[str] | None, typer.Option(
         "--include-bucket", help="Train on tasks of this difficulty bucket too (solved, unsolved, defective).")] = None,
     no_visible_tests: Annotated[bool, typer.Option(
-        "--no-visible-tests", help="Leave the tests out of prompts.")] = False,
+        "--no-tests-in-prompt", "--no-visible-tests", help="Leave the visible tests out of prompts.")] = False,
     no_system_prompt: Annotated[bool, typer.Option(
         "--no-system-prompt", help="No system message in prompts.")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its manifest.")] = False,
     sandbox: SandboxOpt = "auto",
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = "auto",
-    grade_jobs: Annotated[int, typer.Option("--grade-jobs", "-j", min=1, help="Sandboxed gradings at once.")] = 4,
+    grade_jobs: Annotated[int, typer.Option(
+        "--jobs", "--grade-jobs", "-j", min=1, help="Sandboxed gradings at once.")] = 4,
     json_out: Annotated[str | None, typer.Option(
         "--json", help="Write the run summary as JSON (- for stdout).")] = None,
     agent: Annotated[bool, typer.Option(
@@ -110,11 +117,12 @@ def train_command(
     selection = select_tasks([i for i in items if not isinstance(i, TaskLoadFailure)],
                              include_buckets=include_bucket or ())
     if selection.skipped:
-        console.info(f"skipping {len(selection.skipped)} task(s) by difficulty bucket: "
+        console.note(f"skipping {len(selection.skipped)} task(s) by difficulty bucket: "
                      + ", ".join(f"{k} ({v})" for k, v in sorted(selection.skipped.items())))
     options = _backend_options(backend_option or [])
-    if model is not None:
-        options["model"] = model
+    # The options difficulty and agent run take by name, as --backend-option KEY=VALUE does.
+    given = {"model": model, "base_url": base_url, "chat": chat, "device": device}
+    options.update({k: v for k, v in given.items() if v is not None})
     config = TrainConfig(
         group_size=group_size, batch_size=batch_size, steps=steps, seed=seed,
         sampling=SamplingOptions(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
@@ -138,7 +146,7 @@ def train_command(
                                    model_path=Path(model) if model else None)
 
         def on_step(r: StepReport) -> None:
-            console.info(step_line(r))
+            console.note(step_line(r))
 
         runner = None
         if agent:
@@ -151,7 +159,7 @@ def train_command(
         result = trainer.run(resume=resume)
     report_cluster(grader)
     if result.resumed_from is not None:
-        console.info(f"resumed after committed step {result.resumed_from}")
+        console.note(f"resumed after committed step {result.resumed_from}")
     summary = summarize_run(out)
     show_summary(summary)
     if json_out:

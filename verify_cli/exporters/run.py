@@ -152,7 +152,7 @@ def _export_swebench(items: Iterable[Task | TaskLoadFailure], out: Path, report:
                 on_task(task.id)
     if not report.exported:
         raise UsageError("no repository task to export as SWE-bench rows (tasks need [test] fail_to_pass)",
-                         hint="see 'Repository tasks' in the README")
+                         hint="see docs/task-format.md, 'Repository tasks'")
     return report
 
 

@@ -175,7 +175,7 @@ def request_limits(req: GradeRequest) -> Limits:
 LINK_REFUSED = ("Too many levels of symbolic links", "ELOOP")
 LINK_NOTE = ("a test failed opening a symbolic link in the work folder or /tmp: two-process grading never "
              "follows links there in the tests' view (one the candidate planted could point at the tests' own "
-             "files); ship files, not links, or follow them on the candidate's side (README, Trust)")
+             "files); ship files, not links, or follow them on the candidate's side (docs/trust.md)")
 
 
 def collect_outcomes(task: Task, run: RunResult) -> tuple[list[TestOutcome], list[str]]:

@@ -54,7 +54,7 @@ results = "junit.xml"
 policy = "all-or-nothing"
 
 [limits]
-wall_seconds = 60
+wall_seconds = 10
 memory_mb = 512
 processes = 64
 output_bytes = 1048576

@@ -78,6 +78,9 @@ INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewra
 RUN_NAMESPACES = ("--unshare-all", "--die-with-parent", "--new-session")
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin")
+#: /etc/hosts of every bwrap sandbox (runs, warm workers, sessions): the names of its loopback.
+SANDBOX_HOSTS = ("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                 "127.0.1.1\tsandbox candidate\n")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/alternatives", "/etc/ssl",
               "/etc/nsswitch.conf", "/etc/localtime")
 
@@ -109,6 +112,8 @@ def _system_argv(scratch: Path) -> list[str]:
                       f"sandbox:{SANDBOX_WORKDIR}:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n")
     group = scratch / "group"
     group.write_text(f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\nnogroup:x:65534:\n")
+    hosts = scratch / "hosts"  # loopback only: a program serving on localhost resolves it
+    hosts.write_text(SANDBOX_HOSTS)
     argv = [shutil.which("bwrap") or "bwrap", *RUN_NAMESPACES,
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
     for d in _SYSTEM_DIRS:
@@ -118,7 +123,8 @@ def _system_argv(scratch: Path) -> list[str]:
             argv += ["--ro-bind", d, d]
     for f in _ETC_FILES:
         argv += ["--ro-bind-try", f, f]
-    argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
+    argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group",
+             "--ro-bind", str(hosts), "/etc/hosts"]
     return argv
 
 
@@ -219,7 +225,7 @@ def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_W
             argv += ["--symlink", str(Path(d).readlink()), d]
         elif Path(d).is_dir():
             argv += ["--ro-bind", d, d]
-    for f in (*_ETC_FILES, "/etc/passwd", "/etc/group"):
+    for f in (*_ETC_FILES, "/etc/passwd", "/etc/group", "/etc/hosts"):  # the run's own files
         argv += ["--ro-bind-try", f, f]
     argv += ["--dev", "/dev", "--bind", tmp_source, SANDBOX_TMP, "--bind", work_source, SANDBOX_WORKDIR]
     argv += ["--bind", channel_source, SANDBOX_CHANNEL_DIR,

@@ -153,7 +153,9 @@ def hardened_container(api: Any, image: str, command: Sequence[str], *, memory_m
         host_config["ReadonlyPaths"] = []
     kwargs: dict[str, Any] = {
         "image": image, "command": list(command), "user": USER, "working_dir": working_dir,
-        "labels": dict(labels), "host_config": host_config, "network_disabled": True,
+        "labels": dict(labels), "host_config": host_config,
+        # network_mode "none" above: loopback only. Not network_disabled as well: with it the
+        # engine writes an empty /etc/hosts, and localhost resolves nowhere (issue 39).
     }
     if environment is not None:
         kwargs["environment"] = dict(environment)

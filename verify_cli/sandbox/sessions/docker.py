@@ -164,7 +164,7 @@ class DockerSessions:
             container_id = self._api.create_container(
                 self.sandbox.image_digest(image), command, user="1000:1000",
                 working_dir=SANDBOX_WORKDIR, environment={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"},
-                labels=run_labels, host_config=host_config, network_disabled=not limits.network,
+                labels=run_labels, host_config=host_config,  # network_mode alone: /etc/hosts names localhost
                 )["Id"]
             self._api.start(container_id)
             poller = select.poll()
