@@ -31,9 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from verify_cli.environments import Environments, EnvironmentStore  # noqa: E402
-from verify_cli.sandbox.registry import sandbox_class  # noqa: E402
-from verify_cli.tasks.loader import load_task_set  # noqa: E402
-from verify_cli.tasks.model import Task  # noqa: E402
+from verify_cli.sandbox import sandbox_class  # noqa: E402
+from verify_cli.tasks import Task, load_task_set  # noqa: E402
 
 DECLARATIONS = (["lxml>=5"], ["rich==13.7.1"], ["lxml>=5", "rich==13.7.1"])
 
@@ -62,7 +61,8 @@ FILES = {
     "prompt.md": "Implement total(values).\n",
     "starter/solution.py": "def total(values):\n    raise NotImplementedError\n",
     "solution/solution.py": "def total(values):\n    return sum(values)\n",
-    "tests/test_solution.py": ("from solution import total\n\n\ndef test_total():\n    assert total([1, {n}]) == {m}\n\n\n"
+    "tests/test_solution.py": ("from solution import total\n\n\n"
+                               "def test_total():\n    assert total([1, {n}]) == {m}\n\n\n"
                                "def test_empty():\n    assert total([]) == 0\n"),
 }
 

@@ -32,7 +32,7 @@ ARCHITECTURE = DOCS / "architecture.md"
 README_MAX_LINES = 300
 PAGES = [README, *sorted(DOCS.rglob("*.md"))]
 #: Pages another change writes: a link to one of them is kept while it is not here yet.
-PENDING = {DOCS / "environments.md"}
+PENDING: set[Path] = set()
 #: a path in backticks, with a folder in it (a bare file name is read in its sentence's folder):
 #: folders end in '/', files in a known suffix
 _PATH = re.compile(r"`([\w./-]+(?:/|\.py|\.md|\.js|\.json|\.toml))`")

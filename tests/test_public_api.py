@@ -44,6 +44,10 @@ PINNED: dict[str, set[str]] = {
         "ExecResult", "ExecVerdict", "Session", "SessionDeadError", "SessionInfraError", "SessionLimits",
         "SessionState",
     },
+    "verify_cli.environments": {
+        "IMAGE", "PREFIX", "EnvironmentSpec", "EnvironmentStore", "Environments", "Realised", "StoredEnvironment",
+        "default_store_dir", "form_for", "spec_of",
+    },
     "verify_cli.kinds": {
         "BUILTIN_KINDS", "KINDS", "Kind", "TwoProcessRuntime", "kind_names", "kind_of", "register_kind",
     },

@@ -5,6 +5,7 @@ The public API is what ``__all__`` lists, importable from here (loaded on first 
 ``import verify_cli`` stays cheap), and what the ``__all__`` of each layer's package lists
 (``verify_cli.tasks``, ``.sandbox``, ``.grading``, ``.checks``, ``.models``, ``.executors``,
 ``.sampling``, ``.rollout``, ``.agents``, ``.difficulty``, ``.importers``, ``.exporters``, ``.kinds``,
+``.environments``,
 ``.service`` (the ``serve`` extra), ``.client``, ``.adapters`` (each framework's extra): ``from
 verify_cli.sandbox import create_sandbox``). Everything else is internal and may change without
 notice: every module inside a package (``verify_cli.sandbox.bwrap.sandbox``), anything whose name starts

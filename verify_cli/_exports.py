@@ -35,7 +35,7 @@ PUBLIC_PACKAGES: tuple[str, ...] = (
     "verify_cli.tasks", "verify_cli.sandbox", "verify_cli.grading", "verify_cli.checks",
     "verify_cli.models", "verify_cli.executors", "verify_cli.sampling", "verify_cli.rollout",
     "verify_cli.difficulty", "verify_cli.importers", "verify_cli.exporters", "verify_cli.service",
-    "verify_cli.client", "verify_cli.adapters", "verify_cli.agents", "verify_cli.kinds",
+    "verify_cli.client", "verify_cli.adapters", "verify_cli.agents", "verify_cli.kinds", "verify_cli.environments",
 )
 
 #: The subpackages that are no library API at all: the command line (its output is the API),
