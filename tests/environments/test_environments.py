@@ -290,3 +290,34 @@ def test_env_build_and_list_commands(tmp_path: Path) -> None:
                             capture_output=True, text=True, check=True)
     (entry,) = json.loads(listed.stdout)["environments"]
     assert entry["identity"] == rows["ok"]["identity"] and entry["form"] == "prefix"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_agent_episode_runs_in_the_tasks_environment(backend: str, tmp_path: Path,
+                                                        store: EnvironmentStore) -> None:
+    """An agent's session is the environment its grade runs in: a command that imports lxml
+    works there, the visible tests run, and the reference written by the agent earns 1."""
+    from tests.agents.conftest import PolicyServer, scripted
+    from verify_cli.agents.episode import run_episode
+    from verify_cli.agents.protocol import agent_model
+    from verify_cli.models.registry import create_model_backend
+
+    task = load_task(env_task(tmp_path / "agent-lxml", {"requirements": ["lxml>=5"]}))
+    steps = [[("bash", {"command": "python -c 'import lxml; print(\"lxml\", lxml.__version__)'"})],
+             [("write_file", {"path": rel, "content": p.read_text()}) for rel, p in task.solution_files().items()],
+             [("run_tests", {})], [("submit", {})]]
+    server = PolicyServer()
+    box = _sandbox(backend)
+    try:
+        server.policies["solver"] = scripted(steps)
+        model = agent_model(create_model_backend("openai", model="solver", base_url=server.base_url, max_retries=0))
+        with Grader(box, environments=Environments(box, store)) as grader:
+            episode = run_episode(task, model, box, grader)
+    finally:
+        box.close()
+        server.close()
+    assert episode.end_reason == "submit", episode.to_dict()
+    first = episode.turns[0].observations[0]["text"]
+    assert "lxml " in first and "ModuleNotFoundError" not in first, first
+    assert " passed, 0 failed" in episode.turns[2].observations[0]["text"]
+    assert (episode.status, episode.score) == ("passed", 1.0), episode.to_dict()

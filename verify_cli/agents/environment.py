@@ -20,11 +20,12 @@ import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from verify_cli.agents.tools import Observation, ToolCall, check_call, truncate
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
+from verify_cli.sandbox.base import RuntimeLayer
 from verify_cli.sandbox.sessions.base import (
     ExecResult,
     ExecVerdict,
@@ -38,6 +39,9 @@ from verify_cli.sandbox.sessions.base import (
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, SOLUTION_DIR, Task
 from verify_cli.tasks.repository import SOLUTION_PATCH
 
+if TYPE_CHECKING:
+    from verify_cli.environments import Realised
+
 #: Characters of each failing test's message shown by run_tests.
 TEST_MESSAGE_CHARS = 400
 
@@ -48,7 +52,7 @@ class SessionOpener(Protocol):
 
     def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
                      env: Mapping[str, str] | None = None, image: str | None = None,
-                     labels: Mapping[str, str] | None = None) -> Session: ...
+                     labels: Mapping[str, str] | None = None, layer: RuntimeLayer | None = None) -> Session: ...
 
 
 class GradesOne(Protocol):
@@ -56,6 +60,27 @@ class GradesOne(Protocol):
     :class:`~verify_cli.executors.base.Executor`."""
 
     def grade(self, request: GradeRequest) -> GradeResult: ...
+
+
+def session_environment(task: Task, grader: GradesOne) -> Realised | None:
+    """The built environment an episode of ``task`` runs in (the one its grade runs in: the
+    grader's, built if it is not yet), or None where the task declares none. A declaration that
+    does not build is SessionInfraError (the task's fault, never the agent's: unscored); a
+    grader that builds no environments (a cluster's) cannot open such a session yet."""
+    from verify_cli.environments import spec_of
+    from verify_cli.errors import EnvironmentBuildError
+
+    if spec_of(task) is None:
+        return None
+    environments = getattr(grader, "environments", None) or getattr(getattr(grader, "grader", None),
+                                                                    "environments", None)
+    if environments is None:
+        raise SessionInfraError(f"{task.id} declares an environment, and agent sessions in one are opened "
+                                "only with a local grader yet (docs/environments.md)")
+    try:
+        return environments.realise(task)
+    except EnvironmentBuildError as e:
+        raise SessionInfraError(f"environment-error: environment {e.identity} did not build: {e.cause}") from None
 
 
 def session_workspace(task: Task) -> dict[str, bytes]:
@@ -162,8 +187,14 @@ class TaskEnvironment:
         backend cannot build one). ``avoid``: nodes an executor should pass over (an episode
         re-queued from one; a sandbox takes none)."""
         more: dict[str, Any] = {"avoid": avoid} if avoid else {}
+        image: str | None = task.environment.image or None
+        built = session_environment(task, grader)
+        if built is not None:
+            image = built.image or image
+            if built.layer is not None:
+                more["layer"] = built.layer
         session = sandbox.open_session(session_workspace(task), session_limits(task, command_seconds=command_seconds),
-                                       image=task.environment.image or None,
+                                       image=image,
                                        labels={"verify-cli.task": task.id, "verify-cli.phase": "episode"}, **more)
         return cls(task, session, grader, observation_chars=observation_chars, command_seconds=command_seconds)
 

@@ -18,6 +18,7 @@ from verify_cli.grading.grader import GradeRequest, GradeResult
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
+    from verify_cli.sandbox.base import RuntimeLayer
     from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
 
 ResultCallback = Callable[[GradeResult], None]
@@ -153,7 +154,8 @@ class Executor(ABC):
 
     def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
                      env: Mapping[str, str] | None = None, image: str | None = None,
-                     labels: Mapping[str, str] | None = None, avoid: Collection[str] = ()) -> Session:
+                     labels: Mapping[str, str] | None = None, avoid: Collection[str] = (),
+                     layer: RuntimeLayer | None = None) -> Session:
         """A session (:mod:`verify_cli.sandbox.sessions`) in this executor's sandboxes, as
         :meth:`Sandbox.open_session <verify_cli.sandbox.base.Sandbox.open_session>` opens one;
         the caller closes it. Where the executor has several nodes the session lives on one

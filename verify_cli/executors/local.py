@@ -6,7 +6,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 
 from verify_cli.executors.base import Executor, ResultCallback
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult
-from verify_cli.sandbox.base import Sandbox
+from verify_cli.sandbox.base import RuntimeLayer, Sandbox
 from verify_cli.sandbox.registry import SandboxSpec, create_sandbox, sandbox_spec
 from verify_cli.sandbox.sessions.base import Session, SessionLimits, Workspace
 
@@ -62,9 +62,10 @@ class LocalExecutor(Executor):
 
     def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
                      env: Mapping[str, str] | None = None, image: str | None = None,
-                     labels: Mapping[str, str] | None = None, avoid: Collection[str] = ()) -> Session:
+                     labels: Mapping[str, str] | None = None, avoid: Collection[str] = (),
+                     layer: RuntimeLayer | None = None) -> Session:
         """A session of this executor's sandbox (one machine: ``avoid`` changes nothing)."""
-        return self.sandbox.open_session(workspace, limits, env=env, image=image, labels=labels)
+        return self.sandbox.open_session(workspace, limits, env=env, image=image, labels=labels, layer=layer)
 
     def close(self) -> None:
         self.grader.close()

@@ -44,7 +44,7 @@ from verify_cli.executors.ray_cluster import (
 from verify_cli.executors.ray_pool import SandboxPool
 from verify_cli.executors.shipping import pack_task
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
-from verify_cli.sandbox.base import RunResult, Verdict
+from verify_cli.sandbox.base import RunResult, RuntimeLayer, Verdict
 from verify_cli.sandbox.registry import SandboxSpec, sandbox_spec
 from verify_cli.sandbox.sessions.base import Session, SessionInfraError, SessionLimits, Workspace
 
@@ -402,13 +402,18 @@ class RayExecutor(Executor):
 
     def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
                      env: Mapping[str, str] | None = None, image: str | None = None,
-                     labels: Mapping[str, str] | None = None, avoid: Collection[str] = ()) -> Session:
+                     labels: Mapping[str, str] | None = None, avoid: Collection[str] = (),
+                     layer: RuntimeLayer | None = None) -> Session:
         """A session on the least-loaded node, held there by its sandbox-pool actor; the returned
         :class:`~verify_cli.executors.ray_sessions.RaySession` forwards each call to it. A node
         whose actor cannot be reached is struck and the next one tried; SessionInfraError when
-        none can open it. A host-folder ``workspace`` is read here and sent as files."""
+        none can open it. A host-folder ``workspace`` is read here and sent as files. A built
+        environment (``layer``) is this machine's: sessions in one are not opened on a cluster yet."""
         from verify_cli.executors.ray_sessions import OPEN_TIMEOUT, RaySession, from_wire, workspace_files
 
+        if layer is not None:
+            raise SessionInfraError("agent sessions in a task's built environment are not opened on a Ray "
+                                    "cluster yet (docs/environments.md): use --executor local")
         ray = self._ray
         files = workspace_files(workspace)
         limits = limits or SessionLimits()

@@ -335,11 +335,12 @@ class Sandbox(ABC):
 
     def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
                      env: Mapping[str, str] | None = None, image: str | None = None,
-                     labels: Mapping[str, str] | None = None) -> Session:
+                     labels: Mapping[str, str] | None = None, layer: RuntimeLayer | None = None) -> Session:
         """Open a session (:mod:`verify_cli.sandbox.sessions`) over ``workspace`` (a host
         folder, copied in; files by relative path; or nothing) under ``limits``; ``env`` is
-        added to every command's environment, ``image`` names the Docker image. The caller
-        closes it. Default: SessionsUnsupportedError, saying why."""
+        added to every command's environment, ``image`` names the Docker image, ``layer`` a
+        task's built environment its commands run in on a local backend. The caller closes it.
+        Default: SessionsUnsupportedError, saying why."""
         from verify_cli.sandbox.sessions.base import SessionsUnsupportedError
 
         raise SessionsUnsupportedError(self.sessions_unavailable() or "sessions are not supported",

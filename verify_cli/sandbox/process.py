@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verify_cli.sandbox.base import RunSpec
+from verify_cli.sandbox.base import RunSpec, RuntimeLayer
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
     DEFAULT_PATH,
@@ -62,13 +62,13 @@ class ProcessSandbox(LocalSandbox):
 
     def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
                      env: Mapping[str, str] | None = None, image: str | None = None,
-                     labels: Mapping[str, str] | None = None) -> Session:
+                     labels: Mapping[str, str] | None = None, layer: RuntimeLayer | None = None) -> Session:
         """A session whose exec server is a plain subprocess: NOT isolated
         (:mod:`verify_cli.sandbox.sessions.process`); ``image`` and ``labels`` are ignored."""
         from verify_cli.sandbox.sessions.base import SessionLimits as _Limits
         from verify_cli.sandbox.sessions.process import open_process_session
 
-        return open_process_session(workspace, limits or _Limits(), env)
+        return open_process_session(workspace, limits or _Limits(), env, layer)
 
     def prepare(self, spec: RunSpec, scratch: Path) -> Prepared:
         results = scratch / "results"

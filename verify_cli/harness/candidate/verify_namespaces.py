@@ -17,6 +17,7 @@ import os
 import socket
 import struct
 import sys
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 CLONE_NEWNS = 0x00020000
@@ -115,13 +116,14 @@ def fork_into(flags: int) -> int:
     return int(pid)
 
 
-def runtime_handles_under(folder: str) -> list[tuple[str, int]]:
+def runtime_handles_under(folder: str, extra: Sequence[str] = ()) -> list[tuple[str, int]]:
     """Handles on the interpreter's own installation where it lives under ``folder`` (a CI
-    checkout's venv under /tmp), taken before a fresh mount covers it."""
+    checkout's venv under /tmp), and on the ``extra`` folders there (a task's built
+    environment), taken before a fresh mount covers it."""
     # The executable's own folder's parent too: a venv's root, which sys.prefix does not name in
     # an interpreter started with -S (site.py is what points sys.prefix at the venv).
     venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
-    keep = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, venv)
+    keep = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, venv, *extra)
                    if os.path.realpath(p).startswith(folder + "/")})
     return [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in keep]
 

@@ -47,7 +47,7 @@ def build(job: dict[str, Any], ids: tuple[int, int]) -> None:
     ns.map_ids(*ids)
     ns.write_file("/proc/sys/user/max_user_namespaces", "0")
     mount("none", "/", None, ns.MS_REC | ns.MS_PRIVATE)
-    handles = ns.runtime_handles_under(TMP)
+    handles = ns.runtime_handles_under(TMP, [str(p) for p in job.get("keep", ())])
     disk = int(job["disk_bytes"])
     mount("tmpfs", WORKDIR, "tmpfs", _FLAGS, f"size={disk},mode=0755,uid={ids[0]},gid={ids[1]}")
     mount("tmpfs", TMP, "tmpfs", _FLAGS, f"size={int(job['tmp_bytes'])},mode=1777")

@@ -343,7 +343,7 @@ class BwrapSandbox(LocalSandbox):
 
     def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
                      env: Mapping[str, str] | None = None, image: str | None = None,
-                     labels: Mapping[str, str] | None = None) -> Session:
+                     labels: Mapping[str, str] | None = None, layer: RuntimeLayer | None = None) -> Session:
         """A session in fresh namespaces forked by this sandbox's session parent
         (:mod:`verify_cli.sandbox.sessions.bwrap`); ``image`` and ``labels`` are ignored."""
         from verify_cli.sandbox.sessions.base import SessionLimits as _Limits
@@ -353,7 +353,7 @@ class BwrapSandbox(LocalSandbox):
             hosts = self.__dict__.get("_sessions")
             if hosts is None:
                 hosts = self.__dict__["_sessions"] = BwrapSessions()
-        return hosts.open(workspace, limits or _Limits(), env)
+        return hosts.open(workspace, limits or _Limits(), env, layer)
 
     def close(self) -> None:
         hosts = self.__dict__.pop("_sessions", None)

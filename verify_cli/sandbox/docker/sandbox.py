@@ -68,6 +68,7 @@ from verify_cli.sandbox.base import (
     Limits,
     RunResult,
     RunSpec,
+    RuntimeLayer,
     Sandbox,
     Verdict,
     WarmHost,
@@ -295,8 +296,9 @@ class DockerSandbox(DockerExecs, Sandbox):
 
     def open_session(self, workspace: Workspace = None, limits: SessionLimits | None = None, *,
                      env: Mapping[str, str] | None = None, image: str | None = None,
-                     labels: Mapping[str, str] | None = None) -> Session:
-        """A session in a container of ``image`` of its own (:mod:`verify_cli.sandbox.sessions.docker`)."""
+                     labels: Mapping[str, str] | None = None, layer: RuntimeLayer | None = None) -> Session:
+        """A session in a container of ``image`` of its own (:mod:`verify_cli.sandbox.sessions.docker`);
+        ``layer`` is not used (a task's built environment is its image here)."""
         from verify_cli.sandbox.sessions.base import SessionLimits as _Limits
         from verify_cli.sandbox.sessions.docker import DockerSessions
 

@@ -30,7 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from verify_cli.sandbox.base import RuntimeLayer
 from verify_cli.sandbox.environment import (
+    DEFAULT_PATH,
     SANDBOX_CANDIDATE_HARNESS,
     SANDBOX_TMP,
     SANDBOX_WORKDIR,
@@ -80,8 +82,10 @@ _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-spawn")
 class SessionParent:
     """One running session parent (with or without the host's network)."""
 
-    def __init__(self, network: bool) -> None:
+    def __init__(self, network: bool, layer: RuntimeLayer | None = None) -> None:
         self.network = network
+        #: The built environment its sessions' commands run in (bound read-only), or None.
+        self.layer = layer
         self.scratch = Path(tempfile.mkdtemp(prefix="verify-sessions-", dir=scratch_root()))
         self.proc: subprocess.Popen[bytes] | None = None
         self.ctl: socket.socket | None = None
@@ -106,7 +110,8 @@ class SessionParent:
         self.ctl = host_ctl
         try:
             argv = candidate_parent_argv(self.scratch, [
-                sys.executable, "-S", "-E", PARENT_SCRIPT, "--control-fd", str(parent_ctl.fileno())])
+                sys.executable, "-S", "-E", PARENT_SCRIPT, "--control-fd", str(parent_ctl.fileno())],
+                layer=self.layer)
             if self.network:
                 argv.insert(argv.index("--unshare-all") + 1, "--share-net")
             # A fresh /proc in a session's namespaces needs a proc mount the kernel deems fully
@@ -201,7 +206,7 @@ class BwrapSessions:
     """The session parents of one :class:`BwrapSandbox` (started on first use)."""
 
     def __init__(self, *, spares: int = 2) -> None:
-        self._parents: dict[bool, SessionParent] = {}
+        self._parents: dict[tuple[bool, RuntimeLayer | None], SessionParent] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._open: weakref.WeakSet[ServerSession] = weakref.WeakSet()
@@ -209,35 +214,37 @@ class BwrapSessions:
         self.spares = SparePool(self._start_spare, spares=spares, name="bwrap-session-spare")
 
     def _start_spare(self, key: Hashable) -> ServerSession:
-        assert isinstance(key, SessionLimits)
-        return self._start(key)
+        assert isinstance(key, tuple) and isinstance(key[0], SessionLimits)
+        return self._start(key[0], key[1])
 
-    def parent(self, network: bool) -> SessionParent:
+    def parent(self, network: bool, layer: RuntimeLayer | None = None) -> SessionParent:
         with self._lock:
             if self._closed:
                 raise SessionInfraError("the sandbox was closed")
-            current = self._parents.get(network)
+            current = self._parents.get((network, layer))
             if current is not None and current.alive:
                 return current
             if current is not None:
                 current.close()
-            fresh = SessionParent(network)
+            fresh = SessionParent(network, layer)
             fresh.start()
-            self._parents[network] = fresh
+            self._parents[(network, layer)] = fresh
             return fresh
 
     def open(self, workspace: Workspace, limits: SessionLimits,
-             env: Mapping[str, str] | None) -> ServerSession:
+             env: Mapping[str, str] | None, layer: RuntimeLayer | None = None) -> ServerSession:
+        """A session; its commands run in ``layer`` (a task's built environment) where given."""
         archive = workspace_tar(workspace)
-        session = self.spares.take(limits) or self._start(limits)
-        session.begin(command_environment(SANDBOX_WORKDIR, SANDBOX_TMP, runtime_path(), env))
+        session = self.spares.take((limits, layer)) or self._start(limits, layer)
+        path = layer.search_path(DEFAULT_PATH) if layer is not None else runtime_path()
+        session.begin(command_environment(SANDBOX_WORKDIR, SANDBOX_TMP, path, env))
         with self._lock:
             self._open.add(session)
         return load_workspace(session, archive, workspace)
 
-    def _start(self, limits: SessionLimits) -> ServerSession:
+    def _start(self, limits: SessionLimits, layer: RuntimeLayer | None = None) -> ServerSession:
         """A session whose sandbox is built and whose server waits, its work folder empty."""
-        parent = self.parent(limits.network)
+        parent = self.parent(limits.network, layer)
         cgroup: RunCgroup | None = None
         manager = cgroup_manager()
         if manager.available:
@@ -247,7 +254,8 @@ class BwrapSessions:
             except OSError as e:
                 raise SessionInfraError(f"cannot create the session's cgroup: {e}") from e
         job = {"op": "open", "id": uuid.uuid4().hex, "disk_bytes": limits.disk_bytes,
-               "tmp_bytes": limits.disk_bytes, "network": limits.network}
+               "tmp_bytes": limits.disk_bytes, "network": limits.network,
+               "keep": list(layer.binds) if layer is not None else []}
         try:
             sock, pid = parent.fork_session(job)
         except BaseException:

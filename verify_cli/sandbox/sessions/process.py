@@ -16,7 +16,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from verify_cli.sandbox.environment import candidate_harness_dir, compile_harness, scratch_root
+from verify_cli.sandbox.base import RuntimeLayer
+from verify_cli.sandbox.environment import DEFAULT_PATH, candidate_harness_dir, compile_harness, scratch_root
 from verify_cli.sandbox.plumbing.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.sessions.base import SessionFileError, SessionInfraError, SessionLimits, Workspace
@@ -36,8 +37,9 @@ ISOLATION = ("none: the exec server and its commands are plain host processes of
 
 
 def open_process_session(workspace: Workspace, limits: SessionLimits,
-                         env: Mapping[str, str] | None) -> ServerSession:
-    """A process-backend session (see the module's docstring: not isolated)."""
+                         env: Mapping[str, str] | None, layer: RuntimeLayer | None = None) -> ServerSession:
+    """A process-backend session (see the module's docstring: not isolated); its commands run
+    in ``layer`` (a task's built environment) where given."""
     import select
 
     archive = workspace_tar(workspace)
@@ -93,7 +95,8 @@ def open_process_session(workspace: Workspace, limits: SessionLimits,
 
     session = ServerSession(
         backend="process", sock=host_s, server_pid=proc.pid, cgroup=cgroup, limits=limits,
-        env=command_environment(str(work), str(tmp), runtime_path(), env), workdir=str(work),
+        env=command_environment(str(work), str(tmp), layer.search_path(DEFAULT_PATH) if layer else runtime_path(),
+                                env), workdir=str(work),
         on_close=cleanup)
     if archive is not None:
         try:
