@@ -33,6 +33,7 @@ from verify_cli.checks.flaky_power import (
     detection_power,
     repeats_for_power,
 )
+from verify_cli.checks.git_history import git_history_findings
 from verify_cli.checks.report import ENVIRONMENT_CHECK, CheckResult, CheckStatus, TaskReport, TaskVerdict
 from verify_cli.checks.two_process_gaps import Gap, GapFindings, find_gaps
 from verify_cli.environments import spec_of
@@ -225,6 +226,10 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
                                   f"starter fails {len(starter.failed_tests)} of {len(starter.tests)} tests"))
 
     checks.extend(fail_to_pass_checks(task, graded, starter))  # repository tasks' FAIL_TO_PASS / PASS_TO_PASS
+    history = git_history_findings(task)  # a starter's .git: nothing beyond the base commit's history
+    if history is not None:
+        checks.append(CheckResult("git-history", CheckStatus.PASS if history.clean else CheckStatus.FAIL,
+                                  "" if history.clean else history.describe()))
 
     reach = editable_reach(task)
     if reach:
