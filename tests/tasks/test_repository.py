@@ -244,3 +244,26 @@ def test_a_broken_archive_fails_at_load_not_at_grading(sample_tasks_dir: Path, c
     (root / "task.toml").write_text((root / "task.toml").read_text() + '\n[repository]\narchive = "repo.tar.gz"\n')
     with pytest.raises(TaskFormatError, match="cannot unpack the archive"):
         load_task(root)
+
+
+def test_a_models_diff_whose_context_drifted_applies_by_swebench_fallbacks(sample_tasks_dir: Path) -> None:
+    """A diff whose outer context lines were misremembered (as models write them) fails strict
+    ``git apply`` and applies with ``patch --fuzz``, which is recorded; a hunk whose context is
+    not there at all is still refused with strict git apply's reason."""
+    from verify_cli.grading.candidate_patch import apply_candidate_patch
+
+    task = load_task(sample_tasks_dir / INVENTORY)
+    exact = ("--- a/inventory/stock.py\n+++ b/inventory/stock.py\n@@ -20,3 +20,3 @@\n"
+             "     def on_hand(self, sku: str) -> int:\n"
+             "-        self._known(sku)\n"
+             "+        self._known(sku)  # checked\n"
+             "         return self._on_hand[sku]\n")
+    assert apply_candidate_patch(task, exact)[1] == "git apply"
+    drifted = exact.replace("     def on_hand(self, sku: str) -> int:", "     def on_hand(self, sku):")
+    files, method = apply_candidate_patch(task, drifted)
+    assert method == "patch --fuzz=5"
+    assert "self._known(sku)  # checked\n        return self._on_hand[sku]" in files["inventory/stock.py"].decode()
+    assert "def on_hand(self, sku: str) -> int:" in files["inventory/stock.py"].decode()
+    wrong = "--- a/inventory/stock.py\n+++ b/inventory/stock.py\n@@ -3,1 +3,1 @@\n-not this line\n+x\n"
+    with pytest.raises(CandidatePatchError, match=r"patch failed: inventory/stock\.py:3"):
+        apply_candidate_patch(task, wrong)
