@@ -267,3 +267,34 @@ def test_a_models_diff_whose_context_drifted_applies_by_swebench_fallbacks(sampl
     wrong = "--- a/inventory/stock.py\n+++ b/inventory/stock.py\n@@ -3,1 +3,1 @@\n-not this line\n+x\n"
     with pytest.raises(CandidatePatchError, match=r"patch failed: inventory/stock\.py:3"):
         apply_candidate_patch(task, wrong)
+
+
+def test_run_tests_on_an_imported_repository_task_runs_the_projects_own_tests(
+        sample_tasks_dir: Path, copy_task: Any, process_sandbox: Sandbox) -> None:
+    """A task laid out as its project whose tests are all hidden (an imported SWE-bench row):
+    an agent's run_tests runs the PASS_TO_PASS tests from the project's files at the base, and
+    never a hidden FAIL_TO_PASS test."""
+    from verify_cli.agents.environment import VisibleTests
+
+    root = copy_task(sample_tasks_dir / INVENTORY)
+    shutil.move(root / "tests", root / "starter" / "tests")  # the project's own tests, at the base
+    hidden = root / "hidden_tests" / "tests"
+    hidden.mkdir(parents=True)
+    (hidden / "test_new.py").write_text("def test_new_behaviour():\n    assert False, 'hidden'\n")
+    text = (root / "task.toml").read_text().replace(" tests'", " tests hidden_tests'")
+    (root / "task.toml").write_text(text + '\n[repository]\ntest_layout = "repository"\n'
+                                    'test_files = ["tests/**"]\n')
+    task = load_task(root)
+    visible = VisibleTests(task)
+    try:
+        assert visible.count == len(task.test.pass_to_pass) > 0
+        candidate = {rel: p.read_bytes() for rel, p in task.starter_files().items() if rel.startswith("inventory/")}
+        with Grader(process_sandbox) as grader:
+            result = grader.grade(GradeRequest(visible.task, Phase.CANDIDATE, candidate=candidate))
+    finally:
+        visible.close()
+    ran = {t.id for t in result.tests}
+    assert {junit_id_of_node_id(t) for t in task.test.pass_to_pass} <= ran
+    assert not any("test_new" in t for t in ran)
+    kept = {junit_id_of_node_id(t) for t in task.test.pass_to_pass}
+    assert all(t.outcome.ok for t in result.tests if t.id in kept)  # PASS_TO_PASS pass at the base

@@ -13,6 +13,7 @@ change to the visible tests are ignored by construction: grading takes them from
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import tempfile
 import threading
@@ -118,9 +119,29 @@ class VisibleTests:
         (self._root / HIDDEN_TESTS_DIR / ".keep").touch()
         self.task = replace(task, root=self._root)
         self.count = len(task.visible_test_files())
+        if self.count == 0:
+            self.task, self.count = project_tests(self.task)
 
     def close(self) -> None:
         shutil.rmtree(self._root, ignore_errors=True)
+
+
+def project_tests(task: Task) -> tuple[Task, int]:
+    """A repository task laid out as its project (``test_layout = "repository"``) whose tests are
+    all hidden (an imported SWE-bench row): its PASS_TO_PASS tests, run from the project's own
+    test files at the base (the starter's copies: never the hidden FAIL_TO_PASS versions), so an
+    agent can run the project's tests. Other tasks are returned as they are, with no test."""
+    repo = task.repository
+    if repo is None or repo.test_layout != "repository" or not task.test.pass_to_pass or str(task.kind) != "pytest":
+        return task, 0
+    starter = task.starter_files()
+    ids = [tid for tid in task.test.pass_to_pass if tid.split("::", 1)[0] in starter]
+    files = sorted({tid.split("::", 1)[0] for tid in ids})
+    if not files:
+        return task, 0
+    command = ('python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
+               + " ".join(shlex.quote(f) for f in files))
+    return replace(task, test=replace(task.test, command=command, fail_to_pass=(), pass_to_pass=tuple(ids))), len(ids)
 
 
 @dataclass(frozen=True)
