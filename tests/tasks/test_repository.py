@@ -298,3 +298,16 @@ def test_run_tests_on_an_imported_repository_task_runs_the_projects_own_tests(
     assert not any("test_new" in t for t in ran)
     kept = {junit_id_of_node_id(t) for t in task.test.pass_to_pass}
     assert all(t.outcome.ok for t in result.tests if t.id in kept)  # PASS_TO_PASS pass at the base
+
+
+def test_audit_never_mutates_a_projects_test_files(sample_tasks_dir: Path, copy_task: Any) -> None:
+    """A repository task whose solution ships a test file its editable globs reach (the project's
+    tests, named by [repository] test_files): mutants come from its source files only."""
+    from verify_cli.checks.audit.mutation import editable_sources
+
+    root = copy_task(sample_tasks_dir / ETL)
+    (root / "solution" / "orders_etl" / "test_helpers.py").write_text("def test_x():\n    assert 1 + 1 == 2\n")
+    text = (root / "task.toml").read_text().replace('editable = ["', 'editable = ["orders_etl/test_helpers.py", "')
+    (root / "task.toml").write_text(text + '\n[repository]\ntest_files = ["**/test_*.py"]\n')
+    sources = editable_sources(load_task(root))
+    assert sources and "orders_etl/test_helpers.py" not in sources
