@@ -52,7 +52,8 @@ def dataset(tmp_path: Path) -> tuple[Path, Path]:
     clone.mkdir(parents=True)
     git(clone, "init", "-q")
     write(clone, {"calc/__init__.py": "", "calc/ops.py": OPS_BASE, "tests/test_ops.py": TESTS_BASE,
-                  "README.md": "calc\n"})
+                  "README.md": "calc\n", "tests/runtests.sh": "#!/bin/sh\nexec python -m pytest \"$@\"\n"})
+    (clone / "tests" / "runtests.sh").chmod(0o755)  # git keeps it as 100755
     git(clone, "add", "-A")
     git(clone, "commit", "-qm", "base")
     base = git(clone, "rev-parse", "HEAD").strip()
@@ -124,3 +125,20 @@ def test_check_tasks_names_the_wrong_fail_to_pass_test(dataset: tuple[Path, Path
     defects = {c.name: c for c in wrong.defects}
     assert defects["fail-to-pass"].tests == ("tests/test_ops.py::test_add",)
     assert defects["pass-to-pass"].tests == ("tests/test_ops.py::test_clamp_above",)
+
+
+def test_file_modes_survive_import_and_lay_out(dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    """A project's executable file (git mode 100755: a ./runtests.sh) stays executable in the
+    imported task and in every work folder laid out from it."""
+    from verify_cli.grading.workspace import Phase, lay_out
+
+    data, repos = dataset
+    import_rows(str(data), tmp_path / "out", preset="swebench", repos=repos)
+    task = load_task(tmp_path / "out" / "swebench" / "acme__calc-1")
+    assert task.starter_files()["tests/runtests.sh"].stat().st_mode & 0o111
+    assert not task.starter_files()["calc/ops.py"].stat().st_mode & 0o111
+    work = tmp_path / "work"
+    work.mkdir()
+    lay_out(task, Phase.REFERENCE, work)
+    assert (work / "tests" / "runtests.sh").stat().st_mode & 0o100
+    assert not (work / "calc" / "ops.py").stat().st_mode & 0o111

@@ -71,8 +71,9 @@ def find_clone(repos: Path, repo: str) -> Path:
                    "this import uses no network")
 
 
-def _tree_files(clone: Path, commit: str) -> dict[str, bytes]:
-    """The regular files of ``commit``'s tree (symlinks and submodules are left out)."""
+def _tree_files(clone: Path, commit: str, executable: set[str] | None = None) -> dict[str, bytes]:
+    """The regular files of ``commit``'s tree (symlinks and submodules are left out); the paths
+    of its executable ones (mode ``100755``) are added to ``executable``."""
     if _git(clone, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
         raise RowError(f"base_commit {commit!r} is not in {clone} (fetch it into the clone)")
     archived = _git(clone, "archive", "--format=tar", commit)
@@ -85,6 +86,8 @@ def _tree_files(clone: Path, commit: str) -> dict[str, bytes]:
                 fh = tar.extractfile(member)
                 if fh is not None:
                     files[member.name] = fh.read()
+                    if executable is not None and member.mode & 0o111:
+                        executable.add(member.name)
     return files
 
 
@@ -120,7 +123,8 @@ def convert_swebench(row: Row, columns: Mapping[str, str], prefix: str, repos: P
     if not f2p:
         raise RowError(f"column {columns['fail_to_pass']!r} lists no test: nothing would judge the patch")
     clone = find_clone(repos, repo)
-    tree = _tree_files(clone, commit)
+    modes: set[str] = set()
+    tree = _tree_files(clone, commit, modes)
     try:
         hidden = apply_patch(tests_patch.encode(), {rel: tree[rel] for rel in
                                                     patch_files(tests_patch).reads if rel in tree})
@@ -166,6 +170,7 @@ def convert_swebench(row: Row, columns: Mapping[str, str], prefix: str, repos: P
             source[name] = fields[name]
     return TaskDraft(id=tid, prompt=prompt if prompt.endswith("\n") else prompt + "\n", kind=TaskKind.PYTEST,
                      files=files, editable=editable, title=doc["title"], tags=doc["tags"], source=source,
+                     executable=frozenset(f"starter/{rel}" for rel in modes),
                      task_toml=dumps_toml(_nested_first(doc)))
 
 
