@@ -142,3 +142,51 @@ def test_file_modes_survive_import_and_lay_out(dataset: tuple[Path, Path], tmp_p
     lay_out(task, Phase.REFERENCE, work)
     assert (work / "tests" / "runtests.sh").stat().st_mode & 0o100
     assert not (work / "calc" / "ops.py").stat().st_mode & 0o111
+
+
+@pytest.fixture
+def synthetic(tmp_path: Path) -> tuple[Path, Path]:
+    """acme/calc whose tests already hold test_clamp_above, and a planted bug in clamp: the same
+    bug as a SWE-smith row (patch = the bug, no base_commit, no test_patch) and as a SWE-bench
+    row without a test_patch (base = the buggy commit, patch = the fix)."""
+    repos = tmp_path / "repos"
+    clone = repos / "acme__calc"
+    clone.mkdir(parents=True)
+    git(clone, "init", "-q")
+    write(clone, {"calc/__init__.py": "", "calc/ops.py": OPS_FIXED, "tests/test_ops.py": TESTS_NEW})
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "clean")
+    write(clone, {"calc/ops.py": OPS_BASE})
+    bug = git(clone, "diff")
+    git(clone, "commit", "-qam", "bug")
+    buggy = git(clone, "rev-parse", "HEAD").strip()
+    fix = git(clone, "diff", "HEAD", "HEAD~1")
+    git(clone, "checkout", "-q", "HEAD~1")  # SWE-smith's mirror: the clean tree
+    lists = {"FAIL_TO_PASS": ["tests/test_ops.py::test_clamp_above"], "PASS_TO_PASS": ["tests/test_ops.py::test_add"]}
+    smith = {"instance_id": "acme__calc.clamp__1", "repo": "acme/calc", "patch": bug, **lists,
+             "problem_statement": "clamp ignores its upper bound\n", "image_name": "swesmith/acme__calc:1"}
+    plain = {"instance_id": "acme__calc-9", "repo": "acme/calc", "base_commit": buggy, "patch": fix,
+             "test_patch": "", **lists}
+    (tmp_path / "smith.jsonl").write_text(json.dumps(smith) + "\n")
+    (tmp_path / "plain.jsonl").write_text(json.dumps(plain) + "\n")
+    return tmp_path, repos
+
+
+def test_swesmith_rows_and_rows_without_a_test_patch_import_the_right_way_round(
+        synthetic: tuple[Path, Path], process_sandbox: Sandbox) -> None:
+    """The starter is the buggy tree in both (never inverted), the reference the clean code, the
+    tests the repository's own; both are sound and the listed tests judge them."""
+    root, repos = synthetic
+    smith = import_rows(str(root / "smith.jsonl"), root / "out", preset="swesmith", repos=repos)
+    plain = import_rows(str(root / "plain.jsonl"), root / "out", preset="swebench", repos=repos, merge=True)
+    assert smith.failures == [] and plain.failures == []
+    for tid in ("swesmith/acme__calc.clamp__1", "swebench/acme__calc-9"):
+        task = load_task(root / "out" / tid)
+        assert task.starter_files()["calc/ops.py"].read_text() == OPS_BASE, tid
+        assert task.solution_files()["calc/ops.py"].read_text() == OPS_FIXED, tid
+    reports = {r.task_id: r for r in check_tasks(load_task_set(root / "out"), Grader(process_sandbox),
+                                                 CheckOptions(repeats=2))}
+    for tid, report in reports.items():
+        assert report.verdict is TaskVerdict.SOUND, (tid, [c.to_dict() for c in report.defects])
+    source = json.loads((root / "out" / "swesmith" / "acme__calc.clamp__1" / "source.json").read_text())
+    assert source["data_source"] == "swesmith" and source["image"] == "swesmith/acme__calc:1"

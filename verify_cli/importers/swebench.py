@@ -111,38 +111,78 @@ def _text(fields: Mapping[str, Any], name: str, columns: Mapping[str, str]) -> s
 
 
 def convert_swebench(row: Row, columns: Mapping[str, str], prefix: str, repos: Path) -> TaskDraft:
-    """One SWE-bench-format row as a repository task draft (see the module's docstring)."""
+    """One SWE-bench-format row as a repository task draft (see the module's docstring): the
+    repository at ``base_commit`` is the starter, ``patch`` the fix. A row without a
+    ``test_patch`` (a synthetic bug: its tests are already in the repository) is graded by the
+    listed tests' own files."""
+    return _convert(row, columns, prefix, repos, patch_is_bug=False)
+
+
+def convert_swesmith(row: Row, columns: Mapping[str, str], prefix: str, repos: Path) -> TaskDraft:
+    """One SWE-smith row as a repository task draft: ``patch`` is the bug, applied to the clean
+    repository (``base_commit`` where the row names one, else the clone's ``HEAD``: SWE-smith's
+    mirror of the repository); the starter is the buggy tree and the reference the clean files.
+    The tests are the repository's own (SWE-smith rows have no ``test_patch``)."""
+    return _convert(row, columns, prefix, repos, patch_is_bug=True)
+
+
+def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, patch_is_bug: bool) -> TaskDraft:
     from verify_cli.importers.presets import _fields  # the presets' shared row reading
 
     fields = _fields(row, columns)
     instance = _text(fields, "id", columns)
-    repo, commit = _text(fields, "repo", columns), _text(fields, "base_commit", columns).strip()
-    gold, tests_patch = _text(fields, "patch", columns), _text(fields, "test_patch", columns)
+    repo = _text(fields, "repo", columns)
+    clone = find_clone(repos, repo)
+    if patch_is_bug and not str(fields.get("base_commit") or "").strip():
+        commit = _git(clone, "rev-parse", "HEAD").stdout.decode().strip()
+    else:
+        commit = _text(fields, "base_commit", columns).strip()
+    patch = _text(fields, "patch", columns)
+    tests_patch = str(fields.get("test_patch") or "")
     f2p = _id_list(fields, "fail_to_pass", columns["fail_to_pass"])
     p2p = _id_list(fields, "pass_to_pass", columns["pass_to_pass"])
     if not f2p:
         raise RowError(f"column {columns['fail_to_pass']!r} lists no test: nothing would judge the patch")
-    clone = find_clone(repos, repo)
     modes: set[str] = set()
     tree = _tree_files(clone, commit, modes)
     try:
-        hidden = apply_patch(tests_patch.encode(), {rel: tree[rel] for rel in
-                                                    patch_files(tests_patch).reads if rel in tree})
-        solution = apply_patch(gold.encode(), {rel: tree[rel] for rel in patch_files(gold).reads if rel in tree})
+        hidden = (apply_patch(tests_patch.encode(), {rel: tree[rel] for rel in patch_files(tests_patch).reads
+                                                     if rel in tree}) if tests_patch.strip() else {})
+        changed = apply_patch(patch.encode(), {rel: tree[rel] for rel in patch_files(patch).reads if rel in tree})
     except PatchError as e:
         raise RowError(f"a patch does not apply at {commit[:12]}: {e}") from None
+    if patch_is_bug:
+        deleted = patch_files(patch).deletes
+        added = sorted(set(changed) - set(tree))
+        if deleted or added:
+            raise RowError(f"the bug patch adds or deletes a file ({(deleted or added)[0]!r}): a starter is the "
+                           "repository with files edited")
+        solution = {rel: tree[rel] for rel in changed}  # the clean files undo the bug
+        tree = {**tree, **changed}
+    else:
+        solution = changed
+    listed = sorted({t.split("::", 1)[0] for t in (*f2p, *p2p)})
+    if not hidden:
+        missing = [p for p in listed if p not in tree]
+        if missing:
+            raise RowError(f"the row has no test_patch and its listed test file {missing[0]!r} is not in the "
+                           f"repository at {commit[:12]}; give the test patch with --map test_patch=COLUMN")
     overlap = sorted(set(hidden) & set(solution))
     if overlap:
         raise RowError(f"the gold patch edits {overlap[0]!r}, which the test patch also writes")
     tid = task_id(instance, prefix)
     files: dict[str, str | bytes] = {f"starter/{rel}": data for rel, data in tree.items()}
     files.update({f"hidden_tests/{rel}": data for rel, data in hidden.items()})
-    files["solution.patch"] = gold if gold.endswith("\n") else gold + "\n"
+    if patch_is_bug:
+        files.update({f"solution/{rel}": data for rel, data in solution.items()})
+    else:
+        files["solution.patch"] = patch if patch.endswith("\n") else patch + "\n"
     editable = ["**/*.py", *sorted(rel for rel in solution if not rel.endswith(".py"))]
-    test_paths = " ".join(shlex.quote(p) for p in sorted(hidden) if p.endswith(".py"))
+    test_paths = " ".join(shlex.quote(p) for p in (sorted(hidden) if hidden else listed) if p.endswith(".py"))
     doc: dict[str, Any] = {
         "schema_version": 1, "id": tid, "title": f"{repo} {instance}", "domain": "coding", "language": "python",
-        "tags": ["repository", "swebench", repo.replace("/", "__").lower()], "kind": TaskKind.PYTEST.value,
+        "tags": ["repository", "swesmith" if patch_is_bug else "swebench", repo.replace("/", "__").lower()],
+        "kind": TaskKind.PYTEST.value,
         "editable": editable, "isolation": "in-process",
         "environment": {"image": PYTHON_IMAGE, "runtime": "python"},
         "test": {"command": 'python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
@@ -150,7 +190,7 @@ def convert_swebench(row: Row, columns: Mapping[str, str], prefix: str, repos: P
                  "results": "junit.xml", "fail_to_pass": f2p, "pass_to_pass": p2p},
         "scoring": {"policy": "swebench"},
         "limits": {"wall_seconds": WALL_SECONDS, "memory_mb": 4096, "processes": 256},
-        "repository": {"test_files": [*TEST_FILE_GLOBS, *sorted(hidden)], "test_layout": "repository"},
+        "repository": {"test_files": [*TEST_FILE_GLOBS, *sorted(hidden or listed)], "test_layout": "repository"},
     }
     try:
         validate_document(Path(tid) / "task.toml", doc)
@@ -163,7 +203,8 @@ def convert_swebench(row: Row, columns: Mapping[str, str], prefix: str, repos: P
                 raise RowError(f"/test/{key}: test id {tid_!r} is not a pytest node id "
                                "(this importer writes pytest tasks)")
     prompt = str(fields.get("prompt") or f"Resolve {instance} in {repo}.")
-    source: dict[str, Any] = {"data_source": "swebench", "index": row.index, "original_id": instance,
+    source: dict[str, Any] = {"data_source": "swesmith" if patch_is_bug else "swebench", "index": row.index,
+                              "original_id": instance,
                               "repo": repo, "base_commit": commit}
     for name in ("environment_setup_commit", "version", "image"):
         if fields.get(name):

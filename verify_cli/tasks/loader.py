@@ -384,9 +384,13 @@ def load_task(folder: Path) -> Task:
         raise TaskFormatError(str(folder / SOLUTION_DIR), "missing folder solution/ (the reference solution)",
                               hint="every task needs a reference solution that passes its tests "
                                    "(solution/, or solution.patch: a unified diff against the starter)")
-    if not (folder / TESTS_DIR).is_dir() and not (folder / HIDDEN_TESTS_DIR).is_dir():
+    in_project = (data.get("repository", {}).get("test_layout") == "repository"
+                  and bool(data["test"].get("fail_to_pass")))  # a project's own tests, in its starter
+    if not (folder / TESTS_DIR).is_dir() and not (folder / HIDDEN_TESTS_DIR).is_dir() and not in_project:
         raise TaskFormatError(str(folder / TESTS_DIR), "missing folder tests/ (and no hidden_tests/)",
-                              hint="put the tests the grader runs in tests/ or hidden_tests/")
+                              hint="put the tests the grader runs in tests/ or hidden_tests/ (a repository "
+                                   "task laid out as its project, test_layout = \"repository\", may keep them "
+                                   "in its starter)")
     repository = _repository(data)
     if repository is not None and repository.packed:
         unpacked_starter(folder, repository)  # once per bundle or archive: a bad one fails here
