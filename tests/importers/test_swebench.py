@@ -190,3 +190,46 @@ def test_swesmith_rows_and_rows_without_a_test_patch_import_the_right_way_round(
         assert report.verdict is TaskVerdict.SOUND, (tid, [c.to_dict() for c in report.defects])
     source = json.loads((root / "out" / "swesmith" / "acme__calc.clamp__1" / "source.json").read_text())
     assert source["data_source"] == "swesmith" and source["image"] == "swesmith/acme__calc:1"
+
+
+@pytest.mark.bwrap
+def test_a_rows_install_spec_becomes_its_environment(tmp_path: Path) -> None:
+    """A row's install_config (SWE-rebench's shape: python, pip_packages, pre_install, install)
+    becomes the task's [environment]; the project is installed by its own command at build time
+    and its tests, which import a library verify-cli does not ship, pass in it on bwrap."""
+    from verify_cli.environments import EnvironmentStore, Environments
+    from verify_cli.sandbox.registry import create_sandbox
+
+    repos = tmp_path / "repos"
+    clone = repos / "acme__xmlcount"
+    clone.mkdir(parents=True)
+    git(clone, "init", "-q")
+    pyproject = ('[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+                 '[project]\nname = "xmlcount"\nversion = "0.3"\ndependencies = ["lxml>=5"]\n')
+    count = "from lxml import etree\n\n\ndef count(xml):\n    return len(etree.fromstring(xml).findall('{}'))\n"
+    tests = ("from importlib.metadata import version\n\nfrom xmlcount import count\n\n\n"
+             "def test_installed():\n    assert version('xmlcount') == '0.3'\n\n\n"
+             "def test_count():\n    assert count(b'<a><i/><i/></a>') == 2\n")
+    write(clone, {"pyproject.toml": pyproject, "xmlcount/__init__.py": count.format("x"),
+                  "tests/test_count.py": tests})
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "base")
+    base = git(clone, "rev-parse", "HEAD").strip()
+    write(clone, {"xmlcount/__init__.py": count.format("i")})
+    gold = git(clone, "diff")
+    git(clone, "checkout", "-q", "--", ".")
+    config = {"python": "3.11", "pip_packages": ["lxml>=5", "setuptools>=61"],
+              "install": "python -m pip install --no-build-isolation -e ."}
+    row = {"instance_id": "acme__xmlcount-1", "repo": "acme/xmlcount", "base_commit": base, "patch": gold,
+           "test_patch": "", "FAIL_TO_PASS": ["tests/test_count.py::test_count"],
+           "PASS_TO_PASS": ["tests/test_count.py::test_installed"], "install_config": config}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    report = import_rows(str(tmp_path / "rows.jsonl"), tmp_path / "out", preset="swebench", repos=repos)
+    assert report.failures == []
+    task = load_task(tmp_path / "out" / "swebench" / "acme__xmlcount-1")
+    assert task.environment.python == "3.11" and "lxml>=5" in task.environment.requirements
+    assert task.environment.setup == ("python -m pip install --no-build-isolation -e .",)
+    with create_sandbox("bwrap") as box:
+        grader = Grader(box, environments=Environments(box, EnvironmentStore(tmp_path / "store")))
+        (report_,) = check_tasks([task], grader, CheckOptions(repeats=2))
+    assert report_.verdict is TaskVerdict.SOUND, [c.to_dict() for c in report_.checks]

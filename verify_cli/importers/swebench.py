@@ -46,7 +46,7 @@ COLUMNS: Mapping[str, str] = {
     "id": "instance_id", "repo": "repo", "base_commit": "base_commit", "patch": "patch",
     "test_patch": "test_patch", "fail_to_pass": "FAIL_TO_PASS", "pass_to_pass": "PASS_TO_PASS",
     "environment_setup_commit": "environment_setup_commit", "prompt": "problem_statement",
-    "version": "version", "image": "image_name",
+    "version": "version", "image": "image_name", "install_config": "install_config",
 }
 #: The project's own test files in an imported repository: always from the task.
 TEST_FILE_GLOBS = ("**/tests/**", "**/test/**", "**/testing/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
@@ -89,6 +89,55 @@ def _tree_files(clone: Path, commit: str, executable: set[str] | None = None) ->
                     if executable is not None and member.mode & 0o111:
                         executable.add(member.name)
     return files
+
+
+def install_spec(fields: Mapping[str, Any], repo: str) -> Mapping[str, Any] | None:
+    """How the row's repository version is installed, as SWE-bench's specs say it: the row's own
+    ``install_config`` (SWE-rebench, SWE-Gym), else the installed swebench package's
+    ``MAP_REPO_VERSION_TO_SPECS[repo][version]`` (swebench < 5 ships them), else None."""
+    config = fields.get("install_config")
+    if isinstance(config, str) and config.strip():
+        try:
+            config = json.loads(config)
+        except ValueError:
+            raise RowError("column 'install_config' is not JSON (an object of python, install, "
+                           "pip_packages, pre_install)") from None
+    if isinstance(config, Mapping):
+        return config
+    version = fields.get("version")
+    if not version:
+        return None
+    try:
+        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+    except Exception:  # not installed, or a version without the specs (5.x): no spec known
+        return None
+    spec = MAP_REPO_VERSION_TO_SPECS.get(repo, {}).get(str(version))
+    return spec if isinstance(spec, Mapping) else None
+
+
+def environment_of(spec: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The task's ``[environment]`` for an install spec: its Python version, its pip packages
+    (and conda package names, most of which are pip's too) as requirements, its pre-install and
+    install commands as set-up run in the starter (the project's own pytest where it pins one)."""
+    env: dict[str, Any] = {"image": PYTHON_IMAGE, "runtime": "python"}
+    if not spec:
+        return env
+    requirements = [str(p) for p in spec.get("pip_packages") or []]
+    packages = spec.get("packages")
+    setup = [str(c) for c in spec.get("pre_install") or []]
+    if packages == "requirements.txt":
+        setup.append("python -m pip install -r requirements.txt")
+    elif isinstance(packages, str) and packages.strip() and packages != "environment.yml":
+        requirements = [*packages.split(), *requirements]
+    if spec.get("install"):
+        setup.append(str(spec["install"]))
+    if spec.get("python"):
+        env["python"] = str(spec["python"])
+    if requirements:
+        env["requirements"] = list(dict.fromkeys(requirements))
+    if setup:
+        env["setup"] = setup
+    return env
 
 
 def _id_list(fields: Mapping[str, Any], name: str, column: str) -> list[str]:
@@ -184,7 +233,7 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
         "tags": ["repository", "swesmith" if patch_is_bug else "swebench", repo.replace("/", "__").lower()],
         "kind": TaskKind.PYTEST.value,
         "editable": editable, "isolation": "in-process",
-        "environment": {"image": PYTHON_IMAGE, "runtime": "python"},
+        "environment": environment_of(install_spec(fields, repo)),
         "test": {"command": 'python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
                             + (test_paths or "."),
                  "results": "junit.xml", "fail_to_pass": f2p, "pass_to_pass": p2p},
