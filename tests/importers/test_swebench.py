@@ -197,7 +197,7 @@ def test_a_rows_install_spec_becomes_its_environment(tmp_path: Path) -> None:
     """A row's install_config (SWE-rebench's shape: python, pip_packages, pre_install, install)
     becomes the task's [environment]; the project is installed by its own command at build time
     and its tests, which import a library verify-cli does not ship, pass in it on bwrap."""
-    from verify_cli.environments import EnvironmentStore, Environments
+    from verify_cli.environments import Environments, EnvironmentStore
     from verify_cli.sandbox.registry import create_sandbox
 
     repos = tmp_path / "repos"
