@@ -233,3 +233,65 @@ def test_a_rows_install_spec_becomes_its_environment(tmp_path: Path) -> None:
         grader = Grader(box, environments=Environments(box, EnvironmentStore(tmp_path / "store")))
         (report_,) = check_tasks([task], grader, CheckOptions(repeats=2))
     assert report_.verdict is TaskVerdict.SOUND, [c.to_dict() for c in report_.checks]
+
+
+DJANGO_RUNNER = """#!/usr/bin/env python3
+import argparse
+import os
+import sys
+import unittest
+
+parser = argparse.ArgumentParser()
+parser.add_argument("modules", nargs="*")
+parser.add_argument("--verbosity", type=int)
+parser.add_argument("--settings")
+parser.add_argument("--parallel")
+args = parser.parse_args()
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.getcwd()]
+suite = unittest.defaultTestLoader.loadTestsFromNames(args.modules)
+sys.exit(0 if unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite).wasSuccessful() else 1)
+"""
+DJANGO_TESTS = """import unittest
+
+from shapes import area
+
+
+class AreaTests(unittest.TestCase):
+    def test_unit(self):
+        self.assertEqual(area(2, 2), 4)  # right even with the bug
+"""
+
+
+def test_a_django_row_is_a_log_task_graded_by_the_projects_runner(tmp_path: Path,
+                                                                  process_sandbox: Sandbox) -> None:
+    """A django/django row: its ids are the runner's (``test_x (module.Class)``), the task runs
+    ./tests/runtests.py (kept executable) on the test patch's modules and reads its log as
+    SWE-bench does; the row is sound."""
+    repos = tmp_path / "repos"
+    clone = repos / "django__django"
+    clone.mkdir(parents=True)
+    git(clone, "init", "-q")
+    write(clone, {"shapes.py": "def area(w, h):\n    return w + h\n", "tests/runtests.py": DJANGO_RUNNER,
+                  "tests/geometry/__init__.py": "", "tests/geometry/tests.py": DJANGO_TESTS})
+    (clone / "tests" / "runtests.py").chmod(0o755)
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "base")
+    base = git(clone, "rev-parse", "HEAD").strip()
+    write(clone, {"shapes.py": "def area(w, h):\n    return w * h\n"})
+    gold = git(clone, "diff")
+    git(clone, "checkout", "-q", "--", ".")
+    write(clone, {"tests/geometry/tests.py": DJANGO_TESTS + "\n    def test_rect(self):\n"
+                                                            "        self.assertEqual(area(2, 3), 6)\n"})
+    test_patch = git(clone, "diff")
+    git(clone, "checkout", "-q", "--", ".")
+    row = {"instance_id": "django__django-1", "repo": "django/django", "base_commit": base, "patch": gold,
+           "test_patch": test_patch, "FAIL_TO_PASS": ["test_rect (geometry.tests.AreaTests.test_rect)"],
+           "PASS_TO_PASS": ["test_unit (geometry.tests.AreaTests.test_unit)"]}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    report = import_rows(str(tmp_path / "rows.jsonl"), tmp_path / "out", preset="swebench", repos=repos)
+    assert report.failures == []
+    task = load_task(tmp_path / "out" / "swebench" / "django__django-1")
+    assert task.kind == "log" and task.test.log_parser == "django"
+    assert task.test.command.endswith("--parallel 1 geometry.tests")
+    (checked,) = check_tasks([task], Grader(process_sandbox), CheckOptions(repeats=2))
+    assert checked.verdict is TaskVerdict.SOUND, [c.to_dict() for c in checked.checks]

@@ -30,7 +30,7 @@ import os
 import shlex
 import subprocess
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,27 @@ def _tree_files(clone: Path, commit: str, executable: set[str] | None = None) ->
                     if executable is not None and member.mode & 0o111:
                         executable.add(member.name)
     return files
+
+
+def _django_directives(files: list[str]) -> list[str]:
+    """Django's runner takes test modules (``tests/admin_views/tests.py`` -> ``admin_views.tests``)."""
+    return [shlex.quote(f.removeprefix("tests/").removesuffix(".py").replace("/", ".")) for f in files
+            if f.endswith(".py")]
+
+
+def _path_directives(files: list[str]) -> list[str]:
+    return [shlex.quote(f) for f in files if f.endswith(".py")]
+
+
+#: Projects whose own test runner grades them (kind = "log"), as SWE-bench runs them: the log
+#: parser, the command (the install spec's ``test_cmd`` where it names one), and how the test
+#: patch's files become the runner's arguments.
+LOG_RUNNERS: dict[str, tuple[str, str, Callable[[list[str]], list[str]]]] = {
+    "django/django": ("django", "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1",
+                      _django_directives),
+    "sympy/sympy": ("sympy", "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose",
+                    _path_directives),
+}
 
 
 def install_spec(fields: Mapping[str, Any], repo: str) -> Mapping[str, Any] | None:
@@ -210,8 +231,9 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
         tree = {**tree, **changed}
     else:
         solution = changed
-    listed = sorted({t.split("::", 1)[0] for t in (*f2p, *p2p)})
-    if not hidden:
+    runner = LOG_RUNNERS.get(repo.strip().lower())
+    listed = [] if runner else sorted({t.split("::", 1)[0] for t in (*f2p, *p2p)})
+    if not hidden and not runner:
         missing = [p for p in listed if p not in tree]
         if missing:
             raise RowError(f"the row has no test_patch and its listed test file {missing[0]!r} is not in the "
@@ -228,15 +250,20 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
         files["solution.patch"] = patch if patch.endswith("\n") else patch + "\n"
     editable = ["**/*.py", *sorted(rel for rel in solution if not rel.endswith(".py"))]
     test_paths = " ".join(shlex.quote(p) for p in (sorted(hidden) if hidden else listed) if p.endswith(".py"))
+    pytest = 'python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
+    test: dict[str, Any] = {"command": pytest + (test_paths or "."), "results": "junit.xml"}
+    if runner is not None:  # the project's own runner, its log read as SWE-bench reads it
+        parser, command, directives = runner
+        spec = install_spec(fields, repo) or {}
+        test = {"command": " ".join([str(spec.get("test_cmd") or command), *directives(sorted(hidden))]),
+                "log_parser": parser, "results": "junit.xml"}
     doc: dict[str, Any] = {
         "schema_version": 1, "id": tid, "title": f"{repo} {instance}", "domain": "coding", "language": "python",
         "tags": ["repository", "swesmith" if patch_is_bug else "swebench", repo.replace("/", "__").lower()],
-        "kind": TaskKind.PYTEST.value,
+        "kind": (TaskKind.LOG if runner else TaskKind.PYTEST).value,
         "editable": editable, "isolation": "in-process",
         "environment": environment_of(install_spec(fields, repo)),
-        "test": {"command": 'python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
-                            + (test_paths or "."),
-                 "results": "junit.xml", "fail_to_pass": f2p, "pass_to_pass": p2p},
+        "test": {**test, "fail_to_pass": f2p, "pass_to_pass": p2p},
         "scoring": {"policy": "swebench"},
         "limits": {"wall_seconds": WALL_SECONDS, "memory_mb": 4096, "processes": 256},
         "repository": {"test_files": [*TEST_FILE_GLOBS, *sorted(hidden or listed)], "test_layout": "repository"},
@@ -248,9 +275,9 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
     for key, ids in (("fail_to_pass", f2p), ("pass_to_pass", p2p)):
         for tid_ in ids:
             path = tid_.split("::", 1)[0]
-            if "::" not in tid_ or not path.endswith(".py"):
-                raise RowError(f"/test/{key}: test id {tid_!r} is not a pytest node id "
-                               "(this importer writes pytest tasks)")
+            if runner is None and ("::" not in tid_ or not path.endswith(".py")):
+                raise RowError(f"/test/{key}: test id {tid_!r} is not a pytest node id (this importer "
+                               f"writes pytest tasks, and log tasks for {', '.join(sorted(LOG_RUNNERS))})")
     prompt = str(fields.get("prompt") or f"Resolve {instance} in {repo}.")
     source: dict[str, Any] = {"data_source": "swesmith" if patch_is_bug else "swebench", "index": row.index,
                               "original_id": instance,
@@ -258,7 +285,8 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
     for name in ("environment_setup_commit", "version", "image"):
         if fields.get(name):
             source[name] = fields[name]
-    return TaskDraft(id=tid, prompt=prompt if prompt.endswith("\n") else prompt + "\n", kind=TaskKind.PYTEST,
+    return TaskDraft(id=tid, prompt=prompt if prompt.endswith("\n") else prompt + "\n",
+                     kind=TaskKind.LOG if runner else TaskKind.PYTEST,
                      files=files, editable=editable, title=doc["title"], tags=doc["tags"], source=source,
                      executable=frozenset(f"starter/{rel}" for rel in modes),
                      task_toml=dumps_toml(_nested_first(doc)))
