@@ -33,6 +33,7 @@ from verify_cli.sandbox.sessions.base import (
     SessionFileError,
     SessionInfraError,
     SessionLimits,
+    Snapshot,
     Workspace,
 )
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, SOLUTION_DIR, Task
@@ -229,7 +230,7 @@ class TaskEnvironment:
         if visible.count == 0:
             return "this task has no visible tests: submit when you are confident"
         files = self.session.snapshot(self.task.editable)
-        result = self.grader.grade(GradeRequest(task=visible.task, phase=Phase.CANDIDATE, candidate=files,
+        result = self.grader.grade(GradeRequest(task=visible.task, phase=Phase.CANDIDATE, candidate=dict(files),
                                                 label="run_tests"))
         if result.status is GradeStatus.INFRA_ERROR:
             self.broken = "; ".join(result.problems) or "the grader failed"
@@ -243,6 +244,9 @@ class TaskEnvironment:
             lines.append(f"{t.outcome.value.upper()} {t.id}" + (f"\n  {message}" if message else ""))
         if not result.tests:
             lines += [f"problem: {p}" for p in result.problems[:3]]
+        note = skipped_note(files)
+        if note:
+            lines.append(note)
         return "\n".join(lines)
 
     # -- the end -----------------------------------------------------------------------------
@@ -275,12 +279,18 @@ class TaskEnvironment:
             self._visible.close()
 
 
+def skipped_note(files: Mapping[str, bytes]) -> str:
+    """What a snapshot left out of the grade (a :class:`Snapshot`'s note; "" for a plain dict)."""
+    return files.note() if isinstance(files, Snapshot) else ""
+
+
 def grade_files(task: Task, grader: GradesOne, files: Mapping[str, bytes]) -> EpisodeOutcome:
-    """The trusted grade of an episode's editable files (taken by :meth:`TaskEnvironment.take`)."""
+    """The trusted grade of an episode's editable files (taken by :meth:`TaskEnvironment.take`);
+    the outcome's reason names what the snapshot left out."""
     grade = grader.grade(GradeRequest(task=task, phase=Phase.CANDIDATE, candidate=dict(files), label="episode"))
     if grade.status is GradeStatus.INFRA_ERROR:
         return EpisodeOutcome("infra_error", None, "; ".join(grade.problems), grade)
-    return EpisodeOutcome("passed" if grade.passed else "failed", grade.score, "", grade)
+    return EpisodeOutcome("passed" if grade.passed else "failed", grade.score, skipped_note(files), grade)
 
 
 __all__ = ["EpisodeOutcome", "GradesOne", "SessionOpener", "TaskEnvironment", "VisibleTests", "format_exec",

@@ -85,6 +85,30 @@ def _close(*fds: int) -> None:
             os.close(fd)
 
 
+def close_on_exec_all(keep: tuple[int, ...] = (0, 1, 2)) -> None:
+    """Mark every open descriptor but ``keep`` close-on-exec: a command the server starts
+    inherits nothing of it (its socket to the host above all: a command holding it could forge
+    its own result and desynchronise the next call)."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: every descriptor a server may hold is below this
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.set_inheritable(fd, False)
+
+
+def utf8_name(name: str) -> bool:
+    """True when a file name (as ``os`` decodes it) is valid UTF-8: a name that is not cannot be
+    carried as text to the grader, and is left out of a snapshot (the host says so)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -348,11 +372,15 @@ class Server:
         (out,) = fds
         patterns = [glob_regex(str(g)) for g in msg.get("globs") or ["**"]]
         count = 0
+        skipped: list[str] = []
         try:
             with os.fdopen(out, "wb", closefd=True) as fh, \
                     tarfile.open(fileobj=fh, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                 for rel, kind, _size in self._walk(".", True, 1 << 20):
                     if kind != "file" or not matches_any(patterns, rel):
+                        continue
+                    if not utf8_name(rel):
+                        skipped.append(ascii(rel))
                         continue
                     full = os.path.join(self.workdir, rel)
                     try:
@@ -371,7 +399,7 @@ class Server:
         except (OSError, ValueError, tarfile.TarError) as e:
             _error(self.sock, e)
             return
-        _send(self.sock, {"op": "done", "files": count})
+        _send(self.sock, {"op": "done", "files": count, "skipped": skipped[:100]})
 
     def untar(self, msg: dict[str, Any], fds: list[int]) -> None:
         import tarfile
@@ -401,6 +429,7 @@ class Server:
         # Its own writes (write_file, untar) are under the commands' file-size limit: past it,
         # a write fails (EFBIG) rather than ending the server.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        close_on_exec_all()
         if not self.own_init:
             with contextlib.suppress(Exception):
                 import ctypes
@@ -412,6 +441,9 @@ class Server:
                 data, fds, _flags, _addr = socket.recv_fds(self.sock, MAX_MESSAGE, 4)
             except OSError:
                 return 0
+            for fd in fds:  # never inherited by a command (exec dups the three it gets)
+                with contextlib.suppress(OSError):
+                    os.set_inheritable(fd, False)
             if not data:
                 return 0
             self._reap()
