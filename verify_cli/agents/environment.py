@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from verify_cli.agents.tools import Observation, ToolCall, check_call, truncate
+from verify_cli.agents.tools import Observation, ToolCall, check_call, clean_text, truncate
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.sessions.base import (
@@ -41,6 +41,10 @@ from verify_cli.tasks.repository import SOLUTION_PATCH
 
 #: Characters of each failing test's message shown by run_tests.
 TEST_MESSAGE_CHARS = 400
+
+
+class _PastWall(Exception):
+    """A tool call reached the episode's wall-clock limit."""
 
 
 class SessionOpener(Protocol):
@@ -153,6 +157,10 @@ class TaskEnvironment:
         self.dead: str | None = None
         #: The machinery failed under the session (never the agent's fault).
         self.broken: str | None = None
+        #: A call was stopped at the episode's wall-clock limit.
+        self.past_wall = False
+        #: A command's own wall limit (the session's default for its commands).
+        self.command_limit = command_seconds or session_limits(task).command_seconds
         self._visible: VisibleTests | None = None
         self._lock = threading.Lock()
 
@@ -174,8 +182,10 @@ class TaskEnvironment:
 
     # -- the tools ---------------------------------------------------------------------------
 
-    def call(self, call: ToolCall) -> Observation:
-        """Run one tool call; a malformed call is an observation saying what was wrong."""
+    def call(self, call: ToolCall, *, seconds_left: float | None = None) -> Observation:
+        """Run one tool call; a malformed call is an observation saying what was wrong.
+        ``seconds_left``: the episode's wall clock left; no call runs past it (a command is
+        stopped at it, another call is abandoned at it) and :attr:`past_wall` says it was hit."""
         started = time.monotonic()
         problem = check_call(call)
         if problem is not None:
@@ -183,7 +193,7 @@ class TaskEnvironment:
         args: Mapping[str, Any] = call.arguments or {}
         with self._lock:
             try:
-                text = self._run(call.name, args)
+                text = self._bounded(call.name, args, seconds_left)
             except SessionDeadError as e:
                 self.dead = str(e)
                 text = f"the session has died: {e}"
@@ -191,13 +201,44 @@ class TaskEnvironment:
                 self.broken = str(e)
                 text = f"the sandbox failed (not your fault): {e}"
             except SessionFileError as e:
-                return Observation(f"{call.name}: {e}", error=True, seconds=time.monotonic() - started)
-        shown, cut = truncate(text, self.observation_chars)
+                return Observation(clean_text(f"{call.name}: {e}"), error=True, seconds=time.monotonic() - started)
+            except _PastWall:
+                self.past_wall = True
+                text = f"{call.name} was stopped: the episode's wall-clock limit was reached"
+        shown, cut = truncate(clean_text(text), self.observation_chars)
         return Observation(shown, truncated_chars=cut, seconds=time.monotonic() - started)
 
-    def _run(self, name: str, args: Mapping[str, Any]) -> str:
+    def _bounded(self, name: str, args: Mapping[str, Any], seconds_left: float | None) -> str:
+        """:meth:`_run` within ``seconds_left`` (None: unbounded). A command gets the shorter of
+        its own limit and what is left (the session stops it, and kills what it started); any
+        other call runs in a thread that is abandoned at the limit."""
+        if seconds_left is None:
+            return self._run(name, args)
+        if seconds_left <= 0:
+            raise _PastWall
         if name == "bash":
-            result = self.session.exec(str(args["command"]), timeout=self.command_seconds)
+            return self._run(name, args, timeout=min(self.command_limit, seconds_left))
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["text"] = self._run(name, args)
+            except BaseException as e:  # handed to the caller
+                box["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=run, daemon=True, name=f"tool-{name}").start()
+        if not done.wait(seconds_left):
+            raise _PastWall
+        if "error" in box:
+            raise box["error"]
+        return str(box["text"])
+
+    def _run(self, name: str, args: Mapping[str, Any], *, timeout: float | None = None) -> str:
+        if name == "bash":
+            result = self.session.exec(str(args["command"]), timeout=timeout or self.command_seconds)
             if result.verdict is ExecVerdict.SESSION_DEAD:
                 self.dead = result.message or "the session's exec server died"
                 return f"the session has died because of what ran in it: {self.dead}"

@@ -526,7 +526,7 @@ def snapshot_of(files: Mapping[str, bytes], globs: Sequence[str], max_bytes: int
         try:
             name.encode("utf-8")
         except UnicodeEncodeError:
-            skipped.append(f"{ascii(name)} (its name is not valid UTF-8)")
+            skipped.append(f"{name!a} (its name is not valid UTF-8)")
             continue
         taken[name] = body
     if isinstance(said_skipped, list):
