@@ -221,6 +221,9 @@ def difficulty_command(
         "--wall-seconds", min=1.0, help="--agent: each episode's wall limit.")] = 900.0,
     observation_chars: Annotated[int, typer.Option(
         "--observation-chars", min=200, help="--agent: each observation is cut to this many characters.")] = 4000,
+    max_tool_calls: Annotated[int, typer.Option(
+        "--max-tool-calls", min=1, help="--agent: tool calls run per model reply (the rest answered 'not run').")]
+    = 16,
 ) -> None:
     """Measure each task's pass rate under a model and re-bucket the data set by difficulty."""
     if json_out == "-":
@@ -266,7 +269,7 @@ def difficulty_command(
             from verify_cli.agents.episode import EpisodeLimits
 
             limits = EpisodeLimits(max_turns=max_turns, token_budget=token_budget, wall_seconds=wall_seconds,
-                                   observation_chars=observation_chars)
+                                   observation_chars=observation_chars, max_tool_calls=max_tool_calls)
             model_backend, step = _episodes(grader, model_backend, tasks, limits, options.jobs)
         with model_backend, _progress(json_out != "-") as on_progress:
             started = time.monotonic()

@@ -88,6 +88,9 @@ def train_command(
         "--wall-seconds", min=1.0, help="--agent: each episode's wall limit.")] = 900.0,
     observation_chars: Annotated[int, typer.Option(
         "--observation-chars", min=200, help="--agent: each observation is cut to this many characters.")] = 4000,
+    max_tool_calls: Annotated[int, typer.Option(
+        "--max-tool-calls", min=1, help="--agent: tool calls run per model reply (the rest answered 'not run').")]
+    = 16,
 ) -> None:
     """Sample groups per task, grade each completion in the sandbox, write trajectory shards; optionally GRPO."""
     from verify_cli.agents.episode import EpisodeLimits
@@ -144,7 +147,7 @@ def train_command(
         if agent:
             runner = _agent_runner(grader, gen, config, EpisodeLimits(
                 max_turns=turns, token_budget=token_budget, wall_seconds=wall_seconds,
-                observation_chars=observation_chars))
+                observation_chars=observation_chars, max_tool_calls=max_tool_calls))
         trainer = Trainer(config, gen, grader, selection.tasks, out, sandbox_backend=grader.backend, policy=policy,
                           on_step=on_step, other_task_ids=selection.skipped, on_warning=console.warning,
                           runner=runner)
