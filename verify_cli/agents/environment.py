@@ -13,6 +13,7 @@ change to the visible tests are ignored by construction: grading takes them from
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import threading
@@ -113,10 +114,18 @@ class EpisodeOutcome:
     reason: str = ""
     grade: GradeResult | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, trainable: bool = False) -> dict[str, Any]:
+        """The outcome as plain data. ``trainable``: for a record that could be trained on (an
+        episode in samples.parquet): each test's id and outcome only, no test message and no
+        problem text of the grade, which may quote the hidden tests' source."""
         d: dict[str, Any] = {"status": self.status, "score": self.score, "reason": self.reason}
         if self.grade is not None:
-            d["grade"] = self.grade.to_dict(with_run=False)
+            if trainable:
+                g = self.grade
+                d["grade"] = {"status": g.status.value, "score": g.score, "passed": g.passed,
+                              "tests": [{"id": t.id, "outcome": t.outcome.value} for t in g.tests]}
+            else:
+                d["grade"] = self.grade.to_dict(with_run=False)
         return d
 
 
@@ -285,6 +294,10 @@ class TaskEnvironment:
             lines.append(f"{t.outcome.value.upper()} {t.id}" + (f"\n  {message}" if message else ""))
         if not result.tests:
             lines += [f"problem: {p}" for p in result.problems[:3]]
+        if not result.tests or any(t.message.strip() == "collection failure" for t in failed):
+            why = candidate_error(result.run.stdout.text + "\n" + result.run.stderr.text, files)
+            if why:
+                lines.append(f"why the tests could not load your code:\n{why}")
         note = skipped_note(files)
         if note:
             lines.append(note)
@@ -320,6 +333,37 @@ class TaskEnvironment:
             self._visible.close()
 
 
+_EXCEPTION_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::.*)?$")
+_FRAME_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)')
+#: Lines of a candidate's error shown by run_tests.
+ERROR_LINES = 8
+
+
+def candidate_error(output: str, files: Collection[str]) -> str:
+    """Why the candidate's code did not load, from a run of the visible tests: the last exception
+    in ``output`` and, where a frame of it is in one of ``files`` (the candidate's), that frame
+    and its source line, paths shown relative to the work folder; "" where there is none."""
+    lines = [line[4:] if line.startswith("E   ") else line for line in output.splitlines()]
+    end = next((i for i in range(len(lines) - 1, -1, -1) if _EXCEPTION_LINE.match(lines[i])), None)
+    if end is None:
+        return ""
+    start = end
+    for i in range(end - 1, max(-1, end - 60), -1):
+        frame = _FRAME_LINE.match(lines[i])
+        if frame is None:
+            continue
+        path = frame.group("path")
+        rel = next((f for f in files if path == f or path.endswith("/" + f)), None)
+        if rel is not None:
+            lines[i] = lines[i].replace(path, rel, 1)
+            start = i
+            break
+    block = lines[start:end + 1]
+    if len(block) > ERROR_LINES:
+        block = [*block[:ERROR_LINES - 1], lines[end]]
+    return "\n".join(line.rstrip() for line in block)
+
+
 def skipped_note(files: Mapping[str, bytes]) -> str:
     """What a snapshot left out of the grade (a :class:`Snapshot`'s note; "" for a plain dict)."""
     return files.note() if isinstance(files, Snapshot) else ""
@@ -334,5 +378,5 @@ def grade_files(task: Task, grader: GradesOne, files: Mapping[str, bytes]) -> Ep
     return EpisodeOutcome("passed" if grade.passed else "failed", grade.score, skipped_note(files), grade)
 
 
-__all__ = ["EpisodeOutcome", "GradesOne", "SessionOpener", "TaskEnvironment", "VisibleTests", "format_exec",
-           "grade_files", "session_limits", "session_workspace"]
+__all__ = ["EpisodeOutcome", "GradesOne", "SessionOpener", "TaskEnvironment", "VisibleTests", "candidate_error",
+           "format_exec", "grade_files", "session_limits", "session_workspace", "skipped_note"]

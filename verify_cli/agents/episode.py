@@ -134,13 +134,15 @@ class AgentEpisode:
     def execution_seconds(self) -> float:
         return sum(t.execution_seconds for t in self.turns)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, trainable: bool = False) -> dict[str, Any]:
+        """The episode as plain data; ``trainable``: its outcome as :meth:`EpisodeOutcome.to_dict`
+        gives it for a record that could be trained on (no hidden test's text)."""
         return {"task_id": self.task_id, "sample_index": self.sample_index, "status": self.status,
                 "score": self.score, "end_reason": self.end_reason, "turns": [t.to_dict() for t in self.turns],
                 "tokens": self.tokens, "seconds": round(self.seconds, 4),
                 "generation_seconds": round(self.generation_seconds, 4),
                 "execution_seconds": round(self.execution_seconds, 4),
-                "outcome": self.outcome.to_dict() if self.outcome is not None else None,
+                "outcome": self.outcome.to_dict(trainable=trainable) if self.outcome is not None else None,
                 **({"node": self.node} if self.node else {}), **({"lost": list(self.lost)} if self.lost else {})}
 
 

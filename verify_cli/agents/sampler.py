@@ -61,7 +61,7 @@ def episode_status(episode: AgentEpisode) -> SampleStatus:
 
 def episode_completion(episode: AgentEpisode) -> EpisodeCompletion:
     tokens: tuple[int, ...] = tuple(t for turn in episode.turns for t in turn.token_ids)
-    return EpisodeCompletion(text=json.dumps(episode.to_dict(), ensure_ascii=False), token_ids=tokens,
+    return EpisodeCompletion(text=json.dumps(episode.to_dict(trainable=True), ensure_ascii=False), token_ids=tokens,
                              finish_reason=episode.end_reason or "infra_error", episode=episode)
 
 
@@ -144,8 +144,8 @@ class EpisodeStep(SampleStep):
         if grade is not None:
             return GradedSample(task=task, status=status, grade=grade, attempts=1, seconds=episode.seconds)
         reason = (outcome.reason if outcome is not None else "") or episode.end_reason
-        if status is SampleStatus.INFRA_ERROR:
-            return GradedSample(task=task, status=status, seconds=episode.seconds)
+        if status is SampleStatus.INFRA_ERROR:  # its cause kept: summaries count infra errors by cause
+            return GradedSample(task=task, status=status, parse_error=reason or "infra_error", seconds=episode.seconds)
         return GradedSample(task=task, status=SampleStatus.FAILED, parse_error=reason, seconds=episode.seconds)
 
 
