@@ -100,6 +100,7 @@ def train_command(
     from verify_cli.rollout.inspect import summarize_run
     from verify_cli.rollout.loop import StepReport, TrainConfig, Trainer
     from verify_cli.rollout.rewards import RewardConfig
+    from verify_cli.sampling.infra import WARN_RATE
 
     if json_out == "-":
         console.use_stderr()
@@ -142,6 +143,10 @@ def train_command(
 
         def on_step(r: StepReport) -> None:
             console.info(step_line(r))
+            if r.rows and r.masked / r.rows > WARN_RATE:
+                console.warning(f"WARNING: step {r.step}: {r.masked} of {r.rows} trajectories "
+                                f"({100 * r.masked / r.rows:.1f}%) were infra_error (masked, never scored), over "
+                                f"{100 * WARN_RATE:g}%: a masked share that moves with the policy is a signal")
 
         runner = None
         if agent:
@@ -157,6 +162,12 @@ def train_command(
         console.info(f"resumed after committed step {result.resumed_from}")
     summary = summarize_run(out)
     show_summary(summary)
+    infra = summary["infra"]
+    if infra["rate"] > WARN_RATE:
+        console.warning(f"WARNING: {infra['infra_errors']} of {infra['samples']} trajectories "
+                        f"({100 * infra['rate']:.1f}%) were infra_error (masked, never scored), over "
+                        f"{100 * WARN_RATE:g}%; by cause: "
+                        + "; ".join(f"{c} {100 * v['rate']:.1f}% ({v['count']})" for c, v in infra["causes"].items()))
     if json_out:
         write_json(json_out, summary)
 
@@ -196,6 +207,10 @@ def show_summary(summary: dict[str, Any]) -> None:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["status_counts"].items()))
     out.print(f"statuses: {counts or '-'}; masked (never scored): {summary['masked']}; "
               f"all-equal groups: {summary['all_equal_groups']} of {summary['groups']}")
+    infra = summary.get("infra") or {}
+    if infra.get("infra_errors"):
+        out.print(f"infra_error: {100 * infra['rate']:.1f}% of {infra['samples']} trajectories; by cause: "
+                  + escape("; ".join(f"{c} {100 * v['rate']:.1f}% ({v['count']})" for c, v in infra["causes"].items())))
     tp = summary["throughput"]
     if tp["trajectories_per_s"]:
         sec = summary["seconds"]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.rollout.shards import read_manifest, read_run, read_run_config, verify_run
+from verify_cli.sampling.infra import infra_report
 from verify_cli.sampling.status import SampleStatus
 
 OK = SampleStatus.PASSED.trajectory_label
@@ -15,7 +16,8 @@ OK = SampleStatus.PASSED.trajectory_label
 def summarize_run(run_dir: Path) -> dict[str, Any]:
     """What ``verify-cli trajectories inspect`` shows, as plain data (also its --json)."""
     table = read_run(run_dir, columns=["step", "reward", "status", "masked", "advantage", "group_id",
-                                       "num_turns", "response_mask", "generation_seconds", "grading_seconds"])
+                                       "num_turns", "response_mask", "generation_seconds", "grading_seconds",
+                                       "problems"])
     cols = table.to_pydict()
     steps = sorted(set(cols["step"]))
     curve = []
@@ -42,6 +44,8 @@ def summarize_run(run_dir: Path) -> dict[str, Any]:
         "run_dir": str(run_dir), "config": read_run_config(run_dir), "steps": len(steps),
         "rows": table.num_rows, "status_counts": dict(Counter(cols["status"])),
         "masked": sum(bool(m) for m in cols["masked"]), "groups": len(groups), "all_equal_groups": all_equal,
+        "infra": infra_report((bool(m), p or ())
+                              for m, p in zip(cols["masked"], cols["problems"], strict=True)).to_dict(),
         "replaced_groups": sum(int(st.get("replaced_groups", 0)) for st in stats),
         "reward_curve": curve,
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
