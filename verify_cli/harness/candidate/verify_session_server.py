@@ -315,8 +315,14 @@ class Server:
             if parent:
                 os.makedirs(parent, exist_ok=True)
             mode = int(msg.get("mode") or 0o644) & 0o7777
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+            # Non-blocking: a fifo with no reader fails at once (ENXIO) instead of holding the
+            # server; anything but a regular file is refused before it is truncated or written.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
             try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError(errno.EINVAL, "not a regular file")
+                os.set_blocking(fd, True)
+                os.ftruncate(fd, 0)
                 while chunk := os.read(src, 1 << 16):
                     _write_all(fd, chunk)
                 os.fchmod(fd, mode)

@@ -126,6 +126,12 @@ def _special_files(s: Session) -> list[str]:
     for path in ("pkg/fifo.py", "pkg/zero.py", "pkg/link.py"):
         started = time.monotonic()
         with contextlib.suppress(SessionFileError):
+            s.write_file(path, b"VALUE = 2\n")
+            findings.append(f"write_file({path!r}) wrote through a special file or link")
+        if time.monotonic() - started > CALL_SECONDS:
+            findings.append(f"write_file({path!r}) hung")
+        started = time.monotonic()
+        with contextlib.suppress(SessionFileError):
             data = s.read_file(path, max_bytes=1 << 20)
             if path != "pkg/link.py" or b"root" not in data:
                 findings.append(f"read_file({path!r}) gave {len(data)} bytes")
