@@ -116,7 +116,7 @@ def _histogram(report: DifficultyReport) -> None:
         console.out.print(f"  {i / 10:.1f}-{(i + 1) / 10:.1f} | {bar} {c}", highlight=False)
 
 
-def _table(report: DifficultyReport, show: int) -> None:
+def _table(report: DifficultyReport, show: int, infra: dict[str, InfraReport] | None = None) -> None:
     sampled = [t for t in report.tasks if t.stats.n > 0]
     ordered = sorted(sampled, key=lambda t: (t.stats.pass_rate or 0.0, t.task_id))
     picked = ordered if len(ordered) <= 2 * show else ordered[:show] + ordered[-show:]
@@ -125,9 +125,14 @@ def _table(report: DifficultyReport, show: int) -> None:
                   title_justify="left")
     for col in ("task", "bucket", "n", "pass rate", "95% interval", "score", "visible", "statuses"):
         table.add_column(col, justify="right" if col in ("n", "pass rate", "score", "visible") else "left")
-    for t in picked + [t for t in report.tasks if t.bucket == DEFECTIVE]:
+    # A task no sample could be graded in is listed with why, never left out of the table.
+    unrun = [t for t in report.tasks if t.stats.n == 0 and t.bucket != DEFECTIVE]
+    causes = {t.task_id: "; ".join(r.causes) for t in unrun if (r := (infra or {}).get(t.task_id))}
+    for t in picked + unrun + [t for t in report.tasks if t.bucket == DEFECTIVE]:
         s = t.stats
         statuses = ", ".join(f"{k} {v}" for k, v in s.status_counts.items() if v)
+        if causes.get(t.task_id):
+            statuses += f" ({causes[t.task_id][:80]})"
         table.add_row(escape(t.task_id), t.bucket, str(s.n),
                       "-" if s.pass_rate is None else f"{s.pass_rate:.2f}",
                       "-" if not s.n else f"[{s.wilson_low:.2f}, {s.wilson_high:.2f}]",
@@ -304,10 +309,10 @@ def difficulty_command(
     if write_back_:
         written = write_back(report)
         console.info(f"wrote the measured difficulty into {len(written)} task.toml file(s)")
-    _table(report, show)
+    infra = _infra_by_task(report)
+    _table(report, show, infra)
     _histogram(report)
     _findings(report)
-    infra = _infra_by_task(report)
     summary = _summary(report, out, dataset_counts, infra)
     for t in report.tasks:  # a task no sample could run in is named, never left to read as unsampled
         if t.stats.n == 0 and infra[t.task_id].infra_errors:
