@@ -247,6 +247,22 @@ def _fills_its_disk(s: Session) -> list[str]:
     return findings
 
 
+def _limits_fired(s: Session) -> list[str]:
+    findings: list[str] = []
+    slow = s.exec("sleep 30", timeout=1)
+    if slow.verdict is not ExecVerdict.TIMEOUT:
+        findings.append(f"a command past its time limit ended {slow.verdict.value}: {slow.message}")
+    # Holds 300 MB in one process, over the session's 256 MB.
+    hog = s.exec("head -c 300000000 /dev/zero | tail -c 300000000 > /dev/null")
+    if hog.verdict in (ExecVerdict.INFRA_ERROR, ExecVerdict.OK):
+        findings.append(f"a command over the memory limit ended {hog.verdict.value}: {hog.message}")
+    _graded_snapshot(s, findings)
+    result = s.exec("true")
+    if result.verdict is ExecVerdict.INFRA_ERROR:
+        findings.append(f"a command after the limits fired was infrastructure: {result.message}")
+    return findings
+
+
 SESSION_CASES: tuple[SessionCase, ...] = (
     SessionCase("non_utf8_names", "files and folders whose names are not UTF-8 under a wildcard glob",
                 _non_utf8_names),
@@ -261,6 +277,7 @@ SESSION_CASES: tuple[SessionCase, ...] = (
                 _forged_result),
     SessionCase("kills_its_server", "a command kills the exec server (its parent)", _kills_its_server),
     SessionCase("fills_its_disk", "a command fills the work folder and /tmp", _fills_its_disk),
+    SessionCase("limits_fired", "a command past its time limit, another past the session's memory", _limits_fired),
 )
 
 
