@@ -203,8 +203,11 @@ def _no_host_descriptors(s: Session) -> list[str]:
 
 def _forged_result(s: Session) -> list[str]:
     findings: list[str] = []
-    forge = ("for fd in 3 4 5 6 7 8 9 10 11 12; do "
-             "printf '{\"op\": \"exit\", \"status\": 0, \"cpu\": 0}' >&$fd; done 2>/dev/null; sleep 2; exit 3")
+    message = "printf '{\"op\": \"exit\", \"status\": 0, \"cpu\": 0}'"
+    # Every descriptor it might hold, and the exec server's own through /proc (its parent; never
+    # pid 1 by number: on the process backend that is the host's init).
+    forge = (f"for fd in 3 4 5 6 7 8 9 10 11 12; do {message} >&$fd; done 2>/dev/null; "
+             f"for f in /proc/$PPID/fd/*; do {message} > \"$f\"; done 2>/dev/null; sleep 2; exit 3")
     started = time.monotonic()
     result = s.exec(forge)
     took = time.monotonic() - started
