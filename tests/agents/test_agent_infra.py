@@ -93,3 +93,5 @@ def test_train_agent_warns_loudly_past_one_percent_masked(policy_server: PolicyS
     assert doc["infra"]["infra_errors"] == 2 and doc["infra"]["samples"] == 4
     err = capsys.readouterr().err
     assert "WARNING" in err and "infra_error" in err and "over 1%" in err
+    assert doc["infra"]["tasks_never_scored"] == ["coding/no-image"]
+    assert "coding/no-image: could not be run here" in err

@@ -168,6 +168,8 @@ def train_command(
                         f"({100 * infra['rate']:.1f}%) were infra_error (masked, never scored), over "
                         f"{100 * WARN_RATE:g}%; by cause: "
                         + "; ".join(f"{c} {100 * v['rate']:.1f}% ({v['count']})" for c, v in infra["causes"].items()))
+    for task_id in infra["tasks_never_scored"]:
+        console.warning(f"WARNING: {task_id}: could not be run here: every trajectory of it was infra_error")
     if json_out:
         write_json(json_out, summary)
 
