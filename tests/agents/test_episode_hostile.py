@@ -56,3 +56,18 @@ def test_run_tests_shows_why_the_candidate_did_not_load(policy_server: PolicySer
     assert 'File "roman.py", line 2' in seen and "TABLE = missing_table()" in seen, seen
     assert "NameError: name 'missing_table' is not defined" in seen, seen
     assert "hidden" not in seen  # run_tests grades the visible tests alone
+
+
+def test_thousands_of_editable_files_are_a_graded_failure(policy_server: PolicyServer,
+                                                          grading: tuple[Any, Grader]) -> None:
+    # 3,100 files under inventory/ made the docker grade infra_error (one bubblewrap mount each,
+    # past its 9,000 arguments): how many files an agent writes must not mask its episode.
+    box, grader = grading
+    task = load_task(SAMPLE_TASKS / "repo-inventory-package")
+    solution = [("write_file", {"path": rel, "content": p.read_text()}) for rel, p in task.solution_files().items()]
+    flood = "for i in $(seq 3100); do echo 'X = 1' > inventory/m$i.py; done"
+    steps = [[*solution, ("bash", {"command": flood})], [("run_tests", {})]]
+    episode = run_episode(task, _model(policy_server, f"flood-{box.name}", steps), box, grader)
+    assert episode.status == "failed" and episode.score == 0.0, episode.to_dict()
+    assert episode.outcome is not None and "more than" in episode.outcome.reason, episode.outcome.reason
+    assert "nothing was graded" in episode.turns[1].observations[0]["text"]

@@ -38,8 +38,11 @@ from verify_cli.sandbox.sessions.base import (
     Workspace,
 )
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, SOLUTION_DIR, Task
+from verify_cli.tasks.paths import matches_any
 from verify_cli.tasks.repository import SOLUTION_PATCH
 
+#: Editable files an agent may add to the starter's before its files can no longer be graded.
+MAX_NEW_FILES = 500
 #: Characters of each failing test's message shown by run_tests.
 TEST_MESSAGE_CHARS = 400
 
@@ -166,6 +169,8 @@ class TaskEnvironment:
         self.dead: str | None = None
         #: The machinery failed under the session (never the agent's fault).
         self.broken: str | None = None
+        #: The most editable files a snapshot may hold: the starter's and MAX_NEW_FILES more.
+        self.max_files = sum(matches_any(task.editable, rel) for rel in task.starter_files()) + MAX_NEW_FILES
         #: A call was stopped at the episode's wall-clock limit.
         self.past_wall = False
         #: A command's own wall limit (the session's default for its commands).
@@ -279,7 +284,7 @@ class TaskEnvironment:
         visible = self._visible_tests()
         if visible.count == 0:
             return "this task has no visible tests: submit when you are confident"
-        files = self.session.snapshot(self.task.editable)
+        files = self.editable_files()
         result = self.grader.grade(GradeRequest(task=visible.task, phase=Phase.CANDIDATE, candidate=dict(files),
                                                 label="run_tests"))
         if result.status is GradeStatus.INFRA_ERROR:
@@ -319,13 +324,25 @@ class TaskEnvironment:
         if self.dead is not None:
             return EpisodeOutcome("failed", 0.0, f"the agent's session died: {self.dead}")
         try:
-            return self.session.snapshot(self.task.editable)
+            return self.editable_files()
         except SessionDeadError as e:
             return EpisodeOutcome("failed", 0.0, f"the agent's session died: {e}")
         except SessionFileError as e:
             return EpisodeOutcome("failed", 0.0, f"the editable files could not be taken: {e}")
         except SessionInfraError as e:
             return EpisodeOutcome("infra_error", None, f"the machinery failed: {e}")
+
+    def editable_files(self) -> dict[str, bytes]:
+        """The session's editable files, by value (a :class:`Snapshot`). SessionFileError when
+        they are more than :attr:`max_files`: a grader lays each out (one mount each, on some
+        backends), and how many files an agent writes must never decide whether its episode can
+        be graded."""
+        files = self.session.snapshot(self.task.editable)
+        if len(files) > self.max_files:
+            raise SessionFileError(f"the editable globs match {len(files)} files, more than the {self.max_files} "
+                                   f"a grade takes (the starter's and {MAX_NEW_FILES} more): nothing was graded",
+                                   path="")
+        return files
 
     def close(self) -> None:
         self.session.close()

@@ -238,7 +238,7 @@ class SessionManager:
         if live.visible.count == 0:
             return {"status": "graded", "score": None, "passed": 0, "failed": 0, "tests": [], "problems": [
                 "this task has no visible tests"]}
-        files = _file_call(live, lambda: env.session.snapshot(env.task.editable))
+        files = _file_call(live, env.editable_files)
         result = env.grader.grade(GradeRequest(task=live.visible.task, phase=Phase.CANDIDATE, candidate=files,
                                                label="run_tests"))
         if result.status is GradeStatus.INFRA_ERROR:
