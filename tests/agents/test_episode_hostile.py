@@ -71,3 +71,16 @@ def test_thousands_of_editable_files_are_a_graded_failure(policy_server: PolicyS
     assert episode.status == "failed" and episode.score == 0.0, episode.to_dict()
     assert episode.outcome is not None and "more than" in episode.outcome.reason, episode.outcome.reason
     assert "nothing was graded" in episode.turns[1].observations[0]["text"]
+
+
+def test_a_javascript_task_gets_a_session_and_its_reference_earns_one(policy_server: PolicyServer,
+                                                                     grading: tuple[Any, Grader]) -> None:
+    # verify-cli/node:20 holds no Python: every docker episode of a JavaScript task was infra_error.
+    box, grader = grading
+    task = load_task(SAMPLE_TASKS / "coding-word-wrap-js")
+    steps = [[("bash", {"command": "node --version && ls"})],
+             [("write_file", {"path": rel, "content": p.read_text()}) for rel, p in task.solution_files().items()],
+             [("run_tests", {})]]
+    episode = run_episode(task, _model(policy_server, f"js-{box.name}", steps), box, grader)
+    assert episode.status == "passed" and episode.score == 1.0, episode.to_dict()
+    assert episode.turns[0].observations[0]["text"].startswith("exit code 0\n--- stdout ---\nv")
