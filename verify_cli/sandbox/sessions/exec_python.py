@@ -101,7 +101,10 @@ def _build() -> ExecPython:
     key = hashlib.sha256(f"{interpreter}|{st.st_size}|{st.st_mtime_ns}|{sys.version}|2".encode()).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / f"verify-cli-exec-python-{os.getuid()}-{key}"
     if (folder / "ready").exists():
-        return ExecPython(folder, version)
+        if _ours(folder):
+            return ExecPython(folder, version)
+        # Someone else's in a shared temporary folder: build a private one instead.
+        folder = Path(tempfile.mkdtemp(prefix="verify-cli-exec-python-")) / key
     if shutil.which("ldd") is None:
         raise ExecPythonUnavailable("ldd is not installed")
     compile_harness()
@@ -147,6 +150,17 @@ def _build() -> ExecPython:
         with contextlib.suppress(OSError):
             shutil.rmtree(staging)
     return ExecPython(folder, version)
+
+
+def _ours(folder: Path) -> bool:
+    """The bundle's folder and everything in it belong to this user and only it may write there
+    (the exec server's output is what a snapshot, and so a grade, is made of)."""
+    uid = os.getuid()
+    for path in (folder, *folder.rglob("*")):
+        st = path.lstat()
+        if st.st_uid != uid or st.st_mode & 0o022:
+            return False
+    return True
 
 
 def _package_files(package: Path) -> list[Path]:
