@@ -54,3 +54,46 @@ def test_a_session_opens_on_an_image_without_python() -> None:
         result = s.exec("node a.js")
         assert result.ok and result.stdout.text.strip() == "42", result
         assert s.snapshot(["*.js"]) == {"a.js": b"console.log(6 * 7)\n"}
+
+
+SHELL_ONLY = "verify-cli-test/shell-only:1"
+
+
+def _shell_only_image(tmp_path: Path) -> str:
+    """An image holding a shell (dash) and its C library, nothing else: no bash, no Python."""
+    import shutil
+    import tarfile
+
+    dash = shutil.which("dash")
+    if dash is None:
+        pytest.skip("dash is not installed on this machine")
+    libs = [line.split("=>")[-1].split("(")[0].strip() for line in
+            subprocess.run(["ldd", dash], capture_output=True, text=True, check=True).stdout.splitlines()]
+    archive = tmp_path / "root.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(os.path.realpath(dash), "bin/sh")
+        for lib in filter(None, libs):
+            if lib.startswith("/"):
+                tar.add(os.path.realpath(lib), lib.lstrip("/"))
+        for folder in ("tmp", "workspace", "proc", "dev", "etc"):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if folder == "tmp" else 0o755
+            tar.addfile(info)
+    subprocess.run(["docker", "import", str(archive), SHELL_ONLY], check=True, capture_output=True)
+    return SHELL_ONLY
+
+
+@pytest.mark.docker
+def test_a_session_opens_on_an_image_with_a_shell_alone(tmp_path: Path) -> None:
+    from verify_cli.sandbox.registry import create_sandbox
+    from verify_cli.sandbox.sessions import SessionLimits
+
+    image = _shell_only_image(tmp_path)
+    try:
+        with create_sandbox("docker") as box, box.open_session({"a.txt": b"hi"}, SessionLimits(), image=image) as s:
+            result = s.exec("read line < a.txt; echo \"$line there\"; exit 4")  # a command string: no bash here
+            assert result.exit_code == 4 and result.stdout.text == "hi there\n", result
+            s.write_file("b.txt", b"written")
+            assert s.snapshot(["*.txt"]) == {"a.txt": b"hi", "b.txt": b"written"}
+    finally:
+        subprocess.run(["docker", "rmi", "-f", image], capture_output=True)
