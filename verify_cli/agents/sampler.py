@@ -31,7 +31,8 @@ from verify_cli.sampling.step import GradedSample, SampleStep
 from verify_cli.tasks.model import Task
 
 #: Bumped when what an episode sample means changes (the tools, the loop, the first messages).
-EPISODE_FORMAT = "1"
+#: 2: budgets bind inside a reply, and the stored episode keeps no hidden test's text.
+EPISODE_FORMAT = "2"
 
 
 @dataclass(frozen=True)
