@@ -10,7 +10,7 @@ import pytest
 
 from tests.agents.conftest import PolicyServer, scripted
 from tests.conftest import SAMPLE_TASKS
-from verify_cli.agents.episode import run_episode
+from verify_cli.agents.episode import EpisodeLimits, run_episode
 from verify_cli.agents.protocol import agent_model
 from verify_cli.grading.grader import Grader
 from verify_cli.models.registry import create_model_backend
@@ -84,3 +84,17 @@ def test_a_javascript_task_gets_a_session_and_its_reference_earns_one(policy_ser
     episode = run_episode(task, _model(policy_server, f"js-{box.name}", steps), box, grader)
     assert episode.status == "passed" and episode.score == 1.0, episode.to_dict()
     assert episode.turns[0].observations[0]["text"].startswith("exit code 0\n--- stdout ---\nv")
+
+
+def test_a_command_too_long_to_carry_is_refused_and_the_session_lives(policy_server: PolicyServer,
+                                                                     grading: tuple[Any, Grader]) -> None:
+    # 1.5 MB of command line killed the session (the exec request was too long to send).
+    box, grader = grading
+    task = load_task(SAMPLE_TASKS / "coding-roman-numerals")
+    steps = [[("bash", {"command": ": " + "x" * 1_500_000}), ("bash", {"command": "echo alive"})]]
+    episode = run_episode(task, _model(policy_server, f"long-{box.name}", steps), box, grader,
+                          limits=EpisodeLimits(token_budget=1_000_000))  # a budget that allows it
+    first, second = (o["text"] for o in episode.turns[0].observations)
+    assert first.startswith("not run: the command is 1500002 bytes"), first
+    assert second == "exit code 0\n--- stdout ---\nalive\n", second
+    assert episode.end_reason == "submit" and episode.status == "failed"

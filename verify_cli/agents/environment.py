@@ -43,6 +43,8 @@ from verify_cli.tasks.repository import SOLUTION_PATCH
 
 #: Editable files an agent may add to the starter's before its files can no longer be graded.
 MAX_NEW_FILES = 500
+#: The longest command line bash runs (a longer one is refused with an observation).
+MAX_COMMAND_BYTES = 100_000
 #: Characters of each failing test's message shown by run_tests.
 TEST_MESSAGE_CHARS = 400
 
@@ -252,6 +254,10 @@ class TaskEnvironment:
 
     def _run(self, name: str, args: Mapping[str, Any], *, timeout: float | None = None) -> str:
         if name == "bash":
+            size = len(str(args["command"]).encode("utf-8", "surrogatepass"))
+            if size > MAX_COMMAND_BYTES:  # past what an exec request or one argument can carry
+                return (f"not run: the command is {size} bytes, over {MAX_COMMAND_BYTES}; write a script "
+                        "with write_file and run it")
             result = self.session.exec(str(args["command"]), timeout=timeout or self.command_seconds)
             if result.verdict is ExecVerdict.SESSION_DEAD:
                 self.dead = result.message or "the session's exec server died"
