@@ -91,10 +91,12 @@ def test_a_command_too_long_to_carry_is_refused_and_the_session_lives(policy_ser
     # 1.5 MB of command line killed the session (the exec request was too long to send).
     box, grader = grading
     task = load_task(SAMPLE_TASKS / "coding-roman-numerals")
-    steps = [[("bash", {"command": ": " + "x" * 1_500_000}), ("bash", {"command": "echo alive"})]]
+    steps = [[("bash", {"command": ": " + "x" * 1_500_000}), ("read_file", {"path": "p" * 1_000_000}),
+              ("bash", {"command": "echo alive"})]]
     episode = run_episode(task, _model(policy_server, f"long-{box.name}", steps), box, grader,
                           limits=EpisodeLimits(token_budget=1_000_000))  # a budget that allows it
-    first, second = (o["text"] for o in episode.turns[0].observations)
+    first, path, second = (o["text"] for o in episode.turns[0].observations)
     assert first.startswith("not run: the command is 1500002 bytes"), first
+    assert path.startswith("read_file: the path is longer than 4096 bytes"), path
     assert second == "exit code 0\n--- stdout ---\nalive\n", second
     assert episode.end_reason == "submit" and episode.status == "failed"

@@ -266,6 +266,8 @@ class TaskEnvironment:
                 self.broken = result.message or "the sandbox failed"
                 return f"the sandbox failed (not your fault): {self.broken}"
             return format_exec(result, self.observation_chars)[0]
+        if name in ("read_file", "write_file") and len(str(args["path"]).encode("utf-8", "surrogatepass")) > 4096:
+            raise SessionFileError("the path is longer than 4096 bytes", path=str(args["path"])[:200])
         if name == "read_file":
             return self.session.read_file(str(args["path"])).decode("utf-8", "replace")
         if name == "write_file":
