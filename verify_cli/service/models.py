@@ -224,6 +224,10 @@ class RunTestsOut(BaseModel):
     failed: int
     tests: list[TestOut] = []
     problems: list[str] = []
+    #: Why the candidate's code did not load (its exception and line), where the tests could not.
+    why: str = ""
+    #: Editable files left out of the grade, each with why (a name that is not valid UTF-8).
+    left_out: list[str] = []
 
 
 class Reward(BaseModel):
