@@ -6,6 +6,7 @@ A pure ASGI middleware (no buffering), so streamed answers flow through untouche
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hmac
 import json
@@ -52,6 +53,13 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class BodyTimeout(HTTPException):
+    """Raised from the body stream when the body has not all arrived in time (a slow client)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(408, f"the request body did not arrive within {seconds:g} s")
+
+
 class BodyTooLarge(HTTPException):
     """Raised from the body stream past the limit; FastAPI passes HTTPExceptions through its body
     parsing, so the app answers it (413, field /body)."""
@@ -70,8 +78,10 @@ async def send_error(send: Send, status: int, code: str, message: str, field: st
 
 
 class Gate:
-    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int, metrics: ServiceMetrics) -> None:
+    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int, metrics: ServiceMetrics,
+                 body_timeout: float = 60.0) -> None:
         self.app = app
+        self.body_timeout = body_timeout
         self.token = token.encode() if token else None
         self.max_body = max_body_bytes
         self.metrics = metrics
@@ -120,18 +130,32 @@ class Gate:
                                  f"the body has {int(declared)} bytes; the limit is {self.max_body}", "/body")
                 return
             seen = 0
+            body_done = False
+            body_by = time.monotonic() + self.body_timeout
 
             async def counted() -> Message:
-                nonlocal seen
-                message = await receive()
+                nonlocal seen, body_done
+                if body_done:
+                    return await receive()  # a wait for the client to leave: not bounded
+                try:
+                    message = await asyncio.wait_for(receive(), max(0.0, body_by - time.monotonic()))
+                except TimeoutError:
+                    self.metrics.body_timeouts.inc()
+                    raise BodyTimeout(self.body_timeout) from None
                 if message["type"] == "http.request":
                     seen += len(message.get("body", b""))
                     if seen > self.max_body:
                         raise BodyTooLarge(self.max_body)
+                    body_done = not message.get("more_body", False)
+                else:
+                    body_done = True
                 return message
 
             try:
                 await self.app(scope, counted, send_with_id)
+            except BodyTimeout as e:
+                if not state["sent"]:
+                    await send_error(send_with_id, 408, "body_timeout", str(e.detail), "/body")
             except BodyTooLarge:
                 self.metrics.rejected.labels("body_too_large").inc()
                 if not state["sent"]:
