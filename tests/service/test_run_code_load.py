@@ -1,0 +1,71 @@
+"""verl's SandboxFusion reward against ``serve --jobs 2`` at 32 and 128 requests at once: its
+client treats a 429 as a failed case and gives up after compile + run + 10 s, so the service
+holds requests for a worker (and answers 504, which verl retries, when none frees in time):
+every case gets its true result, round after round."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.adapters.framework_extras import run_child
+from tests.conftest import SAMPLE_TASKS
+from tests.service.conftest import Served, start_server
+
+CHILD = Path(__file__).with_name("verl_sandbox_fusion_child.py")
+
+
+@pytest.fixture(scope="module")
+def two_jobs() -> Iterator[Served]:
+    s = start_server([SAMPLE_TASKS / "coding-interval-merge"], "--jobs", "2", "--queue-size", "4")
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize(("parallel", "rounds"), [(1, 2), (4, 1)], ids=["32-at-once", "128-at-once"])
+def test_verls_sandbox_fusion_reward_gets_every_case_right(two_jobs: Served, tmp_path: Path, parallel: int,
+                                                           rounds: int) -> None:
+    out = run_child("verl", CHILD, {"url": f"{two_jobs.url}/run_code", "cases": 32, "parallel": parallel,
+                                    "rounds": rounds}, tmp_path / "out.json", timeout=600)
+    for r in out["rounds"]:
+        # before: 22 of 32 cases passed (0.688), then 0.375 (abandoned runs stayed queued)
+        assert r["scores"] == [1.0] * parallel, r
+        assert r["statuses"] == ["success"], r
+    assert two_jobs.metric('verify_serve_rejected_total{reason="queue_full"}', None) == 0
+
+
+def test_run_code_never_answers_429_and_drops_work_whose_client_left(two_jobs: Served) -> None:
+    sleeper = {"code": "import time; time.sleep(3)", "language": "python", "run_timeout": 10}
+    # fill both workers, then queue requests whose clients hang up at once
+    socks = []
+    for _ in range(2):
+        s = socket.create_connection(("127.0.0.1", two_jobs.port))
+        body = httpx.Request("POST", "http://x/run_code", json=sleeper).read()
+        s.sendall(b"POST /run_code HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: "
+                  + str(len(body)).encode() + b"\r\n\r\n" + body)
+        socks.append(s)
+    time.sleep(0.5)
+    quitters = []
+    for _ in range(6):
+        s = socket.create_connection(("127.0.0.1", two_jobs.port))
+        body = httpx.Request("POST", "http://x/run_code", json={"code": "print(1)", "language": "python"}).read()
+        s.sendall(b"POST /run_code HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: "
+                  + str(len(body)).encode() + b"\r\n\r\n" + body)
+        quitters.append(s)
+    time.sleep(0.3)
+    for s in quitters:
+        s.close()
+    answered = httpx.post(f"{two_jobs.url}/run_code", json={"code": "print(7)", "language": "python"},
+                          timeout=40)
+    assert answered.status_code == 200 and answered.json()["run_result"]["stdout"] == "7\n"
+    for s in socks:
+        s.settimeout(20)
+        assert b" 200 " in s.recv(65536).split(b"\r\n", 1)[0]
+        s.close()
+    assert two_jobs.metric('verify_serve_rejected_total{reason="client_gone"}', None) >= 6
+    assert two_jobs.metric('verify_serve_rejected_total{reason="queue_full"}', None) == 0
