@@ -69,3 +69,17 @@ def test_run_code_never_answers_429_and_drops_work_whose_client_left(two_jobs: S
         s.close()
     assert two_jobs.metric('verify_serve_rejected_total{reason="client_gone"}', None) >= 6
     assert two_jobs.metric('verify_serve_rejected_total{reason="queue_full"}', None) == 0
+
+
+def test_verls_client_reaches_a_service_with_a_token_through_its_url(served: Served, tmp_path: Path) -> None:
+    """verl's SandboxFusion client sends no headers of its own: the token rides in the URL."""
+    from tests.service.conftest import TOKEN
+
+    good = run_child("verl", CHILD, {"url": f"{served.url}/run_code?token={TOKEN}", "cases": 3, "parallel": 1,
+                                     "rounds": 1}, tmp_path / "good.json", timeout=300)
+    assert good["rounds"][0]["scores"] == [1.0]
+    bad = run_child("verl", CHILD, {"url": f"{served.url}/run_code?token=wrong", "cases": 3, "parallel": 1,
+                                    "rounds": 1}, tmp_path / "bad.json", timeout=300)
+    assert bad["rounds"][0]["scores"] == [0.0] and bad["rounds"][0]["statuses"] == ["api_error"]
+    assert httpx.post(f"{served.url}/run_code?token=wrong", json={"code": "print(1)", "language": "python"}
+                      ).status_code == 401

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 from verl.utils.reward_score.sandbox_fusion import compute_score
@@ -19,7 +20,7 @@ PROGRAM = "```python\nn = int(input())\nprint(n * 2)\n```"
 
 
 def main() -> None:
-    request = json.loads(open(sys.argv[1]).read())
+    request = json.loads(Path(sys.argv[1]).read_text())
     cases = {"inputs": [f"{i}\n" for i in range(request["cases"])],
              "outputs": [f"{2 * i}\n" for i in range(request["cases"])]}
     rounds = []

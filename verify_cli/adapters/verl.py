@@ -8,11 +8,16 @@ verl imports a custom reward function by file and name (``reward.custom_reward_f
     reward:
       custom_reward_function:
         path: <site-packages>/verify_cli/adapters/verl.py
-        name: compute_score            # or compute_score_batch with a batch reward manager
+        name: compute_score
         reward_kwargs: {url: "http://127.0.0.1:8000"}   # or tasks: /data/tasks; or VERIFY_SERVE_URL
+      reward_manager: {name: naive}      # verl 0.9.1's default (VERL_REWARD_MANAGER)
 
 verl 0.9.1's trainer scores through ``RewardLoopManager`` (Ray actors, the ``naive`` reward manager,
 ``compute_score`` called in a thread per completion): tests/adapters/test_verl_framework.py runs it.
+Its reward-loop registry holds ``naive``, ``dapo``, ``gdpo``, ``remote`` and ``rate_limited``, none
+of which calls a batch function: ``reward_manager.name: batch`` fails there (``Unknown reward
+manager: batch``). :func:`compute_score_batch` is for code that holds a whole batch itself (the
+legacy ``verl.workers.reward_manager`` ``batch`` manager of older verl trainers, or your own loop).
 
 Each returns ``{"score": float, "passed": bool, "status": str}`` per completion (verl keeps the
 other keys as reward extra info). verl has no third state for a reward, so an infrastructure
@@ -28,7 +33,11 @@ from typing import Any
 from verify_cli.adapters.grading import RewardInfraError, shared_grader
 from verify_cli.errors import UsageError
 
-_GRADER_OPTIONS = ("url", "token", "tasks", "sandbox", "jobs", "deadline_seconds", "infra_retries")
+_GRADER_OPTIONS = ("url", "token", "tasks", "sandbox", "jobs", "deadline_seconds", "infra_retries", "max_retries",
+                   "max_wait", "max_batch")
+
+#: The reward manager of verl 0.9.1's reward loop that calls :func:`compute_score`.
+VERL_REWARD_MANAGER = "naive"
 
 
 def _task_id(extra_info: Mapping[str, Any] | None, index: int | None = None) -> str:
@@ -58,7 +67,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
 
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],
                         extra_infos: Sequence[Mapping[str, Any] | None], **kwargs: Any) -> list[dict[str, Any]]:
-    """verl's batch reward manager form: every completion graded in parallel."""
+    """Every completion of a batch graded in parallel, any batch size (not called by verl 0.9.1's
+    reward loop, whose managers call :func:`compute_score` per completion)."""
     grader = shared_grader(**{k: v for k, v in kwargs.items() if k in _GRADER_OPTIONS})
     items = [(_task_id(info, i), text) for i, (info, text) in enumerate(zip(extra_infos, solution_strs, strict=True))]
     return _answers(grader.grade(items))

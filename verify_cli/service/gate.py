@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import time
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -34,6 +35,15 @@ request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", d
 #: Paths answered without a token (a load balancer's probe, the API's description).
 OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 _GOOD_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+def _query_token(query: bytes) -> bytes | None:
+    """The ``token`` parameter of a query string (``?token=T``), else None."""
+    for pair in query.split(b"&"):
+        name, eq, value = pair.partition(b"=")
+        if name == b"token" and eq:
+            return urllib.parse.unquote_to_bytes(value.replace(b"+", b" "))
+    return None
 
 
 class JsonFormatter(logging.Formatter):
@@ -89,6 +99,12 @@ class Gate:
     def _authorised(self, scope: Scope) -> tuple[bool, str]:
         if self.token is None or scope.get("path") in OPEN_PATHS:
             return True, ""
+        given_in_url = _query_token(scope.get("query_string", b""))
+        if given_in_url is not None and not any(n == b"authorization" for n, _ in scope.get("headers", [])):
+            # clients that cannot set a header (verl's SandboxFusion client takes only a URL)
+            if hmac.compare_digest(given_in_url, self.token):
+                return True, ""
+            return False, "the token in the URL is wrong"
         for name, value in scope.get("headers", []):
             if name == b"authorization":
                 scheme, _, given = value.partition(b" ")
@@ -97,7 +113,7 @@ class Gate:
                 if hmac.compare_digest(given.strip(), self.token):
                     return True, ""
                 return False, "the bearer token is wrong"
-        return False, "no bearer token (send 'Authorization: Bearer TOKEN')"
+        return False, "no bearer token (send 'Authorization: Bearer TOKEN', or add ?token=TOKEN to the URL)"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
