@@ -149,10 +149,11 @@ def parse_grade_body(raw: bytes, capacity: int) -> GradeBody:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required",
                                        "input": None}])
     try:
-        if text.lstrip()[:1] == "{":
+        start = _skip(text, 0)
+        if text[start:start + 1] == "{":
             data: Any = _top(text, max(1, capacity))
         else:
-            data, end = _value(text, _skip(text, 0))
+            data, end = _value(text, start)
             if _skip(text, end) != len(text):
                 raise _Syntax("Extra data", end)
     except _Syntax as e:

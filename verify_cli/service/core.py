@@ -169,6 +169,8 @@ class GradingService:
         #: Candidates being graded now by journal key: (digest, their answer to come).
         self._inflight: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
         self.loop_block_max = 0.0
+        #: (loop time, seconds late) of the monitor's late wake-ups in the last 10 s.
+        self._stalls: collections.deque[tuple[float, float]] = collections.deque()
         self._run_sandbox: Sandbox | None = None
         self._sandbox_lock = threading.Lock()
         self.draining = False
@@ -618,6 +620,10 @@ class GradingService:
             asked = loop.time()
             await asyncio.sleep(period)
             late = loop.time() - asked - period
+            if late > 0.001:
+                self._stalls.append((asked, late))
+                while self._stalls and self._stalls[0][0] < asked - 10.0:
+                    self._stalls.popleft()
             if late > self.loop_block_max:
                 self.loop_block_max = late
                 self.metrics.loop_block.set(late)
@@ -633,7 +639,8 @@ class GradingService:
                 "executor": self.config.executor, "workers": self.config.jobs,
                 "queue_capacity": self.capacity, "queued": self.queued, "running": self.running,
                 "sessions_open": self.sessions.open_count, "max_sessions": self.config.max_sessions,
-                "run_code_held": self.held, "loop_block_ms_max": round(self.loop_block_max * 1000, 2)}
+                "run_code_held": self.held, "loop_block_ms_max": round(self.loop_block_max * 1000, 2),
+                "loop_block_ms_recent": round(max((late for _, late in self._stalls), default=0.0) * 1000, 2)}
 
     def close(self) -> None:
         closed = self.sessions.close_all()
