@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from verl.utils.reward_score.sandbox_fusion import compute_score
 
