@@ -154,10 +154,10 @@ def create_app(service: GradingService) -> Gate:
         each result is a line as soon as it is graded, then ``{"end": true, "count": N}``.
         The body is a ``GradeBody``; more candidates than the service's capacity (jobs + queue
         size) are refused (422 ``batch_too_large``) before the rest is read."""
-        raw = await request.body()
-        # Decoding, validating and looking the tasks up run on a worker thread: a large body
-        # never holds the event loop (and with it every other request).
-        body = await asyncio.to_thread(parse_grade_body, raw, service.capacity)
+        chunks = [chunk async for chunk in request.stream()]
+        # Joining, decoding, validating and looking the tasks up run on a worker thread: a large
+        # body never holds the event loop (and with it every other request).
+        body = await asyncio.to_thread(parse_grade_body, chunks, service.capacity)
         answers = await service.grade_stream(body)
         if body.stream or NDJSON in request.headers.get("accept", ""):
             async def lines() -> AsyncIterator[bytes]:

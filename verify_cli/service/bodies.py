@@ -137,9 +137,12 @@ def _top(text: str, capacity: int) -> dict[str, Any]:
         raise _Syntax("Expecting ',' delimiter", pos)
 
 
-def parse_grade_body(raw: bytes, capacity: int) -> GradeBody:
-    """The body as a GradeBody (blocking: run it on a worker thread). Raises ServiceError
-    (invalid JSON, a lone surrogate, batch_too_large) or RequestValidationError (a field)."""
+def parse_grade_body(raw: bytes | list[bytes], capacity: int) -> GradeBody:
+    """The body (its bytes, or the chunks it came in) as a GradeBody (blocking: run it on a
+    worker thread). Raises ServiceError (invalid JSON, a lone surrogate, batch_too_large) or
+    RequestValidationError (a field)."""
+    if isinstance(raw, list):
+        raw = b"".join(raw)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
