@@ -259,6 +259,12 @@ def create_app(service: GradingService) -> Gate:
         """Close a session without grading it."""
         return await service.sessions.delete(session_id)
 
+    @app.get("/v1/ping")
+    async def ping() -> str:
+        """SandboxFusion's liveness probe: the JSON string ``"pong"``, as SandboxFusion answers
+        (no token needed)."""
+        return "pong"
+
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     async def healthz() -> JSONResponse:
         """Liveness and load; 503 while draining."""

@@ -99,9 +99,10 @@ class ServiceConfig:
     #: ``journal`` is the default one (not named by the user): held by another service, the
     #: next free one beside it is taken.
     journal_is_default: bool = False
-    #: The longest run_timeout /run_code grants, and its memory when the request says -1.
+    #: The longest run_timeout /run_code grants, and its memory when the request says -1
+    #: (SandboxFusion: no limit; None: the machine's physical memory).
     max_run_seconds: float = 120.0
-    default_memory_mb: int = 1024
+    default_memory_mb: int | None = None
     #: Agent sessions open at once (more: 429), and how long one may sit without a call.
     max_sessions: int = 16
     session_idle_seconds: float = 600.0
@@ -352,7 +353,7 @@ class GradingService:
                     out[path] = content.encode("utf-8")
                     continue
                 try:
-                    out[path] = base64.b64decode(content, validate=True)
+                    out[path] = decode_base64(content)
                 except (binascii.Error, ValueError):
                     raise ServiceError(422, "invalid_base64", f"{path!r} is not valid base64", field=where) from None
         return out
@@ -656,8 +657,18 @@ class GradingService:
             self.journal.close()
 
 
+_BASE64_SPACE = str.maketrans("", "", " \t\r\n")
+
+
+def decode_base64(text: str) -> bytes:
+    """Strict base64, line breaks and spaces allowed (MIME-style, 76-character lines);
+    ValueError when it is not base64."""
+    return base64.b64decode(text.translate(_BASE64_SPACE), validate=True)
+
+
 def decode_files(files: Mapping[str, str | None], field_name: str) -> dict[str, bytes]:
-    """SandboxFusion's ``files`` (path -> base64, None: an empty file), checked."""
+    """SandboxFusion's ``files`` (path -> base64, MIME line breaks allowed; None: an empty
+    file), checked."""
     out: dict[str, bytes] = {}
     for path, content in files.items():
         where = pointer(field_name, path)
@@ -665,7 +676,7 @@ def decode_files(files: Mapping[str, str | None], field_name: str) -> dict[str, 
         if why:
             raise ServiceError(422, "invalid_path", f"file path {path!r} {why}", field=where)
         try:
-            out[path] = base64.b64decode(content or "", validate=True)
+            out[path] = decode_base64(content or "")
         except (binascii.Error, ValueError):
             raise ServiceError(422, "invalid_base64", f"{path!r} is not valid base64", field=where) from None
     return out

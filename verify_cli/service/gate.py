@@ -33,7 +33,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 
 #: Paths answered without a token (a load balancer's probe, the API's description).
-OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+OPEN_PATHS = frozenset({"/healthz", "/v1/ping", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 _GOOD_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
