@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -82,5 +83,24 @@ def test_trls_reward_is_none_while_the_service_is_down_and_scores_when_it_is_bac
         finally:
             s.stop()
         assert reward(["p", "p"], completions, **columns) == [None, None]
+    finally:
+        reward.close()
+
+
+def test_an_exported_jsonl_feeds_trls_reward_as_documented(served: Served, tmp_path: Path) -> None:
+    """docs/trainers.md's TRL example: the exported rows, loaded with datasets, give GRPOTrainer
+    the chat verify-cli sends and the task_id column the reward grades by."""
+    import datasets
+
+    from verify_cli.exporters.run import export_tasks
+
+    out = export_tasks(SAMPLE_TASKS / "coding-interval-merge", "jsonl", tmp_path / "tasks.jsonl").out
+    ds = datasets.load_dataset("json", data_files=str(out), split="train")
+    ds = ds.select_columns(["messages", "task_id"]).rename_column("messages", "prompt")
+    assert ds[0]["prompt"][0]["role"] == "system" and "## Answer format" in ds[0]["prompt"][1]["content"]
+    ref = (SAMPLE_TASKS / "coding-interval-merge" / "solution" / "intervals.py").read_text()
+    reward = VerifyCliReward(url=served.url)
+    try:
+        assert reward(ds["prompt"], [f"```python intervals.py\n{ref}```"], task_id=ds["task_id"]) == [1.0]
     finally:
         reward.close()
