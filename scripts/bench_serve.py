@@ -158,6 +158,48 @@ def _median_ms(call: Any, n: int) -> float:
     return percentile(times, 0.5)
 
 
+#: The service as it listened before TCP_NODELAY (a socket made without IPPROTO_TCP, uvicorn's own
+#: protocol), for the before/after ratio of small calls in one run.
+_WITHOUT_NODELAY = """
+import socket, sys
+from pathlib import Path
+import uvicorn
+from verify_cli.service import GradingService, ServiceConfig, create_app
+service = GradingService(ServiceConfig(roots=(Path(sys.argv[1]),), sandbox=sys.argv[2], jobs=2))
+sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.bind(("127.0.0.1", 0))
+sock.listen(128)
+print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+uvicorn.Server(uvicorn.Config(create_app(service), log_config=None, lifespan="on", log_level="warning")).run(
+    sockets=[sock])
+"""
+
+
+def small_call_times(url: str, n: int) -> tuple[float, float]:
+    """Median ms of /healthz and of a session exec of ``true`` against ``url``."""
+    with httpx.Client(base_url=url) as c:
+        c.get("/healthz")
+        health = _median_ms(lambda: c.get("/healthz"), n)
+        sid = c.post("/v1/sessions", json={"task_id": "coding/interval-merge"}).json()["session_id"]
+        c.post(f"/v1/sessions/{sid}/exec", json={"command": "true"})
+        served = _median_ms(lambda: c.post(f"/v1/sessions/{sid}/exec", json={"command": "true"}), n)
+        c.delete(f"/v1/sessions/{sid}")
+    return health, served
+
+
+def without_nodelay(sandbox: str, n: int) -> tuple[float, float]:
+    proc = subprocess.Popen([sys.executable, "-c", _WITHOUT_NODELAY, str(TASK), sandbox], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout is not None
+    try:
+        url = next(line.rsplit("listening on ", 1)[1].strip() for line in proc.stdout if "listening on " in line)
+        return small_call_times(url, n)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
 def small_calls(sandbox: str, n: int = 200) -> bool:
     """Small-call round trips, a huge body and slow clients against one service; True when
     every target holds."""
@@ -194,13 +236,8 @@ def small_calls(sandbox: str, n: int = 200) -> bool:
                 local.exec("true")
                 in_process = _median_ms(lambda: local.exec("true"), n)
             box.close()
-            with httpx.Client(base_url=url) as c:
-                c.get("/healthz")
-                health = _median_ms(lambda: c.get("/healthz"), n)
-                sid = c.post("/v1/sessions", json={"task_id": "coding/interval-merge"}).json()["session_id"]
-                c.post(f"/v1/sessions/{sid}/exec", json={"command": "true"})
-                served = _median_ms(lambda: c.post(f"/v1/sessions/{sid}/exec", json={"command": "true"}), n)
-                c.delete(f"/v1/sessions/{sid}")
+            health, served = small_call_times(url, n)
+            old_health, old_served = without_nodelay(sandbox, max(20, n // 4))
             body = json.dumps({"candidates": [{"id": f"c{i}", "task_id": "coding/interval-merge",
                                                "files": {"intervals.py": "def merge(x):\n    return x\n"}}
                                               for i in range(100_000)]}).encode()
@@ -244,7 +281,10 @@ def small_calls(sandbox: str, n: int = 200) -> bool:
         finally:
             proc.terminate()
             proc.wait(60)
-    print(f"/healthz round trip: median {health:.2f} ms")
+    print(f"/healthz round trip: median {health:.2f} ms; without TCP_NODELAY {old_health:.2f} ms "
+          f"(ratio {old_health / health:.1f}x)")
+    print(f"session exec of true: without TCP_NODELAY {old_served:.2f} ms, now {served:.2f} ms "
+          f"(ratio {old_served / served:.1f}x)")
     print(f"session exec of true: service {served:.2f} ms, in-process {in_process:.2f} ms, "
           f"overhead {served - in_process:.2f} ms (target <= 2 ms); service/in-process = {served / in_process:.2f}")
     print(f"5.9 MB body of 100,000 candidates: {big.status_code} {big.json()['error']['code']} in {big_s:.3f} s; "
