@@ -39,6 +39,17 @@ def test_verls_sandbox_fusion_reward_gets_every_case_right(two_jobs: Served, tmp
     assert two_jobs.metric('verify_serve_rejected_total{reason="queue_full"}', None) == 0
 
 
+def test_verls_check_correctness_gets_each_verdict_right_under_load(two_jobs: Served, tmp_path: Path) -> None:
+    """verl's own high-load case: 100 cases at once, some wrong, some past the time limit (each
+    holding a worker for the whole limit), against two workers: every case its true verdict."""
+    out = run_child("verl", CHILD, {"mode": "mixed", "url": f"{two_jobs.url}/run_code", "cases": 100,
+                                    "slow": [5, 30, 60, 90], "wrong": [10, 25, 50], "timeout": 3},
+                    tmp_path / "out.json", timeout=600)
+    wrong = [(i, got, want, status) for i, (got, want, status)
+             in enumerate(zip(out["results"], out["expected"], out["statuses"], strict=True)) if got != want]
+    assert wrong == [], wrong[:5]
+
+
 def test_run_code_never_answers_429_and_drops_work_whose_client_left(two_jobs: Served) -> None:
     sleeper = {"code": "import time; time.sleep(3)", "language": "python", "run_timeout": 10}
     # fill both workers, then queue requests whose clients hang up at once

@@ -19,8 +19,40 @@ from verl.utils.reward_score.sandbox_fusion import compute_score
 PROGRAM = "```python\nn = int(input())\nprint(n * 2)\n```"
 
 
+MIXED = """
+import sys, time
+data = sys.stdin.read()
+if data.startswith('slow_'):
+    time.sleep(60)
+print(f"out_{data.split('_')[-1]}")
+"""
+
+
+def mixed(request: dict) -> dict:
+    """verl's check_correctness over N cases at once: right answers, wrong expectations and
+    cases that run past the time limit, each with its expected verdict."""
+    from verl.utils.reward_score.sandbox_fusion.utils import check_correctness
+
+    inputs, outputs, expected = [], [], []
+    for i in range(request["cases"]):
+        if i in request["slow"]:
+            inputs.append(f"slow_{i}"), outputs.append(f"out_{i}"), expected.append(-3)
+        elif i in request["wrong"]:
+            inputs.append(f"in_{i}"), outputs.append(f"other_{i}"), expected.append(False)
+        else:
+            inputs.append(f"in_{i}"), outputs.append(f"out_{i}"), expected.append(True)
+    started = time.monotonic()
+    results, metadata = check_correctness(request["url"], {"inputs": inputs, "outputs": outputs}, MIXED,
+                                          timeout=request["timeout"])
+    return {"seconds": time.monotonic() - started, "results": results, "expected": expected,
+            "statuses": [m.get("status") for m in metadata]}
+
+
 def main() -> None:
     request = json.loads(Path(sys.argv[1]).read_text())
+    if request.get("mode") == "mixed":
+        Path(sys.argv[2]).write_text(json.dumps(mixed(request)))
+        return
     cases = {"inputs": [f"{i}\n" for i in range(request["cases"])],
              "outputs": [f"{2 * i}\n" for i in range(request["cases"])]}
     rounds = []
