@@ -98,6 +98,9 @@ def tools_kwargs(task_id: str) -> dict[str, Any]:
 
 #: Submitted trajectories remembered by a process (their reward).
 ENDED_KEPT = 4096
+#: Open trajectories remembered by a process (verl's loop has no end-of-trajectory hook: the
+#: reward function ends their sessions).
+LIVE_KEPT = 16384
 #: The key of ``agent_data.extra_fields`` (then of the reward function's ``extra_info``) that
 #: names a trajectory's session: url, session_id, task_id, and its reward once submitted.
 SESSION_FIELD = VERL_SESSION_FIELD
@@ -120,6 +123,9 @@ class VerifyCliTool(_Base):
 
     #: The trajectories' sessions of this process, by (url, key), shared by the five tools.
     _episodes: dict[tuple[str, str], _Episode] = {}
+    #: One client per event loop, service and options, shared by every trajectory (a client
+    #: per trajectory held its connections open for each trajectory that never submitted).
+    _clients: dict[tuple[int, str, tuple[tuple[str, Any], ...]], AsyncVerifyClient] = {}
 
     def __init__(self, config: dict[str, Any], tool_schema: Any) -> None:
         super().__init__(config, tool_schema)
@@ -246,22 +252,33 @@ class VerifyCliTool(_Base):
     @staticmethod
     async def _close(episode: _Episode) -> None:
         if episode.reward is not None:
-            return  # submitted: the session is closed and so is the client
+            return  # submitted: the session is closed
         try:
             if episode.session_id is not None:
                 await episode.client.close_session(episode.session_id)
         except (ServiceRequestError, ServiceUnavailableError):
             pass  # the service reclaims it when idle
-        finally:
-            await episode.client.aclose()
 
     async def _forget(self, episode: _Episode) -> None:
-        """A submitted episode keeps its reward (later calls learn it has ended); its client is
-        closed, and the oldest ended episodes are dropped past :data:`ENDED_KEPT`."""
-        await episode.client.aclose()
+        """A submitted episode keeps its reward (later calls learn it has ended); the oldest
+        ended episodes are dropped past :data:`ENDED_KEPT`, the oldest open ones past
+        :data:`LIVE_KEPT` (their sessions end when the reward function submits them, or idle)."""
         ended = [k for k, e in self._episodes.items() if e.reward is not None]
         for k in ended[:max(0, len(ended) - ENDED_KEPT)]:
             self._episodes.pop(k, None)
+        self._drop_oldest_live()
+
+    def _drop_oldest_live(self) -> None:
+        live = [k for k, e in self._episodes.items() if e.reward is None]
+        for k in live[:max(0, len(live) - LIVE_KEPT)]:
+            self._episodes.pop(k, None)
+
+    def _client(self) -> AsyncVerifyClient:
+        key = (id(asyncio.get_running_loop()), self.url, tuple(sorted(self._client_options.items())))
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = AsyncVerifyClient(self.url, **self._client_options)
+        return client
 
     async def _episode(self, instance_id: str, agent_data: Any) -> _Episode:
         info = self._instances.get(instance_id)
@@ -272,8 +289,9 @@ class VerifyCliTool(_Base):
         info["key"] = key
         episode = self._episodes.get((self.url, key))
         if episode is None or episode.task_id != info["task_id"]:
-            episode = _Episode(key, info["task_id"], AsyncVerifyClient(self.url, **self._client_options))
+            episode = _Episode(key, info["task_id"], self._client())
             self._episodes[(self.url, key)] = episode
+            self._drop_oldest_live()
         return episode
 
     @staticmethod
