@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from verify_cli.agents.tools import Observation, ToolCall, check_call, clean_text, truncate
+from verify_cli.grading.failure_text import is_collection_failure
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import RuntimeLayer
@@ -359,7 +360,7 @@ class TaskEnvironment:
             lines.append(f"{t.outcome.value.upper()} {t.id}" + (f"\n  {message}" if message else ""))
         if not result.tests:
             lines += [f"problem: {p}" for p in result.problems[:3]]
-        if not result.tests or any(t.message.strip() == "collection failure" for t in failed):
+        if not result.tests or any(is_collection_failure(t.message) for t in failed):
             why = candidate_error(result.run.stdout.text + "\n" + result.run.stderr.text, files)
             if why:
                 lines.append(f"why the tests could not load your code:\n{why}")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from verify_cli.agents.environment import TaskEnvironment, VisibleTests, candidate_error
+from verify_cli.grading.failure_text import is_collection_failure
 from verify_cli.grading.grader import Grader, GradeRequest, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import Sandbox
@@ -243,7 +244,7 @@ class SessionManager:
                                                label="run_tests"))
         if result.status is GradeStatus.INFRA_ERROR:
             env.broken = "; ".join(result.problems) or "the grader failed"
-        loaded = bool(result.tests) and not any(t.message.strip() == "collection failure" for t in result.tests)
+        loaded = bool(result.tests) and not any(is_collection_failure(t.message) for t in result.tests)
         why = "" if loaded else candidate_error(result.run.stdout.text + "\n" + result.run.stderr.text, files)
         return {"status": result.status.value, "score": result.score,
                 "passed": sum(t.outcome.ok for t in result.tests),
