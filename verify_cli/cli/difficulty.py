@@ -23,7 +23,7 @@ from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.cli import console
 from verify_cli.cli.executor_setup import open_executor, report_cluster
 from verify_cli.cli.options import ExecutorOpt, JobsOpt, PoolOpt, RayAddressOpt, SandboxOpt, sandbox_options
-from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, BucketScheme
+from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, PROMPT_TOO_LONG, BucketScheme
 from verify_cli.difficulty.defects import defects_from_check_tasks, defects_from_report, defects_of_load_failures
 from verify_cli.difficulty.inputs import is_data_set, task_dirs_from_data_set
 from verify_cli.difficulty.outputs import (
@@ -123,9 +123,11 @@ def _table(report: DifficultyReport, show: int) -> None:
                   title_justify="left")
     for col in ("task", "bucket", "n", "pass rate", "95% interval", "score", "visible", "statuses"):
         table.add_column(col, justify="right" if col in ("n", "pass rate", "score", "visible") else "left")
-    for t in picked + [t for t in report.tasks if t.bucket == DEFECTIVE]:
+    for t in picked + [t for t in report.tasks if t.bucket in (DEFECTIVE, PROMPT_TOO_LONG)]:
         s = t.stats
         statuses = ", ".join(f"{k} {v}" for k, v in s.status_counts.items() if v)
+        if t.bucket == PROMPT_TOO_LONG:
+            statuses = f"prompt of {t.prompt_tokens if t.prompt_tokens is not None else '?'} tokens does not fit"
         table.add_row(escape(t.task_id), t.bucket, str(s.n),
                       "-" if s.pass_rate is None else f"{s.pass_rate:.2f}",
                       "-" if not s.n else f"[{s.wilson_low:.2f}, {s.wilson_high:.2f}]",
@@ -144,9 +146,11 @@ def _summary(report: DifficultyReport, out: Path, dataset_counts: dict[str, int]
         "fixed_budget": report.fixed_budget, "generated": report.generated, "cached": report.cached,
         "seconds": round(report.seconds, 3), "generation_seconds": round(report.generation_seconds, 3),
         "infra_errors": sum(t.stats.status_counts.get("infra_error", 0) for t in report.tasks),
+        "prompt_too_long": sum(t.bucket == PROMPT_TOO_LONG for t in report.tasks),
         "dataset": dataset_counts, "out": str(out), "warnings": list(report.warnings),
         "tasks": [{"task_id": t.task_id, "bucket": t.bucket, "n": t.stats.n, "correct": t.stats.correct,
                    "pass_rate": t.stats.pass_rate, "cached": t.cached, "generated": t.generated,
+                   "prompt_tokens": t.prompt_tokens,
                    "visible_pass_hidden_fail": t.stats.visible_pass_hidden_fail} for t in report.tasks],
     }
 
@@ -293,6 +297,10 @@ def difficulty_command(
         saved = report.fixed_budget - report.sampled
         console.info(f"adaptive: {report.sampled} samples instead of {report.fixed_budget} for a fixed budget "
                      f"({saved} saved, {100 * saved / report.fixed_budget:.0f}%)")
+    if summary["prompt_too_long"]:
+        console.warning(f"{summary['prompt_too_long']} task(s) have prompts that do not fit the model's context: "
+                        "bucketed 'prompt_too_long', never sampled (verify-cli tasks stats --tokenizer MODEL "
+                        "shows each prompt's length)")
     if json_out:
         write_json(json_out, summary)
     if summary["infra_errors"]:

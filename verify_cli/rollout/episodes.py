@@ -247,7 +247,7 @@ class EpisodeRunner:
 
         timing.add(self._round(prompts, params, first))
         for turn in range(2, self.max_turns + 1):
-            final = (SampleStatus.PASSED, SampleStatus.INFRA_ERROR)
+            final = (SampleStatus.PASSED, SampleStatus.INFRA_ERROR, SampleStatus.PROMPT_TOO_LONG)
             todo = [ep for g in groups for ep in g if ep.reward is not None and ep.reward.status not in final]
             if not todo:
                 break
