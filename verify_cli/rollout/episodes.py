@@ -167,7 +167,7 @@ class EpisodeRunner:
 
     def _grade(self, ep: Episode) -> Episode:
         started = time.monotonic()
-        sample = self.step.run(ep.task, Completion(ep.last_text, files=ep.last_files),
+        sample = self.step.run(ep.task, Completion(ep.last_text, files=ep.last_files, finish_reason=ep.finish_reason),
                                label=f"{ep.group_index}/{ep.sample_index}")
         ep.grade, ep.parse_error, ep.grade_attempts = sample.grade, sample.parse_error, sample.attempts
         ep.grading_seconds += time.monotonic() - started
