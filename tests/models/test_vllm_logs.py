@@ -12,6 +12,7 @@ import pytest
 
 from verify_cli.models.vllm_backend import vllm_engine_options
 from verify_cli.models.vllm_logs import LOGGING_CONFIG_ENV, engine_cause, log_to_file, logging_config
+from verify_cli.models.vllm_worker import WORKER_EXTENSION
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "vllm" / "engine_dead.log"
 
@@ -58,3 +59,5 @@ def test_cpu_engines_never_chunk_prefills_gpu_engines_keep_vllms_defaults() -> N
         "max_num_batched_tokens"] == 4096
     gpu = vllm_engine_options(cpu=False, max_model_len=None, context_length=16384, **common)
     assert "enable_chunked_prefill" not in gpu and "max_num_batched_tokens" not in gpu and "enforce_eager" not in gpu
+    # Both load pushed weights through the worker extension (vLLM's hook for RLHF weight updates).
+    assert cpu["worker_extension_cls"] == gpu["worker_extension_cls"] == WORKER_EXTENSION

@@ -51,6 +51,7 @@ from verify_cli.models.context import (
 )
 from verify_cli.models.registry import register_model_backend
 from verify_cli.models.vllm_logs import log_to_file, read_engine_cause
+from verify_cli.models.vllm_worker import WEIGHT_LOADER_METHOD, WORKER_EXTENSION
 
 
 class VLLMEngineError(ModelBackendError):
@@ -70,7 +71,8 @@ def vllm_engine_options(*, cpu: bool, tensor_parallel_size: int, gpu_memory_util
     eagerly unless ``enforce_eager`` is False.
     """
     options: dict[str, Any] = {"tensor_parallel_size": tensor_parallel_size,
-                               "gpu_memory_utilization": gpu_memory_utilization, "dtype": dtype}
+                               "gpu_memory_utilization": gpu_memory_utilization, "dtype": dtype,
+                               "worker_extension_cls": WORKER_EXTENSION}
     if max_model_len is not None:
         options["max_model_len"] = max_model_len
     if enforce_eager if enforce_eager is not None else cpu:
@@ -159,16 +161,13 @@ class VLLMConfig(BackendConfig):
 def vllm_load_weights(llm: Any, named_tensors: Iterable[tuple[str, Any]]) -> None:
     """Load new weights into a running ``vllm.LLM`` in place (every worker, tensor-parallel too).
 
-    Uses ``LLM.collective_rpc`` with a function run in each worker, which calls the model's own
-    ``load_weights`` (the loader that maps Hugging Face names onto vLLM's fused layers). Tensors
-    go as CPU tensors; the worker moves them to its device.
+    The engine was started with verify-cli's worker extension
+    (:data:`~verify_cli.models.vllm_worker.WORKER_EXTENSION`): ``LLM.collective_rpc`` calls its
+    method by name in each worker, which hands the tensors to the model's own ``load_weights``
+    (the loader that maps Hugging Face names onto vLLM's fused layers). Tensors go as CPU tensors.
     """
-    weights = [(name, t.detach().to("cpu")) for name, t in named_tensors]
-
-    def _load(worker: Any, batch: list[tuple[str, Any]]) -> None:
-        worker.model_runner.model.load_weights(weights=batch)
-
-    llm.collective_rpc(_load, args=(weights,))
+    weights = [(name, t.detach().to("cpu").contiguous()) for name, t in named_tensors]
+    llm.collective_rpc(WEIGHT_LOADER_METHOD, args=(weights,))
     reset = getattr(llm, "reset_prefix_cache", None)
     if callable(reset):
         reset()  # cached KV blocks were computed with the old weights
