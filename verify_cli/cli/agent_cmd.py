@@ -16,7 +16,7 @@ from verify_cli.agents.protocol import agent_model
 from verify_cli.agents.tools import TOOLS, tool_call
 from verify_cli.cli import console
 from verify_cli.cli.executor_setup import open_executor
-from verify_cli.cli.options import ExecutorOpt, RayAddressOpt, SandboxOpt
+from verify_cli.cli.options import BackendOptionOpt, ExecutorOpt, RayAddressOpt, SandboxOpt, backend_options
 from verify_cli.errors import ExitCode
 from verify_cli.grading.grader import Grader
 from verify_cli.models.base import SamplingParams
@@ -74,6 +74,7 @@ def agent_run_command(
         "--chat/--no-chat", show_default=False,
         help="openai: the chat API with tools (the default), or the text protocol over completions.")] = None,
     device: Annotated[str | None, typer.Option("--device", help="hf: cpu, cuda or auto (the default).")] = None,
+    backend_option: BackendOptionOpt = None,
     sandbox: SandboxOpt = "auto",
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Model replies at most.")] = 20,
     token_budget: Annotated[int, typer.Option("--token-budget", min=1, help="Tokens generated in all.")] = 32768,
@@ -98,7 +99,8 @@ def agent_run_command(
     task = load_task(task_path)
     # Each backend takes only its own options: those given are checked before anything starts.
     given = {"model": model, "base_url": base_url, "chat": chat, "device": device}
-    model_config = model_backend_config(backend, {k: v for k, v in given.items() if v is not None})
+    model_config = model_backend_config(backend, {**backend_options(backend_option),
+                                                  **{k: v for k, v in given.items() if v is not None}})
     limits = EpisodeLimits(max_turns=max_turns, token_budget=token_budget, wall_seconds=wall_seconds,
                            observation_chars=observation_chars)
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)

@@ -22,7 +22,16 @@ from verify_cli._version import __version__
 from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.cli import console
 from verify_cli.cli.executor_setup import open_executor, report_cluster
-from verify_cli.cli.options import ExecutorOpt, JobsOpt, PoolOpt, RayAddressOpt, SandboxOpt, sandbox_options
+from verify_cli.cli.options import (
+    BackendOptionOpt,
+    ExecutorOpt,
+    JobsOpt,
+    PoolOpt,
+    RayAddressOpt,
+    SandboxOpt,
+    backend_options,
+    sandbox_options,
+)
 from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, PROMPT_TOO_LONG, BucketScheme
 from verify_cli.difficulty.defects import defects_from_check_tasks, defects_from_report, defects_of_load_failures
 from verify_cli.difficulty.inputs import is_data_set, task_dirs_from_data_set
@@ -200,6 +209,7 @@ def difficulty_command(
     gpu_memory_utilization: Annotated[float | None, typer.Option(
         "--gpu-memory-utilization", help="vllm: fraction of GPU memory (default 0.9).")] = None,
     device: Annotated[str | None, typer.Option("--device", help="hf: cpu, cuda or auto (the default).")] = None,
+    backend_option: BackendOptionOpt = None,
     sandbox: SandboxOpt = "auto",
     pool_size: PoolOpt = None,
     executor: ExecutorOpt = "local",
@@ -254,7 +264,8 @@ def difficulty_command(
              "max_retries": max_retries, "timeout_seconds": request_timeout,
              "tensor_parallel_size": tensor_parallel_size, "gpu_memory_utilization": gpu_memory_utilization,
              "device": device}
-    model_config = model_backend_config(backend, {k: v for k, v in given.items() if v is not None})
+    model_config = model_backend_config(backend, {**backend_options(backend_option),
+                                                  **{k: v for k, v in given.items() if v is not None}})
     grader = open_executor(executor, sandbox=sandbox, sandbox_options=sandbox_options(pool_size=pool_size),
                            warm=not cold, ray_address=ray_address)
     with grader:
