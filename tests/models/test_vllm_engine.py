@@ -188,9 +188,15 @@ def test_a_dead_engine_is_one_line_error_never_a_traceback(engine: VLLMBackend) 
     """Last: it kills the module's engine (its core process), as a crash would."""
     import psutil
 
-    children = psutil.Process().children(recursive=True)
-    cores = [p for p in children if "EngineCore" in " ".join(p.cmdline()) or "EngineCore" in p.name()]
-    for p in cores or children:
+    def is_engine(p: psutil.Process) -> bool:
+        try:
+            return "EngineCore" in p.name() or "EngineCore" in " ".join(p.cmdline())
+        except psutil.Error:  # gone, or a zombie of an earlier test
+            return False
+
+    cores = [p for p in psutil.Process().children(recursive=True) if is_engine(p)]
+    assert cores, "the engine's core process was not found"
+    for p in cores:
         p.kill()
     time.sleep(1)
     caught: list[BaseException] = []

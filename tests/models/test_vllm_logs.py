@@ -61,3 +61,14 @@ def test_cpu_engines_never_chunk_prefills_gpu_engines_keep_vllms_defaults() -> N
     assert "enable_chunked_prefill" not in gpu and "max_num_batched_tokens" not in gpu and "enforce_eager" not in gpu
     # Both load pushed weights through the worker extension (vLLM's hook for RLHF weight updates).
     assert cpu["worker_extension_cls"] == gpu["worker_extension_cls"] == WORKER_EXTENSION
+
+
+def test_tensors_pushed_to_the_workers_travel_as_bytes_and_come_back_equal() -> None:
+    torch = pytest.importorskip("torch")
+    from verify_cli.models.vllm_worker import pack_tensor, unpack_tensor
+
+    for t in (torch.randn(3, 4), torch.randn(5).to(torch.bfloat16), torch.arange(6, dtype=torch.int64).reshape(2, 3)):
+        packed = pack_tensor("w", t)
+        assert isinstance(packed[3], bytes) and packed[1] in ("float32", "bfloat16", "int64")
+        name, back = unpack_tensor(list(packed))  # the serializer gives lists for tuples
+        assert name == "w" and back.dtype == t.dtype and torch.equal(back, t)

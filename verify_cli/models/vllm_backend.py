@@ -51,7 +51,7 @@ from verify_cli.models.context import (
 )
 from verify_cli.models.registry import register_model_backend
 from verify_cli.models.vllm_logs import log_to_file, read_engine_cause
-from verify_cli.models.vllm_worker import WEIGHT_LOADER_METHOD, WORKER_EXTENSION
+from verify_cli.models.vllm_worker import WEIGHT_LOADER_METHOD, WORKER_EXTENSION, pack_tensor
 
 
 class VLLMEngineError(ModelBackendError):
@@ -164,10 +164,11 @@ def vllm_load_weights(llm: Any, named_tensors: Iterable[tuple[str, Any]]) -> Non
     The engine was started with verify-cli's worker extension
     (:data:`~verify_cli.models.vllm_worker.WORKER_EXTENSION`): ``LLM.collective_rpc`` calls its
     method by name in each worker, which hands the tensors to the model's own ``load_weights``
-    (the loader that maps Hugging Face names onto vLLM's fused layers). Tensors go as CPU tensors.
+    (the loader that maps Hugging Face names onto vLLM's fused layers). Tensors go packed as bytes
+    (:func:`~verify_cli.models.vllm_worker.pack_tensor`).
     """
-    weights = [(name, t.detach().to("cpu").contiguous()) for name, t in named_tensors]
-    llm.collective_rpc(WEIGHT_LOADER_METHOD, args=(weights,))
+    packed = [pack_tensor(name, t) for name, t in named_tensors]
+    llm.collective_rpc(WEIGHT_LOADER_METHOD, args=(packed,))
     reset = getattr(llm, "reset_prefix_cache", None)
     if callable(reset):
         reset()  # cached KV blocks were computed with the old weights
