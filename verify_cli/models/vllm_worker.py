@@ -43,8 +43,26 @@ class WeightLoaderExtension:
     model_runner: Any
 
     def verify_cli_load_weights(self, packed: list[Any]) -> int:
-        """Load the packed ``(name, tensor)`` pairs (Hugging Face names) through the model's own
-        loader (it maps them onto vLLM's fused layers and copies them to the worker's device);
-        returns how many were given."""
-        self.model_runner.model.load_weights(weights=[unpack_tensor(p) for p in packed])
+        """Load the packed ``(name, tensor)`` pairs (Hugging Face names, as a checkpoint holds
+        them) into the served model in place; returns how many were given.
+
+        Through the worker's ``reload_weights`` where it has one (vLLM's in-place reload: the
+        model's own loader maps the names onto vLLM's fused layers, and the layouts a platform
+        makes after loading, such as the CPU build's, are made again); else the model's
+        ``load_weights``."""
+        weights = [unpack_tensor(p) for p in packed]
+        model = self.model_runner.model
+        reload = getattr(self, "reload_weights", None)
+        if callable(reload):
+            reload(weights_iterator=iter(weights), is_checkpoint_format=True)
+        else:
+            model.load_weights(weights=weights)
+        # An output layer tied to the input embedding is loaded through the embedding (no
+        # weights of its own), so the kernel layout a platform derived from it (the CPU build
+        # packs it for its GEMM) is made again here, or the engine's logits stay the old ones.
+        head = getattr(model, "lm_head", None)
+        method = getattr(head, "quant_method", None)
+        weight = getattr(head, "weight", None)
+        if method is not None and weight is not None and weight.numel() > 0:
+            method.process_weights_after_loading(head)
         return len(packed)
