@@ -144,13 +144,16 @@ def test_grpo_pushes_the_updated_weights_into_the_running_engine(engine: VLLMBac
     policy = PolicyUpdater(engine, tmp_path / "run", GRPOConfig(lr=5e-2), model_path=model_dir)
     start_hf = sequence_logprobs_hf(policy.model, fixed)
     assert max(abs(a - b) for a, b in zip(before, start_hf, strict=True)) < 0.05  # bf16 engine, fp32 HF
-    # Rewards that differ within a group (a length penalty on random text): a real gradient.
-    config = TrainConfig(group_size=4, batch_size=2, steps=1, seed=0, update="grpo", include_tests=False,
-                         system=None, sampling=SamplingOptions(max_tokens=16),
-                         reward=RewardConfig(length_penalty=1.0, soft_length=1))
+    # Rewards that differ within a group: random text fails every test, but a completion cut at
+    # max_tokens is penalised and one the model ended itself (its end token, about one in five
+    # at 64 tokens) is not: a real gradient.
+    config = TrainConfig(group_size=4, batch_size=4, steps=1, seed=0, update="grpo", include_tests=False,
+                         system=None, sampling=SamplingOptions(max_tokens=64),
+                         reward=RewardConfig(length_penalty=1.0))
     Trainer(config, engine, grader, toy_tasks(), tmp_path / "run", sandbox_backend="process", policy=policy).run()
     after = sequence_logprobs_vllm(engine, fixed)
     updated_hf = sequence_logprobs_hf(policy.model, fixed)
+    assert max(abs(a - b) for a, b in zip(updated_hf, start_hf, strict=True)) > 0.05, "GRPO did not move HF"
     moved = max(abs(a - b) for a, b in zip(after, before, strict=True))
     assert moved > 0.05, "the engine still answers with the old weights"
     assert max(abs(a - b) for a, b in zip(after, updated_hf, strict=True)) < 0.05
