@@ -39,8 +39,9 @@ def test_tasks_stats_says_each_prompts_length_in_tokens(model_3k: Path, sample_t
     assert {t for t, p in prompts.items() if p["fits"]} == FITTING
     assert stats["prompt_too_long"] == 9
     assert prompts["repository/orders-etl"]["tokens"] > 14000
-    # Without a tokenizer: characters only, nothing decided.
-    assert main(["tasks", "stats", str(sample_tasks_dir), "--sandbox", "process", "--json", "-"]) == 0
+    # A context given without a tokenizer: characters only, nothing can be decided.
+    assert main(["tasks", "stats", str(sample_tasks_dir), "--context-length", "3000", "--sandbox", "process",
+                 "--json", "-"]) == 0
     plain = json.loads(capsys.readouterr().out)
     assert all(p["tokens"] is None and p["fits"] is None and p["chars"] > 0 for p in plain["prompts"])
     assert main(["tasks", "stats", str(sample_tasks_dir), "--tokenizer", str(sample_tasks_dir / "nope")]) == 2

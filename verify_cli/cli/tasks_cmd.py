@@ -83,8 +83,8 @@ def stats_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = N
                   sandbox: SandboxOpt = "auto", docker_mode: DockerModeOpt = None,
                   repeats: RepeatsOpt = DEFAULT_REPEATS, cache_dir: CacheOpt = None,
                   tokenizer: TokenizerOpt = None, context_length: ContextOpt = None) -> None:
-    """Counts by domain, language, kind, difficulty bucket and check status, and each task's
-    prompt length (characters; tokens with --tokenizer)."""
+    """Counts by domain, language, kind, difficulty bucket and check status; with --tokenizer,
+    each task's prompt length in the model's tokens and whether it fits its context."""
     if json_out == "-":
         console.use_stderr()
     entries = catalog(path)
@@ -99,14 +99,19 @@ def stats_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = N
         for value, count in stats[name].items():
             table.add_row(value, str(count))
         console.out.print(table)
-    loaded = [e.task for e in entries if e.task is not None]
-    lengths, context = model_prompt_lengths(loaded, tokenizer, context_length=context_length)
-    _prompt_table(lengths, context)
-    stats["context_length"] = context
-    stats["prompts"] = [p.to_dict() for p in lengths]
-    stats["prompt_too_long"] = sum(p.fits is False for p in lengths)
+    if tokenizer is not None or context_length is not None:
+        loaded = [e.task for e in entries if e.task is not None]
+        lengths, context = model_prompt_lengths(loaded, tokenizer, context_length=context_length)
+        _prompt_table(lengths, context)
+        stats["context_length"] = context
+        stats["prompts"] = [p.to_dict() for p in lengths]
+        stats["prompt_too_long"] = sum(p.fits is False for p in lengths)
     if json_out:
         write_json(json_out, {"command": "tasks stats", **stats})
+
+
+#: Tasks the prompt-length table shows (the longest first).
+PROMPT_ROWS_SHOWN = 40
 
 
 def _prompt_table(lengths: list[PromptLength], context: int | None) -> None:
@@ -119,7 +124,11 @@ def _prompt_table(lengths: list[PromptLength], context: int | None) -> None:
         table.add_column("tokens", justify="right")
     if context:
         table.add_column("fits")
-    for p in sorted(lengths, key=lambda p: (-(p.tokens or p.chars), p.task_id)):
+    longest = sorted(lengths, key=lambda p: (-(p.tokens or p.chars), p.task_id))
+    if len(longest) > PROMPT_ROWS_SHOWN:  # every task is in --json; the table shows the longest
+        table.title = f"{title}: the {PROMPT_ROWS_SHOWN} longest of {len(longest)}"
+        longest = longest[:PROMPT_ROWS_SHOWN]
+    for p in longest:
         row = [p.task_id, str(p.chars)]
         if counted:
             row.append("-" if p.tokens is None else str(p.tokens))
