@@ -163,9 +163,11 @@ def vllm_load_weights(llm: Any, named_tensors: Iterable[tuple[str, Any]]) -> Non
 
     The engine was started with verify-cli's worker extension
     (:data:`~verify_cli.models.vllm_worker.WORKER_EXTENSION`): ``LLM.collective_rpc`` calls its
-    method by name in each worker, which hands the tensors to the model's own ``load_weights``
-    (the loader that maps Hugging Face names onto vLLM's fused layers). Tensors go packed as bytes
-    (:func:`~verify_cli.models.vllm_worker.pack_tensor`).
+    method by name in each worker, which reloads them in place through vLLM's own in-place reload
+    (the model's loader maps Hugging Face names onto vLLM's fused layers; layouts derived after
+    loading are made again). Tensors go packed as bytes through vLLM's serializer
+    (:func:`~verify_cli.models.vllm_worker.pack_tensor`): simple and the same on every platform,
+    but a copy of the whole model per push (NCCL or CUDA IPC transfer would suit large models).
     """
     packed = [pack_tensor(name, t) for name, t in named_tensors]
     llm.collective_rpc(WEIGHT_LOADER_METHOD, args=(packed,))
@@ -282,7 +284,12 @@ class VLLMBackend(ModelBackend):
         return trained.to(device)
 
     def push_weights(self, model: Any) -> None:
-        vllm_load_weights(self.llm, model.named_parameters())
+        if self.llm is None:
+            raise VLLMEngineError("the vLLM backend is closed")
+        try:
+            vllm_load_weights(self.llm, model.named_parameters())
+        except Exception as e:
+            raise self._engine_error("the vLLM engine could not load the new weights", e) from None
 
     def close(self) -> None:
         """Stop the engine and its processes (the memory it reserved is given back)."""
