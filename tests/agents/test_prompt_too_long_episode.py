@@ -37,3 +37,19 @@ def test_an_episode_whose_prompt_does_not_fit_is_prompt_too_long(tmp_path: Path)
     sample = EpisodeStep().run(task, episode_completion(episode))
     assert sample.status is SampleStatus.PROMPT_TOO_LONG and sample.score is None
     assert not sample.status.counts and sample.status.masked
+
+
+def test_agent_run_says_the_prompt_does_not_fit_and_exits_2(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from verify_cli.cli.app import main
+    from verify_cli.models.tiny import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "m", hidden_size=32, layers=1, heads=2, max_positions=64)
+    code = main(["agent", "run", str(TOY), "--backend", "hf", "--model", str(model), "--device", "cpu",
+                 "--sandbox", "process", "--max-tokens", "8"])
+    out = capsys.readouterr()
+    assert code == 2
+    assert "episode ended: prompt_too_long after 0 turn(s)" in " ".join((out.out + out.err).split())
+    assert "Traceback" not in out.out + out.err

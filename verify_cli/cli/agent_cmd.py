@@ -59,7 +59,8 @@ def _show_outcome(status: str, score: float | None, reason: str, tests: Any) -> 
 
 
 def _exit_for(status: str) -> int:
-    return {"passed": ExitCode.OK, "failed": ExitCode.DEFECTIVE}.get(status, ExitCode.INFRA)
+    return {"passed": ExitCode.OK, "failed": ExitCode.DEFECTIVE,
+            "prompt_too_long": ExitCode.USAGE}.get(status, ExitCode.INFRA)
 
 
 @agent_app.command("run")
@@ -93,7 +94,8 @@ def agent_run_command(
     """Run one agent episode on TASK, printed turn by turn, then its trusted grade. With
     ``--executor ray`` the session lives on one node of the cluster and is graded there.
 
-    Exit 0 when the grade passed, 1 when it failed, 3 when the machinery failed (no grade)."""
+    Exit 0 when the grade passed, 1 when it failed, 3 when the machinery failed (no grade), 2 when
+    the task's prompt does not fit the model's context (not played)."""
     if json_out == "-":
         console.use_stderr()
     task = load_task(task_path)
