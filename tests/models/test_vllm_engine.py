@@ -93,6 +93,35 @@ def test_difficulty_pass_rates_replay_exactly_under_the_same_seed(engine: VLLMBa
     assert len(first[0]) == 16  # the long task was never sampled
 
 
+def test_streaming_gives_each_prompts_samples_as_generate_does_and_aborts_what_is_left(
+        engine: VLLMBackend) -> None:
+    from verify_cli.models.base import Prompt
+
+    prompts = [Prompt(f"p{i}", "x = 1\n" * (1 + 40 * i)) for i in range(5)]
+    prompts.append(Prompt("long", "y" * (CONTEXT + 10)))  # never sent
+    params = SamplingParams(n=2, max_tokens=12, seed=5, logprobs=True)
+    whole = engine.generate(prompts, params)
+    streamed: dict[int, list[Any]] = {}
+    for i, c in engine.generate_stream(prompts, params, chunk_size=4):  # two chunks: seeds as in one batch
+        streamed.setdefault(i, []).append(c)
+    assert sorted(streamed) == list(range(6))
+    for i in range(6):
+        assert [(c.token_ids, c.finish_reason) for c in streamed[i]] == [(c.token_ids, c.finish_reason)
+                                                                         for c in whole[i]]
+    assert [c.finish_reason for c in streamed[5]] == ["prompt_too_long"] * 2
+    assert all(c.logprobs is not None and len(c.logprobs) == len(c.token_ids) for c in streamed[0])
+    stream = engine.generate_stream(prompts[:5], replace_params(params, max_tokens=200))
+    next(stream)
+    stream.close()  # the caller stops reading: the requests still running are aborted
+    assert not engine.llm.llm_engine.has_unfinished_requests()
+
+
+def replace_params(params: SamplingParams, **changes: Any) -> SamplingParams:
+    from dataclasses import replace
+
+    return replace(params, **changes)
+
+
 def replace_seed(options: DifficultyOptions, seed: int) -> DifficultyOptions:
     from dataclasses import replace
 

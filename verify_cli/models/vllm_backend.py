@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,29 +231,39 @@ class VLLMBackend(ModelBackend):
 
         return self._generate(prompts, params, 0, VLLMSamplingParams)
 
-    def _generate(self, prompts: Sequence[Prompt], params: SamplingParams, offset: int,
-                  sampling_cls: Any) -> list[list[Completion]]:
-        """Each prompt that fits under its own seeded ``SamplingParams`` (its ``max_tokens`` capped
-        at the context's end) in one ``LLM.generate`` call; those that do not, never sent."""
+    def _requests(self, prompts: Sequence[Prompt], params: SamplingParams, offset: int,
+                  sampling_cls: Any) -> tuple[list[list[int]], dict[int, Any]]:
+        """Each prompt's token ids, and the seeded ``SamplingParams`` of each that fits (its
+        ``max_tokens`` capped at the context's end), by index; those that do not fit have none."""
         if self.llm is None:
             raise VLLMEngineError("the vLLM backend is closed")
         ids = [prompt_token_ids(p, self.tokenizer) for p in prompts]
         ctx = self._context_length
-        send = [i for i, tokens in enumerate(ids) if prompt_fits(len(tokens), ctx)]
-        per_prompt = []
-        for i in send:
-            kwargs = vllm_sampling_kwargs(params, prompt_seed(prompts[i], params, offset + i))
-            kwargs["max_tokens"] = room_for(len(ids[i]), params.max_tokens, ctx)
-            per_prompt.append(sampling_cls(**kwargs))
+        per_prompt: dict[int, Any] = {}
+        for i, tokens in enumerate(ids):
+            if prompt_fits(len(tokens), ctx):
+                kwargs = vllm_sampling_kwargs(params, prompt_seed(prompts[i], params, offset + i))
+                kwargs["max_tokens"] = room_for(len(tokens), params.max_tokens, ctx)
+                per_prompt[i] = sampling_cls(**kwargs)
+        return ids, per_prompt
+
+    def _failed(self, error: Exception) -> VLLMEngineError:
+        if type(error).__name__ == "EngineDeadError" or "EngineCore" in str(error):
+            return self._engine_error("the vLLM engine died", error)
+        return VLLMEngineError(f"vLLM refused the request: {' '.join(str(error).split())}")
+
+    def _generate(self, prompts: Sequence[Prompt], params: SamplingParams, offset: int,
+                  sampling_cls: Any) -> list[list[Completion]]:
+        """Every prompt that fits in one ``LLM.generate`` call; those that do not, never sent."""
+        ids, per_prompt = self._requests(prompts, params, offset, sampling_cls)
+        send = sorted(per_prompt)
         outputs: list[Any] = []
         if send:
             try:
-                outputs = self.llm.generate([{"prompt_token_ids": ids[i]} for i in send], per_prompt,
-                                            use_tqdm=False)
+                outputs = self.llm.generate([{"prompt_token_ids": ids[i]} for i in send],
+                                            [per_prompt[i] for i in send], use_tqdm=False)
             except Exception as e:
-                if type(e).__name__ == "EngineDeadError" or "EngineCore" in str(e):
-                    raise self._engine_error("the vLLM engine died", e) from None
-                raise VLLMEngineError(f"vLLM refused the batch: {' '.join(str(e).split())}") from None
+                raise self._failed(e) from None
         result = [too_long_completions(params.n, tuple(tokens)) for tokens in ids]
         for i, output in zip(send, outputs, strict=True):
             result[i] = completions_from_request_output(output)
@@ -260,16 +271,41 @@ class VLLMBackend(ModelBackend):
 
     def generate_stream(self, prompts: Sequence[Prompt], params: SamplingParams, *,
                         chunk_size: int | None = None) -> Iterator[tuple[int, Completion]]:
-        """Chunks of ``chunk_size`` prompts (large enough for vLLM's continuous batching to pay),
-        each chunk's completions yielded as soon as it is done; seeds as in one whole batch."""
+        """Each prompt's completions as soon as that prompt is done (its ``n`` samples together),
+        ``chunk_size`` prompts in the engine at a time (enough for vLLM's continuous batching to
+        pay), through the engine's own loop (``LLMEngine.add_request`` and ``step``, what
+        ``LLM.generate`` runs); seeds as in one whole batch. Requests still running when the
+        caller stops reading are aborted."""
         from vllm import SamplingParams as VLLMSamplingParams
+        from vllm.sampling_params import RequestOutputKind
 
         size = chunk_size or self.chunk_size
+        engine: Any = self.llm.llm_engine if self.llm is not None else None
         for start in range(0, len(prompts), size):
-            chunk = self._generate(prompts[start:start + size], params, start, VLLMSamplingParams)
-            for offset, completions in enumerate(chunk):
-                for completion in completions:
-                    yield start + offset, completion
+            ids, per_prompt = self._requests(prompts[start:start + size], params, start, VLLMSamplingParams)
+            for i, tokens in enumerate(ids):
+                if i not in per_prompt:  # never sent: its samples are prompt_too_long
+                    for completion in too_long_completions(params.n, tuple(tokens)):
+                        yield start + i, completion
+            pending: dict[str, int] = {}
+            try:
+                for i, sampling in per_prompt.items():
+                    sampling.output_kind = RequestOutputKind.FINAL_ONLY  # each prompt once, when done
+                    request_id = f"verify-cli-{uuid.uuid4().hex}"
+                    engine.add_request(request_id, {"prompt_token_ids": ids[i]}, sampling)
+                    pending[request_id] = i
+                while pending:
+                    for output in engine.step():
+                        index = pending.pop(output.request_id, None) if output.finished else None
+                        if index is not None:
+                            for completion in completions_from_request_output(output):
+                                yield start + index, completion
+            except Exception as e:
+                raise self._failed(e) from None
+            finally:
+                if pending and self.llm is not None:  # the caller stopped reading, or the engine failed
+                    with contextlib.suppress(Exception):
+                        engine.abort_request(list(pending))
 
     def trainable_model(self, model_path: Any = None) -> Any:
         """A trainable copy loaded from the model folder (vLLM's own weights are not a torch module
