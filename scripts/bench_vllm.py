@@ -21,9 +21,8 @@ Reported: generated tokens per second of each (2's over its generation time and 
 wall time), their ratio (verify-cli / vLLM; 1.0 = no overhead), and the overlap of grading with
 generation: the share of grading's busy time (summed over samples, divided by ``--jobs``) that
 ran while generation was still going (1.0 = grading entirely hidden behind generation). The
-backend generates ``--chunk-size`` prompts per ``LLM.generate`` call and hands their completions
-on when the call returns: grading overlaps the *next* chunk's generation, so a run of one chunk
-(the default on these 7 prompts) cannot overlap at all; ``--chunk-size 1`` shows the overlap.
+backend keeps ``--chunk-size`` prompts in the engine at a time and hands each prompt's samples on
+as soon as that prompt is done, so grading starts with the first prompt to finish.
 
 Without ``--model`` the tiny random model is built offline (head size 64, which vLLM's CPU
 attention takes). The tasks are the toy sums and the three coding sample tasks (prompts of about
@@ -95,8 +94,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.1)
     parser.add_argument("--chunk-size", type=int, default=64,
-                        help="prompts per generate call of the vllm backend (its chunk_size): grading of one "
-                             "chunk's completions overlaps the next chunk's generation")
+                        help="prompts the vllm backend keeps in the engine at a time (its chunk_size)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
