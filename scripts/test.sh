@@ -76,11 +76,34 @@ if [ "${VERIFY_SKIP_DOCKER:-0}" != 1 ] && ! docker info >/dev/null 2>&1; then
   echo "== kernel messages (oom, killed process):" >&2
   dmesg 2>/dev/null | grep -i -E 'oom|killed process' | tail -n 20 >&2 || true
 fi
+# The vllm stage: the vllm backend against vLLM's CPU build (tests/models/test_vllm_engine.py, one
+# engine for the module, a train run killed and resumed beside it), in the venv scripts/setup.sh
+# builds with VERIFY_VLLM=1. VERIFY_VLLM_STAGE=1 runs it, 0 skips it; by default it runs where
+# that venv exists. It runs after pytest: both cores are pytest's until then.
+VLLM_VENV=${VLLM_VENV:-.venv-vllm}
+vllm_rc=0
+vllm_default=0
+[ ! -f "$VLLM_VENV/.verify-installed" ] || vllm_default=1
+if [ "${VERIFY_VLLM_STAGE:-$vllm_default}" = 1 ]; then
+  if [ -x "$VLLM_VENV/bin/python" ]; then
+    echo "== vllm (vLLM's CPU build in $VLLM_VENV)" >&2
+    t0=$SECONDS
+    "$VLLM_VENV/bin/python" -m pytest -p no:cacheprovider -o console_output_style=progress \
+      --durations=10 tests/models/test_vllm_engine.py || vllm_rc=$?
+    echo "== vllm: exit $vllm_rc ($((SECONDS - t0))s)" >&2
+  else
+    echo "== vllm: FAILED: VERIFY_VLLM_STAGE=1 but $VLLM_VENV has no python (VERIFY_VLLM=1 bash scripts/setup.sh)" >&2
+    vllm_rc=1
+  fi
+else
+  echo "== vllm: skipped (no $VLLM_VENV: VERIFY_VLLM=1 bash scripts/setup.sh builds it; VERIFY_VLLM_STAGE=1 runs it)" >&2
+fi
 echo "== mypy" >&2
 mypy_rc=0
 wait "$mypy_pid" || mypy_rc=$?
 cat "$LOGS/mypy.log" >&2
-echo "== pytest: exit $rc; mypy: exit $mypy_rc; total $((SECONDS - started))s" >&2
+echo "== pytest: exit $rc; mypy: exit $mypy_rc; vllm: exit $vllm_rc; total $((SECONDS - started))s" >&2
 [ "$rc" != 0 ] || rc=$mypy_rc
+[ "$rc" != 0 ] || rc=$vllm_rc
 rm -rf "$LOGS"
 exit "$rc"

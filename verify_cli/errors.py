@@ -15,7 +15,11 @@ The hierarchy (exit code in brackets)::
     ├── ExecutorUnavailableError [3]         executors.base: an executor cannot start here
     ├── ClusterError [3]                     executors.base: the cluster failed
     ├── ModelBackendError [2]                models.base: a model backend failed a request
-    │   └── ServerError [3]                  models.openai_backend: the server failed
+    │   ├── ServerError [3]                  models.openai_backend: the server failed
+    │   │   └── ContextExceededError [3]     the server refused a prompt too long (becomes
+    │   │                                    prompt_too_long samples, never reaches a command)
+    │   └── VLLMEngineError [3]              models.vllm_backend: the engine did not start or
+    │                                        died (its cause in one line)
     ├── EnvironmentBuildError [1]            environments: a task's environment did not build
     ├── JUnitParseError [3]                  grading.junit: a results file is not JUnit XML
     └── WorkerError [3]                      sandbox.bwrap_warm: a warm worker failed (re-run cold)

@@ -27,8 +27,10 @@ from verify_cli.tasks.loader import load_task
 REPO = Path(__file__).resolve().parents[2]
 CHILD = REPO / "tests" / "rollout" / "train_child.py"
 
-#: The one-shot schema's serialised bytes, as they were before agent rows existed.
-ONE_SHOT_SCHEMA_SHA256 = "9aec9f4d3fca40187caa6b54e082d66101ad4cebc57cab19cf1fa80f975bc3d6"
+#: The one-shot schema's serialised bytes, as they were before agent rows existed (but for the
+#: docs of status and masked, which name the status prompt_too_long since issue 37:
+#: field docs only, the columns and types are those of before).
+ONE_SHOT_SCHEMA_SHA256 = "20921cac88a94a9da18f86dbe3ca6dde23045e472cb7f49b3624547430711f83"
 
 
 def test_the_one_shot_schema_keeps_its_bytes_and_the_agent_schema_extends_it() -> None:

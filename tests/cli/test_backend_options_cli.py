@@ -105,3 +105,24 @@ def test_train_refuses_base_url_for_a_backend_without_one(
                  "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "r")])
     assert code == 2
     assert "model backend 'replay' has no option --base-url (base_url)" in one_error_line(capsys)
+
+
+def test_difficulty_and_agent_run_take_backend_options_checked_like_trains(
+        sample_tasks_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # vllm's options (max_model_len, enforce_eager, dtype) have no flag of their own: --backend-option
+    # reaches them, and a misspelt one is refused before any engine starts (vllm need not be installed).
+    code = main(["difficulty", str(sample_tasks_dir), "--backend", "vllm", "--model", str(tmp_path),
+                 "--backend-option", "max_model_length=4096", "--out", str(tmp_path / "o")])
+    assert code == 2
+    assert "model backend 'vllm' has no option 'max_model_length'" in refusal(capsys)
+    code = main(["agent", "run", str(sample_tasks_dir / "coding-roman-numerals"), "--backend", "vllm",
+                 "--model", str(tmp_path), "--backend-option", "enforce_eagre=true"])
+    assert code == 2
+    assert "model backend 'vllm' has no option 'enforce_eagre'" in refusal(capsys)
+
+
+def refusal(capsys: pytest.CaptureFixture[str]) -> str:
+    """The one error message (the console may wrap it: its options make it long)."""
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out and captured.err.startswith("error: ")
+    return " ".join(captured.err.split())

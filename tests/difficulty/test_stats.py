@@ -38,7 +38,8 @@ def test_infra_errors_are_not_samples_and_partial_credit_is_averaged() -> None:
     assert (s.n, s.correct, s.pass_rate) == (4, 1, 0.25)
     assert s.mean_score == pytest.approx(1.5 / 4)
     assert s.pass_at == {1: pytest.approx(0.25), 2: pytest.approx(0.5)}
-    assert s.status_counts == {"passed": 1, "failed": 1, "timeout": 1, "parse_error": 1, "infra_error": 1}
+    assert s.status_counts == {"passed": 1, "failed": 1, "timeout": 1, "parse_error": 1, "infra_error": 1,
+                               "prompt_too_long": 0}
     assert s.visible_pass_rate == 0.5
     assert s.visible_pass_hidden_fail == 1
     assert task_stats([SampleOutcome(SampleStatus.PASSED, 1.0, None)]).visible_pass_rate is None

@@ -30,7 +30,10 @@ def build_toy_model(folder: Path, *, seed: int = 0, hidden_size: int = 32, layer
     tokenizer.save_pretrained(folder)
     config = LlamaConfig(vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
                          num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
-                         max_position_embeddings=2048, tie_word_embeddings=True,
+                         # 8,192: an agent episode's prompt (the tools' instructions, every turn)
+                         # runs past 2,048 characters, and a prompt longer than the context is
+                         # never generated (prompt_too_long)
+                         max_position_embeddings=8192, tie_word_embeddings=True,
                          pad_token_id=vocab["<pad>"], eos_token_id=vocab["<|end|>"])
     with torch.random.fork_rng():
         torch.manual_seed(seed)

@@ -33,11 +33,14 @@ PROSE = "Sure! Just add the values up and return the sum.\n"
 
 def test_one_vocabulary_serves_both_commands_and_shards_keep_their_spelling() -> None:
     assert DifficultyStatus is SampleStatus
-    assert [s.value for s in SampleStatus] == ["passed", "failed", "timeout", "parse_error", "infra_error"]
+    assert [s.value for s in SampleStatus] == ["passed", "failed", "timeout", "parse_error", "infra_error",
+                                               "prompt_too_long"]
     # Trajectory shards written before the pipeline read like those written after it.
-    assert TRAJECTORY_LABELS == ("ok", "wrong", "timeout", "parse_error", "sandbox_error")
-    assert [s for s in SampleStatus if not s.counts] == [SampleStatus.INFRA_ERROR]
-    assert [s for s in SampleStatus if s.masked] == [SampleStatus.INFRA_ERROR]
+    assert TRAJECTORY_LABELS == ("ok", "wrong", "timeout", "parse_error", "sandbox_error", "prompt_too_long")
+    # Never scored: a sandbox failure, and a prompt the model's context cannot hold (never generated).
+    unscored = [SampleStatus.INFRA_ERROR, SampleStatus.PROMPT_TOO_LONG]
+    assert [s for s in SampleStatus if not s.counts] == unscored
+    assert [s for s in SampleStatus if s.masked] == unscored
 
 
 def test_seeds_are_those_train_runs_were_started_with() -> None:

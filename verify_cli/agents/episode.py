@@ -29,6 +29,7 @@ from verify_cli.agents.protocol import AgentModel, Message, ModelTurn
 from verify_cli.agents.tools import TOOLS, ToolCall, ToolSpec, clean_text
 from verify_cli.errors import UsageError
 from verify_cli.models.base import ModelBackendError, SamplingParams
+from verify_cli.models.context import PROMPT_TOO_LONG
 from verify_cli.models.prompts import show_file
 from verify_cli.sandbox.sessions.base import SessionError
 from verify_cli.tasks.model import Task
@@ -105,7 +106,9 @@ class AgentEpisode:
     sample_index: int = 0
     turns: list[AgentTurn] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
-    #: submit, max_turns, token_budget, wall (which limit ended it), session_dead, infra_error
+    #: submit, max_turns, token_budget, wall (which limit ended it), session_dead, infra_error,
+    #: context_full (the conversation outgrew the model's context: graded as it stands),
+    #: prompt_too_long (the task's prompt never fit: not played, never scored)
     end_reason: str = ""
     outcome: EpisodeOutcome | None = None
     tokens: int = 0
@@ -275,6 +278,8 @@ def _play(task: Task, model: AgentModel, sandbox: SessionOpener, grades: GradesO
     episode.node = env.session.node
     try:
         episode.end_reason = _loop(episode, env, model, tools, params, limits, started, on_turn)
+        if episode.end_reason == PROMPT_TOO_LONG:
+            return episode, None  # never played: nothing to grade
         if episode.end_reason == "infra_error" and episode.outcome is not None:
             episode.machinery = "model"
             return episode, None
@@ -329,6 +334,12 @@ def _loop(episode: AgentEpisode, env: TaskEnvironment, model: AgentModel, tools:
         except ModelBackendError as e:
             episode.outcome = EpisodeOutcome("infra_error", None, f"the model could not be asked: {e}")
             return "infra_error"
+        if reply.finish_reason == PROMPT_TOO_LONG:
+            if index == 0:  # the task's own prompt does not fit: no episode can be played
+                episode.outcome = EpisodeOutcome(PROMPT_TOO_LONG, None, "the task's prompt does not fit the "
+                                                                        "model's context")
+                return PROMPT_TOO_LONG
+            return "context_full"  # the conversation outgrew the context: graded as it stands
         episode.tokens += _tokens(reply)
         over_budget = episode.tokens > limits.token_budget
         assistant: Message = {"role": "assistant", "content": reply.text}

@@ -283,20 +283,23 @@ class OpenAIToolModel(AgentModel):
 
 
 class VLLMToolModel(TextProtocolModel):
-    """The ``vllm`` backend: ``LLM.chat(messages, sampling_params, tools=...)`` renders the model's
-    own template with the tools; calls are read in the ``<tool_call>`` format. (Needs a GPU; the
-    rendering and parsing are the text protocol's, tested here.)"""
+    """The ``vllm`` backend: where the model's chat template takes ``tools``, ``LLM.chat(messages,
+    sampling_params, tools=...)`` renders it with them and calls are read in the ``<tool_call>``
+    format; a template without tools (or none) gets the text protocol through the backend's
+    ``generate`` (its seeds, its prompt-length checks, its engine errors)."""
 
     def act(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: SamplingParams) -> ModelTurn:
         llm = getattr(self.backend, "llm", None)
-        if llm is None or not hasattr(llm, "chat"):
+        template = str(getattr(getattr(self.backend, "tokenizer", None), "chat_template", "") or "")
+        if llm is None or not hasattr(llm, "chat") or "tools" not in template:
             return super().act(messages, tools, params)
         from vllm import SamplingParams as VSP
 
         started = time.monotonic()
         sp = VSP(n=1, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
                  seed=params.seed, stop=list(params.stop) or None, logprobs=0 if params.logprobs else None)
-        outputs = llm.chat([dict(m) for m in messages], sp, tools=[t.openai() for t in tools], use_tqdm=False)
+        with self._lock:  # one engine, episodes in flight take turns
+            outputs = llm.chat([dict(m) for m in messages], sp, tools=[t.openai() for t in tools], use_tqdm=False)
         out = outputs[0].outputs[0]
         calls, bad = parse_tool_calls(out.text)
         return ModelTurn(text=out.text, tool_calls=calls, malformed=bad, finish_reason=str(out.finish_reason),

@@ -55,6 +55,8 @@ def episode_status(episode: AgentEpisode) -> SampleStatus:
     outcome = episode.outcome
     if outcome is None or outcome.status == "infra_error":
         return SampleStatus.INFRA_ERROR
+    if outcome.status == SampleStatus.PROMPT_TOO_LONG.value:
+        return SampleStatus.PROMPT_TOO_LONG
     if outcome.grade is not None:
         return status_of(outcome.grade)
     return SampleStatus.PASSED if outcome.status == "passed" else SampleStatus.FAILED
@@ -147,6 +149,8 @@ class EpisodeStep(SampleStep):
         reason = (outcome.reason if outcome is not None else "") or episode.end_reason
         if status is SampleStatus.INFRA_ERROR:  # its cause kept: summaries count infra errors by cause
             return GradedSample(task=task, status=status, parse_error=reason or "infra_error", seconds=episode.seconds)
+        if status is SampleStatus.PROMPT_TOO_LONG:
+            return GradedSample(task=task, status=status, parse_error=reason, seconds=episode.seconds)
         return GradedSample(task=task, status=SampleStatus.FAILED, parse_error=reason, seconds=episode.seconds)
 
 

@@ -140,8 +140,8 @@ def _reward(episode: AgentEpisode, task: Task, tokens: int, max_tokens: int, con
     status = episode_status(episode)
     outcome = episode.outcome
     reason = (outcome.reason if outcome is not None else "") or episode.end_reason
-    if status is SampleStatus.INFRA_ERROR:
-        return Reward(SampleStatus.INFRA_ERROR, None, None, 0.0, 0.0, 0, 0, (reason,))
+    if status in (SampleStatus.INFRA_ERROR, SampleStatus.PROMPT_TOO_LONG):  # never scored: masked
+        return Reward(status, None, None, 0.0, 0.0, 0, 0, (reason,))
     if outcome is None or outcome.grade is None:  # the agent killed its session: a graded failure
         return Reward(SampleStatus.FAILED, 0.0, 0.0, 0.0, 0.0, 0, 0, (reason,))
     sample = GradedSample(task=task, status=status, grade=outcome.grade, attempts=1)

@@ -16,7 +16,7 @@ from verify_cli.agents.protocol import agent_model
 from verify_cli.agents.tools import TOOLS, tool_call
 from verify_cli.cli import console
 from verify_cli.cli.executor_setup import open_executor
-from verify_cli.cli.options import ExecutorOpt, RayAddressOpt, SandboxOpt
+from verify_cli.cli.options import BackendOptionOpt, ExecutorOpt, RayAddressOpt, SandboxOpt, backend_options
 from verify_cli.errors import ExitCode
 from verify_cli.grading.grader import Grader
 from verify_cli.models.base import SamplingParams
@@ -69,7 +69,8 @@ def _show_outcome(status: str, score: float | None, reason: str, tests: Any) -> 
 
 
 def _exit_for(status: str) -> int:
-    return {"passed": ExitCode.OK, "failed": ExitCode.DEFECTIVE}.get(status, ExitCode.INFRA)
+    return {"passed": ExitCode.OK, "failed": ExitCode.DEFECTIVE,
+            "prompt_too_long": ExitCode.USAGE}.get(status, ExitCode.INFRA)
 
 
 @agent_app.command("run")
@@ -84,6 +85,7 @@ def agent_run_command(
         "--chat/--no-chat", show_default=False,
         help="openai: the chat API with tools (the default), or the text protocol over completions.")] = None,
     device: Annotated[str | None, typer.Option("--device", help="hf: cpu, cuda or auto (the default).")] = None,
+    backend_option: BackendOptionOpt = None,
     sandbox: SandboxOpt = "auto",
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Model replies at most.")] = 20,
     token_budget: Annotated[int, typer.Option("--token-budget", min=1, help="Tokens generated in all.")] = 32768,
@@ -110,13 +112,15 @@ def agent_run_command(
     """Run one agent episode on TASK, printed turn by turn, then its trusted grade. With
     ``--executor ray`` the session lives on one node of the cluster and is graded there.
 
-    Exit 0 when the grade passed, 1 when it failed, 3 when the machinery failed (no grade)."""
+    Exit 0 when the grade passed, 1 when it failed, 3 when the machinery failed (no grade), 2 when
+    the task's prompt does not fit the model's context (not played)."""
     if json_out == "-":
         console.use_stderr()
     task = load_task(task_path)
     # Each backend takes only its own options: those given are checked before anything starts.
     given = {"model": model, "base_url": base_url, "chat": chat, "device": device}
-    model_config = model_backend_config(backend, {k: v for k, v in given.items() if v is not None})
+    model_config = model_backend_config(backend, {**backend_options(backend_option),
+                                                  **{k: v for k, v in given.items() if v is not None}})
     limits = EpisodeLimits(max_turns=max_turns, token_budget=token_budget, wall_seconds=wall_seconds,
                            observation_chars=observation_chars, max_tool_calls=max_tool_calls)
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)

@@ -22,8 +22,17 @@ from verify_cli.checks.cache import ResultCache, default_cache_dir
 from verify_cli.cli import console
 from verify_cli.cli.console import Table
 from verify_cli.cli.executor_setup import open_executor, report_cluster
-from verify_cli.cli.options import ExecutorOpt, JobsOpt, PoolOpt, RayAddressOpt, SandboxOpt, sandbox_options
-from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, BucketScheme
+from verify_cli.cli.options import (
+    BackendOptionOpt,
+    ExecutorOpt,
+    JobsOpt,
+    PoolOpt,
+    RayAddressOpt,
+    SandboxOpt,
+    backend_options,
+    sandbox_options,
+)
+from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, PROMPT_TOO_LONG, BucketScheme
 from verify_cli.difficulty.defects import defects_from_check_tasks, defects_from_report, defects_of_load_failures
 from verify_cli.difficulty.inputs import is_data_set, task_dirs_from_data_set
 from verify_cli.difficulty.outputs import (
@@ -126,13 +135,15 @@ def _table(report: DifficultyReport, show: int, infra: dict[str, InfraReport] | 
     for col in ("task", "bucket", "n", "pass rate", "95% interval", "score", "visible", "statuses"):
         table.add_column(col, justify="right" if col in ("n", "pass rate", "score", "visible") else "left")
     # A task no sample could be graded in is listed with why, never left out of the table.
-    unrun = [t for t in report.tasks if t.stats.n == 0 and t.bucket != DEFECTIVE]
+    unrun = [t for t in report.tasks if t.stats.n == 0 and t.bucket not in (DEFECTIVE, PROMPT_TOO_LONG)]
     causes = {t.task_id: "; ".join(r.causes) for t in unrun if (r := (infra or {}).get(t.task_id))}
-    for t in picked + unrun + [t for t in report.tasks if t.bucket == DEFECTIVE]:
+    for t in picked + unrun + [t for t in report.tasks if t.bucket in (DEFECTIVE, PROMPT_TOO_LONG)]:
         s = t.stats
         statuses = ", ".join(f"{k} {v}" for k, v in s.status_counts.items() if v)
         if causes.get(t.task_id):
             statuses += f" ({causes[t.task_id][:80]})"
+        if t.bucket == PROMPT_TOO_LONG:
+            statuses = f"prompt of {t.prompt_tokens if t.prompt_tokens is not None else '?'} tokens does not fit"
         table.add_row(escape(t.task_id), t.bucket, str(s.n),
                       "-" if s.pass_rate is None else f"{s.pass_rate:.2f}",
                       "-" if not s.n else f"[{s.wilson_low:.2f}, {s.wilson_high:.2f}]",
@@ -165,9 +176,11 @@ def _summary(report: DifficultyReport, out: Path, dataset_counts: dict[str, int]
         "seconds": round(report.seconds, 3), "generation_seconds": round(report.generation_seconds, 3),
         "infra_errors": sum(t.stats.status_counts.get("infra_error", 0) for t in report.tasks),
         "infra": overall.to_dict(),
+        "prompt_too_long": sum(t.bucket == PROMPT_TOO_LONG for t in report.tasks),
         "dataset": dataset_counts, "out": str(out), "warnings": list(report.warnings),
         "tasks": [{"task_id": t.task_id, "bucket": t.bucket, "n": t.stats.n, "correct": t.stats.correct,
                    "pass_rate": t.stats.pass_rate, "cached": t.cached, "generated": t.generated,
+                   "prompt_tokens": t.prompt_tokens,
                    "visible_pass_hidden_fail": t.stats.visible_pass_hidden_fail,
                    "infra_error": infra[t.task_id].infra_errors,
                    "infra_causes": dict(infra[t.task_id].causes)} for t in report.tasks],
@@ -219,6 +232,7 @@ def difficulty_command(
     gpu_memory_utilization: Annotated[float | None, typer.Option(
         "--gpu-memory-utilization", help="vllm: fraction of GPU memory (default 0.9).")] = None,
     device: Annotated[str | None, typer.Option("--device", help="hf: cpu, cuda or auto (the default).")] = None,
+    backend_option: BackendOptionOpt = None,
     sandbox: SandboxOpt = "auto",
     pool_size: PoolOpt = None,
     executor: ExecutorOpt = "local",
@@ -276,7 +290,8 @@ def difficulty_command(
              "max_retries": max_retries, "timeout_seconds": request_timeout,
              "tensor_parallel_size": tensor_parallel_size, "gpu_memory_utilization": gpu_memory_utilization,
              "device": device}
-    model_config = model_backend_config(backend, {k: v for k, v in given.items() if v is not None})
+    model_config = model_backend_config(backend, {**backend_options(backend_option),
+                                                  **{k: v for k, v in given.items() if v is not None}})
     grader = open_executor(executor, sandbox=sandbox, sandbox_options=sandbox_options(pool_size=pool_size),
                            warm=not cold, ray_address=ray_address)
     with grader:
@@ -325,6 +340,10 @@ def difficulty_command(
         saved = report.fixed_budget - report.sampled
         console.info(f"adaptive: {report.sampled} samples instead of {report.fixed_budget} for a fixed budget "
                      f"({saved} saved, {100 * saved / report.fixed_budget:.0f}%)")
+    if summary["prompt_too_long"]:
+        console.warning(f"{summary['prompt_too_long']} task(s) have prompts that do not fit the model's context: "
+                        "bucketed 'prompt_too_long', never sampled (verify-cli tasks stats --tokenizer MODEL "
+                        "shows each prompt's length)")
     if json_out:
         write_json(json_out, summary)
     if summary["infra_errors"]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Annotated, Any
 
 import typer
+
+from verify_cli.errors import UsageError
 
 SandboxOpt = Annotated[str, typer.Option("--sandbox", "-s", help="Sandbox backend: auto, bwrap, docker, process.")]
 PoolOpt = Annotated[int | None, typer.Option("--pool-size", min=0, show_default=False, help=(
@@ -30,6 +33,25 @@ def sandbox_options(*, pool_size: int | None = None, docker_mode: str | None = N
         pool_size = SINGLE_USE_POOL  # the flag's default where it means something
     given = {"mode": docker_mode, "pool_size": pool_size}  # an explicit mode is checked first
     return {k: v for k, v in given.items() if v is not None}
+
+
+BackendOptionOpt = Annotated[list[str] | None, typer.Option(
+    "--backend-option", help="KEY=VALUE passed to the model backend (repeatable), e.g. dtype=bfloat16.")]
+
+
+def backend_options(pairs: list[str] | None) -> dict[str, Any]:
+    """``--backend-option KEY=VALUE`` pairs by config field (a value is read as JSON where it
+    parses: numbers, true/false; else kept as text)."""
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--backend-option {pair!r} is not KEY=VALUE", hint="e.g. --backend-option dtype=bfloat16")
+        try:
+            out[key.replace("-", "_")] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.replace("-", "_")] = value
+    return out
 
 
 def default_jobs() -> int:

@@ -15,6 +15,7 @@ from verify_cli.cli.console import Table
 from verify_cli.cli.options import DockerModeOpt, sandbox_options
 from verify_cli.errors import SandboxUnavailableError
 from verify_cli.report.files import write_json
+from verify_cli.report.prompt_lengths import PromptLength, model_prompt_lengths
 from verify_cli.report.task_set import (
     STAT_FIELDS,
     UNCHECKED,
@@ -35,6 +36,10 @@ JsonOpt = Annotated[str | None, typer.Option("--json", help="Write the result as
 SandboxOpt = Annotated[str, typer.Option("--sandbox", "-s", help="Backend whose cached check results count.")]
 RepeatsOpt = Annotated[int, typer.Option("--repeats", "-n", min=1, help="Repeats of the cached check-tasks runs.")]
 CacheOpt = Annotated[Path | None, typer.Option("--cache-dir", help="The check-tasks cache folder.")]
+TokenizerOpt = Annotated[Path | None, typer.Option(
+    "--tokenizer", help="A model folder: each task's prompt length in its tokens, against its context.")]
+ContextOpt = Annotated[int | None, typer.Option(
+    "--context-length", min=1, help="The context the prompts must fit (default: the --tokenizer model's).")]
 
 
 def _statuses(entries: Sequence[TaskEntry], checks: Path | None, sandbox: str, docker_mode: str | None,
@@ -77,8 +82,10 @@ def list_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = No
 @tasks_app.command("stats")
 def stats_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = None,
                   sandbox: SandboxOpt = "auto", docker_mode: DockerModeOpt = None,
-                  repeats: RepeatsOpt = DEFAULT_REPEATS, cache_dir: CacheOpt = None) -> None:
-    """Counts by domain, language, kind, difficulty bucket and check status."""
+                  repeats: RepeatsOpt = DEFAULT_REPEATS, cache_dir: CacheOpt = None,
+                  tokenizer: TokenizerOpt = None, context_length: ContextOpt = None) -> None:
+    """Counts by domain, language, kind, difficulty bucket and check status; with --tokenizer,
+    each task's prompt length in the model's tokens and whether it fits its context."""
     if json_out == "-":
         console.use_stderr()
     entries = catalog(path)
@@ -93,5 +100,40 @@ def stats_command(path: PathArg, checks: ChecksOpt = None, json_out: JsonOpt = N
         for value, count in stats[name].items():
             table.add_row(value, str(count))
         console.out.print(table)
+    if tokenizer is not None or context_length is not None:
+        loaded = [e.task for e in entries if e.task is not None]
+        lengths, context = model_prompt_lengths(loaded, tokenizer, context_length=context_length)
+        _prompt_table(lengths, context)
+        stats["context_length"] = context
+        stats["prompts"] = [p.to_dict() for p in lengths]
+        stats["prompt_too_long"] = sum(p.fits is False for p in lengths)
     if json_out:
         write_json(json_out, {"command": "tasks stats", **stats})
+
+
+#: Tasks the prompt-length table shows (the longest first).
+PROMPT_ROWS_SHOWN = 40
+
+
+def _prompt_table(lengths: list[PromptLength], context: int | None) -> None:
+    counted = any(p.tokens is not None for p in lengths)
+    title = "prompt length" + (f" (context {context} tokens)" if context else "")
+    table = Table(title=title, title_justify="left")
+    table.add_column("task")
+    table.add_column("chars", justify="right")
+    if counted:
+        table.add_column("tokens", justify="right")
+    if context:
+        table.add_column("fits")
+    longest = sorted(lengths, key=lambda p: (-(p.tokens or p.chars), p.task_id))
+    if len(longest) > PROMPT_ROWS_SHOWN:  # every task is in --json; the table shows the longest
+        table.title = f"{title}: the {PROMPT_ROWS_SHOWN} longest of {len(longest)}"
+        longest = longest[:PROMPT_ROWS_SHOWN]
+    for p in longest:
+        row = [p.task_id, str(p.chars)]
+        if counted:
+            row.append("-" if p.tokens is None else str(p.tokens))
+        if context:
+            row.append("-" if p.fits is None else "yes" if p.fits else "[bold red]prompt_too_long[/]")
+        table.add_row(*row)
+    console.out.print(table)

@@ -13,25 +13,12 @@ from rich.markup import escape
 from verify_cli.cli import console
 from verify_cli.cli.console import Table
 from verify_cli.cli.executor_setup import open_executor, report_cluster
-from verify_cli.cli.options import ExecutorOpt, RayAddressOpt, SandboxOpt
+from verify_cli.cli.options import ExecutorOpt, RayAddressOpt, SandboxOpt, backend_options
 from verify_cli.errors import UsageError
 from verify_cli.report.files import write_json
 from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
 
 trajectories_app = typer.Typer(no_args_is_help=True, help="Read training runs: summaries and exports.")
-
-
-def _backend_options(pairs: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--backend-option {pair!r} is not KEY=VALUE")
-        try:
-            out[key.replace("-", "_")] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key.replace("-", "_")] = value
-    return out
 
 
 def train_command(
@@ -123,7 +110,7 @@ def train_command(
     if selection.skipped:
         console.note(f"skipping {len(selection.skipped)} task(s) by difficulty bucket: "
                      + ", ".join(f"{k} ({v})" for k, v in sorted(selection.skipped.items())))
-    options = _backend_options(backend_option or [])
+    options = backend_options(backend_option)
     # The options difficulty and agent run take by name, as --backend-option KEY=VALUE does.
     given = {"model": model, "base_url": base_url, "chat": chat, "device": device}
     options.update({k: v for k, v in given.items() if v is not None})

@@ -2,7 +2,8 @@
 
 With thresholds (t1, t2): ``unsolved`` p = 0, ``hard`` 0 < p <= t1, ``medium`` t1 < p <= t2,
 ``easy`` t2 < p < 1, ``solved`` p = 1. A task check-tasks found defective is ``defective``,
-never ``unsolved`` (its tests, not the model, decide its pass rate).
+never ``unsolved`` (its tests, not the model, decide its pass rate); a task whose prompt does not
+fit the model's context is ``prompt_too_long`` (never sampled: the model cannot read it).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from dataclasses import dataclass
 from verify_cli.difficulty.stats import wilson_interval
 from verify_cli.errors import UsageError
 
-UNSOLVED, HARD, MEDIUM, EASY, SOLVED, DEFECTIVE, UNSAMPLED = (
-    "unsolved", "hard", "medium", "easy", "solved", "defective", "unsampled")
-#: Every bucket, from hardest to easiest, then the two that are not about the model.
-BUCKETS = (UNSOLVED, HARD, MEDIUM, EASY, SOLVED, DEFECTIVE, UNSAMPLED)
+UNSOLVED, HARD, MEDIUM, EASY, SOLVED, DEFECTIVE, UNSAMPLED, PROMPT_TOO_LONG = (
+    "unsolved", "hard", "medium", "easy", "solved", "defective", "unsampled", "prompt_too_long")
+#: Every bucket, from hardest to easiest, then the three that say no pass rate was measured.
+BUCKETS = (UNSOLVED, HARD, MEDIUM, EASY, SOLVED, DEFECTIVE, UNSAMPLED, PROMPT_TOO_LONG)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,9 @@ SAMPLE_FORMAT = "2"
 
 #: The longest a graded sample waits in the page cache before its file is synced to the disk.
 SYNC_SECONDS = 1.0
+#: Statuses never cached: a sandbox failure is graded again, and a prompt too long for the
+#: context is decided again (a run with a longer context generates it).
+_NOT_CACHED = frozenset({SampleStatus.INFRA_ERROR.value, SampleStatus.PROMPT_TOO_LONG.value})
 
 
 def sample_cache_key(task_hash: str, model_id: str, params_fingerprint: str, seed: int) -> str:
@@ -65,13 +68,13 @@ class SampleCache:
                 record = SampleRecord.from_line(line)
             except (ValueError, TypeError, KeyError):
                 continue
-            if record.status != SampleStatus.INFRA_ERROR.value:
+            if record.status not in _NOT_CACHED:
                 records[record.sample_index] = record
         return [records[i] for i in sorted(records)]
 
     def append(self, key: str, record: SampleRecord, *, line: str | None = None) -> None:
         """Append ``record`` to ``key``'s file (``line``: its :meth:`SampleRecord.to_line`, if made already)."""
-        if record.status == SampleStatus.INFRA_ERROR.value:
+        if record.status in _NOT_CACHED:
             return
         line = line if line is not None else record.to_line()
         path = self.path(key)

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, SOLVED, UNSAMPLED, UNSOLVED
+from verify_cli.difficulty.buckets import BUCKETS, DEFECTIVE, PROMPT_TOO_LONG, SOLVED, UNSAMPLED, UNSOLVED
 from verify_cli.difficulty.runner import DifficultyReport, TaskDifficulty
 from verify_cli.difficulty.samples import SampleRecord
 from verify_cli.difficulty.schema import DIFFICULTY_SCHEMA, SAMPLES_SCHEMA
@@ -37,6 +37,7 @@ def difficulty_rows(report: DifficultyReport) -> list[dict[str, Any]]:
             "mean_score": s.mean_score, "visible_pass_rate": s.visible_pass_rate,
             "visible_pass_hidden_fail": s.visible_pass_hidden_fail,
             **{k.value: s.status_counts.get(k.value, 0) for k in SampleStatus},
+            "prompt_tokens": t.prompt_tokens,
             "stopped_early": t.stopped_early, "defect": t.defect, "model": report.model_id,
         })
     return rows
@@ -108,15 +109,15 @@ def write_tables(report: DifficultyReport, out: Path) -> tuple[Path, Path]:
 
 
 def select_buckets(keep: Sequence[str] | None, drop_extremes: bool) -> tuple[str, ...]:
-    """The buckets the data set keeps: ``keep`` as given, else every bucket but ``defective``
-    and ``unsampled`` (less ``unsolved`` and ``solved`` with ``drop_extremes``)."""
+    """The buckets the data set keeps: ``keep`` as given, else every bucket but ``defective``,
+    ``unsampled`` and ``prompt_too_long`` (less ``unsolved`` and ``solved`` with ``drop_extremes``)."""
     if keep:
         unknown = [b for b in keep if b not in BUCKETS]
         if unknown:
             raise UsageError(f"--keep: unknown bucket {unknown[0]!r}", hint=f"buckets: {', '.join(BUCKETS)}")
         chosen = tuple(keep)
     else:
-        chosen = tuple(b for b in BUCKETS if b not in (DEFECTIVE, UNSAMPLED))
+        chosen = tuple(b for b in BUCKETS if b not in (DEFECTIVE, UNSAMPLED, PROMPT_TOO_LONG))
     if drop_extremes:
         chosen = tuple(b for b in chosen if b not in (UNSOLVED, SOLVED))
     return chosen

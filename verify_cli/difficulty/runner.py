@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from verify_cli.difficulty.buckets import DEFECTIVE, BucketScheme
+from verify_cli.difficulty.buckets import DEFECTIVE, PROMPT_TOO_LONG, BucketScheme
 from verify_cli.difficulty.cache import SampleCache, sample_cache_key
 from verify_cli.difficulty.samples import SampleRecord, has_hidden_tests, sample_record
 from verify_cli.difficulty.spill import Kept, RecordSpill, SpilledRecords
@@ -26,6 +26,7 @@ from verify_cli.grading.batch import BatchGrader
 from verify_cli.models.base import Completion, ModelBackend, SamplingParams
 from verify_cli.models.prompts import build_prompt
 from verify_cli.sampling.seeds import sample_seed
+from verify_cli.sampling.status import SampleStatus
 from verify_cli.sampling.step import AnswerStep, GradedSample, RetryPolicy, SampleStep
 from verify_cli.sampling.stream import generate_and_grade
 from verify_cli.sampling.supply import check_supply
@@ -80,6 +81,8 @@ class TaskDifficulty:
     domain: str = ""
     language: str = ""
     prompt: str = ""
+    #: The prompt's length in the model's tokens (None where the backend cannot count them).
+    prompt_tokens: int | None = None
 
 
 @dataclass
@@ -119,6 +122,10 @@ class _TaskState:
     cached: int
     generated: int = 0
     stopped_early: bool = False
+    prompt_tokens: int | None = None
+    #: The prompt leaves the model no room: never sampled (decided before generating, or the
+    #: backend said so for its first samples).
+    too_long: bool = False
 
     @property
     def counted(self) -> list[Kept]:
@@ -157,8 +164,21 @@ class _Run:
             self.states.append(_TaskState(task, key, task_hash, target, kept, cached=len(kept)))
         self.generated = self.graded = 0
         self.planned = sum(s.target for s in self.states)
+        self._measure_prompts()
         self.started = time.monotonic()
         self.generation_seconds = 0.0
+
+    def _measure_prompts(self) -> None:
+        """Each task's prompt length in the model's tokens, where the backend can count them; a
+        task whose prompt does not fit the model's context is never sampled."""
+        if self.backend.context_length is None:
+            return
+        for state in self.states:
+            prompt = build_prompt(state.task, self.backend.tokenizer, include_tests=self.options.include_tests)
+            state.prompt_tokens = self.backend.prompt_tokens(prompt)
+            if not self.backend.prompt_fits(prompt):
+                state.too_long = True
+                self.planned -= state.target - len(state.kept)
 
     def _progress(self, task_id: str) -> None:
         if self.on_progress is not None:
@@ -166,6 +186,9 @@ class _Run:
                                                 time.monotonic() - self.started, task_id))
 
     def _needs(self, state: _TaskState, looks: int) -> int:
+        if state.too_long or any(k.outcome.status is SampleStatus.PROMPT_TOO_LONG for k in state.kept):
+            state.too_long = True  # the backend found it too long: asking again gives the same
+            return 0
         counted = state.counted
         left = state.target - len(counted)
         if left <= 0:
@@ -190,7 +213,8 @@ class _Run:
             if not todo:
                 return
             if self.options.adaptive:  # an undecided task's remaining budget is still planned
-                self.planned = sum(len(s.counted) + (0 if s.stopped_early else max(0, s.target - len(s.counted)))
+                self.planned = sum(len(s.counted) + (0 if s.stopped_early or s.too_long
+                                                 else max(0, s.target - len(s.counted)))
                                    for s in self.states)
             self._round(todo)
             if not self.options.adaptive:
@@ -246,8 +270,10 @@ class _Run:
             kept = sorted(s.kept, key=lambda k: k.sample_index)
             stats = task_stats((k.outcome for k in kept), ks=opts.ks, confidence=opts.confidence)
             prompt = build_prompt(s.task, include_tests=opts.include_tests).messages[-1]["content"]
+            too_long = s.too_long or any(k.outcome.status is SampleStatus.PROMPT_TOO_LONG for k in kept)
+            bucket = PROMPT_TOO_LONG if too_long and stats.n == 0 else opts.scheme.bucket(stats.correct, stats.n)
             tasks.append(TaskDifficulty(
-                task_id=s.task.id, path=str(s.task.root), bucket=opts.scheme.bucket(stats.correct, stats.n),
+                task_id=s.task.id, path=str(s.task.root), bucket=bucket, prompt_tokens=s.prompt_tokens,
                 stats=stats, records=SpilledRecords(self.spill, [k.offset for k in kept]), cached=s.cached,
                 generated=s.generated, stopped_early=s.stopped_early, domain=s.task.domain,
                 language=s.task.language, prompt=prompt))

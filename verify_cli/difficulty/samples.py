@@ -109,7 +109,7 @@ def sample_record(graded: GradedSample, index: int, completion: Completion, *, g
                                   finish_reason=completion.finish_reason, token_ids=list(completion.token_ids),
                                   gen_seconds=round(gen_seconds, 4))
     status, result = graded.status, graded.grade
-    if result is None:  # a parse error, or an episode the machinery lost: nothing was graded
+    if result is None:  # a parse error, a prompt never generated, an episode the machinery lost: none graded
         return SampleRecord(files={}, status=status.value, score=graded.score, passed=False,
                             visible_passed=False if has_visible_tests(task) else None,
                             problems=list(graded.problems), attempts=0, **common)

@@ -129,6 +129,27 @@ class ModelBackend(ABC):
     #: Whether the backend renders prompts through a tokenizer's chat template itself.
     tokenizer: Any = None
 
+    @property
+    def context_length(self) -> int | None:
+        """Positions the model attends over, prompt and completion together (its config, its
+        tokenizer or its server says); None when not known (the model then decides)."""
+        return None
+
+    def prompt_tokens(self, prompt: Prompt) -> int | None:
+        """How many tokens ``prompt`` takes as this backend sends it; None when not known here.
+        Default: the prompt's own token ids, when the caller gave them."""
+        return len(prompt.prompt_token_ids) if prompt.prompt_token_ids is not None else None
+
+    def prompt_fits(self, prompt: Prompt) -> bool:
+        """Whether ``prompt`` leaves the model room to generate (True when either length is not
+        known). A prompt that does not fit is never generated: its samples come back with
+        ``finish_reason`` ``prompt_too_long`` (:mod:`verify_cli.models.context`)."""
+        ctx = self.context_length
+        if ctx is None:
+            return True
+        n = self.prompt_tokens(prompt)
+        return n is None or n < ctx
+
     @abstractmethod
     def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Completion]]:
         """``params.n`` completions for each prompt, in prompt order."""

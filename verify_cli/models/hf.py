@@ -17,6 +17,14 @@ from typing import Any, ClassVar
 from verify_cli.backend_config import BackendConfig
 from verify_cli.errors import UsageError
 from verify_cli.models.base import Completion, ModelBackend, Prompt, SamplingParams, prompt_seed
+from verify_cli.models.context import (
+    context_length_of_config,
+    context_length_of_tokenizer,
+    prompt_fits,
+    prompt_token_ids,
+    room_for,
+    too_long_completions,
+)
 from verify_cli.models.registry import register_model_backend
 
 
@@ -86,24 +94,29 @@ class HFBackend(ModelBackend):
         self.model.load_state_dict(dict(state_dict), strict=True)
         self.model.eval()
 
+    @property
+    def context_length(self) -> int | None:
+        """The model config's positions (``max_position_embeddings``), else the tokenizer's
+        ``model_max_length``."""
+        return context_length_of_config(self.model.config) or context_length_of_tokenizer(self.tokenizer)
+
+    def prompt_tokens(self, prompt: Prompt) -> int:
+        return len(self._prompt_ids(prompt))
+
     def _prompt_ids(self, prompt: Prompt) -> list[int]:
-        if prompt.prompt_token_ids is not None:
-            return list(prompt.prompt_token_ids)
-        chat = bool(getattr(self.tokenizer, "chat_template", None))
-        if chat and prompt.messages:
-            text = self.tokenizer.apply_chat_template([dict(m) for m in prompt.messages], tokenize=False,
-                                                      add_generation_prompt=True)
-        else:
-            text = prompt.text
-        return list(self.tokenizer(text, add_special_tokens=not chat)["input_ids"])
+        return prompt_token_ids(prompt, self.tokenizer)
 
     def _generate_one(self, prompt_ids: list[int], params: SamplingParams, seed: int | None) -> list[Completion]:
         import torch
 
+        ctx = self.context_length
+        if not prompt_fits(len(prompt_ids), ctx):  # decided before generating: never indexed past
+            return too_long_completions(params.n, tuple(prompt_ids))
         ids = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
         sample = params.temperature > 0
         kwargs: dict[str, Any] = dict(
-            max_new_tokens=params.max_tokens, do_sample=sample, num_return_sequences=params.n,
+            max_new_tokens=room_for(len(prompt_ids), params.max_tokens, ctx), do_sample=sample,
+            num_return_sequences=params.n,
             return_dict_in_generate=True, output_logits=params.logprobs,
             pad_token_id=self.tokenizer.pad_token_id, attention_mask=torch.ones_like(ids))
         if sample:

@@ -10,6 +10,7 @@ sampled tokens when asked for.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +29,7 @@ from verify_cli.models.base import (
     SamplingParams,
     prompt_seed,
 )
+from verify_cli.models.context import too_long_completions
 from verify_cli.models.registry import register_model_backend
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -37,6 +39,29 @@ class ServerError(ModelBackendError):
     """The server kept failing (or refused the request): nothing could be sampled."""
 
     exit_code = ExitCode.INFRA
+
+
+class ContextExceededError(ServerError):
+    """The server refused a prompt longer than the model's context (HTTP 400). The backend turns
+    it into ``prompt_too_long`` samples; it reaches a caller only through :meth:`OpenAIBackend._post`."""
+
+
+#: How vLLM (and OpenAI) say a prompt does not fit: "This model's maximum context length is N tokens".
+_CONTEXT_EXCEEDED = re.compile(r"maximum context length is (\d+) tokens|longer than the maximum model length",
+                               re.IGNORECASE)
+
+
+def served_context_length(models_reply: Mapping[str, Any], model: str) -> int | None:
+    """The ``max_model_len`` a ``GET /v1/models`` reply gives for ``model`` (vLLM's servers say
+    it; others do not: None)."""
+    entries = models_reply.get("data")
+    if not isinstance(entries, list):
+        return None
+    for entry in entries:
+        if isinstance(entry, Mapping) and entry.get("id") == model:
+            value = entry.get("max_model_len")
+            return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return None
 
 
 def request_body(prompt: Prompt, params: SamplingParams, *, model: str, chat: bool,
@@ -163,6 +188,23 @@ class OpenAIBackend(ModelBackend):
         self._lock = threading.Lock()
         #: Counters for reports: requests sent, retried, failed for good.
         self.stats = {"requests": 0, "retries": 0, "failures": 0}
+        self._context: tuple[int | None] | None = None  # asked of the server once
+
+    @property
+    def context_length(self) -> int | None:
+        """The served model's ``max_model_len``, as ``GET /v1/models`` says it (vLLM's servers do);
+        None when the server does not say (asked once)."""
+        if self._context is None:
+            found: int | None = None
+            try:
+                response = self._client.get(f"{self.base_url}/models")
+                if response.status_code == 200:
+                    data = response.json()
+                    found = served_context_length(data, self.model) if isinstance(data, dict) else None
+            except Exception:  # a server that cannot say leaves it to the server to decide
+                found = None
+            self._context = (found,)
+        return self._context[0]
 
     @property
     def model_id(self) -> str:
@@ -220,6 +262,9 @@ class OpenAIBackend(ModelBackend):
                     wait_hint = _retry_after(response.headers)
                 else:
                     self._count("failures")
+                    if response.status_code == 400 and _CONTEXT_EXCEEDED.search(response.text):
+                        raise ContextExceededError(f"{endpoint}: the prompt does not fit the model's context: "
+                                                   f"{response.text[:300]}")
                     raise ServerError(f"{endpoint} refused the request: HTTP {response.status_code}: "
                                       f"{response.text[:300]}",
                                       hint="check the model name and the sampling options the server takes")
@@ -232,9 +277,17 @@ class OpenAIBackend(ModelBackend):
                           hint="is the server up and reachable? raise --max-retries for a busy server")
 
     def _one(self, prompt: Prompt, params: SamplingParams, index: int) -> list[Completion]:
+        """The prompt's ``n`` completions; a prompt that does not fit the context (known before
+        sending where the prompt's tokens and the served context are, else as the server says)
+        gives ``prompt_too_long`` samples."""
+        if not self.prompt_fits(prompt):
+            return too_long_completions(params.n, prompt.prompt_token_ids)
         body = request_body(prompt, params, model=self.model, chat=self.chat,
                             seed=prompt_seed(prompt, params, index), extra=self.extra_body)
-        return completions_from_response(self._post(body), chat=self.chat)
+        try:
+            return completions_from_response(self._post(body), chat=self.chat)
+        except ContextExceededError:
+            return too_long_completions(params.n, prompt.prompt_token_ids)
 
     def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Completion]]:
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai") as pool:

@@ -167,7 +167,7 @@ class EpisodeRunner:
 
     def _grade(self, ep: Episode) -> Episode:
         started = time.monotonic()
-        sample = self.step.run(ep.task, Completion(ep.last_text, files=ep.last_files),
+        sample = self.step.run(ep.task, Completion(ep.last_text, files=ep.last_files, finish_reason=ep.finish_reason),
                                label=f"{ep.group_index}/{ep.sample_index}")
         ep.grade, ep.parse_error, ep.grade_attempts = sample.grade, sample.parse_error, sample.attempts
         ep.grading_seconds += time.monotonic() - started
@@ -247,7 +247,7 @@ class EpisodeRunner:
 
         timing.add(self._round(prompts, params, first))
         for turn in range(2, self.max_turns + 1):
-            final = (SampleStatus.PASSED, SampleStatus.INFRA_ERROR)
+            final = (SampleStatus.PASSED, SampleStatus.INFRA_ERROR, SampleStatus.PROMPT_TOO_LONG)
             todo = [ep for g in groups for ep in g if ep.reward is not None and ep.reward.status not in final]
             if not todo:
                 break

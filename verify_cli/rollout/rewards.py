@@ -64,6 +64,8 @@ def length_penalty(response_tokens: int, max_tokens: int, truncated: bool, confi
 def reward_of(sample: GradedSample, *, response_tokens: int, max_tokens: int, truncated: bool,
               config: RewardConfig) -> Reward:
     """The reward of one graded sample."""
+    if sample.status is SampleStatus.PROMPT_TOO_LONG:  # never generated: masked, no reward
+        return Reward(SampleStatus.PROMPT_TOO_LONG, None, None, 0.0, 0.0, 0, 0, sample.problems)
     lp = length_penalty(response_tokens, max_tokens, truncated, config)
     if sample.status is SampleStatus.PARSE_ERROR or sample.grade is None:
         fp = -config.format_penalty

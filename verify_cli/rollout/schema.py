@@ -76,7 +76,7 @@ TRAJECTORY_SCHEMA = pa.schema([
     _f("reward", pa.float64(), "total reward (score + shaping); null when masked", nullable=True),
     _f("reward_components", COMPONENTS_TYPE, "the reward's parts, reported separately"),
     _f("status", pa.string(), describe(TRAJECTORY_LABELS)),
-    _f("masked", pa.bool_(), "true when the sample must not be trained on (sandbox_error)"),
+    _f("masked", pa.bool_(), "true when the sample must not be trained on (sandbox_error, prompt_too_long)"),
     _f("tests_passed", pa.int32(), "tests passed in the final grading, hidden tests included"),
     _f("tests_total", pa.int32(), "tests reported in the final grading, hidden tests included"),
     _f("grade_attempts", pa.int32(), "sandbox runs of the final turn (retries after infra errors)"),

@@ -3,7 +3,9 @@
 ``passed``, ``failed`` and ``timeout`` are graded answers; ``parse_error`` is a format failure (no
 file could be taken from the completion: a failed sample that RL users may reward apart);
 ``infra_error`` is the sandbox's failure after every retry: never a score, never one of the ``n``
-samples, masked in training.
+samples, masked in training. ``prompt_too_long`` is a sample never generated because the task's
+prompt leaves the model no room (:mod:`verify_cli.models.context`): like an infrastructure error
+it is never a score, never counted, masked in training, and nothing is graded.
 
 Trajectory shards spell the same statuses as they always have (``ok``, ``wrong``, ``timeout``,
 ``parse_error``, ``sandbox_error``): :attr:`SampleStatus.trajectory_label` is that spelling,
@@ -24,16 +26,17 @@ class SampleStatus(StrEnum):
     TIMEOUT = "timeout"  # graded: the tests ran past the task's wall limit (the candidate's fault)
     PARSE_ERROR = "parse_error"  # no file could be taken from the completion: a format failure
     INFRA_ERROR = "infra_error"  # the sandbox failed after every retry: never scored
+    PROMPT_TOO_LONG = "prompt_too_long"  # the prompt does not fit the model's context: never generated
 
     @property
     def counts(self) -> bool:
         """Whether a sample with this status is one of the ``n`` samples of a pass rate."""
-        return self is not SampleStatus.INFRA_ERROR
+        return self not in _UNSCORED
 
     @property
     def masked(self) -> bool:
         """Whether a trainer must leave the sample out (it was never scored)."""
-        return self is SampleStatus.INFRA_ERROR
+        return self in _UNSCORED
 
     @property
     def trajectory_label(self) -> str:
@@ -41,8 +44,10 @@ class SampleStatus(StrEnum):
         return _TRAJECTORY_LABELS[self]
 
 
+_UNSCORED = frozenset({SampleStatus.INFRA_ERROR, SampleStatus.PROMPT_TOO_LONG})
 _TRAJECTORY_LABELS = {SampleStatus.PASSED: "ok", SampleStatus.FAILED: "wrong", SampleStatus.TIMEOUT: "timeout",
-                      SampleStatus.PARSE_ERROR: "parse_error", SampleStatus.INFRA_ERROR: "sandbox_error"}
+                      SampleStatus.PARSE_ERROR: "parse_error", SampleStatus.INFRA_ERROR: "sandbox_error",
+                      SampleStatus.PROMPT_TOO_LONG: "prompt_too_long"}
 
 #: The trajectory spellings, in the order of :class:`SampleStatus`.
 TRAJECTORY_LABELS: tuple[str, ...] = tuple(s.trajectory_label for s in SampleStatus)

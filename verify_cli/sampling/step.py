@@ -23,6 +23,7 @@ from verify_cli.grading.batch import BatchGrader
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.models.base import Completion
+from verify_cli.models.context import is_too_long
 from verify_cli.models.prompts import Extraction, extract_for_task, files_to_candidate
 from verify_cli.sampling.status import SampleStatus, status_of
 from verify_cli.tasks.model import Task
@@ -65,7 +66,7 @@ class GradedSample:
     @property
     def score(self) -> float | None:
         """The task's partial-credit score: 0 for a parse error, None for an infrastructure error."""
-        if self.status is SampleStatus.INFRA_ERROR:
+        if not self.status.counts:  # an infrastructure error, a prompt never generated
             return None
         if self.grade is None:
             return 0.0
@@ -107,6 +108,12 @@ def answer_files(task: Task, completion: Completion) -> Extraction:
     return extract_for_task(task, completion.text)
 
 
+def too_long_sample(task: Task) -> GradedSample:
+    """The sample of a prompt that did not fit the model's context (never generated, never graded)."""
+    return GradedSample(task=task, status=SampleStatus.PROMPT_TOO_LONG,
+                        parse_error="the prompt does not fit the model's context")
+
+
 class SampleStep(ABC):
     """Turns what the model produced for a task into one :class:`GradedSample`.
 
@@ -126,6 +133,8 @@ class AnswerStep(SampleStep):
         self.retry = retry or RetryPolicy()
 
     def run(self, task: Task, completion: Completion, *, label: str = "") -> GradedSample:
+        if is_too_long(completion):  # never generated: nothing to grade
+            return too_long_sample(task)
         extraction = answer_files(task, completion)
         if not extraction.ok:
             return GradedSample(task=task, status=SampleStatus.PARSE_ERROR,
