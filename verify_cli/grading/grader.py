@@ -259,6 +259,10 @@ def refuse_in_process_candidate(req: GradeRequest, sandbox: Sandbox, plan: Isola
         raise UsageError(f"{req.task.id}: {sandbox.refuses_candidates}")
 
 
+#: The phases held to the tests the task declares (the reference and starter define or ignore them).
+EXPECTING_PHASES = frozenset({Phase.CANDIDATE, Phase.MUTANT, Phase.PROBE})
+
+
 class Grader:
     """Grades requests in one sandbox backend. Safe to share between threads.
 
@@ -274,6 +278,10 @@ class Grader:
         self.warm = warm
         self._warm: WarmRunner | None = None
         self._warm_lock = threading.Lock()
+        #: Tests each task declares (collected once from its pristine reference), by task.
+        self._expected: dict[tuple[str, str], frozenset[str]] = {}
+        self._expected_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._expected_lock = threading.Lock()
 
     def _warm_runner(self) -> WarmRunner | None:
         if not self.warm:
@@ -310,8 +318,41 @@ class Grader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def expected_tests(self, task: Task) -> frozenset[str] | None:
+        """The tests ``task`` declares: those its pristine reference reports, collected once per
+        task by this grader (a reference run) and kept. None while no reference run could be had
+        (it failed in the sandbox: asked again next time) or where it reported none."""
+        key = (task.id, str(task.root))
+        with self._expected_lock:
+            if key in self._expected:
+                return self._expected[key]
+            lock = self._expected_locks.setdefault(key, threading.Lock())
+        with lock:  # one reference run per task, however many candidates wait for it
+            with self._expected_lock:
+                if key in self._expected:
+                    return self._expected[key]
+            reference = self._grade(GradeRequest(task, Phase.REFERENCE, label="expected-tests"))
+            if reference.status is not GradeStatus.GRADED or not reference.tests:
+                return None
+            found = frozenset(t.id for t in reference.tests if t.outcome is not Outcome.MISSING)
+            with self._expected_lock:
+                self._expected[key] = found
+            return found
+
     def grade(self, req: GradeRequest) -> GradeResult:
-        """Lay out the phase, run the task's test command, judge the evidence."""
+        """Lay out the phase, run the task's test command, judge the evidence.
+
+        A candidate, mutant or probe is held to the tests the task declares (``expected_tests``;
+        where the request names none, :meth:`expected_tests` collects them once from the
+        reference): one its run does not report counts as failed, never as absent."""
+        if (req.phase in EXPECTING_PHASES and req.expected_tests is None and req.select_tests is None
+                and not req.fail_fast):
+            expected = self.expected_tests(req.task)
+            if expected:
+                req = replace(req, expected_tests=expected)
+        return self._grade(req)
+
+    def _grade(self, req: GradeRequest) -> GradeResult:
         started = time.monotonic()
         task = req.task
         root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-",
@@ -319,7 +360,7 @@ class Grader:
         kind = kind_of(task)
         seal_key = new_seal_key() if kind.needs_seal_key(task) else None
         try:
-            laid = lay_out(task, req.phase, root, req.candidate)
+            laid = lay_out(task, req.phase, root, req.candidate, trusted=kind.trusted_files(task))
             plan = plan_isolation(task, self.sandbox, coverage=bool(req.coverage_files))
             refuse_in_process_candidate(req, self.sandbox, plan)
             env = request_environment(req, seal_key)
