@@ -132,8 +132,10 @@ for name, case in cases.items():
     except Exception:
         passed = False
     ok = ok and passed
-    out.append(f'<testcase classname="check" name="{name}"' + ("/>" if passed else '><failure message="no"/></testcase>'))
-open(os.path.join(os.environ["VERIFY_RESULTS_DIR"], "junit.xml"), "w").write("<testsuites>" + "".join(out) + "</testsuites>")
+    out.append(f'<testcase classname="check" name="{name}"'
+               + ("/>" if passed else '><failure message="no"/></testcase>'))
+with open(os.path.join(os.environ["VERIFY_RESULTS_DIR"], "junit.xml"), "w") as fh:
+    fh.write("<testsuites>" + "".join(out) + "</testsuites>")
 sys.exit(0 if ok else 1)
 """
 

@@ -13,8 +13,8 @@ from verify_cli.grading.junit import TestOutcome
 from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV
 from verify_cli.grading.two_process import python_candidate_modules
 from verify_cli.kinds.base import HarnessOptions, Kind, TwoProcessRuntime
-from verify_cli.kinds.pytest_config import TRUSTED_ADDOPTS, TRUSTED_INI, trusted_ini
 from verify_cli.kinds.pytest_command import parse_pytest_command, parse_pytest_words
+from verify_cli.kinds.pytest_config import TRUSTED_ADDOPTS, TRUSTED_INI, trusted_ini
 from verify_cli.kinds.record import check_record
 from verify_cli.kinds.registry import register_kind
 from verify_cli.sandbox.base import RunResult, RunSpec, WarmHost, WarmInvocation
