@@ -729,7 +729,7 @@ class CandidateModule(types.ModuleType):
     def _verify_fetch(self, own: dict[str, Any], name: str) -> Any:
         desc = own.get("_verify_desc")
         try:
-            value = _cross("getattr", target=_ref(desc), name=name)
+            value = _cross("getattr", target=_ref(desc), name=name)  # type: ignore[arg-type]
         except AttributeError:
             own.pop(name, None)
             own.get("_verify_live", set()).discard(name)
