@@ -133,14 +133,39 @@ def _gap_check(findings: GapFindings, runs: int) -> CheckResult:
                        + "; or ".join(remedies))
 
 
+def grader_nondeterministic(references: Sequence[GradeResult], flaky: Sequence[str],
+                           in_process_runs: Sequence[GradeResult]) -> list[str]:
+    """Of the tests that changed outcome between two-process repeats, those the grader's
+    nondeterminism explains: each two-process run that did not pass one has an in-process run
+    of the same seed (the same test order) that passed it. A flaky task fails in-process too."""
+    by_seed: dict[int | None, list[GradeResult]] = {}
+    for r in in_process_runs:
+        if r.status is GradeStatus.GRADED:
+            by_seed.setdefault(r.seed, []).append(r)
+    out: list[str] = []
+    for tid in flaky:
+        failing = [r for r in references if r.status is GradeStatus.GRADED and r.isolation == TWO_PROCESS
+                   and not any(t.id == tid and t.outcome.ok for t in r.tests)]
+        if failing and all(
+                by_seed.get(r.seed) and all(any(t.id == tid and t.outcome.ok for t in ip.tests)
+                                            for ip in by_seed[r.seed])
+                for r in failing):
+            out.append(tid)
+    return out
+
+
 def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult,
-             in_process: GradeResult | None = None) -> list[CheckResult]:
+             in_process: GradeResult | None = None,
+             order_rechecks: Sequence[GradeResult] = ()) -> list[CheckResult]:
     """The checks of one task from its graded runs (pure: no sandbox here).
 
     ``in_process`` is the reference re-run once in-process after failing two-process: the
     tests that pass there and failed only two-process are not the reference's fault
     (:mod:`verify_cli.checks.two_process_gaps`); they get the ``two-process`` check's
-    not-gradeable verdict instead of ``reference-passes`` failing.
+    not-gradeable verdict instead of ``reference-passes`` failing. ``order_rechecks`` are
+    in-process re-runs under the seeds of two-process runs where a test that changed outcome
+    failed: a test they all pass is the grader's nondeterminism (``grader-nondeterminism``,
+    not gradeable two-process), never called flaky.
     """
     checks = [CheckResult("schema", CheckStatus.PASS)]
     graded = [r for r in references if r.status is GradeStatus.GRADED]
@@ -171,6 +196,18 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     # one that changes outcome between two-process runs is still flaky.
     flaky = sorted(tid for tid, seen in outcomes.items()
                    if len(seen) > 1 and (tid not in gap_ids or Outcome.PASSED in seen))
+    same_order = [*([in_process] if in_process is not None else []), *order_rechecks]
+    grader_made = set(grader_nondeterministic(references, flaky, same_order)) if flaky else set()
+    if grader_made:
+        flaky = [tid for tid in flaky if tid not in grader_made]
+        more = f" and {len(grader_made) - 3} more" if len(grader_made) > 3 else ""
+        shown = ", ".join(sorted(grader_made)[:3]) + more
+        checks.append(CheckResult(
+            "grader-nondeterminism", CheckStatus.NOT_GRADEABLE,
+            f"{len(grader_made)} test(s) changed outcome between two-process repeats of the same reference and "
+            f"passed in-process under the seed (the test order) of every two-process run that failed them: {shown}. "
+            "That is the two-process grader's nondeterminism, not a flaky task; grade it in-process "
+            '(isolation = "in-process" in task.toml) and report the test to verify-cli'))
     if flaky:
         details = ", ".join(f"{tid} ({'/'.join(sorted(o.value for o in outcomes[tid]))})" for tid in flaky[:3])
         checks.append(CheckResult("flaky", CheckStatus.FAIL,
@@ -178,7 +215,10 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     elif len(graded) > 1:
         checks.append(CheckResult("flaky", CheckStatus.PASS))
 
-    failing = [r for r in graded if not r.passed or collected - {t.id for t in r.tests}]
+    # A run whose only failures are the grader's nondeterminism is not the reference's failure.
+    failing = [r for r in graded if (not r.passed or collected - {t.id for t in r.tests})
+               and not (grader_made and {t.id for t in r.tests if not t.outcome.ok} | (
+                   collected - {t.id for t in r.tests}) <= grader_made)]
     if graded and not failing:
         checks.append(CheckResult("reference-passes", CheckStatus.PASS))
     elif only_gaps:
@@ -240,13 +280,14 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
 
 
 def _report(task: Task, references: list[GradeResult], starter: GradeResult,
-            in_process: GradeResult | None = None) -> TaskReport:
+            in_process: GradeResult | None = None, order_rechecks: Sequence[GradeResult] = ()) -> TaskReport:
     graded = [r for r in references if r.status is GradeStatus.GRADED]
     ref_time = statistics.median(r.run.wall_seconds for r in graded) if graded else None
-    extra = [in_process] if in_process is not None else []
+    extra = [*([in_process] if in_process is not None else []), *order_rechecks]
     runs: list[dict[str, Any]] = [r.to_dict() for r in [*references, starter, *extra]]
     return TaskReport(task_id=task.id, path=str(task.root), domain=task.domain, language=task.language,
-                      checks=evaluate(task, references, starter, in_process), reference_seconds=ref_time,
+                      checks=evaluate(task, references, starter, in_process, order_rechecks),
+                      reference_seconds=ref_time,
                       runs=runs, isolation=starter.isolation, isolation_notes=list(starter.isolation_notes))
 
 
@@ -270,6 +311,29 @@ def _gap_findings(task: Task, references: Sequence[GradeResult],
 def _only_gaps(findings: GapFindings | None) -> bool:
     """Every two-process failure is a gap (fails every two-process run, passes in-process)."""
     return findings is not None and bool(findings.gaps) and not (findings.still_failing or findings.inconsistent)
+
+
+#: The label suffix of the in-process re-runs that tell the grader's nondeterminism from a flaky task.
+ORDER_RECHECK = "same-order"
+#: At most this many such re-runs per task.
+MAX_ORDER_RECHECKS = 3
+
+
+def _order_recheck_seeds(runs: Sequence[GradeResult], in_process: GradeResult | None) -> list[int]:
+    """The seeds of the two-process reference runs that failed a test another two-process run
+    passed (at most MAX_ORDER_RECHECKS), less the one the in-process re-run already used."""
+    refs = [r for r in runs if r.phase is Phase.REFERENCE and r.status is GradeStatus.GRADED
+            and r.isolation == TWO_PROCESS]
+    passed_somewhere = {t.id for r in refs for t in r.tests if t.outcome.ok}
+    seeds: list[int] = []
+    for r in sorted(refs, key=lambda r: r.seed if r.seed is not None else -1):
+        failed = {t.id for t in r.tests if not t.outcome.ok}
+        if r.seed is None or not failed & passed_somewhere or r.seed in seeds:
+            continue
+        if in_process is not None and in_process.seed == r.seed:
+            continue
+        seeds.append(r.seed)
+    return seeds[:MAX_ORDER_RECHECKS]
 
 
 def _needs_more_runs(runs: Sequence[GradeResult]) -> bool:
@@ -327,6 +391,7 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
     done = 0
 
     rechecks: dict[int, GradeResult] = {}
+    order_rechecks: dict[int, list[GradeResult]] = {i: [] for i, _, _ in todo}
 
     def run(requests: list[GradeRequest]) -> None:
         nonlocal done
@@ -335,6 +400,8 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
             index, _, kind = r.label.partition("/")
             if kind == IN_PROCESS_RECHECK:
                 rechecks[int(index)] = r
+            elif kind == ORDER_RECHECK:
+                order_rechecks[int(index)].append(r)
             else:
                 results[int(index)].append(r)
             if on_progress:
@@ -369,11 +436,22 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         wave3 += [GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)) for seed in more]
         total += len(more)
     run(wave3)
+    # Before a test that changed outcome between two-process repeats is called flaky: the same
+    # reference, in-process, under the seed (the test order) of each two-process run that failed
+    # it. Passing there every time, its failures were the grader's, not the task's.
+    wave4: list[GradeRequest] = []
+    for i, task, _ in todo:
+        seeds = _order_recheck_seeds(results[i], rechecks.get(i))
+        wave4 += [GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), Phase.REFERENCE, seed=seed,
+                               label=f"{i}/{ORDER_RECHECK}") for seed in seeds]
+        total += len(seeds)
+    run(wave4)
     for i, task, key in todo:
         runs = results[i]
         refs = sorted((r for r in runs if r.phase is Phase.REFERENCE), key=lambda r: r.seed or 0)
         starter = next(r for r in runs if r.phase is Phase.STARTER)
-        report = _report(task, refs, starter, rechecks.get(i))
+        report = _report(task, refs, starter, rechecks.get(i),
+                         sorted(order_rechecks[i], key=lambda r: r.seed or 0))
         reports[i] = report
         if cache is not None and report.verdict.value != "error":
             cache.put(key, report.to_dict())
