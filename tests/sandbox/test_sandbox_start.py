@@ -116,3 +116,16 @@ def test_a_probe_retries_a_namespace_shortage(tmp_path: Path, monkeypatch: pytes
     _on_path(monkeypatch, folder)
     assert BwrapSandbox.availability().available
     assert standin_starts(folder) == 2
+
+
+def test_a_session_whose_bwrap_cannot_start_is_an_infra_error(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from verify_cli.sandbox.sessions.base import SessionInfraError
+
+    sandbox = BwrapSandbox()
+    _on_path(monkeypatch, standin_bwrap(tmp_path / "bin"))
+    try:
+        with pytest.raises(SessionInfraError, match="Creating new namespace failed"):
+            sandbox.open_session()
+    finally:
+        sandbox.close()
