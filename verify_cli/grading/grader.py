@@ -360,7 +360,7 @@ class Grader:
         kind = kind_of(task)
         seal_key = new_seal_key() if kind.needs_seal_key(task) else None
         try:
-            laid = lay_out(task, req.phase, root, req.candidate, trusted=kind.trusted_files(task))
+            laid = lay_out(task, req.phase, root, req.candidate)
             plan = plan_isolation(task, self.sandbox, coverage=bool(req.coverage_files))
             refuse_in_process_candidate(req, self.sandbox, plan)
             env = request_environment(req, seal_key)

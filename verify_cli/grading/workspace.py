@@ -128,10 +128,14 @@ def is_repository_test_file(task: Task, rel: str) -> bool:
 
 def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes] | None = None,
             *, trusted: Mapping[str, bytes] | None = None) -> LaidOut:
-    """Fill the empty folder ``root`` with the work folder of ``phase``; ``trusted`` (the
-    kind's :meth:`~verify_cli.kinds.base.Kind.trusted_files`) last of all, and a candidate
-    file of one of their paths is never taken."""
-    trusted = trusted or {}
+    """Fill the empty folder ``root`` with the work folder of ``phase``; ``trusted`` (default:
+    the task kind's :meth:`~verify_cli.kinds.base.Kind.trusted_files`, the configuration its
+    runs' environment names) last of all, and a candidate file of one of their paths is never
+    taken."""
+    if trusted is None:
+        from verify_cli.kinds.registry import kind_of  # kinds build on grading: imported late
+
+        trusted = kind_of(task).trusted_files(task)
     made: set[str] = set()  # folders already made in this layout
     for rel, src in task.starter_files().items():
         _copy(root, rel, src, made)
