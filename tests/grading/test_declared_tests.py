@@ -20,6 +20,8 @@ from verify_cli.grading.grader import Grader, GradeRequest, GradeStatus
 from verify_cli.grading.junit import Outcome
 from verify_cli.grading.workspace import Phase
 from verify_cli.kinds.pytest_config import TRUSTED_INI, pristine_settings, render_ini
+from verify_cli.sandbox.base import Sandbox
+from verify_cli.sandbox.kit.testing import FakeSandbox
 from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.tasks.loader import load_task
 
@@ -193,3 +195,17 @@ def test_toml_lists_render_as_ini_lines(tmp_path: Path) -> None:
     text = render_ini(pristine_settings({"pyproject.toml": tmp_path / "pyproject.toml"}))
     assert "markers = \n    a: one\n    b: two" in text
     assert "xfail_strict = true" in text and "minversion = 7.0" in text
+
+
+def test_a_candidate_whose_declared_tests_could_not_be_collected_is_unscored(
+        tmp_path: Path, process_sandbox: Sandbox) -> None:
+    task = load_task(_skipping_task(tmp_path / "task"))
+    box = FakeSandbox(inner=process_sandbox, fail_first=1, fail_message="daemon hiccup")  # the reference run
+    grader = Grader(box)
+    right = {"solution.py": b"def total(values):\n    return sum(values)\n"}
+    first = grader.grade(GradeRequest(task, Phase.CANDIDATE, candidate=right, seed=7, label="x"))
+    assert first.status is GradeStatus.INFRA_ERROR and first.score is None
+    assert (first.phase, first.seed, first.label) == (Phase.CANDIDATE, 7, "x")
+    assert "collecting the task's declared tests" in first.problems[0] and "daemon hiccup" in first.problems[0]
+    again = grader.grade(GradeRequest(task, Phase.CANDIDATE, candidate=right))  # asked again: collected now
+    assert again.status is GradeStatus.GRADED and again.passed and box.runs == 3

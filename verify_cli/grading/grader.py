@@ -322,32 +322,44 @@ class Grader:
         """The tests ``task`` declares: those its pristine reference reports, collected once per
         task by this grader (a reference run) and kept. None while no reference run could be had
         (it failed in the sandbox: asked again next time) or where it reported none."""
+        return self._expectation(task)[0]
+
+    def _expectation(self, task: Task) -> tuple[frozenset[str] | None, GradeResult | None]:
+        """:meth:`expected_tests`, and the reference's result where the sandbox failed it."""
         key = (task.id, str(task.root))
         with self._expected_lock:
             if key in self._expected:
-                return self._expected[key]
+                return self._expected[key], None
             lock = self._expected_locks.setdefault(key, threading.Lock())
         with lock:  # one reference run per task, however many candidates wait for it
             with self._expected_lock:
                 if key in self._expected:
-                    return self._expected[key]
+                    return self._expected[key], None
             reference = self._grade(GradeRequest(task, Phase.REFERENCE, label="expected-tests"))
-            if reference.status is not GradeStatus.GRADED or not reference.tests:
-                return None
+            if reference.status is not GradeStatus.GRADED:
+                return None, reference
+            if not reference.tests:
+                return None, None
             found = frozenset(t.id for t in reference.tests if t.outcome is not Outcome.MISSING)
             with self._expected_lock:
                 self._expected[key] = found
-            return found
+            return found, None
 
     def grade(self, req: GradeRequest) -> GradeResult:
         """Lay out the phase, run the task's test command, judge the evidence.
 
         A candidate, mutant or probe is held to the tests the task declares (``expected_tests``;
         where the request names none, :meth:`expected_tests` collects them once from the
-        reference): one its run does not report counts as failed, never as absent."""
+        reference): one its run does not report counts as failed, never as absent. Where the
+        sandbox failed that reference run, the request is an ``infra_error`` too (it could not
+        be graded soundly) and the next request asks again."""
         if (req.phase in EXPECTING_PHASES and req.expected_tests is None and req.select_tests is None
                 and not req.fail_fast):
-            expected = self.expected_tests(req.task)
+            expected, failure = self._expectation(req.task)
+            if failure is not None:
+                return replace(failure, phase=req.phase, seed=req.seed, label=req.label, ignored_files=(),
+                               problems=tuple(f"collecting the task's declared tests: {p}"
+                                              for p in failure.problems))
             if expected:
                 req = replace(req, expected_tests=expected)
         return self._grade(req)
