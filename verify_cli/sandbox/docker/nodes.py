@@ -495,11 +495,13 @@ class NodeEngine(DockerExecs):
                 elapsed = seconds[0] if seconds else clock.stop()
                 collect.cancel()
             writer.join(timeout=5)
-        return self._judge(node, spec, trailer, killer, gate, elapsed, stdout, stderr)
+        # The job shell's two-process runs mark their tests' start (two_process.trusted_argv);
+        # a warm node's job starts the tests itself.
+        return self._judge(node, spec, trailer, killer, gate, elapsed, stdout, stderr, tests_mark=job is None)
 
     def _judge(self, node: Node, spec: RunSpec, trailer: _Trailer | None, killer: Killer,
                gate: ReadyGate, elapsed: float, stdout: BoundedCapture,
-               stderr: BoundedCapture) -> tuple[RunResult, bool]:
+               stderr: BoundedCapture, *, tests_mark: bool = True) -> tuple[RunResult, bool]:
         name = self._backend
         if killer.reason in ("output", "timeout"):
             verdict, _, message = judge_run(ExecOutcome(None, killer.reason, elapsed), None,
@@ -537,7 +539,8 @@ class NodeEngine(DockerExecs):
                                  f"{MAX_RESULTS_ARCHIVE_BYTES} bytes")), False
         err: CapturedOutput = stderr.result()
         results = dict(trailer.results)
-        if spec.candidate is not None and results.pop(TESTS_STARTED_FILE, None) is None:
+        started = results.pop(TESTS_STARTED_FILE, None) is not None
+        if spec.candidate is not None and tests_mark and not started:
             # The tests' nested sandbox never began (its bwrap or the no-links namespace failed):
             # nothing of the tests ran, whatever the exit status says.
             return RunResult(Verdict.INFRA_ERROR, name, exit_code=trailer.status, wall_seconds=elapsed,
