@@ -34,6 +34,8 @@ def standin_bwrap(folder: Path, *, fail_every: int = 1, nested: bool = False) ->
     start runs the real bwrap, but each bwrap started inside the sandbox fails instead (a
     stand-in bound over the sandbox's own ``bwrap``).
     """
+    if fail_every < 1:
+        raise ValueError("fail_every must be at least 1 (every start fails)")
     folder.mkdir(parents=True, exist_ok=True)
     real = _real_bwrap()
     failing = folder / "bwrap-failing"
@@ -53,8 +55,8 @@ def standin_bwrap(folder: Path, *, fail_every: int = 1, nested: bool = False) ->
                 'done\n'
                 f'exec {shlex.quote(real)} "$@"\n')
     else:
-        # One start at a time counts (flock(1), util-linux, on its own lock file
-        # and descriptor: the run's descriptors pass through untouched): concurrent runs each get their number.
+        # One start at a time counts (flock(1), util-linux, on a lock file of its own; the run's
+        # descriptors pass through untouched): concurrent starts each get their own number.
         body = (f"counter={shlex.quote(str(counter))}\n"
                 'n=$(flock "$counter.lock" sh -c \'n=$(cat "$1" 2>/dev/null || echo 0); '
                 'echo $((n + 1)) > "$1"; echo $n\' sh "$counter")\n'
