@@ -209,3 +209,15 @@ def test_a_candidate_whose_declared_tests_could_not_be_collected_is_unscored(
     assert "collecting the task's declared tests" in first.problems[0] and "daemon hiccup" in first.problems[0]
     again = grader.grade(GradeRequest(task, Phase.CANDIDATE, candidate=right))  # asked again: collected now
     assert again.status is GradeStatus.GRADED and again.passed and box.runs == 3
+
+
+def test_copies_of_a_task_share_one_collection_of_its_declared_tests(
+        tmp_path: Path, process_sandbox: Sandbox) -> None:
+    # An agent episode's visible-tests task is a fresh copy of the task each episode.
+    first = load_task(_skipping_task(tmp_path / "one"))
+    second = load_task(_skipping_task(tmp_path / "two"))
+    box = FakeSandbox(inner=process_sandbox)
+    grader = Grader(box)
+    right = {"solution.py": b"def total(values):\n    return sum(values)\n"}
+    assert grader.grade(GradeRequest(first, Phase.CANDIDATE, candidate=right)).passed and box.runs == 2
+    assert grader.grade(GradeRequest(second, Phase.CANDIDATE, candidate=right)).passed and box.runs == 3

@@ -9,6 +9,7 @@ own (``infra_error``) and never a score.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import shutil
 import tempfile
 import threading
@@ -259,6 +260,19 @@ def refuse_in_process_candidate(req: GradeRequest, sandbox: Sandbox, plan: Isola
         raise UsageError(f"{req.task.id}: {sandbox.refuses_candidates}")
 
 
+def _expectation_key(task: Task) -> tuple[str, str]:
+    """What a task's declared tests depend on: its id, test command and test files (by content,
+    so that a copy of the task, as an agent episode's visible-tests task is, shares them)."""
+    digest = hashlib.sha256(task.test.command.encode())
+    for rel, path in sorted(task.test_files().items()):
+        digest.update(b"\0" + rel.encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"\1unreadable")
+    return task.id, digest.hexdigest()
+
+
 #: The phases held to the tests the task declares (the reference and starter define or ignore them).
 EXPECTING_PHASES = frozenset({Phase.CANDIDATE, Phase.MUTANT, Phase.PROBE})
 
@@ -326,7 +340,7 @@ class Grader:
 
     def _expectation(self, task: Task) -> tuple[frozenset[str] | None, GradeResult | None]:
         """:meth:`expected_tests`, and the reference's result where the sandbox failed it."""
-        key = (task.id, str(task.root))
+        key = _expectation_key(task)
         with self._expected_lock:
             if key in self._expected:
                 return self._expected[key], None
