@@ -1,9 +1,10 @@
 """check-tasks tells the grader's nondeterminism apart from a flaky task before calling it flaky.
 
-A test that changes outcome between two-process repeats of the same correct reference and
-passes in-process under the seed (the test order) of every two-process run that failed it was
-failed by the grader, not by the task: ``grader-nondeterminism`` (not gradeable two-process),
-never ``flaky``. One that fails in-process under such a seed too is the task's own flake.
+A test that changes outcome between two-process repeats of the same correct reference, fails
+again when re-run two-process under the seed (the test order) of each run that failed it, and
+passes in-process under that seed was failed by the grader, not by the task:
+``grader-nondeterminism`` (not gradeable two-process), never ``flaky``. One that passes a
+two-process re-run (chance, not order) or fails in-process too is flaky.
 """
 
 from __future__ import annotations
@@ -53,10 +54,13 @@ def _checks(make_task: Any, references: list[GradeResult], in_process: GradeResu
     return {c.name: c for c in evaluate(task, references, _starter(), in_process, order)}
 
 
-def test_failures_that_pass_in_process_in_the_same_order_are_the_graders(make_task: Any) -> None:
-    refs = [_run(1), _run(2, ("hidden_tests.t::test_b",)), _run(3), _run(4, ("hidden_tests.t::test_b",))]
+B = ("hidden_tests.t::test_b",)
+
+
+def test_failures_the_order_repeats_two_process_only_are_the_graders(make_task: Any) -> None:
+    refs = [_run(1), _run(2, B), _run(3), _run(4, B)]
     in_process = _run(2, isolation="in-process")
-    order = [_run(4, isolation="in-process")]
+    order = [_run(2, B), _run(4, B), _run(4, isolation="in-process")]  # again two-process; in-process
     checks = _checks(make_task, refs, in_process, order)
     assert "flaky" not in checks or checks["flaky"].status is CheckStatus.PASS
     assert checks["grader-nondeterminism"].status is CheckStatus.NOT_GRADEABLE
@@ -65,17 +69,25 @@ def test_failures_that_pass_in_process_in_the_same_order_are_the_graders(make_ta
 
 
 def test_a_test_that_fails_in_process_too_is_still_flaky(make_task: Any) -> None:
-    refs = [_run(1), _run(2, ("hidden_tests.t::test_b",)), _run(3), _run(4, ("hidden_tests.t::test_b",))]
+    refs = [_run(1), _run(2, B), _run(3), _run(4, B)]
     in_process = _run(2, isolation="in-process")
-    order = [_run(4, ("hidden_tests.t::test_b",), isolation="in-process")]  # the task's own flake
+    order = [_run(2, B), _run(4, B), _run(4, B, isolation="in-process")]  # the task's own flake
     checks = _checks(make_task, refs, in_process, order)
     assert checks["flaky"].status is CheckStatus.FAIL
     assert "grader-nondeterminism" not in checks
 
 
+def test_a_failure_the_same_order_does_not_repeat_is_chance_flaky(make_task: Any) -> None:
+    refs = [_run(1), _run(2, B), _run(3)]
+    order = [_run(2)]  # re-run two-process under seed 2: it passes (random, not the order's)
+    checks = _checks(make_task, refs, _run(2, isolation="in-process"), order)
+    assert checks["flaky"].status is CheckStatus.FAIL
+    assert "grader-nondeterminism" not in checks
+
+
 def test_without_a_same_order_run_for_every_failure_it_stays_flaky(make_task: Any) -> None:
-    refs = [_run(1), _run(2, ("hidden_tests.t::test_b",)), _run(4, ("hidden_tests.t::test_b",))]
-    checks = _checks(make_task, refs, _run(2, isolation="in-process"), [])  # seed 4 never re-run
+    refs = [_run(1), _run(2, B), _run(4, B)]
+    checks = _checks(make_task, refs, _run(2, isolation="in-process"), [_run(2, B)])  # seed 4 never re-run
     assert checks["flaky"].status is CheckStatus.FAIL
 
 
@@ -83,18 +95,17 @@ def test_the_verdict_is_not_gradeable_never_defective(make_task: Any) -> None:
     from verify_cli.checks.report import TaskReport
 
     refs = [_run(1, ("tests.t::test_a",)), _run(2)]
-    checks = list(_checks(make_task, refs, _run(1, isolation="in-process"), []).values())
+    order = [_run(1, ("tests.t::test_a",))]
+    checks = list(_checks(make_task, refs, _run(1, isolation="in-process"), order).values())
     report = TaskReport(task_id="t", path="", domain="coding", language="python", checks=checks)
     assert report.verdict is TaskVerdict.NOT_GRADEABLE
 
 
-def test_the_same_order_reruns_are_the_failing_seeds_less_the_one_already_run() -> None:
-    refs = [_run(s, ("hidden_tests.t::test_b",) if s % 2 else ()) for s in range(1, 11)]
-    seeds = _order_recheck_seeds(refs, _run(1, isolation="in-process"))
-    assert seeds == [3, 5, 7][:MAX_ORDER_RECHECKS]
+def test_the_same_order_reruns_are_the_lowest_failing_seeds() -> None:
+    refs = [_run(s, B if s % 2 else ()) for s in range(10, 0, -1)]
+    assert _order_recheck_seeds(refs) == [1, 3, 5][:MAX_ORDER_RECHECKS]
     # A test that never passed two-process is a gap or the reference's failure, not a flake.
-    always = [_run(s, ("hidden_tests.t::test_b",)) for s in range(1, 4)]
-    assert _order_recheck_seeds(always, None) == []
+    assert _order_recheck_seeds([_run(s, B) for s in range(1, 4)]) == []
 
 
 TAX_TESTS = '''\

@@ -133,22 +133,30 @@ def _gap_check(findings: GapFindings, runs: int) -> CheckResult:
                        + "; or ".join(remedies))
 
 
+def _passed(run: GradeResult, tid: str) -> bool:
+    return any(t.id == tid and t.outcome.ok for t in run.tests)
+
+
 def grader_nondeterministic(references: Sequence[GradeResult], flaky: Sequence[str],
-                           in_process_runs: Sequence[GradeResult]) -> list[str]:
+                           same_seed_runs: Sequence[GradeResult]) -> list[str]:
     """Of the tests that changed outcome between two-process repeats, those the grader's
-    nondeterminism explains: each two-process run that did not pass one has an in-process run
-    of the same seed (the same test order) that passed it. A flaky task fails in-process too."""
-    by_seed: dict[int | None, list[GradeResult]] = {}
-    for r in in_process_runs:
+    nondeterminism explains: each two-process run that did not pass one fails it again when
+    re-run two-process under the same seed (the same test order: the failure is the order's,
+    not chance's) and passes it in-process under that seed (so it is two-process grading's, not
+    the task's). A randomly flaky test passes one of those re-runs or fails in-process too.
+    ``same_seed_runs``: graded re-runs, two-process and in-process, by their seeds."""
+    again: dict[int | None, list[GradeResult]] = {}
+    in_process: dict[int | None, list[GradeResult]] = {}
+    for r in same_seed_runs:
         if r.status is GradeStatus.GRADED:
-            by_seed.setdefault(r.seed, []).append(r)
+            (again if r.isolation == TWO_PROCESS else in_process).setdefault(r.seed, []).append(r)
     out: list[str] = []
     for tid in flaky:
         failing = [r for r in references if r.status is GradeStatus.GRADED and r.isolation == TWO_PROCESS
-                   and not any(t.id == tid and t.outcome.ok for t in r.tests)]
+                   and not _passed(r, tid)]
         if failing and all(
-                by_seed.get(r.seed) and all(any(t.id == tid and t.outcome.ok for t in ip.tests)
-                                            for ip in by_seed[r.seed])
+                again.get(r.seed) and not any(_passed(x, tid) for x in again[r.seed])
+                and in_process.get(r.seed) and all(_passed(x, tid) for x in in_process[r.seed])
                 for r in failing):
             out.append(tid)
     return out
@@ -164,8 +172,9 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     (:mod:`verify_cli.checks.two_process_gaps`); they get the ``two-process`` check's
     not-gradeable verdict instead of ``reference-passes`` failing. ``order_rechecks`` are
     in-process re-runs under the seeds of two-process runs where a test that changed outcome
-    failed: a test they all pass is the grader's nondeterminism (``grader-nondeterminism``,
-    not gradeable two-process), never called flaky.
+    failed, in-process and two-process again: a test that fails again two-process and passes
+    in-process under each such seed is the grader's nondeterminism (``grader-nondeterminism``,
+    not gradeable two-process), never called flaky (:func:`grader_nondeterministic`).
     """
     checks = [CheckResult("schema", CheckStatus.PASS)]
     graded = [r for r in references if r.status is GradeStatus.GRADED]
@@ -204,8 +213,9 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
         shown = ", ".join(sorted(grader_made)[:3]) + more
         checks.append(CheckResult(
             "grader-nondeterminism", CheckStatus.NOT_GRADEABLE,
-            f"{len(grader_made)} test(s) changed outcome between two-process repeats of the same reference and "
-            f"passed in-process under the seed (the test order) of every two-process run that failed them: {shown}. "
+            f"{len(grader_made)} test(s) changed outcome between two-process repeats of the same reference: "
+            f"{shown}. Under the seed (the test order) of every two-process run that failed them they fail "
+            "two-process again and pass in-process. "
             "That is the two-process grader's nondeterminism, not a flaky task; grade it in-process "
             '(isolation = "in-process" in task.toml) and report the test to verify-cli'))
     if flaky:
@@ -319,9 +329,9 @@ ORDER_RECHECK = "same-order"
 MAX_ORDER_RECHECKS = 3
 
 
-def _order_recheck_seeds(runs: Sequence[GradeResult], in_process: GradeResult | None) -> list[int]:
+def _order_recheck_seeds(runs: Sequence[GradeResult]) -> list[int]:
     """The seeds of the two-process reference runs that failed a test another two-process run
-    passed (at most MAX_ORDER_RECHECKS), less the one the in-process re-run already used."""
+    passed (at most MAX_ORDER_RECHECKS): each is re-run, in-process and two-process."""
     refs = [r for r in runs if r.phase is Phase.REFERENCE and r.status is GradeStatus.GRADED
             and r.isolation == TWO_PROCESS]
     passed_somewhere = {t.id for r in refs for t in r.tests if t.outcome.ok}
@@ -329,8 +339,6 @@ def _order_recheck_seeds(runs: Sequence[GradeResult], in_process: GradeResult | 
     for r in sorted(refs, key=lambda r: r.seed if r.seed is not None else -1):
         failed = {t.id for t in r.tests if not t.outcome.ok}
         if r.seed is None or not failed & passed_somewhere or r.seed in seeds:
-            continue
-        if in_process is not None and in_process.seed == r.seed:
             continue
         seeds.append(r.seed)
     return seeds[:MAX_ORDER_RECHECKS]
@@ -437,14 +445,20 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         total += len(more)
     run(wave3)
     # Before a test that changed outcome between two-process repeats is called flaky: the same
-    # reference, in-process, under the seed (the test order) of each two-process run that failed
-    # it. Passing there every time, its failures were the grader's, not the task's.
+    # reference under the seed (the test order) of each two-process run that failed it, again
+    # two-process and in-process. Failing again two-process and passing in-process every time,
+    # its failures were the grader's, not the task's (grader_nondeterministic).
     wave4: list[GradeRequest] = []
     for i, task, _ in todo:
-        seeds = _order_recheck_seeds(results[i], rechecks.get(i))
-        wave4 += [GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), Phase.REFERENCE, seed=seed,
-                               label=f"{i}/{ORDER_RECHECK}") for seed in seeds]
-        total += len(seeds)
+        before = len(wave4)
+        seeds = _order_recheck_seeds(results[i])
+        for seed in seeds:
+            wave4.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=f"{i}/{ORDER_RECHECK}"))
+            known = rechecks.get(i)
+            if known is None or known.seed != seed:  # the in-process re-run of that seed, if not made
+                wave4.append(GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), Phase.REFERENCE,
+                                          seed=seed, label=f"{i}/{ORDER_RECHECK}"))
+        total += len(wave4) - before
     run(wave4)
     for i, task, key in todo:
         runs = results[i]
