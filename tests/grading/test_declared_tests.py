@@ -221,3 +221,16 @@ def test_copies_of_a_task_share_one_collection_of_its_declared_tests(
     right = {"solution.py": b"def total(values):\n    return sum(values)\n"}
     assert grader.grade(GradeRequest(first, Phase.CANDIDATE, candidate=right)).passed and box.runs == 2
     assert grader.grade(GradeRequest(second, Phase.CANDIDATE, candidate=right)).passed and box.runs == 3
+
+
+def test_a_reference_that_fails_declares_nothing(tmp_path: Path, process_sandbox: Sandbox) -> None:
+    # A failing reference may report a collection error in place of its tests: it holds no run
+    # to its ids (check-tasks calls the task defective).
+    root = _skipping_task(tmp_path / "task")
+    (root / "solution" / "solution.py").write_text("def total(values):\n    return 0\n")
+    task = load_task(root)
+    grader = Grader(process_sandbox)
+    result = grader.grade(GradeRequest(task, Phase.CANDIDATE, candidate={
+        "solution.py": b"def total(values):\n    return sum(values)\n\nSKIP = ['test_several']\n"}))
+    assert grader.expected_tests(task) == frozenset()
+    assert [t.id for t in result.tests] == ["check::test_empty"] and result.passed

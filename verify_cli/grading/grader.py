@@ -335,7 +335,8 @@ class Grader:
     def expected_tests(self, task: Task) -> frozenset[str] | None:
         """The tests ``task`` declares: those its pristine reference reports, collected once per
         task by this grader (a reference run) and kept. None while no reference run could be had
-        (it failed in the sandbox: asked again next time) or where it reported none."""
+        (it failed in the sandbox: asked again next time); empty where the reference did not
+        pass (then no run is held to a set)."""
         return self._expectation(task)[0]
 
     def _expectation(self, task: Task) -> tuple[frozenset[str] | None, GradeResult | None]:
@@ -352,9 +353,10 @@ class Grader:
             reference = self._grade(GradeRequest(task, Phase.REFERENCE, label="expected-tests"))
             if reference.status is not GradeStatus.GRADED:
                 return None, reference
-            if not reference.tests:
-                return None, None
-            found = frozenset(t.id for t in reference.tests if t.outcome is not Outcome.MISSING)
+            # Only a reference that passes declares its tests: a failing one may report a
+            # collection error in their place (check-tasks calls such a task defective).
+            found = frozenset(t.id for t in reference.tests if t.outcome is not Outcome.MISSING) \
+                if reference.passed else frozenset()
             with self._expected_lock:
                 self._expected[key] = found
             return found, None
@@ -374,7 +376,7 @@ class Grader:
                 return replace(failure, phase=req.phase, seed=req.seed, label=req.label, ignored_files=(),
                                problems=tuple(f"collecting the task's declared tests: {p}"
                                               for p in failure.problems))
-            if expected:
+            if expected:  # None or empty: nothing to hold the run to
                 req = replace(req, expected_tests=expected)
         return self._grade(req)
 
