@@ -234,3 +234,32 @@ def test_a_reference_that_fails_declares_nothing(tmp_path: Path, process_sandbox
         "solution.py": b"def total(values):\n    return sum(values)\n\nSKIP = ['test_several']\n"}))
     assert grader.expected_tests(task) == frozenset()
     assert [t.id for t in result.tests] == ["check::test_empty"] and result.passed
+
+
+def test_a_work_folder_that_cannot_be_made_is_unscored(tmp_path: Path, process_sandbox: Sandbox) -> None:
+    task = load_task(_skipping_task(tmp_path / "task"))
+    blocker = tmp_path / "scratch-is-a-file"
+    blocker.write_text("")
+    box = FakeSandbox(inner=process_sandbox)
+    result = Grader(box, work_root=blocker).grade(GradeRequest(task, Phase.REFERENCE, seed=3))
+    assert result.status is GradeStatus.INFRA_ERROR and result.score is None and result.seed == 3
+    assert "cannot create the run's work folder" in result.problems[0] and box.runs == 0
+
+
+def test_a_work_folder_that_cannot_be_filled_is_unscored(tmp_path: Path, process_sandbox: Sandbox) -> None:
+    import resource
+    import signal
+
+    task = load_task(_skipping_task(tmp_path / "task"))
+    box = FakeSandbox(inner=process_sandbox)
+    grader = Grader(box, work_root=tmp_path)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16, hard))  # the host's limit: every write past 16 bytes fails
+    try:
+        result = grader.grade(GradeRequest(task, Phase.REFERENCE))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert result.status is GradeStatus.INFRA_ERROR and result.score is None
+    assert "cannot lay out the work folder" in result.problems[0] and box.runs == 0

@@ -383,12 +383,18 @@ class Grader:
     def _grade(self, req: GradeRequest) -> GradeResult:
         started = time.monotonic()
         task = req.task
-        root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-",
-                                    dir=self.work_root if self.work_root is not None else scratch_root()))
+        try:
+            root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-",
+                                        dir=self.work_root if self.work_root is not None else scratch_root()))
+        except OSError as e:  # the host's scratch disk, never the candidate's answer
+            return self._unlaid(req, started, f"cannot create the run's work folder: {e}")
         kind = kind_of(task)
         seal_key = new_seal_key() if kind.needs_seal_key(task) else None
         try:
-            laid = lay_out(task, req.phase, root, req.candidate)
+            try:
+                laid = lay_out(task, req.phase, root, req.candidate)
+            except OSError as e:  # a candidate file that cannot be written is ignored inside
+                return self._unlaid(req, started, f"cannot lay out the work folder: {e}")
             plan = plan_isolation(task, self.sandbox, coverage=bool(req.coverage_files))
             refuse_in_process_candidate(req, self.sandbox, plan)
             env = request_environment(req, seal_key)
@@ -409,6 +415,13 @@ class Grader:
             return judge(task, req, run, started, laid.ignored, seal_key=seal_key, isolation=plan)
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+    def _unlaid(self, req: GradeRequest, started: float, message: str) -> GradeResult:
+        """The ``infra_error`` of a request whose work folder could not be made or filled."""
+        run = RunResult(Verdict.INFRA_ERROR, self.sandbox.name, message=message)
+        return GradeResult(task_id=req.task.id, phase=req.phase, status=GradeStatus.INFRA_ERROR, score=None,
+                           passed=False, tests=(), run=run, problems=(f"sandbox infra_error: {message}",),
+                           seed=req.seed, label=req.label, seconds=time.monotonic() - started)
 
     def grade_many(self, requests: Iterable[GradeRequest], *, jobs: int = 2,
                    on_result: Callable[[GradeResult], None] | None = None) -> Iterator[GradeResult]:
