@@ -196,17 +196,21 @@ class _ScriptedGrader:
     reference runs fail RANGE_TEST for the seeds in ``failing`` and pass otherwise; the in-process
     re-run passes; the starter fails."""
 
-    def __init__(self, failing: set[int]) -> None:
+    def __init__(self, failing: set[int], *, by_chance: bool = False) -> None:
         self.failing = failing
+        #: A random flake: a failing seed fails its first two-process run only (re-run under the
+        #: same seed, the test order, it passes); else each of its two-process runs fails.
+        self.by_chance = by_chance
         self.requests: list[tuple[str, str, int | None]] = []
 
     def grade_many(self, requests: list[Any], jobs: int = 1) -> Iterator[GradeResult]:
         for req in requests:
             mode = "in-process" if req.task.isolation is Isolation.IN_PROCESS else "two-process"
+            again = (req.phase.value, mode, req.seed) in self.requests
             self.requests.append((req.phase.value, mode, req.seed))
             if req.phase is Phase.STARTER:
                 outcomes = {RANGE_TEST: Outcome.FAILED}
-            elif mode == "in-process" or req.seed not in self.failing:
+            elif mode == "in-process" or req.seed not in self.failing or (self.by_chance and again):
                 outcomes = PASSES
             else:
                 outcomes = FAILS_RANGE
@@ -219,12 +223,25 @@ def test_a_flaky_test_that_fails_the_first_wave_and_passes_in_process_is_flaky_n
     re-run: the rest of the repeats are made before a task is called not gradeable two-process,
     and a test that passes one of them is flaky (defective), as a CI run of the one-in-four
     fixture showed (it was called not gradeable)."""
-    grader = _ScriptedGrader(failing={1, 2, 3})
+    grader = _ScriptedGrader(failing={1, 2, 3}, by_chance=True)
     (rep,) = check_tasks([task], grader, CheckOptions())
     assert rep.verdict is TaskVerdict.DEFECTIVE, [(c.name, c.status, c.message) for c in rep.checks]
     assert {c.name: c.status for c in rep.checks}["flaky"] is CheckStatus.FAIL
     refs = sorted(seed for phase, mode, seed in grader.requests if phase == "reference" and mode == "two-process")
-    assert refs == list(range(1, 12))  # every repeat was made
+    # Every repeat was made, and each failing seed re-run two-process (it passed: chance, not order).
+    assert refs == sorted([*range(1, 12), 1, 2, 3])
+
+
+def test_failures_the_test_order_repeats_two_process_only_are_the_graders(task: Task) -> None:
+    """The same failing seeds, but each re-run under its seed fails again two-process and passes
+    in-process: an order-dependent failure of two-process grading (a module constant restored
+    wrongly by a monkeypatch undo once was one), not a flaky task."""
+    grader = _ScriptedGrader(failing={1, 2, 3})
+    (rep,) = check_tasks([task], grader, CheckOptions())
+    checks = {c.name: c for c in rep.checks}
+    assert "flaky" not in checks or checks["flaky"].status is CheckStatus.PASS, checks
+    assert checks["grader-nondeterminism"].status is CheckStatus.NOT_GRADEABLE
+    assert rep.verdict is TaskVerdict.NOT_GRADEABLE
 
 
 def test_a_gap_in_every_repeat_is_not_gradeable(task: Task) -> None:

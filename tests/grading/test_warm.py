@@ -15,6 +15,7 @@ import pytest
 
 from tests.grading.test_warm_candidate import LEAKS
 from verify_cli.grading import Grader, GradeRequest, GradeResult, Phase
+from verify_cli.grading.grader import EXPECTING_PHASES
 from verify_cli.grading.warm import WarmStats
 from verify_cli.kinds.pytest_command import parse_pytest_command
 from verify_cli.sandbox.base import Sandbox, Verdict
@@ -104,6 +105,9 @@ def grade_both(cold: Grader, warm: Grader, req: GradeRequest, *, expect_warm: bo
                expect_fallback: bool = False, at_once: bool = False) -> tuple[GradeResult, GradeResult]:
     """Grade ``req`` cold and warm; the warm run must have been warm (or fallen back, if told).
     ``at_once``: the cold run beside the warm one (for runs that wait out a wall limit)."""
+    if req.phase in EXPECTING_PHASES:  # a candidate's declared tests come from one reference run, first
+        for grader in (cold, warm):
+            grader.expected_tests(req.task)
     before = _stats(warm)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         cold_future = pool.submit(cold.grade, req) if at_once else None

@@ -119,6 +119,8 @@ def test_warm_runner_verdicts_match_cold(tmp_path: Path, graders: tuple[Grader, 
         task, candidates, name = calls_task(tmp_path, isolation), CALLS_CANDIDATES, "solution.py"
     else:
         task, candidates, name = stdio_task(tmp_path, isolation), STDIO_CANDIDATES, "main.py"
+    for grader in (warm, cold):  # the task's declared tests: one reference run each, first
+        grader.expected_tests(task)
     stats = warm.warm_stats
     before = stats.warm_runs if stats is not None else 0
     for label, code in candidates.items():

@@ -119,6 +119,18 @@ CANDIDATE = textwrap.dedent('''
             return list(pool.map(fn, values))
 
 
+    TAX = 0.1
+
+
+    def price(amount):
+        return round(amount * (1 + TAX), 2)
+
+
+    def raise_tax():
+        global TAX
+        TAX = 0.25
+
+
     def fetch(url):
         raise RuntimeError("no network in tests")
 
@@ -394,6 +406,28 @@ TESTS = textwrap.dedent('''
     def test_monkeypatch_undone():
         with pytest.raises(RuntimeError, match="no network"):
             cand.download("x")
+
+
+    def test_monkeypatch_module_constant(monkeypatch):
+        monkeypatch.setattr(cand, "TAX", 0.2)
+        assert cand.TAX == 0.2 and cand.price(10) == 12.0
+
+
+    def test_monkeypatch_module_constant_restored():
+        # pytest's monkeypatch restores what it found in the module's __dict__: a stand-in
+        # that kept nothing there had the undo delete the candidate's TAX (NameError here).
+        assert cand.price(10) == 11.0 and cand.TAX == 0.1
+
+
+    def test_module_constant_read_fresh(monkeypatch):
+        assert cand.TAX == 0.1
+        monkeypatch.setattr(cand, "TAX", 0.1)  # restored to 0.1 again at the end
+        cand.raise_tax()
+        assert cand.TAX == 0.25 and cand.price(4) == 5.0
+
+
+    def test_module_constant_after_the_candidate_changed_it():
+        assert cand.TAX == 0.1 and cand.price(10) == 11.0
 
 
     def test_mock_patch_module_func():

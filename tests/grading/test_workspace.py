@@ -9,6 +9,7 @@ import pytest
 
 from verify_cli.grading import Grader, GradeRequest, GradeStatus, Outcome, Phase, lay_out
 from verify_cli.grading.workspace import solution_as_candidate
+from verify_cli.kinds.pytest_config import TRUSTED_INI
 from verify_cli.sandbox.base import Sandbox
 from verify_cli.tasks import load_task
 
@@ -56,6 +57,7 @@ def test_reference_is_starter_overlaid_with_solution(make_task: Any, tmp_path: P
         "data.txt",
         "tests/test_solution.py",
         "hidden_tests/test_hidden.py",
+        TRUSTED_INI,  # the pytest kind's configuration, from the pristine task
     }
     assert files["solution.py"] == (task.root / "solution" / "solution.py").read_bytes()
     assert laid.ignored == ()

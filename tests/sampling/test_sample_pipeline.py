@@ -70,8 +70,9 @@ def test_a_bare_answer_that_is_not_python_is_a_parse_error_and_never_graded(make
     assert (sample.status, sample.attempts, sample.score, counting_sandbox.runs) == (
         SampleStatus.PARSE_ERROR, 0, 0.0, 0)
     assert "not valid Python" in (sample.parse_error or "")
-    # A bare answer that parses is still the file (and graded).
-    assert step.run(task, Completion(RIGHT)).status is SampleStatus.PASSED and counting_sandbox.runs == 1
+    # A bare answer that parses is still the file (and graded: after the grader's one reference
+    # run that collects the task's declared tests).
+    assert step.run(task, Completion(RIGHT)).status is SampleStatus.PASSED and counting_sandbox.runs == 2
 
 
 class CountingBackend(ModelBackend):

@@ -139,14 +139,48 @@ def _gap_check(findings: GapFindings, runs: int) -> CheckResult:
                        + "; or ".join(remedies))
 
 
+def _passed(run: GradeResult, tid: str) -> bool:
+    return any(t.id == tid and t.outcome.ok for t in run.tests)
+
+
+def grader_nondeterministic(references: Sequence[GradeResult], flaky: Sequence[str],
+                           same_seed_runs: Sequence[GradeResult]) -> list[str]:
+    """Of the tests that changed outcome between two-process repeats, those the grader's
+    nondeterminism explains: each two-process run that did not pass one fails it again when
+    re-run two-process under the same seed (the same test order: the failure is the order's,
+    not chance's) and passes it in-process under that seed (so it is two-process grading's, not
+    the task's). A randomly flaky test passes one of those re-runs or fails in-process too.
+    ``same_seed_runs``: graded re-runs, two-process and in-process, by their seeds."""
+    again: dict[int | None, list[GradeResult]] = {}
+    in_process: dict[int | None, list[GradeResult]] = {}
+    for r in same_seed_runs:
+        if r.status is GradeStatus.GRADED:
+            (again if r.isolation == TWO_PROCESS else in_process).setdefault(r.seed, []).append(r)
+    out: list[str] = []
+    for tid in flaky:
+        failing = [r for r in references if r.status is GradeStatus.GRADED and r.isolation == TWO_PROCESS
+                   and not _passed(r, tid)]
+        if failing and all(
+                again.get(r.seed) and not any(_passed(x, tid) for x in again[r.seed])
+                and in_process.get(r.seed) and all(_passed(x, tid) for x in in_process[r.seed])
+                for r in failing):
+            out.append(tid)
+    return out
+
+
 def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult,
-             in_process: GradeResult | None = None, *, flaky_all_tests: bool = False) -> list[CheckResult]:
+             in_process: GradeResult | None = None,
+             order_rechecks: Sequence[GradeResult] = (), *, flaky_all_tests: bool = False) -> list[CheckResult]:
     """The checks of one task from its graded runs (pure: no sandbox here).
 
     ``in_process`` is the reference re-run once in-process after failing two-process: the
     tests that pass there and failed only two-process are not the reference's fault
     (:mod:`verify_cli.checks.two_process_gaps`); they get the ``two-process`` check's
-    not-gradeable verdict instead of ``reference-passes`` failing.
+    not-gradeable verdict instead of ``reference-passes`` failing. ``order_rechecks`` are
+    in-process re-runs under the seeds of two-process runs where a test that changed outcome
+    failed, in-process and two-process again: a test that fails again two-process and passes
+    in-process under each such seed is the grader's nondeterminism (``grader-nondeterminism``,
+    not gradeable two-process), never called flaky (:func:`grader_nondeterministic`).
 
     A task that lists its tests (FAIL_TO_PASS / PASS_TO_PASS) is judged flaky on the listed
     tests only, as SWE-bench curates (an unrelated flaky test of a project's suite does not
@@ -188,6 +222,19 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     flaky = sorted(tid for tid, seen in outcomes.items()
                    if len(seen) > 1 and (tid not in gap_ids or Outcome.PASSED in seen)
                    and (judged is None or tid in judged))
+    same_order = [*([in_process] if in_process is not None else []), *order_rechecks]
+    grader_made = set(grader_nondeterministic(references, flaky, same_order)) if flaky else set()
+    if grader_made:
+        flaky = [tid for tid in flaky if tid not in grader_made]
+        more = f" and {len(grader_made) - 3} more" if len(grader_made) > 3 else ""
+        shown = ", ".join(sorted(grader_made)[:3]) + more
+        checks.append(CheckResult(
+            "grader-nondeterminism", CheckStatus.NOT_GRADEABLE,
+            f"{len(grader_made)} test(s) changed outcome between two-process repeats of the same reference: "
+            f"{shown}. Under the seed (the test order) of every two-process run that failed them they fail "
+            "two-process again and pass in-process. "
+            "That is the two-process grader's nondeterminism, not a flaky task; grade it in-process "
+            '(isolation = "in-process" in task.toml) and report the test to verify-cli'))
     if flaky:
         details = ", ".join(f"{tid} ({'/'.join(sorted(o.value for o in outcomes[tid]))})" for tid in flaky[:3])
         checks.append(CheckResult("flaky", CheckStatus.FAIL,
@@ -195,7 +242,10 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     elif len(graded) > 1:
         checks.append(CheckResult("flaky", CheckStatus.PASS))
 
-    failing = [r for r in graded if not r.passed or collected - {t.id for t in r.tests}]
+    # A run whose only failures are the grader's nondeterminism is not the reference's failure.
+    failing = [r for r in graded if (not r.passed or collected - {t.id for t in r.tests})
+               and not (grader_made and {t.id for t in r.tests if not t.outcome.ok} | (
+                   collected - {t.id for t in r.tests}) <= grader_made)]
     if graded and not failing:
         checks.append(CheckResult("reference-passes", CheckStatus.PASS))
     elif only_gaps:
@@ -266,13 +316,15 @@ def _listed_ids(task: Task) -> set[str]:
 
 
 def _report(task: Task, references: list[GradeResult], starter: GradeResult,
-            in_process: GradeResult | None = None, *, flaky_all_tests: bool = False) -> TaskReport:
+            in_process: GradeResult | None = None, order_rechecks: Sequence[GradeResult] = (), *,
+            flaky_all_tests: bool = False) -> TaskReport:
     graded = [r for r in references if r.status is GradeStatus.GRADED]
     ref_time = statistics.median(r.run.wall_seconds for r in graded) if graded else None
-    extra = [in_process] if in_process is not None else []
+    extra = [*([in_process] if in_process is not None else []), *order_rechecks]
     runs: list[dict[str, Any]] = [r.to_dict() for r in [*references, starter, *extra]]
     return TaskReport(task_id=task.id, path=str(task.root), domain=task.domain, language=task.language,
-                      checks=evaluate(task, references, starter, in_process, flaky_all_tests=flaky_all_tests),
+                      checks=evaluate(task, references, starter, in_process, order_rechecks,
+                                      flaky_all_tests=flaky_all_tests),
                       reference_seconds=ref_time,
                       runs=runs, isolation=starter.isolation, isolation_notes=list(starter.isolation_notes))
 
@@ -297,6 +349,27 @@ def _gap_findings(task: Task, references: Sequence[GradeResult],
 def _only_gaps(findings: GapFindings | None) -> bool:
     """Every two-process failure is a gap (fails every two-process run, passes in-process)."""
     return findings is not None and bool(findings.gaps) and not (findings.still_failing or findings.inconsistent)
+
+
+#: The label suffix of the in-process re-runs that tell the grader's nondeterminism from a flaky task.
+ORDER_RECHECK = "same-order"
+#: At most this many such re-runs per task.
+MAX_ORDER_RECHECKS = 3
+
+
+def _order_recheck_seeds(runs: Sequence[GradeResult]) -> list[int]:
+    """The seeds of the two-process reference runs that failed a test another two-process run
+    passed (at most MAX_ORDER_RECHECKS): each is re-run, in-process and two-process."""
+    refs = [r for r in runs if r.phase is Phase.REFERENCE and r.status is GradeStatus.GRADED
+            and r.isolation == TWO_PROCESS]
+    passed_somewhere = {t.id for r in refs for t in r.tests if t.outcome.ok}
+    seeds: list[int] = []
+    for r in sorted(refs, key=lambda r: r.seed if r.seed is not None else -1):
+        failed = {t.id for t in r.tests if not t.outcome.ok}
+        if r.seed is None or not failed & passed_somewhere or r.seed in seeds:
+            continue
+        seeds.append(r.seed)
+    return seeds[:MAX_ORDER_RECHECKS]
 
 
 def _needs_more_runs(runs: Sequence[GradeResult]) -> bool:
@@ -364,6 +437,7 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
     done = 0
 
     rechecks: dict[int, GradeResult] = {}
+    order_rechecks: dict[int, list[GradeResult]] = {i: [] for i, _, _ in todo}
 
     def run(requests: list[GradeRequest]) -> None:
         nonlocal done
@@ -372,6 +446,8 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
             index, _, kind = r.label.partition("/")
             if kind == IN_PROCESS_RECHECK:
                 rechecks[int(index)] = r
+            elif kind == ORDER_RECHECK:
+                order_rechecks[int(index)].append(r)
             else:
                 results[int(index)].append(r)
             if on_progress:
@@ -406,11 +482,29 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         wave3 += [GradeRequest(task, Phase.REFERENCE, seed=seed, label=str(i)) for seed in more]
         total += len(more)
     run(wave3)
+    # Before a test that changed outcome between two-process repeats is called flaky: the same
+    # reference under the seed (the test order) of each two-process run that failed it, again
+    # two-process and in-process. Failing again two-process and passing in-process every time,
+    # its failures were the grader's, not the task's (grader_nondeterministic).
+    wave4: list[GradeRequest] = []
+    for i, task, _ in todo:
+        before = len(wave4)
+        seeds = _order_recheck_seeds(results[i])
+        for seed in seeds:
+            wave4.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=f"{i}/{ORDER_RECHECK}"))
+            known = rechecks.get(i)
+            if known is None or known.seed != seed:  # the in-process re-run of that seed, if not made
+                wave4.append(GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), Phase.REFERENCE,
+                                          seed=seed, label=f"{i}/{ORDER_RECHECK}"))
+        total += len(wave4) - before
+    run(wave4)
     for i, task, key in todo:
         runs = results[i]
         refs = sorted((r for r in runs if r.phase is Phase.REFERENCE), key=lambda r: r.seed or 0)
         starter = next(r for r in runs if r.phase is Phase.STARTER)
-        report = _report(task, refs, starter, rechecks.get(i), flaky_all_tests=options.flaky_all_tests)
+        report = _report(task, refs, starter, rechecks.get(i),
+                         sorted(order_rechecks[i], key=lambda r: r.seed or 0),
+                         flaky_all_tests=options.flaky_all_tests)
         reports[i] = report
         if cache is not None and report.verdict not in (TaskVerdict.ERROR, TaskVerdict.ENVIRONMENT_ERROR):
             cache.put(key, report.to_dict())

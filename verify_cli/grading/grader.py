@@ -9,6 +9,7 @@ own (``infra_error``) and never a score.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import shutil
 import tempfile
 import threading
@@ -280,6 +281,23 @@ def refuse_in_process_candidate(req: GradeRequest, sandbox: Sandbox, plan: Isola
         raise UsageError(f"{req.task.id}: {sandbox.refuses_candidates}")
 
 
+def _expectation_key(task: Task) -> tuple[str, str]:
+    """What a task's declared tests depend on: its id, test command and test files (by content,
+    so that a copy of the task, as an agent episode's visible-tests task is, shares them)."""
+    digest = hashlib.sha256(task.test.command.encode())
+    for rel, path in sorted(task.test_files().items()):
+        digest.update(b"\0" + rel.encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"\1unreadable")
+    return task.id, digest.hexdigest()
+
+
+#: The phases held to the tests the task declares (the reference and starter define or ignore them).
+EXPECTING_PHASES = frozenset({Phase.CANDIDATE, Phase.MUTANT, Phase.PROBE})
+
+
 class Grader:
     """Grades requests in one sandbox backend. Safe to share between threads.
 
@@ -297,6 +315,10 @@ class Grader:
         self.environments = environments or Environments(sandbox)
         self._warm: WarmRunner | None = None
         self._warm_lock = threading.Lock()
+        #: Tests each task declares (collected once from its pristine reference), by task.
+        self._expected: dict[tuple[str, str], frozenset[str]] = {}
+        self._expected_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._expected_lock = threading.Lock()
 
     def _warm_runner(self) -> WarmRunner | None:
         if not self.warm:
@@ -333,20 +355,73 @@ class Grader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def expected_tests(self, task: Task) -> frozenset[str] | None:
+        """The tests ``task`` declares: those its pristine reference reports, collected once per
+        task by this grader (a reference run) and kept. None while no reference run could be had
+        (it failed in the sandbox: asked again next time); empty where the reference did not
+        pass (then no run is held to a set)."""
+        return self._expectation(task)[0]
+
+    def _expectation(self, task: Task) -> tuple[frozenset[str] | None, GradeResult | None]:
+        """:meth:`expected_tests`, and the reference's result where the sandbox failed it."""
+        key = _expectation_key(task)
+        with self._expected_lock:
+            if key in self._expected:
+                return self._expected[key], None
+            lock = self._expected_locks.setdefault(key, threading.Lock())
+        with lock:  # one reference run per task, however many candidates wait for it
+            with self._expected_lock:
+                if key in self._expected:
+                    return self._expected[key], None
+            reference = self._grade(GradeRequest(task, Phase.REFERENCE, label="expected-tests"))
+            if reference.status is not GradeStatus.GRADED:
+                return None, reference
+            # Only a reference that passes declares its tests: a failing one may report a
+            # collection error in their place (check-tasks calls such a task defective).
+            found = frozenset(t.id for t in reference.tests if t.outcome is not Outcome.MISSING) \
+                if reference.passed else frozenset()
+            with self._expected_lock:
+                self._expected[key] = found
+            return found, None
+
     def grade(self, req: GradeRequest) -> GradeResult:
-        """Lay out the phase, run the task's test command, judge the evidence."""
+        """Lay out the phase, run the task's test command, judge the evidence.
+
+        A candidate, mutant or probe is held to the tests the task declares (``expected_tests``;
+        where the request names none, :meth:`expected_tests` collects them once from the
+        reference): one its run does not report counts as failed, never as absent. Where the
+        sandbox failed that reference run, the request is an ``infra_error`` too (it could not
+        be graded soundly) and the next request asks again."""
+        if (req.phase in EXPECTING_PHASES and req.expected_tests is None and req.select_tests is None
+                and not req.fail_fast):
+            expected, failure = self._expectation(req.task)
+            if failure is not None:
+                return replace(failure, phase=req.phase, seed=req.seed, label=req.label, ignored_files=(),
+                               problems=tuple(f"collecting the task's declared tests: {p}"
+                                              for p in failure.problems))
+            if expected:  # None or empty: nothing to hold the run to
+                req = replace(req, expected_tests=expected)
+        return self._grade(req)
+
+    def _grade(self, req: GradeRequest) -> GradeResult:
         started = time.monotonic()
         task = req.task
         try:
             realised = self.environments.realise(task)
         except EnvironmentBuildError as e:
             return environment_error(req, self.sandbox.name, e, started)
-        root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-",
-                                    dir=self.work_root if self.work_root is not None else scratch_root()))
+        try:
+            root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-",
+                                        dir=self.work_root if self.work_root is not None else scratch_root()))
+        except OSError as e:  # the host's scratch disk, never the candidate's answer
+            return self._unlaid(req, started, f"cannot create the run's work folder: {e}")
         kind = kind_of(task)
         seal_key = new_seal_key() if kind.needs_seal_key(task) else None
         try:
-            laid = lay_out(task, req.phase, root, req.candidate)
+            try:
+                laid = lay_out(task, req.phase, root, req.candidate)
+            except OSError as e:  # a candidate file that cannot be written is ignored inside
+                return self._unlaid(req, started, f"cannot lay out the work folder: {e}")
             plan = plan_isolation(task, self.sandbox, coverage=bool(req.coverage_files))
             refuse_in_process_candidate(req, self.sandbox, plan)
             env = request_environment(req, seal_key)
@@ -369,6 +444,13 @@ class Grader:
             return replace(result, environment=realised.identity) if realised else result
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+    def _unlaid(self, req: GradeRequest, started: float, message: str) -> GradeResult:
+        """The ``infra_error`` of a request whose work folder could not be made or filled."""
+        run = RunResult(Verdict.INFRA_ERROR, self.sandbox.name, message=message)
+        return GradeResult(task_id=req.task.id, phase=req.phase, status=GradeStatus.INFRA_ERROR, score=None,
+                           passed=False, tests=(), run=run, problems=(f"sandbox infra_error: {message}",),
+                           seed=req.seed, label=req.label, seconds=time.monotonic() - started)
 
     def grade_many(self, requests: Iterable[GradeRequest], *, jobs: int = 2,
                    on_result: Callable[[GradeResult], None] | None = None) -> Iterator[GradeResult]:

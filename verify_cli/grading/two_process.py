@@ -64,11 +64,13 @@ def candidate_process(task: Task, plan: IsolationPlan, env: dict[str, str], root
     the hash seed is passed on, never a secret)."""
     assert plan.runtime is not None
     passed = {k: v for k, v in env.items() if k in ("PYTHONHASHSEED",)}
+    # The trusted side's configuration (Kind.trusted_files): read-only to the candidate.
+    trusted = [rel for rel in kind_of(task).trusted_files(task) if (root / rel).is_file()]
     private = tuple(rel for rel in _editable_files(task, root)
                     if rel.endswith(plan.runtime.code_suffixes)) if plan.runtime.code_suffixes else ()
     return CandidateProcess(command=plan.runtime.server_command,
                             hidden=(TESTS_DIR, HIDDEN_TESTS_DIR), env=passed, private=private,
-                            protected=tuple(_shipped_files(task, root)))
+                            protected=tuple(sorted({*_shipped_files(task, root), *trusted})))
 
 
 def _shipped_files(task: Task, root: Path) -> list[str]:

@@ -129,8 +129,16 @@ def is_repository_test_file(task: Task, rel: str) -> bool:
     return task.repository is not None and matches_any(task.repository.test_files, rel)
 
 
-def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes] | None = None) -> LaidOut:
-    """Fill the empty folder ``root`` with the work folder of ``phase``."""
+def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes] | None = None,
+            *, trusted: Mapping[str, bytes] | None = None) -> LaidOut:
+    """Fill the empty folder ``root`` with the work folder of ``phase``; ``trusted`` (default:
+    the task kind's :meth:`~verify_cli.kinds.base.Kind.trusted_files`, the configuration its
+    runs' environment names) last of all, and a candidate file of one of their paths is never
+    taken."""
+    if trusted is None:
+        from verify_cli.kinds.registry import kind_of  # kinds build on grading: imported late
+
+        trusted = kind_of(task).trusted_files(task)
     made: set[str] = set()  # folders already made in this layout
     for rel, src in task.starter_files().items():
         _copy(root, rel, src, made)
@@ -146,7 +154,7 @@ def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes]
                 rel = rel[2:]
             if (unsafe_relative_path(rel) or rel in test_paths or _in_test_folders(rel)
                     or not matches_any(task.editable, rel) or _controls_the_harness(rel, task.editable)
-                    or is_repository_test_file(task, rel)):
+                    or is_repository_test_file(task, rel) or rel in trusted):
                 ignored.append(rel)
                 continue
             try:
@@ -155,6 +163,8 @@ def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes]
                 ignored.append(rel)
     for rel, src in task.test_files().items():
         _copy(root, rel, src, made)
+    for rel, data in trusted.items():
+        _write(root, rel, data, made)
     return LaidOut(root, tuple(ignored))
 
 

@@ -107,6 +107,13 @@ class Kind:
         """The shell command the run executes."""
         return task.test.command
 
+    def trusted_files(self, task: Task) -> dict[str, bytes]:
+        """Files (work-folder path to content) the grader writes over every layout of ``task``,
+        after the candidate's: the trusted side's own configuration of the test runner. A
+        candidate file of that path is never taken; in a two-process run the candidate sees them
+        read-only. Default: none."""
+        return {}
+
     # -- the evidence -------------------------------------------------------------------------
 
     def outcomes(self, task: Task, tests: list[TestOutcome]) -> list[TestOutcome]:

@@ -14,6 +14,7 @@ from verify_cli.grading.seal import SEAL_KEY_ENV, TEST_DIRS_ENV
 from verify_cli.grading.two_process import python_candidate_modules
 from verify_cli.kinds.base import HarnessOptions, Kind, TwoProcessRuntime
 from verify_cli.kinds.pytest_command import parse_pytest_command, parse_pytest_words
+from verify_cli.kinds.pytest_config import TRUSTED_ADDOPTS, TRUSTED_INI, trusted_ini
 from verify_cli.kinds.record import check_record
 from verify_cli.kinds.registry import register_kind
 from verify_cli.sandbox.base import RunResult, RunSpec, WarmHost, WarmInvocation
@@ -53,7 +54,14 @@ class PytestKind(Kind):
             # Plugins that happen to be installed where the runtime lives (xdist, benchmark...)
             # must not change grading or slow every run; a task that needs one names it with -p.
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            # Which tests run is the trusted side's decision: pytest reads the pristine task's
+            # configuration only, never a tox.ini/setup.cfg/pyproject.toml a candidate wrote
+            # (verify_cli.kinds.pytest_config).
+            "PYTEST_ADDOPTS": TRUSTED_ADDOPTS,
         }
+
+    def trusted_files(self, task: Task) -> dict[str, bytes]:
+        return {TRUSTED_INI: trusted_ini(task)}
 
     def needs_seal_key(self, task: Task) -> bool:
         return True

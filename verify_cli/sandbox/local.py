@@ -26,6 +26,7 @@ from verify_cli.sandbox.base import (
     Verdict,
 )
 from verify_cli.sandbox.environment import compile_harness
+from verify_cli.sandbox.plumbing.captured import CapturedOutput
 from verify_cli.sandbox.plumbing.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.plumbing.judging import out_of_memory, read_results_tar, signal_verdict
 from verify_cli.sandbox.plumbing.output import BoundedCapture, start_drain
@@ -53,6 +54,13 @@ class Prepared:
     #: The read end of the seal key's pipe (trusted_launch.seal_key_pipe), the command's stdin
     #: (its wrapper moves it to the key's descriptor); the runner owns it once handed it.
     key_stdin: int | None = None
+    #: The bytes the results archive starts with where every stage of the sandbox began (one
+    #: byte a stage, written by the stage itself once it runs, before anything the command
+    #: controls): missing ones mean the sandbox did not start, an ``infra_error`` whatever the
+    #: exit status says (:func:`not_started`). Empty: the runner knows no stages.
+    start_markers: bytes = b""
+    #: What each marker's stage is, for the message of a run that did not start.
+    start_stages: tuple[str, ...] = ()
 
 
 def key_stdin_of(spec: RunSpec, env: dict[str, str]) -> int | None:
@@ -288,6 +296,13 @@ class LocalSandbox(Sandbox):
         if cgroup:
             cgroup.remove()
         proc.returncode = 0  # reaped by wait4 above; keep Popen from waiting again
+        if prepared.start_markers:
+            missing = not_started(prepared, bytes(archive[:len(prepared.start_markers)]))
+            if missing is not None:
+                return RunResult(Verdict.INFRA_ERROR, self.name, exit_code=_exit_status(status),
+                                 wall_seconds=wall, stdout=out_cap.result(), stderr=err_cap.result(),
+                                 message=f"{missing}: {sandbox_failure_cause(err_cap.result())}")
+            del archive[:len(prepared.start_markers)]
         if archive_fds:
             flooded = reason.get("why") is Verdict.OUTPUT_LIMIT
             results = {} if flooded else read_results_archive(bytes(archive))
@@ -338,6 +353,46 @@ class LocalSandbox(Sandbox):
         return RunResult(verdict=verdict, backend=self.name, exit_code=exit_code, signal=sig,
                          wall_seconds=wall, cpu_seconds=float(status.get("cpu", 0.0) or 0.0),  # type: ignore[arg-type]
                          stdout=stdout, stderr=stderr, results=results, message=message)
+
+
+def not_started(prepared: Prepared, head: bytes) -> str | None:
+    """Which stage of a run's sandbox did not start (``head``: the first bytes of its results
+    archive), as the first words of an ``infra_error`` message, or None when every one did."""
+    markers = prepared.start_markers
+    if head == markers:
+        return None
+    stage = next((i for i, (got, want) in enumerate(zip(head, markers, strict=False)) if got != want),
+                 len(head))
+    # What follows the last marker (the results archive, or nothing) says stage ``stage`` never
+    # wrote its own: it did not start.
+    names = prepared.start_stages
+    what = names[stage] if stage < len(names) else f"stage {stage + 1} of the sandbox"
+    return f"the sandbox did not start ({what} never began)"
+
+
+#: Lines of a run's stderr that name the sandbox machinery's own failure, newest kept.
+_CAUSE_PREFIXES = (b"bwrap:", b"verify_no_links:", b"sh:", b"cp:", b"tar:")
+
+
+def sandbox_failure_cause(stderr: CapturedOutput) -> str:
+    """The sandbox machinery's own words on why a run did not start (bwrap's ``Creating new
+    namespace failed: ...``), from the run's stderr (a :class:`CapturedOutput`)."""
+    lines = [ln.strip() for ln in (stderr.head + b"\n" + stderr.tail).splitlines() if ln.strip()]
+    ours = [ln for ln in lines if ln.startswith(_CAUSE_PREFIXES)]
+    chosen = ours or lines[-3:]
+    seen: list[bytes] = []
+    for ln in chosen:
+        if ln not in seen:
+            seen.append(ln)
+    text = "; ".join(ln.decode("utf-8", "replace") for ln in seen[-3:])
+    return text[:600] or "no error output"
+
+
+def _exit_status(status: Mapping[str, object]) -> int | None:
+    raw = status.get("status")
+    if isinstance(raw, int) and os.WIFEXITED(raw):
+        return os.WEXITSTATUS(raw)
+    return None
 
 
 def _feed_stdin(pipe: object, data: bytes) -> None:

@@ -689,6 +689,10 @@ def _new_test_subclass_object(cls: type, args: tuple[Any, ...], kwargs: dict[str
     return obj
 
 
+#: Values the tests may set on a candidate module that read back equal from the candidate.
+_IMMUTABLE_DATA = (int, float, complex, str, bytes, bool, type(None))
+
+
 class CandidateModule(types.ModuleType):
     """A stand-in for a candidate module: attributes come from the candidate process, and
     assignments the tests make (``monkeypatch.setattr``, ``mock.patch``) are made there."""
@@ -707,18 +711,43 @@ class CandidateModule(types.ModuleType):
         if names is not None:
             self.__dict__["__all__"] = list(names)
 
-    def __getattr__(self, name: str) -> Any:
-        desc = self.__dict__.get("_verify_desc")
-        if desc is None or (name.startswith("__") and name not in MODULE_DUNDERS):
-            raise AttributeError(name)
+    # Plain data the tests read from the module (``mod.TAX``) is kept in the module's __dict__
+    # as last read, so that what inspects __dict__ sees it as it would in-process: pytest's
+    # monkeypatch (since 8.x) takes the value to restore from ``target.__dict__``, and found
+    # nothing there, so its undo *deleted* the candidate's constant (``NameError: name 'TAX' is
+    # not defined`` in whichever test ran next: a verdict that changed with the test order).
+    # Every read of such a name still crosses (``_verify_live``): the candidate's code may
+    # change it, and the tests must see the change.
+
+    def __getattribute__(self, name: str) -> Any:
+        own = types.ModuleType.__getattribute__(self, "__dict__")
+        live = own.get("_verify_live")
+        if live and name in live:
+            return CandidateModule._verify_fetch(self, own, name)
+        return types.ModuleType.__getattribute__(self, name)
+
+    def _verify_fetch(self, own: dict[str, Any], name: str) -> Any:
+        desc = own.get("_verify_desc")
         try:
-            value = _cross("getattr", target=_ref(desc), name=name)
+            value = _cross("getattr", target=_ref(desc), name=name)  # type: ignore[arg-type]
         except AttributeError:
-            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}") from None
-        if isinstance(value, (type, CandidateModule)) or (
-                isinstance(value, CandidateObject) and _desc_of(value).get("kind") == "callable"):
-            self.__dict__[name] = value  # functions and classes stay put: one crossing each
+            own.pop(name, None)
+            own.get("_verify_live", set()).discard(name)
+            raise AttributeError(f"module {own.get('__name__')!r} has no attribute {name!r}") from None
+        own[name] = value
+        if not (isinstance(value, (type, CandidateModule)) or (
+                isinstance(value, CandidateObject) and _desc_of(value).get("kind") == "callable")):
+            own.setdefault("_verify_live", set()).add(name)  # read again next time
+        else:
+            own.get("_verify_live", set()).discard(name)  # functions and classes stay put
         return value
+
+    def __getattr__(self, name: str) -> Any:
+        own = types.ModuleType.__getattribute__(self, "__dict__")
+        desc = own.get("_verify_desc")
+        if desc is None or (name.startswith("__") and name not in MODULE_DUNDERS) or name.startswith("_verify"):
+            raise AttributeError(name)
+        return CandidateModule._verify_fetch(self, own, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         desc = self.__dict__.get("_verify_desc")
@@ -727,6 +756,10 @@ class CandidateModule(types.ModuleType):
             return
         _cross("setattr", target=_ref(desc), name=name, value=CHANNEL.get().encode(value))
         self.__dict__[name] = value  # the tests see their own object back, as in-process
+        if type(value) in _IMMUTABLE_DATA:  # equal when read back: read again (the candidate may change it)
+            self.__dict__.setdefault("_verify_live", set()).add(name)
+        else:
+            self.__dict__.get("_verify_live", set()).discard(name)
 
     def __delattr__(self, name: str) -> None:
         desc = self.__dict__.get("_verify_desc")
@@ -735,6 +768,7 @@ class CandidateModule(types.ModuleType):
             return
         _cross("delattr", target=_ref(desc), name=name)
         self.__dict__.pop(name, None)
+        self.__dict__.get("_verify_live", set()).discard(name)
 
     def __dir__(self) -> list[str]:
         return list(self.__dict__.get("__all__", []))

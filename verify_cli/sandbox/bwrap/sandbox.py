@@ -11,13 +11,13 @@ runner reads up to a bound. (A writable host bind would let the command fill the
 
 from __future__ import annotations
 
-import functools
 import os
 import shlex
 import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -77,6 +77,19 @@ INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewra
 #: Namespaces and session of every bwrap run: this backend's and the docker backend's node mode.
 RUN_NAMESPACES = ("--unshare-all", "--die-with-parent", "--new-session")
 
+#: The start markers of a run (local.Prepared.start_markers): the wrapper inside the run's
+#: bwrap, and the tests' nested sandbox of a two-process run. A tar archive never starts with
+#: either (its first member is "./").
+OUTER_STARTED = b"S"
+TESTS_STARTED = b"T"
+
+
+def inner_started_prefix(marker: bytes) -> list[str]:
+    """A command prefix that writes ``marker`` on the results pipe (local.RESULTS_FD) and runs
+    the rest of the command without that descriptor."""
+    return ["/bin/sh", "-c", f'printf {marker.decode()} >&{RESULTS_FD} && exec "$@"{CLOSE_RESULTS_FD}', "sh"]
+
+
 _SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin")
 #: /etc/hosts of every bwrap sandbox (runs, warm workers, sessions): the names of its loopback.
 SANDBOX_HOSTS = ("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
@@ -85,8 +98,32 @@ _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/alternatives", "/etc/
               "/etc/nsswitch.conf", "/etc/localtime")
 
 
-@functools.lru_cache(maxsize=1)
+_PROBE_LOCK = threading.Lock()
+_PROBED: list[Availability] = []  # the one success, once had: a working bwrap stays working
+#: Tries of a probe that fails to create namespaces (user namespaces can run out for a moment).
+PROBE_TRIES = 3
+
+
 def _probe() -> Availability:
+    """Whether bwrap works here. A success is remembered; a failure is not (it is asked again
+    next time): a namespace shortage at the moment of the probe must not take the backend away
+    for the life of the process, and a remembered success never stands in for a run's own
+    proof that its sandbox started (:attr:`verify_cli.sandbox.local.Prepared.start_markers`)."""
+    with _PROBE_LOCK:
+        if _PROBED:
+            return _PROBED[0]
+        result = _probe_once()
+        for _ in range(PROBE_TRIES - 1):
+            if result.available or "namespace" not in result.reason:
+                break
+            time.sleep(0.2)
+            result = _probe_once()
+        if result.available:
+            _PROBED.append(result)
+        return result
+
+
+def _probe_once() -> Availability:
     exe = shutil.which("bwrap")
     if exe is None:
         return Availability(False, "bwrap is not installed", INSTALL_HINT)
@@ -128,16 +165,18 @@ def _system_argv(scratch: Path) -> list[str]:
     return argv
 
 
-def run_wrapper(*, unpack: str, results_to: str, ready: str = "", close_fds: str = "") -> str:
+def run_wrapper(*, unpack: str, results_to: str, ready: str = "", close_fds: str = "",
+                started: str = "") -> str:
     """The shell that runs a command inside a run's namespaces (``sh -c WRAPPER sh ARGV...``).
 
-    ``unpack`` fills the work folder (it ends the run on failure), ``ready`` (optional) announces
+    ``started`` (optional) announces, first of all, that the sandbox exists; ``unpack`` fills
+    the work folder (it ends the run on failure), ``ready`` (optional) announces
     that the command starts, ``close_fds`` are redirections that keep the wrapper's own channels
     from the command. Then it kills whatever the command left running (only inside a fresh pid
     namespace, where this shell is pid 2 and ``kill -1`` spares it and init) and writes the
     results folder as a tar archive to ``results_to``; the exit status stays the command's.
     """
-    return (f"{unpack}\n{ready}"
+    return (f"{started + chr(10) if started else ''}{unpack}\n{ready}"
             f'"$@"{close_fds}\n'
             "status=$?\n"
             'if [ "$$" -le 3 ]; then kill -KILL -1 2>/dev/null; fi\n'
@@ -288,6 +327,12 @@ class BwrapSandbox(LocalSandbox):
         key_stdin = key_stdin_of(spec, extra)
         copy = f'cp -R {SOURCE_MOUNT}/. {SANDBOX_WORKDIR}/ || exit\n'
         command = list(spec.command)
+        # Each stage writes its marker on the results pipe once it runs (local.Prepared
+        # .start_markers): the wrapper inside this bwrap, then (two-process) the tests' nested
+        # sandbox once its own namespaces exist. A missing one is a sandbox that never started.
+        markers = OUTER_STARTED
+        stages: tuple[str, ...] = ("the run's sandbox (bwrap)",)
+        close_fds = CLOSE_RESULTS_FD
         if spec.candidate is not None:
             # The candidate's work folder is the run's, without the test folders; it starts
             # first, in a sandbox of its own; the command runs in a nested one (_trusted_argv).
@@ -309,7 +354,11 @@ class BwrapSandbox(LocalSandbox):
                                                 layer=spec.layer))
                     + f"{CLOSE_SEAL_FD}{CLOSE_RESULTS_FD} &\n")
             command = [*_trusted_argv(source, spec.candidate),
-                       *no_links_prefix(SANDBOX_HARNESS, (SANDBOX_WORKDIR, SANDBOX_TMP)), *command]
+                       *no_links_prefix(SANDBOX_HARNESS, (SANDBOX_WORKDIR, SANDBOX_TMP)),
+                       *inner_started_prefix(TESTS_STARTED), *command]
+            markers += TESTS_STARTED
+            stages += ("the tests' nested sandbox (bwrap, no-links namespace)",)
+            close_fds = ""  # the nested sandbox's marker shell closes it for the command
         argv += [*runtime_binds(), *layer_binds(spec.layer), "--chdir", SANDBOX_WORKDIR, "--"]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
@@ -318,11 +367,13 @@ class BwrapSandbox(LocalSandbox):
         if key_stdin is not None:
             copy = f"{MOVE_SEAL_FD}\n{copy}"
         script = run_wrapper(unpack=copy.rstrip("\n"), results_to=f"/proc/self/fd/{RESULTS_FD}",
-                             close_fds=CLOSE_RESULTS_FD)
+                             close_fds=close_fds,
+                             started=f"printf {OUTER_STARTED.decode()} >&{RESULTS_FD} || exit 125")
         argv += ["/bin/sh", "-c", script, "sh", *command]
         return Prepared(argv=argv, env=env, cwd="/", results_dir=results, signal_from_status=True,
                         results_pipe=(read_end, write_end), key_stdin=key_stdin,
-                        results_archive_limit=2 * RESULTS_FOLDER_BYTES + 1024 * 1024)
+                        results_archive_limit=2 * RESULTS_FOLDER_BYTES + 1024 * 1024,
+                        start_markers=markers, start_stages=stages)
 
     def warm_unavailable(self) -> str | None:
         from verify_cli.sandbox.bwrap.warm import bwrap_warm_unavailable  # imports this module

@@ -78,8 +78,10 @@ class _KeyState:
 def startup_environment(env: Mapping[str, str]) -> dict[str, str]:
     """The variables an interpreter or pytest reads once, at start: a worker serves only runs
     whose values match its own."""
+    # PYTEST_ADDOPTS is read by each run's pytest.main, in the run's work folder (its "-c" names
+    # the trusted configuration there): the worker's own warm-up runs without it.
     return {k: v for k, v in env.items()
-            if k.startswith(("PYTHON", "PYTEST_", "LC_")) or k in ("LANG", "HOME")}
+            if (k.startswith(("PYTHON", "PYTEST_", "LC_")) or k in ("LANG", "HOME")) and k != "PYTEST_ADDOPTS"}
 
 
 def bwrap_warm_unavailable() -> str | None:

@@ -66,9 +66,10 @@ from verify_cli.sandbox.docker.node_pool import NodePool
 from verify_cli.sandbox.docker.scripts import ENV_NAME
 from verify_cli.sandbox.docker.seccomp import node_profile
 from verify_cli.sandbox.docker.streams import Clock, Conn, ExecOutcome, Killer, ReadyGate
-from verify_cli.sandbox.docker.two_process import NESTED_PIDS, TRUSTED_HOME_DIR, two_process_job
+from verify_cli.sandbox.docker.two_process import NESTED_PIDS, TESTS_STARTED_FILE, TRUSTED_HOME_DIR, two_process_job
 from verify_cli.sandbox.docker.verdicts import copy_error, judge_run
 from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SANDBOX_TMP, SANDBOX_WORKDIR
+from verify_cli.sandbox.local import sandbox_failure_cause
 from verify_cli.sandbox.plumbing.judging import read_results_tar
 from verify_cli.sandbox.plumbing.output import BoundedCapture
 from verify_cli.sandbox.plumbing.trusted_launch import SEAL_KEY_ENV, absolute_harness_requires, seal_key_heredoc
@@ -494,11 +495,13 @@ class NodeEngine(DockerExecs):
                 elapsed = seconds[0] if seconds else clock.stop()
                 collect.cancel()
             writer.join(timeout=5)
-        return self._judge(node, spec, trailer, killer, gate, elapsed, stdout, stderr)
+        # The job shell's two-process runs mark their tests' start (two_process.trusted_argv);
+        # a warm node's job starts the tests itself.
+        return self._judge(node, spec, trailer, killer, gate, elapsed, stdout, stderr, tests_mark=job is None)
 
     def _judge(self, node: Node, spec: RunSpec, trailer: _Trailer | None, killer: Killer,
                gate: ReadyGate, elapsed: float, stdout: BoundedCapture,
-               stderr: BoundedCapture) -> tuple[RunResult, bool]:
+               stderr: BoundedCapture, *, tests_mark: bool = True) -> tuple[RunResult, bool]:
         name = self._backend
         if killer.reason in ("output", "timeout"):
             verdict, _, message = judge_run(ExecOutcome(None, killer.reason, elapsed), None,
@@ -535,11 +538,20 @@ class NodeEngine(DockerExecs):
                                  f"the results folder's archive exceeded "
                                  f"{MAX_RESULTS_ARCHIVE_BYTES} bytes")), False
         err: CapturedOutput = stderr.result()
+        results = dict(trailer.results)
+        started = results.pop(TESTS_STARTED_FILE, None) is not None
+        if spec.candidate is not None and tests_mark and not started:
+            # The tests' nested sandbox never began (its bwrap or the no-links namespace failed):
+            # nothing of the tests ran, whatever the exit status says.
+            return RunResult(Verdict.INFRA_ERROR, name, exit_code=trailer.status, wall_seconds=elapsed,
+                             stdout=stdout.result(), stderr=err, message=(
+                                 "the sandbox did not start (the tests' nested sandbox never began): "
+                                 f"{sandbox_failure_cause(err)}")), trailer.processes <= _BASELINE_PROCESSES
         verdict, sig, message = judge_run(ExecOutcome(trailer.status, None, elapsed),
                                           trailer.status, trailer.oom_kills > 0, spec.limits, err)
         result = RunResult(verdict, name, exit_code=trailer.status, signal=sig,
                            wall_seconds=elapsed, cpu_seconds=max(0, trailer.cpu_ns) / 1e9,
-                           stdout=stdout.result(), stderr=err, results=trailer.results,
+                           stdout=stdout.result(), stderr=err, results=results,
                            message=message)
         # Anything but the node's own processes alive now escaped its run: recycle.
         return result, trailer.processes <= _BASELINE_PROCESSES

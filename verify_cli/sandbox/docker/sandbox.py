@@ -101,6 +101,7 @@ from verify_cli.sandbox.docker.execs import DockerExecs
 from verify_cli.sandbox.docker.node_pool import default_max_nodes
 from verify_cli.sandbox.docker.pool import Prepared, WarmPool
 from verify_cli.sandbox.docker.reaper import Reaper, reap_containers
+from verify_cli.sandbox.docker.runtimes import RuntimeCheck
 from verify_cli.sandbox.docker.scripts import (
     COLLECTOR,
     ENV_NAME,
@@ -213,6 +214,7 @@ class DockerSandbox(DockerExecs, Sandbox):
         self.warm_last_error = ""
         self._digests: dict[str, str] = {}
         self._digest_lock = threading.Lock()
+        self._runtimes = RuntimeCheck(self._api)
         self._nodes: WarmNodeEngine | None = None
         if mode == "single-use":
             self.two_process = False  # type: ignore[misc]
@@ -341,6 +343,9 @@ class DockerSandbox(DockerExecs, Sandbox):
     # -- one run ---------------------------------------------------------------------------------
 
     def run(self, spec: RunSpec) -> RunResult:
+        missing = self._runtime_missing(spec)
+        if missing is not None:  # the command could not start: never its own failure
+            return self._setup_error(missing)
         if self._nodes is not None and spec.image and spec.command and spec.workdir.is_dir():
             return self._nodes.run(spec)
         result = self._run_single_use(spec)
@@ -396,6 +401,16 @@ class DockerSandbox(DockerExecs, Sandbox):
             if self._pool is not None and refill:
                 self._pool.replenish(shape)
             self._reaper.wait_done(reaped, REAP_WAIT_S)
+
+    def _runtime_missing(self, spec: RunSpec) -> str | None:
+        """Why the run's image cannot start its runtime (:mod:`.runtimes`), or None."""
+        if not spec.image or not spec.runtime:
+            return None
+        try:
+            digest = self.image_digest(spec.image)
+        except (DockerException, *DAEMON_ERRORS):
+            return None  # the run meets the missing image and says so itself
+        return self._runtimes.missing(spec.image, digest, spec.runtime)
 
     def _setup_error(self, message: str) -> RunResult:
         return RunResult(Verdict.SETUP_ERROR, self.name, message=message)

@@ -84,8 +84,10 @@ def runner_script(nonce: str, spec: RunSpec, archive_bytes: int | None) -> bytes
 
 
 def read_at_start(name: str) -> bool:
-    """Whether the interpreter or pytest reads ``name`` once, at start (a warm pool's key)."""
-    return name.startswith(("PYTHON", "PYTEST_", "LC_")) or name in ("LANG", "HOME")
+    """Whether the interpreter or pytest reads ``name`` once, at start (a warm pool's key).
+    Not ``PYTEST_ADDOPTS``: each run's pytest reads it, in its own work folder (its ``-c`` names
+    the trusted configuration there; a warm-up elsewhere would not find it)."""
+    return (name.startswith(("PYTHON", "PYTEST_", "LC_")) or name in ("LANG", "HOME")) and name != "PYTEST_ADDOPTS"
 
 
 def warm_job(spec: RunSpec, args: Sequence[str]) -> bytes:

@@ -38,7 +38,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from verify_cli.sandbox.base import CandidateProcess, RunSpec, protected_bind_args
+from verify_cli.sandbox.base import RESULTS_ENV, CandidateProcess, RunSpec, protected_bind_args
 from verify_cli.sandbox.bwrap.sandbox import SANDBOX_UID
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
@@ -90,6 +90,10 @@ class TwoProcessJob:
     env: dict[str, str]
 
 
+#: The file the tests' nested sandbox writes into the results folder once it has started.
+TESTS_STARTED_FILE = ".verify-tests-started"
+
+
 def two_process_job(spec: RunSpec) -> TwoProcessJob:
     assert spec.candidate is not None
     candidate = spec.candidate
@@ -122,8 +126,11 @@ def trusted_argv(spec: RunSpec) -> list[str]:
         argv += ["--ro-bind", f"{HELD_TESTS}/{rel}", f"{SANDBOX_WORKDIR}/{rel}"]
     for rel in covered_files(spec):
         argv += ["--ro-bind", "/dev/null", f"{SANDBOX_WORKDIR}/{rel}"]
-    # No link the candidate planted in the shared folders is followed in the tests' view.
-    return [*argv, "--chdir", SANDBOX_WORKDIR, "--", *no_links_prefix(SANDBOX_HARNESS, (SANDBOX_WORKDIR, SANDBOX_TMP))]
+    # No link the candidate planted in the shared folders is followed in the tests' view. Once
+    # inside (its namespaces and the no-links one made), it marks the start in the results
+    # folder, which only the tests' side sees: a run without the mark never started its tests.
+    return [*argv, "--chdir", SANDBOX_WORKDIR, "--", *no_links_prefix(SANDBOX_HARNESS, (SANDBOX_WORKDIR, SANDBOX_TMP)),
+            "/bin/sh", "-c", f': > "${RESULTS_ENV}/{TESTS_STARTED_FILE}" && exec "$@"', "sh"]
 
 
 def covered_files(spec: RunSpec) -> list[str]:
@@ -204,5 +211,17 @@ def two_process_env(task_env: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-__all__ = ["NESTED_PIDS", "NOT_FOR_THE_CANDIDATE", "TRUSTED_HOME_DIR", "TwoProcessJob", "candidate_argv_parts",
-           "candidate_start", "covered_files", "trusted_argv", "two_process_env", "two_process_job", "warm_candidate"]
+__all__ = [
+    "NESTED_PIDS",
+    "NOT_FOR_THE_CANDIDATE",
+    "TESTS_STARTED_FILE",
+    "TRUSTED_HOME_DIR",
+    "TwoProcessJob",
+    "candidate_argv_parts",
+    "candidate_start",
+    "covered_files",
+    "trusted_argv",
+    "two_process_env",
+    "two_process_job",
+    "warm_candidate",
+]
