@@ -41,6 +41,7 @@ from verify_cli.grading.grader import ENVIRONMENT_ERROR, GradeRequest, GradeResu
 from verify_cli.grading.junit import Outcome
 from verify_cli.grading.two_process import TWO_PROCESS
 from verify_cli.grading.workspace import Phase
+from verify_cli.kinds.registry import kind_of
 from verify_cli.tasks.loader import TaskLoadFailure
 from verify_cli.tasks.model import Isolation, Task
 
@@ -226,7 +227,10 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
 
     checks.extend(fail_to_pass_checks(task, graded, starter))  # repository tasks' FAIL_TO_PASS / PASS_TO_PASS
 
-    reach = editable_reach(task)
+    for name, reason, defect in kind_of(task).findings(task):
+        checks.append(CheckResult(name, CheckStatus.FAIL if defect else CheckStatus.WARN, reason))
+
+    reach = [] if kind_of(task).runs_itself(task) else editable_reach(task)  # the workdir, not the folder
     if reach:
         checks.append(CheckResult("editable", CheckStatus.WARN, "; ".join(r.describe() for r in reach)))
     else:

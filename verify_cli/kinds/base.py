@@ -26,7 +26,7 @@ docs/task-kinds.md says how to add one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
@@ -36,6 +36,19 @@ from verify_cli.tasks.model import Task
 
 if TYPE_CHECKING:  # grading imports this module: its own modules are imported where used
     from verify_cli.grading.junit import TestOutcome
+    from verify_cli.grading.workspace import Phase
+    from verify_cli.sandbox.base import Sandbox
+
+
+@dataclass(frozen=True)
+class OwnRun:
+    """A phase run by a kind that runs its phases itself (:meth:`Kind.run_phase`): the evidence,
+    the candidate's files it did not take, and the isolation it ran under with its notes."""
+
+    run: RunResult
+    ignored: tuple[str, ...] = ()
+    isolation: str = ""
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -132,6 +145,29 @@ class Kind:
         ``problems``. Called only with a key (:meth:`needs_seal_key`). Default: trusted."""
         return True
 
+    def score(self, task: Task, tests: list[TestOutcome], run: RunResult) -> float | None:
+        """The score of trusted evidence where the kind scores it itself (Harbor's rewards: the
+        mean of the reward keys); None: the task's scoring policy over ``tests``."""
+        return None
+
+    def findings(self, task: Task) -> list[tuple[str, str, bool]]:
+        """What the kind sees of ``task`` without running it, as (check name, reason, defect):
+        check-tasks reports a defect as a failed check, the rest as warnings."""
+        return []
+
+    # -- phases the kind runs itself ------------------------------------------------------------
+
+    def runs_itself(self, task: Task) -> bool:
+        """Whether the kind runs ``task``'s phases itself (:meth:`run_phase`) rather than the
+        task's test command in one sandbox run (Harbor: an agent container, then the verifier's)."""
+        return False
+
+    def run_phase(self, task: Task, phase: Phase, candidate: Mapping[str, bytes] | None, *, sandbox: Sandbox,
+                  image: str | None) -> OwnRun:
+        """Run one phase of ``task`` in the built environment ``image`` (only where
+        :meth:`runs_itself`)."""
+        raise NotImplementedError(f"{self.name} runs its tasks' test command")
+
     # -- warm runs ----------------------------------------------------------------------------
 
     def warm_invocation(self, task: Task, host: WarmHost, spec: RunSpec) -> WarmInvocation | None:
@@ -164,4 +200,4 @@ class Kind:
         return True
 
 
-__all__ = ["HarnessOptions", "Kind", "TwoProcessRuntime"]
+__all__ = ["HarnessOptions", "Kind", "OwnRun", "TwoProcessRuntime"]

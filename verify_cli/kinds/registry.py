@@ -17,6 +17,7 @@ BUILTIN_KINDS: dict[str, str] = {
     "calls": "verify_cli.kinds.calls",
     "stdio": "verify_cli.kinds.stdio",
     "command": "verify_cli.kinds.command",
+    "harbor": "verify_cli.kinds.harbor",
 }
 
 #: Third-party kinds declare an entry point in this group (naming a Kind instance, or a module

@@ -14,6 +14,7 @@ from typing import Any
 from jsonschema import ValidationError
 
 from verify_cli.errors import TaskFormatError, UsageError
+from verify_cli.formats.harbor.config import is_harbor_folder, load_harbor_task
 from verify_cli.kinds.registry import kind_names
 from verify_cli.tasks.model import (
     HIDDEN_TESTS_DIR,
@@ -354,6 +355,8 @@ def load_task(folder: Path) -> Task:
     if not task_file.is_file():
         raise TaskFormatError(str(task_file), "missing task.toml",
                               hint="run 'verify-cli new-task NAME' to scaffold a valid task")
+    if is_harbor_folder(folder):
+        return load_harbor_task(folder)
     data = _read_toml(task_file)
     validate_document(task_file, data)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from verify_cli.formats.harbor.spec import INSTRUCTION_FILE, HarborSpec
 from verify_cli.tasks.paths import list_files
 from verify_cli.tasks.repository import (
     SOLUTION_PATCH,
@@ -188,6 +189,9 @@ class Task:
     repository: RepositorySpec | None = None
     #: Notes on old forms this task.toml still uses (shown once per task set by the CLI).
     deprecations: tuple[str, ...] = ()
+    #: A Harbor task's own settings, where the folder is a Harbor task read as it is
+    #: (:mod:`verify_cli.formats.harbor`); None for verify-cli's own format.
+    harbor: HarborSpec | None = None
 
     @property
     def task_file(self) -> Path:
@@ -195,7 +199,7 @@ class Task:
 
     @property
     def prompt(self) -> str:
-        p = self.root / PROMPT_FILE
+        p = self.root / (INSTRUCTION_FILE if self.harbor is not None else PROMPT_FILE)
         return p.read_text(encoding="utf-8") if p.is_file() else ""
 
     def starter_files(self) -> dict[str, Path]:
