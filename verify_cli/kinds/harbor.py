@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from verify_cli.formats.harbor.dockerfile import baked_in
-from verify_cli.formats.harbor.spec import VerifierMode
+from verify_cli.formats.harbor.spec import AGENT_SCRIPT, VerifierMode
 from verify_cli.formats.harbor.verifier import REWARD_RESULT, AgentPhase, HarborTrials
 from verify_cli.grading.junit import TestOutcome
 from verify_cli.grading.workspace import Phase
@@ -54,8 +54,10 @@ class HarborKind(Kind):
             return OwnRun(RunResult(Verdict.SETUP_ERROR, sandbox.name, message=(
                 f"a Harbor task runs in its environment's image: grade {task.id} with --sandbox docker "
                 "(bwrap over an image's root file system is not built yet)")))
+        files = dict(candidate or {})
+        script = files.pop(AGENT_SCRIPT, None)
         agent = {Phase.REFERENCE: AgentPhase(oracle=True), Phase.STARTER: AgentPhase()}.get(
-            phase, AgentPhase(files=dict(candidate or {})))
+            phase, AgentPhase(script=script.decode("utf-8", "replace") if script is not None else None, files=files))
         trial = self.trials.trial(task, image or task.environment.image, agent)
         shared = trial.mode is VerifierMode.SHARED
         return OwnRun(trial.run, trial.ignored, SHARED_VERIFIER if shared else ISOLATED_VERIFIER,

@@ -19,6 +19,9 @@ TESTS_MOUNT = "/tests"
 SOLUTION_MOUNT = "/solution"
 VERIFIER_LOGS = "/logs/verifier"
 DEFAULT_WORKDIR = "/app"
+#: A candidate's file of this name is not laid into the workdir: it is the agent's script, run in the
+#: agent's environment before the verifier (a scripted agent; audit's probes are such agents).
+AGENT_SCRIPT = ".verify-cli-agent.sh"
 
 
 class VerifierMode(StrEnum):
@@ -72,6 +75,6 @@ class HarborSpec:
     dockerfile: str | None = None
 
 
-__all__ = ["DEFAULT_WORKDIR", "DOCKERFILE", "HARBOR_SCHEMA_VERSION", "INSTRUCTION_FILE", "SOLUTION_MOUNT",
+__all__ = ["AGENT_SCRIPT", "DEFAULT_WORKDIR", "DOCKERFILE", "HARBOR_SCHEMA_VERSION", "INSTRUCTION_FILE", "SOLUTION_MOUNT",
            "SOLVE_SCRIPT", "TESTS_MOUNT", "TEST_SCRIPT", "VERIFIER_LOGS", "HarborSpec", "Healthcheck",
            "VerifierMode"]
