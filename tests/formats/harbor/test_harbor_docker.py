@@ -44,7 +44,8 @@ def _shared(task: Task) -> Task:
     return replace(task, harbor=replace(task.harbor, mode=VerifierMode.SHARED))
 
 
-def _grade(grader: Grader, task: Task, candidate: dict[str, bytes] | None, phase: Phase = Phase.CANDIDATE) -> GradeResult:
+def _grade(grader: Grader, task: Task, candidate: dict[str, bytes] | None,
+           phase: Phase = Phase.CANDIDATE) -> GradeResult:
     result = grader.grade(GradeRequest(task, phase, candidate=candidate))
     assert result.status is GradeStatus.GRADED, result.problems
     return result

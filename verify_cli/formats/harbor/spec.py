@@ -75,6 +75,7 @@ class HarborSpec:
     dockerfile: str | None = None
 
 
-__all__ = ["AGENT_SCRIPT", "DEFAULT_WORKDIR", "DOCKERFILE", "HARBOR_SCHEMA_VERSION", "INSTRUCTION_FILE", "SOLUTION_MOUNT",
+__all__ = ["AGENT_SCRIPT", "DEFAULT_WORKDIR", "DOCKERFILE",
+           "HARBOR_SCHEMA_VERSION", "INSTRUCTION_FILE", "SOLUTION_MOUNT",
            "SOLVE_SCRIPT", "TESTS_MOUNT", "TEST_SCRIPT", "VERIFIER_LOGS", "HarborSpec", "Healthcheck",
            "VerifierMode"]
