@@ -14,7 +14,7 @@ from typing import Any
 from jsonschema import ValidationError
 
 from verify_cli.errors import TaskFormatError, UsageError
-from verify_cli.formats.harbor.config import is_harbor_folder, load_harbor_task
+from verify_cli.formats.harbor.config import HARBOR_KIND, is_harbor_folder, load_harbor_task
 from verify_cli.kinds.registry import kind_names
 from verify_cli.tasks.model import (
     HIDDEN_TESTS_DIR,
@@ -377,6 +377,10 @@ def load_task(folder: Path) -> Task:
                               hint="map test ids or patterns to weights, e.g. \"hidden_tests.*\" = 2")
 
     kind, notes = resolve_kind(task_file, data)
+    if kind == HARBOR_KIND:  # given by a Harbor folder's layout, never by a verify-cli task.toml
+        raise TaskFormatError(str(task_file), "kind 'harbor' is what a Harbor task folder is read as",
+                              pointer="/kind", hint="lay the task out as Harbor does (instruction.md, tests/test.sh, "
+                              "solution/solve.sh, no id), or convert it: verify-cli import --preset harbor")
     _check_repository(task_file, data, kind)
     _check_environment(folder, task_file, data)
     has_patch = (folder / SOLUTION_PATCH).is_file()
