@@ -83,7 +83,7 @@ def test_mistakes_name_their_file_and_field(tmp_path: Path) -> None:
         load_task(folder)
     toml.write_text('version = "1.0"\n')
     (folder / "solution" / "solve.sh").unlink()
-    with pytest.raises(TaskFormatError, match="missing solution/solve.sh"):
+    with pytest.raises(TaskFormatError, match=r"missing solution/solve\.sh"):
         load_task(folder)
 
 

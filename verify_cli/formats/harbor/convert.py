@@ -101,7 +101,8 @@ mkdir -p /logs/verifier
 if [ "$cases" -eq 0 ]; then
   echo '{{"reward": 0}}' > /logs/verifier/reward.json
 elif [ "{policy}" = "fraction" ]; then
-  awk -v c="$cases" -v f="$failed" 'BEGIN {{ printf "{{\"reward\": %.6f}}\n", (c - f) / c }}' > /logs/verifier/reward.json
+  awk -v c="$cases" -v f="$failed" 'BEGIN {{ printf "{{\"reward\": %.6f}}\n", (c - f) / c }}' \
+    > /logs/verifier/reward.json
 elif [ "$failed" -eq 0 ]; then
   echo '{{"reward": 1}}' > /logs/verifier/reward.json
 else
@@ -317,4 +318,5 @@ def convert_folder(source: Path, out: Path, preset: str) -> list[Conversion]:
 #: The presets of ``verify-cli import`` that read folders rather than rows.
 FOLDER_PRESETS = ("harbor", "terminal-bench")
 
-__all__ = ["EXTRA_FILES", "FOLDER_PRESETS", "Conversion", "convert_folder", "relative_place", "from_harbor", "from_terminal_bench", "to_harbor"]
+__all__ = ["EXTRA_FILES", "FOLDER_PRESETS", "Conversion", "convert_folder", "from_harbor", "from_terminal_bench",
+           "relative_place", "to_harbor"]
