@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # grading imports this module: its own modules are imported w
     from verify_cli.grading.junit import TestOutcome
     from verify_cli.grading.workspace import Phase
     from verify_cli.sandbox.base import Sandbox
+    from verify_cli.sandbox.sessions.base import Session, SessionLimits
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,11 @@ class Kind:
         """Run one phase of ``task`` in the built environment ``image`` (only where
         :meth:`runs_itself`)."""
         raise NotImplementedError(f"{self.name} runs its tasks' test command")
+
+    def open_session(self, task: Task, image: str | None, limits: SessionLimits) -> Session | None:
+        """An agent's session in ``task``'s environment where the kind opens its own (Harbor: a
+        container of the task's image at its workdir); None: the backend's session."""
+        return None
 
     # -- warm runs ----------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import ClassVar
 
 from verify_cli.formats.harbor.dockerfile import baked_in
@@ -21,6 +22,7 @@ from verify_cli.grading.workspace import Phase
 from verify_cli.kinds.base import Kind, OwnRun
 from verify_cli.kinds.registry import register_kind
 from verify_cli.sandbox.base import RunResult, Sandbox, Verdict
+from verify_cli.sandbox.sessions.base import Session, SessionLimits
 from verify_cli.tasks.model import Task
 
 #: The isolation a Harbor grade reports, by verifier mode.
@@ -62,6 +64,15 @@ class HarborKind(Kind):
         shared = trial.mode is VerifierMode.SHARED
         return OwnRun(trial.run, trial.ignored, SHARED_VERIFIER if shared else ISOLATED_VERIFIER,
                       (SHARED_NOTE,) if shared else (IN_VERIFIER_NOTE,))
+
+    def open_session(self, task: Task, image: str | None, limits: SessionLimits) -> Session | None:
+        from verify_cli.formats.harbor.session import HarborSession
+
+        if task.harbor is None:
+            return None
+        if task.harbor.agent_timeout_sec:
+            limits = replace(limits, wall_seconds=max(limits.wall_seconds, task.harbor.agent_timeout_sec))
+        return HarborSession.open(task, image or task.environment.image, limits, self.trials)
 
     def score(self, task: Task, tests: list[TestOutcome], run: RunResult) -> float | None:
         raw = run.results.get(REWARD_RESULT)

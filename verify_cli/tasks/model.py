@@ -226,8 +226,9 @@ class Task:
         return self._tests_in((TESTS_DIR, HIDDEN_TESTS_DIR))
 
     def visible_test_files(self) -> dict[str, Path]:
-        """The visible tests alone (what a solver may see), keyed as :meth:`test_files` keys them."""
-        return self._tests_in((TESTS_DIR,))
+        """The visible tests alone (what a solver may see), keyed as :meth:`test_files` keys them.
+        A Harbor task's tests are the verifier's: none is visible."""
+        return {} if self.harbor is not None else self._tests_in((TESTS_DIR,))
 
     def _tests_in(self, folders: tuple[str, ...]) -> dict[str, Path]:
         flat = self.repository is not None and self.repository.test_layout == "repository"
