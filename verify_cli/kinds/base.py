@@ -93,6 +93,8 @@ class Kind:
     #: give them (``verify_calls.py``; the sources live in ``verify_cli/harness/<role>/``, and the
     #: harness ships them all; a test checks each one exists).
     harness_files: ClassVar[tuple[str, ...]] = ()
+    #: Whether its tasks run only in an image (docker): bwrap cannot realise them yet.
+    needs_image: ClassVar[bool] = False
 
     def __init__(self) -> None:
         #: How two-process grading lays the kind out; None: its tasks run in-process.

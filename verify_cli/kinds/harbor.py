@@ -38,6 +38,7 @@ class HarborKind(Kind):
     name: ClassVar[str] = "harbor"
     summary: ClassVar[str] = ("a Harbor task folder: the oracle or the agent's work, then tests/test.sh in a fresh "
                               "container writing /logs/verifier/reward.json|txt")
+    needs_image: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__()

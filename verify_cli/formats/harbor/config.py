@@ -18,6 +18,7 @@ from typing import Any
 from verify_cli.errors import TaskFormatError
 from verify_cli.formats.harbor.dockerfile import dockerfile_workdir
 from verify_cli.formats.harbor.spec import (
+    AGENT_SCRIPT,
     DEFAULT_WORKDIR,
     DOCKERFILE,
     INSTRUCTION_FILE,
@@ -238,7 +239,7 @@ def load_harbor_task(folder: Path) -> Task:
         scoring=Scoring(policy=ScoringPolicy.FRACTION),
         limits=TaskLimits(wall_seconds=limits_wall, memory_mb=spec.memory_mb, processes=1024,
                           output_bytes=1048576),
-        editable=("**",), kind=HARBOR_KIND, harbor=spec,
+        editable=(AGENT_SCRIPT, "**"), kind=HARBOR_KIND, harbor=spec,
     )
 
 

@@ -24,6 +24,8 @@ from typing import Any
 from verify_cli.errors import TaskFormatError, UsageError
 from verify_cli.formats.harbor.config import OWN_TABLE, is_harbor_folder
 from verify_cli.formats.harbor.spec import HARBOR_SCHEMA_VERSION
+from verify_cli.kinds.registry import kind_of
+from verify_cli.kinds.runner import RunnerKind
 from verify_cli.tasks.model import (
     HIDDEN_TESTS_DIR,
     PROMPT_FILE,
@@ -168,10 +170,11 @@ def to_harbor(task: Task, out: Path) -> Conversion:
     if env.requirements or env.requirements_file or env.setup or env.system_packages:
         conv.unsupported["environment.requirements/setup/system_packages"] = (
             "not installed in the Harbor image (kept in [verify_cli] source)")
-    if task.isolation.value == "two-process" and task.kind in ("pytest", "node", "calls", "stdio"):
+    kind = kind_of(task)
+    if task.isolation.value == "two-process" and kind.two_process_runtime(task) is not None:
         conv.unsupported["isolation"] = ("Harbor's verifier runs the tests in one process with the agent's code "
                                          "(verify-cli's two-process grading is not expressed)")
-    if task.kind in ("calls", "stdio"):
+    if isinstance(kind, RunnerKind):
         conv.unsupported["kind"] = f"the built-in {task.kind} runner is not in the Harbor image: test.sh fails"
     if task.scoring.policy not in (ScoringPolicy.ALL_OR_NOTHING, ScoringPolicy.FRACTION):
         conv.unsupported["scoring.policy"] = f"{task.scoring.policy.value} scored all-or-nothing in reward.json"
