@@ -4,6 +4,7 @@ and the reward under Harbor's shared mode (side by side), and scripted agents ea
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -119,3 +120,23 @@ def test_a_candidate_conftest_in_the_workdir_is_not_carried(grader: Grader) -> N
     result = _grade(grader, task, {"calc.py": fixed, "conftest.py": b"raise SystemExit(1)\n"})
     assert result.score == 1.0
     assert result.ignored_files == ("conftest.py",)
+
+
+def test_a_module_shadowing_the_test_runner_is_not_carried(grader: Grader) -> None:
+    task = load_task(SOUND / "fix-sum")
+    fake = b"import sys\nsys.exit(0)\n"
+    result = _grade(grader, task, {"pytest.py": fake, "_pytest/__init__.py": fake})
+    assert result.score == 0.0 and set(result.ignored_files) == {"pytest.py", "_pytest/__init__.py"}
+
+
+def test_a_healthcheck_that_never_passes_is_infrastructure(grader: Grader, tmp_path: Path) -> None:
+    folder = tmp_path / "unhealthy"
+    shutil.copytree(SOUND / "fix-sum", folder)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text() + "\n[environment.healthcheck]\ncommand = \"test -e /nowhere\"\n"
+                    "interval_sec = 0.1\ntimeout_sec = 5\nretries = 2\n")
+    result = grader.grade(GradeRequest(load_task(folder), Phase.REFERENCE))
+    assert result.status is GradeStatus.INFRA_ERROR and result.score is None
+    assert "healthcheck 'test -e /nowhere' never passed" in result.problems[0]
+    toml.write_text(toml.read_text().replace("test -e /nowhere", "test -d /app"))
+    assert _grade(grader, load_task(folder), None, Phase.REFERENCE).score == 1.0

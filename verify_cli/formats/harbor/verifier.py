@@ -113,9 +113,15 @@ def _folder_files(folder: Path) -> dict[str, bytes]:
     return {rel: p.read_bytes() for rel, p in list_files(folder).items()}
 
 
+#: Top-level names in the workdir that would shadow the test runner for a verifier that runs
+#: ``python -m pytest`` there (the working folder is first on its ``sys.path``).
+SHADOWING = ("pytest.py", "pytest", "_pytest", "pluggy", "py.py")
+
+
 def _harness_file(rel: str) -> bool:
     name = rel.rsplit("/", 1)[-1]
-    return name in HARNESS_FILES or name.endswith(HARNESS_SUFFIXES) or "__pycache__" in rel.split("/")
+    return (name in HARNESS_FILES or name.endswith(HARNESS_SUFFIXES) or "__pycache__" in rel.split("/")
+            or rel.split("/", 1)[0] in SHADOWING)
 
 
 def admit(files: Mapping[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
@@ -433,4 +439,5 @@ class HarborTrials:
         return Trial(run, reward, VerifierMode.SHARED, agent_seconds=agent_seconds, verifier_seconds=wall)
 
 
-__all__ = ["MAX_WORK_BYTES", "REWARD_RESULT", "AgentPhase", "HarborTrials", "Trial", "TrialInfraError", "admit"]
+__all__ = ["MAX_WORK_BYTES", "REWARD_RESULT", "SHADOWING", "AgentPhase", "HarborTrials", "Trial", "TrialInfraError",
+           "admit"]
