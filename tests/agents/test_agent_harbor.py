@@ -6,7 +6,9 @@ classic hacks played by an agent earn 0."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,3 +53,26 @@ def test_an_agent_playing_the_classic_hacks_earns_0(policy_server: PolicyServer,
                                                  [("bash", {"command": REWARD_REWRITER})]])
     code, doc = _run(policy_server, "hacker", SOUND / "fix-sum", tmp_path / "hacker.json")
     assert code == 1 and doc["score"] == 0.0
+
+
+def test_difficulty_agent_on_harbor_tasks(policy_server: PolicyServer, tmp_path: Path) -> None:
+    """``difficulty --agent`` over a folder of Harbor tasks: the oracle-playing policy solves each."""
+    oracles = {p.name: (p / "solution" / "solve.sh").read_text() for p in sorted(SOUND.iterdir())}
+    prompts = {p.name: (p / "instruction.md").read_text().strip() for p in sorted(SOUND.iterdir())}
+
+    def policy(messages: Sequence[dict[str, Any]]) -> list[tuple[str, Any]] | str:
+        user = next(m["content"] for m in messages if m["role"] == "user")
+        name = next(n for n, text in prompts.items() if text in user)
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        return [("bash", {"command": oracles[name]})] if turn == 0 else [("submit", {})]
+
+    policy_server.policies["harbor-difficulty"] = policy
+    summary = tmp_path / "summary.json"
+    code = main(["difficulty", str(SOUND), "--agent", "--backend", "openai", "--model", "harbor-difficulty",
+                 "--base-url", policy_server.base_url, "--out", str(tmp_path / "out"), "--samples", "2", "-j", "2",
+                 "--sandbox", "docker", "--cache-dir", str(tmp_path / "cache"), "--max-turns", "4",
+                 "--json", str(summary)])
+    assert code == 0
+    doc = json.loads(summary.read_text())
+    assert {t["task_id"]: (t["pass_rate"], t["n"]) for t in doc["tasks"]} == {
+        "fix-sum": (1.0, 2), "partial-credit": (1.0, 2)}
