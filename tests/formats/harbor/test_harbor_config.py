@@ -132,3 +132,14 @@ def test_the_hack_probes_apply_to_harbor_tasks_only() -> None:
     for probe in probes_for("shell"):
         assert build_probe(probe, probe_context(harbor))
         assert build_probe(probe, probe_context(sample)) is None
+
+
+def test_a_copy_of_a_test_file_under_another_name_is_found(tmp_path: Path) -> None:
+    folder = _copy(tmp_path)
+    (folder / "environment" / "app").mkdir()
+    (folder / "environment" / "app" / "check.py").write_bytes((folder / "tests" / "test_outputs.py").read_bytes())
+    dockerfile = folder / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "COPY app/ /app/\n")
+    assert [(leak.line, leak.what) for leak in baked_in(dockerfile, folder)] == [(5, "tests")]
+    (folder / "environment" / "app" / "check.py").write_text("print('mine')\n")
+    assert baked_in(dockerfile, folder) == []

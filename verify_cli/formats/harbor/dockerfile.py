@@ -100,7 +100,39 @@ def baked_in(dockerfile: Path, task_root: Path) -> list[Leak]:
                     break
         elif op == "RUN" and re.search(r"(/solution/|/tests/)solve\.sh|solve\.sh", m.group(2)):
             leaks.append(Leak(number, line, "solution"))
-    return leaks
+    return leaks + _copies_of(dockerfile, task_root, text, {n for leak in leaks for n in (leak.line,)})
+
+
+def _copies_of(dockerfile: Path, task_root: Path, text: str, seen: set[int]) -> list[Leak]:
+    """COPY/ADD lines whose sources take in a file of the build context that is byte for byte a
+    file of ``tests/`` or ``solution/`` under another name (``COPY . /app`` over a copy)."""
+    context = dockerfile.parent
+    pristine: dict[bytes, str] = {}
+    for what in ("tests", "solution"):
+        folder = task_root / what
+        if folder.is_dir():
+            for p in folder.rglob("*"):
+                if p.is_file() and p.stat().st_size > 0:
+                    pristine[p.read_bytes()] = what
+    copies: dict[str, str] = {}
+    for p in context.rglob("*"):
+        if p.is_file() and p.name != dockerfile.name and p.stat().st_size > 0:
+            found = pristine.get(p.read_bytes())
+            if found is not None:
+                copies[p.relative_to(context).as_posix()] = found
+    out: list[Leak] = []
+    for number, line in logical_lines(text):
+        m = _INSTRUCTION.match(line)
+        if number in seen or not m or m.group(1).upper() not in ("COPY", "ADD"):
+            continue
+        for src in _sources(m.group(2)):
+            src = src.strip("/").removeprefix("./")
+            hit = next((what for rel, what in copies.items()
+                        if src in ("", ".") or rel == src or rel.startswith(src + "/")), None)
+            if hit is not None:
+                out.append(Leak(number, line, hit))
+                break
+    return out
 
 
 __all__ = ["Leak", "baked_in", "dockerfile_workdir", "logical_lines"]
