@@ -199,6 +199,8 @@ class Task:
 
     @property
     def prompt(self) -> str:
+        if self.harbor is not None and self.harbor.instruction is not None:
+            return self.harbor.instruction
         p = self.root / (INSTRUCTION_FILE if self.harbor is not None else PROMPT_FILE)
         return p.read_text(encoding="utf-8") if p.is_file() else ""
 

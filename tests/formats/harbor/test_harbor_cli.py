@@ -41,3 +41,13 @@ def test_on_bwrap_a_harbor_task_is_an_environment_error_saying_why(tmp_path: Pat
     (task,) = json.loads(out.read_text())["tasks"]
     assert task["verdict"] == "environment-error"
     assert "--sandbox docker" in json.dumps(task["checks"])
+
+
+@pytest.mark.docker
+def test_a_terminal_bench_1_folder_is_checked_as_it_is(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    code = main(["check-tasks", str(FIXTURES.parent / "terminal-bench"), "--sandbox", "docker", "--repeats", "2",
+                 "--no-cache", "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert code == 0, doc
+    assert {t["task_id"]: t["verdict"] for t in doc["tasks"]} == {"hello-file": "sound"}

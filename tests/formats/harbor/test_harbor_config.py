@@ -143,3 +143,20 @@ def test_a_copy_of_a_test_file_under_another_name_is_found(tmp_path: Path) -> No
     assert [(leak.line, leak.what) for leak in baked_in(dockerfile, folder)] == [(5, "tests")]
     (folder / "environment" / "app" / "check.py").write_text("print('mine')\n")
     assert baked_in(dockerfile, folder) == []
+
+
+TB1 = Path(__file__).resolve().parents[2] / "fixtures" / "terminal-bench"
+
+
+def test_a_terminal_bench_1_folder_loads_as_it_is(tmp_path: Path) -> None:
+    task = load_task(TB1 / "hello-file")
+    assert task.kind == "harbor" and task.harbor is not None and task.harbor.layout == "terminal-bench"
+    assert task.prompt == 'Create /app/hello.txt containing the line "Hello, world!".\n'
+    assert task.harbor.verifier_timeout_sec == 60.0 and task.harbor.agent_timeout_sec == 120.0
+    assert set(task.harbor.unsupported) == {"parser_name", "run_tests_in_same_shell"}
+    assert [t.id for t in load_task_set(TB1) if not isinstance(t, TaskLoadFailure)] == ["hello-file"]
+    # its build context is the task folder: `COPY . /app` takes the tests into the image
+    folder = tmp_path / "hello-file"
+    shutil.copytree(TB1 / "hello-file", folder)
+    (folder / "Dockerfile").write_text((folder / "Dockerfile").read_text() + "COPY . /app\n")
+    assert [leak.what for leak in baked_in(folder / "Dockerfile", folder)] == ["tests"]

@@ -19,6 +19,16 @@ TESTS_MOUNT = "/tests"
 SOLUTION_MOUNT = "/solution"
 VERIFIER_LOGS = "/logs/verifier"
 DEFAULT_WORKDIR = "/app"
+TERMINAL_BENCH = "terminal-bench"
+TB1_SPEC = "task.yaml"
+TB1_TESTS = "run-tests.sh"
+TB1_SOLUTION = "solution.sh"
+#: Terminal-Bench 1's verifier as Harbor's: run-tests.sh (beside the tests at /tests, as TB1 runs
+#: it with ``TEST_DIR``), its exit status the reward.
+TB1_TEST_SH = ("#!/bin/bash\n# Terminal-Bench 1's run-tests.sh: its exit status is the reward.\n"
+               "export TEST_DIR=/tests\nmkdir -p /logs/verifier\n"
+               "if bash /tests/run-tests.sh; then echo 1 > /logs/verifier/reward.txt; "
+               "else echo 0 > /logs/verifier/reward.txt; fi\n")
 #: A candidate's file of this name is not laid into the workdir: it is the agent's script, run in the
 #: agent's environment before the verifier (a scripted agent; audit's probes are such agents).
 AGENT_SCRIPT = ".verify-cli-agent.sh"
@@ -73,9 +83,30 @@ class HarborSpec:
     unsupported: Mapping[str, str] = field(default_factory=dict)
     #: The Dockerfile (relative path) when the task has one.
     dockerfile: str | None = None
+    #: ``harbor``, or ``terminal-bench`` for a Terminal-Bench 1 folder read as it is (``task.yaml``,
+    #: ``run-tests.sh``, ``solution.sh``: its verifier is run-tests.sh's exit status).
+    layout: str = "harbor"
+    #: The instruction where it is not ``instruction.md`` (Terminal-Bench 1's ``task.yaml``).
+    instruction: str | None = None
 
 
-__all__ = ["AGENT_SCRIPT", "DEFAULT_WORKDIR", "DOCKERFILE",
-           "HARBOR_SCHEMA_VERSION", "INSTRUCTION_FILE", "SOLUTION_MOUNT",
-           "SOLVE_SCRIPT", "TESTS_MOUNT", "TEST_SCRIPT", "VERIFIER_LOGS", "HarborSpec", "Healthcheck",
-           "VerifierMode"]
+__all__ = [
+    "AGENT_SCRIPT",
+    "DEFAULT_WORKDIR",
+    "DOCKERFILE",
+    "HARBOR_SCHEMA_VERSION",
+    "INSTRUCTION_FILE",
+    "SOLUTION_MOUNT",
+    "SOLVE_SCRIPT",
+    "TB1_SOLUTION",
+    "TB1_SPEC",
+    "TB1_TESTS",
+    "TB1_TEST_SH",
+    "TERMINAL_BENCH",
+    "TESTS_MOUNT",
+    "TEST_SCRIPT",
+    "VERIFIER_LOGS",
+    "HarborSpec",
+    "Healthcheck",
+    "VerifierMode",
+]

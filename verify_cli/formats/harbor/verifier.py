@@ -39,6 +39,10 @@ from verify_cli.formats.harbor.config import RESULTS_FILE
 from verify_cli.formats.harbor.reward import Reward, read_reward, reward_junit
 from verify_cli.formats.harbor.spec import (
     SOLUTION_MOUNT,
+    TB1_SOLUTION,
+    TB1_TEST_SH,
+    TB1_TESTS,
+    TERMINAL_BENCH,
     TESTS_MOUNT,
     VERIFIER_LOGS,
     HarborSpec,
@@ -116,6 +120,23 @@ def _folder_files(folder: Path) -> dict[str, bytes]:
 #: Top-level names in the workdir that would shadow the test runner for a verifier that runs
 #: ``python -m pytest`` there (the working folder is first on its ``sys.path``).
 SHADOWING = ("pytest.py", "pytest", "_pytest", "pluggy", "py.py")
+
+
+def verifier_files(task: Task) -> dict[str, bytes]:
+    """What ``/tests`` holds for the verifier: ``tests/`` (Terminal-Bench 1: with run-tests.sh and
+    the test.sh that turns its exit status into the reward)."""
+    files = _folder_files(task.root / "tests")
+    if task.harbor is not None and task.harbor.layout == TERMINAL_BENCH:
+        files[TB1_TESTS] = (task.root / TB1_TESTS).read_bytes()
+        files["test.sh"] = TB1_TEST_SH.encode()
+    return files
+
+
+def oracle_files(task: Task) -> dict[str, bytes]:
+    """What ``/solution`` holds for the oracle (``solve.sh`` and its files)."""
+    if task.harbor is not None and task.harbor.layout == TERMINAL_BENCH:
+        return {"solve.sh": (task.root / TB1_SOLUTION).read_bytes()}
+    return _folder_files(task.root / "solution")
 
 
 def _harness_file(rel: str) -> bool:
@@ -317,7 +338,7 @@ class HarborTrials:
         env: dict[str, str] = {}
         if agent.oracle:
             self._mkdir_root(cid, SOLUTION_MOUNT)
-            api.put_archive(cid, SOLUTION_MOUNT, _tar(_folder_files(task.root / "solution"), 0o755))
+            api.put_archive(cid, SOLUTION_MOUNT, _tar(oracle_files(task), 0o755))
             script, env = f"bash {SOLUTION_MOUNT}/solve.sh", dict(spec.solution_env)
         if script is None:
             return Verdict.OK, "", b""
@@ -377,7 +398,7 @@ class HarborTrials:
             logs.mkdir()
             os.chmod(logs, 0o777)  # the verifier runs as the image's user, unknown here
             tests = Path(tmp) / "tests"
-            for rel, data in _folder_files(task.root / "tests").items():
+            for rel, data in verifier_files(task).items():
                 (tests / rel).parent.mkdir(parents=True, exist_ok=True)
                 (tests / rel).write_bytes(data)
             tests.mkdir(exist_ok=True)
@@ -427,7 +448,7 @@ class HarborTrials:
             t1 = time.monotonic()
             self._mkdir_root(cid, TESTS_MOUNT)
             self._mkdir_root(cid, VERIFIER_LOGS)
-            api.put_archive(cid, TESTS_MOUNT, _tar(_folder_files(task.root / "tests"), 0o755))
+            api.put_archive(cid, TESTS_MOUNT, _tar(verifier_files(task), 0o755))
             ex = _Exec(api, cid, ["bash", f"{TESTS_MOUNT}/test.sh"], user=spec.verifier_user, workdir=spec.workdir,
                        env=spec.verifier_env)
             code, done = ex.run(spec.verifier_timeout_sec)
@@ -440,4 +461,4 @@ class HarborTrials:
 
 
 __all__ = ["MAX_WORK_BYTES", "REWARD_RESULT", "SHADOWING", "AgentPhase", "HarborTrials", "Trial", "TrialInfraError",
-           "admit"]
+           "admit", "oracle_files", "verifier_files"]
