@@ -155,8 +155,8 @@ def test_a_terminal_bench_1_folder_loads_as_it_is(tmp_path: Path) -> None:
     assert task.harbor.verifier_timeout_sec == 60.0 and task.harbor.agent_timeout_sec == 120.0
     assert set(task.harbor.unsupported) == {"parser_name", "run_tests_in_same_shell"}
     assert [t.id for t in load_task_set(TB1) if not isinstance(t, TaskLoadFailure)] == ["hello-file"]
-    # its build context is the task folder: `COPY . /app` takes the tests into the image
+    # its build context is the task folder: `COPY . /app` takes the tests and solution.sh into the image
     folder = tmp_path / "hello-file"
     shutil.copytree(TB1 / "hello-file", folder)
     (folder / "Dockerfile").write_text((folder / "Dockerfile").read_text() + "COPY . /app\n")
-    assert [leak.what for leak in baked_in(folder / "Dockerfile", folder)] == ["tests"]
+    assert [leak.what for leak in baked_in(folder / "Dockerfile", folder)] == ["solution and tests"]

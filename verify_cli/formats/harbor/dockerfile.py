@@ -128,13 +128,13 @@ def _copies_of(dockerfile: Path, task_root: Path, text: str, seen: set[int]) -> 
         m = _INSTRUCTION.match(line)
         if number in seen or not m or m.group(1).upper() not in ("COPY", "ADD"):
             continue
+        hits: set[str] = set()
         for src in _sources(m.group(2)):
             src = src.strip("/").removeprefix("./")
-            hit = next((what for rel, what in copies.items()
-                        if src in ("", ".") or rel == src or rel.startswith(src + "/")), None)
-            if hit is not None:
-                out.append(Leak(number, line, hit))
-                break
+            hits |= {what for rel, what in copies.items()
+                     if src in ("", ".") or rel == src or rel.startswith(src + "/")}
+        if hits:
+            out.append(Leak(number, line, " and ".join(sorted(hits))))
     return out
 
 
