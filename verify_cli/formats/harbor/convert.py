@@ -23,7 +23,8 @@ from typing import Any
 
 from verify_cli.errors import TaskFormatError, UsageError
 from verify_cli.formats.harbor.config import OWN_TABLE, is_harbor_folder
-from verify_cli.formats.harbor.spec import HARBOR_SCHEMA_VERSION
+from verify_cli.formats.harbor.spec import HARBOR_SCHEMA_VERSION, TB1_TEST_SH
+from verify_cli.formats.harbor.terminal_bench import instruction_of
 from verify_cli.kinds.registry import kind_of
 from verify_cli.kinds.runner import RunnerKind
 from verify_cli.tasks.model import (
@@ -250,7 +251,7 @@ def from_terminal_bench(folder: Path, out: Path) -> Conversion:
     except (OSError, yaml.YAMLError) as e:
         raise TaskFormatError(str(spec_file), f"not a Terminal-Bench task.yaml: {e}") from None
     conv = Conversion(folder.name, out)
-    instruction = spec.get("instruction") or spec.get("descriptions", [{}])[0].get("description", "")
+    instruction = instruction_of(spec)
     if not instruction:
         raise TaskFormatError(str(spec_file), "no instruction", pointer="/instruction")
     for name in ("Dockerfile", "run-tests.sh"):
@@ -266,11 +267,7 @@ def from_terminal_bench(folder: Path, out: Path) -> Conversion:
     if (folder / "tests").is_dir():
         _copy_tree(folder / "tests", out / "tests")
     shutil.copyfile(folder / "run-tests.sh", out / "tests" / "run-tests.sh")
-    (out / "tests" / "test.sh").write_text(
-        "#!/bin/bash\n# Terminal-Bench 1's run-tests.sh: its exit status is the reward.\n"
-        "export TEST_DIR=/tests\nmkdir -p /logs/verifier\n"
-        "if bash /tests/run-tests.sh; then echo 1 > /logs/verifier/reward.txt; "
-        "else echo 0 > /logs/verifier/reward.txt; fi\n")
+    (out / "tests" / "test.sh").write_text(TB1_TEST_SH)
     (out / "solution").mkdir()
     if (folder / "solution.sh").is_file():
         shutil.copyfile(folder / "solution.sh", out / "solution" / "solve.sh")
