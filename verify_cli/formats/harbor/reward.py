@@ -74,14 +74,16 @@ def read_reward(files: Mapping[str, bytes]) -> Reward:
     return Reward({}, "", "the verifier wrote no reward file (/logs/verifier/reward.json or reward.txt)")
 
 
-def reward_junit(reward: Reward) -> bytes:
-    """The reward as JUnit XML: one case per key, passed at full credit, else failed with its value."""
+def reward_junit(reward: Reward, output_tail: str = "") -> bytes:
+    """The reward as JUnit XML: one case per key, passed at full credit, else failed with its value
+    (and the end of the verifier's output, where given: what a curator reads first)."""
     cases: list[str] = []
+    tail = f" (the verifier's output ends: {output_tail})" if output_tail else ""
     if reward.error:
-        failure = f"<failure message={quoteattr(reward.error)}/>"
+        failure = f"<failure message={quoteattr(reward.error + tail)}/>"
         cases.append(f'<testcase classname="harbor" name="{NO_REWARD_CASE}">{failure}</testcase>')
     for key, v in sorted(reward.values.items()):
-        body = "" if v >= FULL else f"<failure message={quoteattr(f'reward {v:g} of 1')}/>"
+        body = "" if v >= FULL else f"<failure message={quoteattr(f'reward {v:g} of 1' + tail)}/>"
         cases.append(f"<testcase classname=\"harbor\" name={quoteattr(key)}>{body}</testcase>")
     failures = sum(1 for c in cases if "<failure" in c)
     return (f'<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="harbor" tests="{len(cases)}" '

@@ -103,6 +103,13 @@ def _captured(data: bytes) -> CapturedOutput:
     return CapturedOutput(head=data[:_KEEP], tail=data[-_KEEP:], total_bytes=len(data), truncated=True)
 
 
+def output_tail(output: bytes, chars: int = 240) -> str:
+    """The last non-blank lines of the verifier's output, on one line, at most ``chars`` long."""
+    lines = [line.strip() for line in output.decode("utf-8", "replace").splitlines() if line.strip()]
+    text = " | ".join(lines[-4:])
+    return text if len(text) <= chars else "..." + text[-chars:]
+
+
 def _tar(files: Mapping[str, bytes], mode: int = 0o644) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -353,7 +360,7 @@ class HarborTrials:
         reward = read_reward(logs)
         if verdict is Verdict.TIMEOUT and not reward.values:
             reward = Reward({}, "", f"the verifier ran past its timeout_sec ({message})")
-        results = {RESULTS_FILE: reward_junit(reward),
+        results = {RESULTS_FILE: reward_junit(reward, output_tail(output)),
                    REWARD_RESULT: json.dumps(reward.to_dict(), sort_keys=True).encode()}
         if verdict is Verdict.OK:
             # test.sh's exit status is not the verdict (the reward file is): keep the two consistent
