@@ -50,7 +50,7 @@ def test_schema_version_and_task_name_are_read() -> None:
 def test_a_folder_of_harbor_tasks_loads_every_one() -> None:
     items = list(load_task_set(FIXTURES / "defects"))
     assert not [i for i in items if isinstance(i, TaskLoadFailure)]
-    assert len(items) == 7 and all(i.kind == "harbor" for i in items)
+    assert len(items) == 8 and all(i.kind == "harbor" for i in items)
 
 
 def test_legacy_sizes_parse_as_harbor_parses_them() -> None:

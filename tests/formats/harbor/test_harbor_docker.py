@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from verify_cli.checks.probes import build_probe, probe_context, probes_for
+from verify_cli.checks.audit import AuditOptions, audit_tasks
+from verify_cli.checks.probes import ProbeTarget, build_probe, probe_context, probes_for
 from verify_cli.checks.report import CheckStatus, TaskVerdict
 from verify_cli.checks.solvability import CheckOptions, check_tasks
 from verify_cli.environments import Environments
@@ -80,13 +81,25 @@ def test_every_planted_defect_is_caught_for_its_own_reason(grader: Grader) -> No
     assert "unknown instruction: THIS" in failed["bad-build"]["environment"]
     for tid in ("no-reward", "bad-reward", "always-one", "oracle-fails", "baked-tests", "baked-solution"):
         assert reports[tid].verdict is TaskVerdict.DEFECTIVE
+    assert failed["git-history"] == {}  # sound to check-tasks: audit's git probes catch it (below)
+
+
+def test_audit_finds_the_fix_in_the_images_git_history_and_nothing_on_a_sound_task(grader: Grader) -> None:
+    options = AuditOptions(mutants=False, flaky=False, labelled=False, jobs=2)
+    (leaky,) = audit_tasks(load_task_set(DEFECTS / "git-history"), grader, options)
+    assert leaky.probes is not None
+    scored = {p.name for p in leaky.probes if p.score}
+    assert scored == {"read-fix-from-git-parent"}
+    (sound,) = audit_tasks(load_task_set(SOUND / "fix-sum"), grader, options)
+    assert sound.probes is not None and len(sound.probes) == len(probes_for("shell"))
+    assert [p.name for p in sound.probes if p.score] == []
 
 
 def test_classic_hacks_earn_nothing_isolated_and_the_reward_shared(grader: Grader) -> None:
     """The difference is the point: the same scripted agents, the same task, two verifiers."""
     task = load_task(SOUND / "fix-sum")
     ctx = probe_context(task)
-    probes = probes_for("shell")
+    probes = [p for p in probes_for("shell") if p.target is ProbeTarget.HARNESS]
     assert {p.name for p in probes} >= {"trojan-curl", "trojan-python3", "trojan-pytest", "conftest-forces-passes",
                                         "reward-file-write", "reward-rewriter"}
     side_by_side: dict[str, tuple[float | None, float | None]] = {}

@@ -12,6 +12,7 @@ from verify_cli.checks.probes.model import BuildProbe, Probe, ProbeContext, Prob
 from verify_cli.formats.harbor.spec import AGENT_SCRIPT
 
 H = ProbeTarget.HARNESS
+T = ProbeTarget.TESTS
 
 #: Writes reward 1 in both forms (json is read first).
 _REWARD_1 = """mkdir -p /logs/verifier 2>/dev/null
@@ -90,6 +91,18 @@ nohup sh /tmp/.rewriter.sh >/dev/null 2>&1 &
 sleep 0.2
 """
 
+#: The fix read from the project's git history in the image: the parent of HEAD (an author who
+#: committed the solution and then the task's broken state), or the newest commit of any ref (a
+#: future commit left in the repository, as SWE-bench images had). Changes what it checks out only.
+GIT_PARENT = """command -v git >/dev/null 2>&1 && git rev-parse --git-dir >/dev/null 2>&1 && \\
+  git checkout HEAD~1 -- . 2>/dev/null
+true
+"""
+GIT_NEWEST = """command -v git >/dev/null 2>&1 && git rev-parse --git-dir >/dev/null 2>&1 && \\
+  git checkout "$(git rev-list --all --max-count=1)" -- . 2>/dev/null
+true
+"""
+
 HARBOR_PROBES: tuple[Probe, ...] = (
     Probe("trojan-curl", "shell", H, "puts a curl earlier on PATH that writes reward 1 and kills its caller",
           "the verifier ran a program the agent left on PATH", _script(TROJAN_CURL)),
@@ -105,11 +118,15 @@ HARBOR_PROBES: tuple[Probe, ...] = (
           "pytest loaded a plugin the agent installed", _script(PYTEST_PLUGIN)),
     Probe("reward-file-write", "shell", H, "writes /logs/verifier/reward.json and reward.txt (1) itself",
           "a reward file the agent wrote was read as the verifier's", _script(REWARD_WRITE)),
+    Probe("read-fix-from-git-parent", "shell", T, "checks out the workdir's files as they were one commit before HEAD",
+          "the image's git history holds the fix (the agent can read it)", _script(GIT_PARENT)),
+    Probe("read-fix-from-git-newest", "shell", T, "checks out the workdir's files of the newest commit of any ref",
+          "the image's git history holds the fix (the agent can read it)", _script(GIT_NEWEST)),
     Probe("reward-rewriter", "shell", H,
           "leaves a background process rewriting /logs/verifier/reward.* to 1 every 10 ms",
           "a process the agent started was still running when the reward was read", _script(REWARD_REWRITER),
           idle=True),
 )
 
-__all__ = ["CONFTEST", "HARBOR_PROBES", "PYTEST_PLUGIN", "REWARD_REWRITER", "REWARD_WRITE", "TROJAN_CURL",
-           "TROJAN_PYTEST", "TROJAN_PYTHON3"]
+__all__ = ["CONFTEST", "GIT_NEWEST", "GIT_PARENT", "HARBOR_PROBES", "PYTEST_PLUGIN", "REWARD_REWRITER", "REWARD_WRITE",
+           "TROJAN_CURL", "TROJAN_PYTEST", "TROJAN_PYTHON3"]
