@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -109,6 +109,8 @@ def export_tasks(path: Path, fmt: str, out: Path, *, split: str = "train",
     report = ExportReport(chosen, out)
     rows: list[dict[str, Any]] = []
     items: Iterable[Task | TaskLoadFailure] = load_task_set(path)
+    if chosen is not ExportFormat.HARBOR:
+        items = _without_harbor_tasks(items, report)
     if chosen is ExportFormat.SWEBENCH:
         return _export_swebench(items, out, report, on_task)
     if chosen in (ExportFormat.VERL_AGENT, ExportFormat.TRL_AGENT):
@@ -125,7 +127,8 @@ def export_tasks(path: Path, fmt: str, out: Path, *, split: str = "train",
             on_task(item.id)
     if not rows:
         raise UsageError(f"{path}: no task could be loaded to export",
-                         hint="run 'verify-cli check-tasks' on it to see why")
+                         hint=f"{report.skipped[0][0]}: {report.skipped[0][1]}" if report.skipped
+                         else "run 'verify-cli check-tasks' on it to see why")
     try:
         report.out = _WRITERS[chosen](rows, out)
     except OSError as e:
@@ -187,6 +190,20 @@ def _export_agent(items: Iterable[Task | TaskLoadFailure], fmt: ExportFormat, ou
     return report
 
 
+#: Why a row export leaves out a Harbor (or Terminal-Bench 1) task folder.
+HARBOR_ROW_SKIP = ("a Harbor task folder: its rows would not hold its environment and verifier; trainers that "
+                   "read Harbor take the folder as it is")
+
+
+def _without_harbor_tasks(items: Iterable[Task | TaskLoadFailure],
+                          report: ExportReport) -> Iterator[Task | TaskLoadFailure]:
+    for item in items:
+        if isinstance(item, Task) and item.harbor is not None:
+            report.skipped.append((str(item.root), HARBOR_ROW_SKIP))
+        else:
+            yield item
+
+
 def _export_harbor(items: Iterable[Task | TaskLoadFailure], source: Path, out: Path, report: ExportReport,
                    on_task: Callable[[str], None] | None) -> ExportReport:
     """A Harbor folder per task, at the task's place in the set (the round trip keeps the layout)."""
@@ -212,6 +229,8 @@ def _export_harbor(items: Iterable[Task | TaskLoadFailure], source: Path, out: P
         if on_task is not None:
             on_task(item.id)
     if not report.exported:
+        if report.skipped and all(why.startswith("already a Harbor task") for _, why in report.skipped):
+            raise UsageError(f"{source}: already Harbor task folders", hint="Harbor reads them as they are")
         raise UsageError(f"{out}: no task could be loaded to export",
                          hint="run 'verify-cli check-tasks' on it to see why")
     return report

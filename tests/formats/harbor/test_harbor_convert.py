@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from verify_cli.checks.report import TaskVerdict
 from verify_cli.checks.solvability import CheckOptions, check_tasks
-from verify_cli.cli.app import app
+from verify_cli.cli.app import app, main
 from verify_cli.environments import Environments
 from verify_cli.environments.store import EnvironmentStore
 from verify_cli.formats.harbor.convert import convert_folder
@@ -88,3 +88,10 @@ def test_exported_and_converted_tasks_are_sound_under_harbor_grading(tmp_path: P
     assert {r.task_id: r.verdict for r in reports} == {
         "coding-interval-merge": TaskVerdict.SOUND, "coding-word-wrap-js": TaskVerdict.SOUND,
         "repo-inventory-package": TaskVerdict.SOUND, "hello-file": TaskVerdict.SOUND}
+
+
+def test_row_exports_leave_harbor_folders_out_saying_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(TB1), "--format", "jsonl", "--out", str(tmp_path / "rows.jsonl")]) == 2
+    assert "a Harbor task folder" in " ".join(capsys.readouterr().err.split())
+    assert main(["export", str(TB1), "--format", "harbor", "--out", str(tmp_path / "again")]) == 2
+    assert "already Harbor task folders" in capsys.readouterr().err
