@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import ClassVar
 
 from verify_cli.formats.harbor.dockerfile import baked_in
@@ -71,8 +70,6 @@ class HarborKind(Kind):
 
         if task.harbor is None:
             return None
-        if task.harbor.agent_timeout_sec:
-            limits = replace(limits, wall_seconds=max(limits.wall_seconds, task.harbor.agent_timeout_sec))
         return HarborSession.open(task, image or task.environment.image, limits, self.trials)
 
     def score(self, task: Task, tests: list[TestOutcome], run: RunResult) -> float | None:
@@ -96,6 +93,9 @@ class HarborKind(Kind):
             leaks = baked_in(task.root / spec.dockerfile, task.root)
             if leaks:
                 out.append(("image-leaks", "; ".join(leak.describe(spec.dockerfile) for leak in leaks), True))
+        if spec.mode is VerifierMode.SHARED:
+            out.append(("verifier", "declared shared ([verify_cli] verifier): test.sh runs in the agent's container, "
+                        "where whatever the agent left runs with it (weaker than the isolated verifier)", False))
         if spec.unsupported:
             out.append(("harbor-fields", "; ".join(f"{k}: {v}" for k, v in sorted(spec.unsupported.items())), False))
         return out

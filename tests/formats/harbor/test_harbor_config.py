@@ -14,6 +14,7 @@ from verify_cli.formats.harbor.config import is_harbor_folder, parse_size_mb
 from verify_cli.formats.harbor.dockerfile import baked_in, dockerfile_workdir
 from verify_cli.formats.harbor.reward import read_reward
 from verify_cli.formats.harbor.spec import VerifierMode
+from verify_cli.kinds.registry import kind_of
 from verify_cli.tasks import load_task, load_task_set
 from verify_cli.tasks.loader import TaskLoadFailure
 
@@ -93,6 +94,8 @@ def test_the_verifier_mode_is_an_explicit_option(tmp_path: Path) -> None:
     toml.write_text(toml.read_text() + '\n[verify_cli]\nverifier = "shared"\n')
     task = load_task(folder)
     assert task.harbor is not None and task.harbor.mode is VerifierMode.SHARED
+    warned = {name: defect for name, _, defect in kind_of(task).findings(task)}
+    assert warned.get("verifier") is False  # flagged as weaker, not a defect
     toml.write_text(toml.read_text().replace('"shared"', '"nearby"'))
     with pytest.raises(TaskFormatError) as e:
         load_task(folder)

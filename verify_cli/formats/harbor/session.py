@@ -46,6 +46,9 @@ class HarborSession(Session):
         self.workdir = spec.workdir
         self._state = SessionState.OPEN
         self._lock = threading.Lock()
+        #: When the task's ``[agent] timeout_sec`` is spent (monotonic), or None: commands are then
+        #: refused with a timeout and the work so far is what gets graded, as in Harbor.
+        self.deadline = time.monotonic() + spec.agent_timeout_sec if spec.agent_timeout_sec else None
 
     @classmethod
     def open(cls, task: Task, image: str, limits: SessionLimits, trials: HarborTrials | None = None) -> HarborSession:
@@ -80,6 +83,12 @@ class HarborSession(Session):
             return ExecResult(ExecVerdict.SESSION_DEAD, message=f"the session is {self._state.value}")
         argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
         limit = timeout or self.limits.command_seconds
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return ExecResult(ExecVerdict.TIMEOUT, message=(
+                    f"the task's agent timeout ({self.spec.agent_timeout_sec:g}s) is spent: submit"))
+            limit = min(limit, left)
         started = time.monotonic()
         try:
             ex = _Exec(self.trials.client.api, self.container_id, argv, user=self.spec.agent_user,
