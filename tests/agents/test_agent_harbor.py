@@ -15,6 +15,7 @@ import pytest
 from tests.agents.conftest import PolicyServer, scripted
 from verify_cli.checks.probes.harbor_probes import REWARD_REWRITER, TROJAN_PYTHON3
 from verify_cli.cli.app import main
+from verify_cli.rollout.shards import read_run
 
 pytestmark = pytest.mark.docker
 
@@ -55,8 +56,8 @@ def test_an_agent_playing_the_classic_hacks_earns_0(policy_server: PolicyServer,
     assert code == 1 and doc["score"] == 0.0
 
 
-def test_difficulty_agent_on_harbor_tasks(policy_server: PolicyServer, tmp_path: Path) -> None:
-    """``difficulty --agent`` over a folder of Harbor tasks: the oracle-playing policy solves each."""
+def _oracle_policy() -> Any:
+    """Play the oracle of whichever sound Harbor task the prompt is, then submit."""
     oracles = {p.name: (p / "solution" / "solve.sh").read_text() for p in sorted(SOUND.iterdir())}
     prompts = {p.name: (p / "instruction.md").read_text().strip() for p in sorted(SOUND.iterdir())}
 
@@ -66,7 +67,25 @@ def test_difficulty_agent_on_harbor_tasks(policy_server: PolicyServer, tmp_path:
         turn = sum(1 for m in messages if m["role"] == "assistant")
         return [("bash", {"command": oracles[name]})] if turn == 0 else [("submit", {})]
 
-    policy_server.policies["harbor-difficulty"] = policy
+    return policy
+
+
+def test_train_agent_on_harbor_tasks(policy_server: PolicyServer, tmp_path: Path) -> None:
+    """``train --agent`` over Harbor tasks: every episode's reward is the isolated verifier's."""
+    policy_server.policies["harbor-train"] = _oracle_policy()
+    run = tmp_path / "run"
+    code = main(["train", str(SOUND), "--agent", "--backend", "openai", "--model", "harbor-train", "--backend-option",
+                 f"base_url={policy_server.base_url}", "-G", "2", "-B", "2", "--steps", "1", "-j", "2",
+                 "--sandbox", "docker", "--max-turns", "4", "--out", str(run)])
+    assert code == 0
+    rows = read_run(run).to_pylist()
+    assert len(rows) == 4
+    assert all(r["status"] == "ok" and r["reward"] == 1.0 and r["end_reason"] == "submit" for r in rows)
+
+
+def test_difficulty_agent_on_harbor_tasks(policy_server: PolicyServer, tmp_path: Path) -> None:
+    """``difficulty --agent`` over a folder of Harbor tasks: the oracle-playing policy solves each."""
+    policy_server.policies["harbor-difficulty"] = _oracle_policy()
     summary = tmp_path / "summary.json"
     code = main(["difficulty", str(SOUND), "--agent", "--backend", "openai", "--model", "harbor-difficulty",
                  "--base-url", policy_server.base_url, "--out", str(tmp_path / "out"), "--samples", "2", "-j", "2",
