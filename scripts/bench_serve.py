@@ -19,14 +19,24 @@ the 429s, and checks that every request was answered exactly once (each id once 
 each service graded exactly what was sent and replayed nothing). Loopback only. Timings on a
 shared machine are noisy: compare the ratio from one run.
 
+Small calls and hostile traffic (``--small-calls-only`` runs this part alone), against one
+service: the round trip of ``/healthz`` and of a session ``exec`` of ``true`` (beside the same
+exec on a session opened in-process: the service's overhead per call, target <= 2 ms); the
+event loop's longest stall (``/healthz`` ``loop_block_ms_max``) while a 5.9 MB body of 100,000
+candidates arrives, and /healthz's worst latency meanwhile (target <= 50 ms); a request head
+that never finishes and a trickled body, each cut after the service's timeout.
+
     python scripts/bench_serve.py [--requests 2000] [--clients 64] [--jobs 2] [--rounds 4]
+    python scripts/bench_serve.py --small-calls-only
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -139,6 +149,156 @@ def served_counts(url: str) -> tuple[float, float, float]:
             metric(url, 'verify_serve_rejected_total{reason="queue_full"}'))
 
 
+def _median_ms(call: Any, n: int) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1000)
+    return percentile(times, 0.5)
+
+
+#: The service as it listened before TCP_NODELAY (a socket made without IPPROTO_TCP, uvicorn's own
+#: protocol), for the before/after ratio of small calls in one run.
+_WITHOUT_NODELAY = """
+import socket, sys
+from pathlib import Path
+import uvicorn
+from verify_cli.service import GradingService, ServiceConfig, create_app
+service = GradingService(ServiceConfig(roots=(Path(sys.argv[1]),), sandbox=sys.argv[2], jobs=2))
+sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.bind(("127.0.0.1", 0))
+sock.listen(128)
+print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+uvicorn.Server(uvicorn.Config(create_app(service), log_config=None, lifespan="on", log_level="warning")).run(
+    sockets=[sock])
+"""
+
+
+def small_call_times(url: str, n: int) -> tuple[float, float]:
+    """Median ms of /healthz and of a session exec of ``true`` against ``url``."""
+    with httpx.Client(base_url=url) as c:
+        c.get("/healthz")
+        health = _median_ms(lambda: c.get("/healthz"), n)
+        sid = c.post("/v1/sessions", json={"task_id": "coding/interval-merge"}).json()["session_id"]
+        c.post(f"/v1/sessions/{sid}/exec", json={"command": "true"})
+        served = _median_ms(lambda: c.post(f"/v1/sessions/{sid}/exec", json={"command": "true"}), n)
+        c.delete(f"/v1/sessions/{sid}")
+    return health, served
+
+
+def without_nodelay(sandbox: str, n: int) -> tuple[float, float]:
+    proc = subprocess.Popen([sys.executable, "-c", _WITHOUT_NODELAY, str(TASK), sandbox], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout is not None
+    try:
+        url = next(line.rsplit("listening on ", 1)[1].strip() for line in proc.stdout if "listening on " in line)
+        return small_call_times(url, n)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def small_calls(sandbox: str, n: int = 200) -> bool:
+    """Small-call round trips, a huge body and slow clients against one service; True when
+    every target holds."""
+    import socket
+    import threading
+
+    from verify_cli.sandbox import SessionLimits, create_sandbox
+
+    with tempfile.TemporaryDirectory() as tmp:
+        # a task folder of 20,000 files (outside starter/: graded runs never copy them)
+        big = Path(tmp) / "tasks" / "big-folder"
+        shutil.copytree(TASK, big)
+        toml = big / "task.toml"
+        toml.write_text(toml.read_text().replace('id = "coding/interval-merge"', 'id = "bench/big-folder"'))
+        for i in range(200):
+            sub = big / "notes" / f"d{i}"
+            sub.mkdir(parents=True)
+            for j in range(100):
+                (sub / f"n{j}.txt").write_text("x")
+        args = [sys.executable, "-m", "verify_cli", "serve", str(TASK), str(big.parent), "--port", "0", "--jobs", "2",
+                "--sandbox", sandbox, "--journal", str(Path(tmp) / "j.jsonl"), "--log-level", "warning",
+                "--header-timeout", "2", "--body-timeout", "2"]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert proc.stdout is not None
+        url = next(line.rsplit("listening on ", 1)[1].strip() for line in proc.stdout if "listening on " in line)
+        port = int(url.rsplit(":", 1)[1])
+        try:
+            box = create_sandbox(sandbox)
+            box.start()
+            limits = SessionLimits(memory_mb=256, processes=64, disk_bytes=64 << 20, idle_seconds=600,
+                                   command_seconds=30)
+            with box.open_session(None, limits, image="verify-cli/python:3.11") as local:
+                local.exec("true")
+                in_process = _median_ms(lambda: local.exec("true"), n)
+            box.close()
+            health, served = small_call_times(url, n)
+            old_health, old_served = without_nodelay(sandbox, max(20, n // 4))
+            body = json.dumps({"candidates": [{"id": f"c{i}", "task_id": "coding/interval-merge",
+                                               "files": {"intervals.py": "def merge(x):\n    return x\n"}}
+                                              for i in range(100_000)]}).encode()
+            worst: list[float] = []
+            stop = threading.Event()
+
+            def probe() -> None:
+                with httpx.Client(base_url=url) as pc:
+                    while not stop.is_set():
+                        t0 = time.perf_counter()
+                        pc.get("/healthz")
+                        worst.append(time.perf_counter() - t0)
+
+            time.sleep(10.5)  # the recent window holds only what follows
+            before = httpx.get(f"{url}/healthz").json()["loop_block_ms_recent"]
+            prober = threading.Thread(target=probe)
+            prober.start()
+            t0 = time.perf_counter()
+            big = httpx.post(f"{url}/v1/grade", content=body, headers={"content-type": "application/json"},
+                             timeout=120)
+            big_s = time.perf_counter() - t0
+            stop.set()
+            prober.join()
+            block = httpx.get(f"{url}/healthz").json()["loop_block_ms_recent"]
+            time.sleep(10.5)
+            t0 = time.perf_counter()
+            folder = httpx.post(f"{url}/v1/grade", json={"candidates": [
+                {"task_id": "bench/big-folder", "completion": f"no code ({i})"} for i in range(32)]}, timeout=120)
+            folder_s = time.perf_counter() - t0
+            folder_block = httpx.get(f"{url}/healthz").json()["loop_block_ms_recent"]
+            assert folder.status_code == 200, folder.text[:300]
+            cut = {}
+            for name, data in (("unfinished head", b"POST /v1/grade HTTP/1.1\r\nHost: x\r\n"),
+                               ("trickled body", b"POST /v1/grade HTTP/1.1\r\nHost: x\r\ncontent-length: 100"
+                                                 b"\r\n\r\n{")):
+                with socket.create_connection(("127.0.0.1", port), timeout=30) as sk:
+                    t0 = time.perf_counter()
+                    sk.sendall(data)
+                    head = sk.recv(4096).split(b"\r\n", 1)[0].decode()
+                    cut[name] = (head, time.perf_counter() - t0)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    print(f"/healthz round trip: median {health:.2f} ms; without TCP_NODELAY {old_health:.2f} ms "
+          f"(ratio {old_health / health:.1f}x)")
+    print(f"session exec of true: without TCP_NODELAY {old_served:.2f} ms, now {served:.2f} ms "
+          f"(ratio {old_served / served:.1f}x)")
+    print(f"session exec of true: service {served:.2f} ms, in-process {in_process:.2f} ms, "
+          f"overhead {served - in_process:.2f} ms (target <= 2 ms); service/in-process = {served / in_process:.2f}")
+    print(f"5.9 MB body of 100,000 candidates: {big.status_code} {big.json()['error']['code']} in {big_s:.3f} s; "
+          f"/healthz worst meanwhile {max(worst) * 1000:.1f} ms over {len(worst)} calls; event loop's longest "
+          f"stall {block:.1f} ms in the last 10 s (the 10 s before the body: {before:.1f} ms; target <= 50 ms); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"32 candidates of a task folder of 20,000 files: answered in {folder_s:.2f} s; event loop's longest "
+          f"stall {folder_block:.1f} ms in the last 10 s")
+    for name, (head, seconds) in cut.items():
+        print(f"{name}: answered '{head}' after {seconds:.2f} s (timeout 2 s)")
+    return (served - in_process <= 2.0 and block <= 50 and folder_block <= 50 and big.status_code == 422
+            and all(" 408 " in h + " " for h, _ in cut.values()))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=2000)
@@ -148,7 +308,11 @@ def main() -> int:
     parser.add_argument("--overload-requests", type=int, default=500)
     parser.add_argument("--overload-queue", type=int, default=8)
     parser.add_argument("--sandbox", default="bwrap")
+    parser.add_argument("--small-calls-only", action="store_true",
+                        help="only the small-call, huge-body and slow-client measurements")
     args = parser.parse_args()
+    if args.small_calls_only:
+        return 0 if small_calls(args.sandbox) else 1
     source = (TASK / "solution" / "intervals.py").read_text()
     files = {"intervals.py": source.encode()}
     per_round = max(1, args.requests // args.rounds)

@@ -70,7 +70,8 @@ def run_child(name: str, script: Path, request: dict[str, Any], out: Path, timeo
     folder = require(name)
     req = out.with_suffix(".request.json")
     req.write_text(json.dumps(request))
-    env = {**os.environ, "PYTHONPATH": str(folder)}
+    # this checkout's verify_cli, not the venv's (which may be another checkout, installed editable)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(REPO_ROOT)])}
     proc = subprocess.run([sys.executable, str(script), str(req), str(out)], env=env, capture_output=True,
                           text=True, timeout=timeout, cwd=out.parent)
     assert proc.returncode == 0 and out.is_file(), (

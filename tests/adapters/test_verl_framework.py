@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.adapters.framework_extras import pinned, require, run_child
@@ -56,7 +57,7 @@ def verl_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     served = start_server([tasks], "--jobs", "1", "--max-sessions", "2")
     try:
         result = run_child("verl", DRIVER, {
-            "modes": ["reward", "infra", "tool"], "tasks": str(tasks), "model": str(model),
+            "modes": ["reward", "infra", "tool", "trajectories"], "tasks": str(tasks), "model": str(model),
             "parquet": str(root / "train.parquet"), "cache": str(root), "completions": completions,
             "prompt_length": 4096, "response_length": 4096, "url": served.url, "task_id": "coding/roman-numerals",
             "max_tool_response_length": 200,
@@ -64,10 +65,21 @@ def verl_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                       ["write_file", {"path": "roman.py", "content": roman}], ["run_tests", {}],
                       ["bash", {"command": "python3 -c \"print('x' * 1000)\""}], ["submit", {}],
                       ["bash", {"command": "ls"}]],
+            "trajectories": [
+                # wrote the right file and submitted; its text holds no code
+                {"task_id": "coding/roman-numerals", "text": "I wrote roman.py and submitted it.",
+                 "calls": [["write_file", {"path": "roman.py", "content": roman}], ["submit", {}]]},
+                # pasted the reference into its text, left the session's starter as it was, never submitted
+                {"task_id": "coding/roman-numerals", "text": fenced("roman.py", roman),
+                 "calls": [["bash", {"command": "ls"}]]},
+                # no tool call at all: its session never opened
+                {"task_id": "coding/roman-numerals", "text": fenced("roman.py", roman), "calls": []},
+            ],
         }, root / "out.json")
+        sessions_left = httpx.get(f"{served.url}/healthz").json()["sessions_open"]
     finally:
         served.stop()
-    return {"result": result, "completions": completions, "tasks": tasks}
+    return {"result": result, "completions": completions, "tasks": tasks, "sessions_left": sessions_left}
 
 
 def mode(verl_run: dict[str, Any], name: str) -> dict[str, Any]:
@@ -114,7 +126,9 @@ def test_verls_tool_loop_drives_a_session_to_the_trusted_score(verl_run: dict[st
     out = mode(verl_run, "tool")
     assert out["base_tool"] and out["names"] == ["bash", "read_file", "run_tests", "submit", "write_file"]
     ls, mark, wrote, tests, long, submit, after = out["steps"]
-    assert ls["text"].startswith("exit code 0") and "roman.py" in ls["text"] and ls["reward"] is None
+    marker, _, ls_text = ls["text"].partition("\n")
+    assert marker.startswith("[verify-cli session ")  # the first observation names the session
+    assert ls_text.startswith("exit code 0") and "roman.py" in ls_text and ls["reward"] is None
     assert mark["text"] == "state\n"  # one session across verl's create/execute/release per call
     assert wrote["text"].startswith("wrote ")
     first = tests["text"].splitlines()[0]
@@ -122,3 +136,23 @@ def test_verls_tool_loop_drives_a_session_to_the_trusted_score(verl_run: dict[st
     assert "...(truncated)..." in long["text"] and len(long["text"]) < 260  # verl's own truncation
     assert submit["reward"] == 1.0 and submit["metrics"] == {"status": "passed", "score": 1.0}
     assert after["metrics"]["status"] == "ended"
+
+
+def test_verls_agent_loop_trains_on_the_sessions_trusted_grade(verl_run: dict[str, Any]) -> None:
+    """verl 0.9.1's ToolAgentLoop scores a trajectory with compute_score on its decoded text:
+    the score must be the session's trusted grade (before: 0.0 for the first, 1.0 for the second)."""
+    from verify_cli.grading import Grader, GradeRequest, Phase
+    from verify_cli.sandbox.registry import create_sandbox
+    from verify_cli.tasks.loader import load_task
+
+    out = mode(verl_run, "trajectories")
+    with Grader(create_sandbox("bwrap")) as grader:
+        starter = grader.grade(GradeRequest(task=load_task(verl_run["tasks"] / ROMAN), phase=Phase.STARTER)).score
+    assert starter < 1.0
+    assert out["scores"][0] == 1.0 and out["status"][0] == "passed"
+    assert out["recorded"][0] == [{"status": "passed", "score": 1.0}]  # the submit the trajectory made
+    assert out["scores"][1] == pytest.approx(starter) and out["status"][1] == "failed"
+    assert out["recorded"][1] == [None]  # never submitted: compute_score submitted it
+    assert out["recorded"][2] == []  # no tool call: no session until compute_score graded a fresh one
+    assert out["scores"][2] == pytest.approx(starter)
+    assert verl_run["sessions_left"] == 0  # no session outlives its trajectory

@@ -145,3 +145,33 @@ def test_a_dead_service_is_an_infra_error_never_a_score(tmp_path: Any) -> None:
         asyncio.run(trajectory())
     finally:
         s.stop(signal.SIGKILL)
+
+
+def test_trajectories_that_never_submit_do_not_hold_connections_open(served: Served) -> None:
+    """verl's loop has no end-of-trajectory hook: a trajectory that stops without submit leaves
+    its episode behind. Its connections must not stay with it (a client per trajectory kept one
+    open each: file descriptors grew with every unsubmitted trajectory)."""
+    import os
+
+    from verify_cli.client import VerifyClient
+
+    tools = make_tools(served.url)
+    kwargs = tools_kwargs("coding/roman-numerals")
+    with VerifyClient(served.url) as admin:
+        async def trajectories(n: int) -> list[str]:
+            ids = []
+            for _ in range(n):
+                data = AgentData(request_id=uuid.uuid4().hex)
+                await call_tool(tools, kwargs, "bash", {"command": "true"}, data)
+                ids.append(VerifyCliTool._episodes[(served.url, data.request_id)].session_id or "")
+                admin.close_session(ids[-1])  # the reward function's submit, in verl: frees the slot
+            return ids
+
+        async def run() -> tuple[int, int]:
+            await trajectories(2)
+            before = len(os.listdir("/proc/self/fd"))
+            await trajectories(24)
+            return before, len(os.listdir("/proc/self/fd"))
+
+        before, after = asyncio.run(run())
+    assert after - before <= 4, (before, after)

@@ -14,7 +14,9 @@
   service that cannot meet the deadline: what verl raises is reported;
 - ``tool``: verl's ``initialize_tools_from_config`` builds the tools from ``tool_config()``'s file,
   the model's turns are parsed by verl's hermes tool parser and run by ``ToolAgentLoop._call_tool``
-  (create, execute with ``agent_data``, release around every call), as verl's multi-turn loop does.
+  (create, execute with ``agent_data``, release around every call), as verl's multi-turn loop does;
+- ``trajectories``: whole trajectories through ``_call_tool``, then scored as verl's agent loop
+  scores them (``tool_extra_fields``, the ``naive`` manager, ``compute_score``).
 """
 
 from __future__ import annotations
@@ -177,6 +179,73 @@ def tool(request: dict[str, Any]) -> dict[str, Any]:
             "steps": asyncio.run(episode())}
 
 
+def trajectories(request: dict[str, Any]) -> dict[str, Any]:
+    """Whole trajectories: each one's tool calls run by ``ToolAgentLoop._call_tool`` on its own
+    ``AgentData`` (request id), then its output scored as verl's agent loop scores it
+    (``AgentLoopWorker._compute_score``: the decoded response, the row's extra_info with the
+    tools' kwargs, ``tool_extra_fields`` = the loop's ``extra_fields`` with turn_scores and
+    tool_rewards) by a ``RewardLoopWorker`` running the ``naive`` manager and compute_score."""
+    import numpy as np
+    import yaml
+    from verl.experimental.agent_loop.tool_agent_loop import AgentData, ToolAgentLoop
+    from verl.experimental.agent_loop.tool_parser import ToolParser
+    from verl.experimental.reward_loop import RewardLoopWorker
+    from verl.tools.tool_registry import initialize_tools_from_config
+    from verl.utils import hf_tokenizer
+
+    from verify_cli.adapters.verl_tool import tool_config, tools_kwargs
+
+    path = Path(request["cache"]) / "tools.yaml"
+    path.write_text(yaml.safe_dump(tool_config(request["url"])))
+    tools = {t.name: t for t in initialize_tools_from_config(str(path))}
+    tokenizer = hf_tokenizer(request["model"])
+    parser = ToolParser.get_tool_parser("hermes", tokenizer)
+
+    class Loop:
+        def __init__(self) -> None:
+            self.tools = tools
+            self.max_tool_response_length = 4000
+            self.tool_response_truncate_side = "middle"
+
+    loop = Loop()
+    fields = []
+    texts = []
+
+    async def run_all() -> None:
+        for i, trajectory in enumerate(request["trajectories"]):
+            kwargs = tools_kwargs(trajectory["task_id"])
+            data = AgentData(messages=[], image_data=[], video_data=[], audio_data=None, mm_processor_kwargs=None,
+                             metrics={}, request_id=f"whole-trajectory-{i}", tools_kwargs=kwargs)
+            response = []  # the trajectory's response: its turns and the tools' answers, as decoded
+            for name, args in trajectory["calls"]:
+                turn = f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>"
+                _, (call,) = await parser.extract_tool_calls(tokenizer.encode(turn, add_special_tokens=False))
+                answer, tool_reward, _ = await ToolAgentLoop._call_tool(loop, call, kwargs, data)
+                response += [turn, f"<tool_response>\n{answer.text}\n</tool_response>"]
+                if tool_reward is not None:
+                    data.tool_rewards.append(tool_reward)
+            texts.append("\n".join([*response, trajectory["text"]]))
+            extra = dict(data.extra_fields)  # as ToolAgentLoop.run finalises its output
+            extra.update({"turn_scores": data.turn_scores, "tool_rewards": data.tool_rewards})
+            fields.append(extra)
+
+    asyncio.run(run_all())
+    config = compose(request, f"+reward.custom_reward_function.reward_kwargs.url={request['url']}")
+    batch, _ = build_batch({**request, "completions": [[t["task_id"], text]
+                                                       for t, text in zip(request["trajectories"], texts,
+                                                                          strict=True)]}, config)
+    for info, trajectory in zip(batch.non_tensor_batch["extra_info"], request["trajectories"], strict=True):
+        info["tools_kwargs"] = tools_kwargs(trajectory["task_id"])  # as the agent export's rows hold them
+    batch.non_tensor_batch["tool_extra_fields"] = np.array(fields, dtype=object)
+    batch.non_tensor_batch["__num_turns__"] = np.array([len(t["calls"]) + 1 for t in request["trajectories"]])
+    worker = RewardLoopWorker(config)
+    outputs = worker.loop.run_until_complete(worker.compute_score_batch(batch))
+    return {"scores": [o["reward_score"] for o in outputs],
+            "status": [o["reward_extra_info"]["status"] for o in outputs],
+            "recorded": [[v.get("reward") for k, v in f.items() if k.startswith("verify_cli_session/")]
+                         for f in fields]}
+
+
 def main() -> int:
     request = json.loads(Path(sys.argv[1]).read_text())
     out: dict[str, Any] = {}
@@ -186,7 +255,7 @@ def main() -> int:
     for mode in request["modes"]:
         started = time.monotonic()
         try:
-            out[mode] = {"reward": reward, "infra": infra, "tool": tool}[mode](request)
+            out[mode] = {"reward": reward, "infra": infra, "tool": tool, "trajectories": trajectories}[mode](request)
         except Exception:
             out[mode] = {"error": traceback.format_exc()}
         out[mode]["seconds"] = round(time.monotonic() - started, 1)

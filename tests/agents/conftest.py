@@ -23,6 +23,8 @@ class PolicyServer:
 
     def __init__(self) -> None:
         self.policies: dict[str, Policy] = {}
+        #: The ``usage.completion_tokens`` each model's replies report (none where absent).
+        self.usage: dict[str, int] = {}
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         server = self
@@ -46,8 +48,10 @@ class PolicyServer:
                         {"id": f"call_{turn}_{i}", "type": "function",
                          "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
                         for i, (name, args) in enumerate(calls)]}
-                data = json.dumps({"choices": [{"index": 0, "message": message,
-                                                "finish_reason": "tool_calls"}]}).encode()
+                reply: dict[str, Any] = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+                if body["model"] in server.usage:
+                    reply["usage"] = {"prompt_tokens": 1, "completion_tokens": server.usage[body["model"]]}
+                data = json.dumps(reply).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -83,7 +83,8 @@ def test_defective_set_exits_1_and_writes_reports(
     assert doc["repeats"] == 2
     assert doc["flakiness_power"] == {"repeats": 2, "flake_rate": 0.25, "detection_probability": 0.4375,
                                       "target": 0.95, "meets_target": False}
-    assert doc["summary"] == {"sound": 1, "defective": 1, "not-gradeable-two-process": 0, "error": 0}
+    assert doc["summary"] == {"sound": 1, "defective": 1, "not-gradeable-two-process": 0, "error": 0,
+                              "environment-error": 0}
     tasks = {t["task_id"]: t for t in doc["tasks"]}
     assert set(tasks) == {"coding/interval-merge", "defective/starter-passes"}
     assert tasks["coding/interval-merge"]["verdict"] == "sound"

@@ -69,7 +69,8 @@ def test_verl_export_reads_back_with_datasets(task_set: Path, tmp_path: Path) ->
     by_id = {row["extra_info"]["task_id"]: row for row in ds}
     row = by_id["apps/7"]
     assert row["data_source"] == "apps" and row["ability"] == "coding"
-    assert row["prompt"] == [{"role": "user", "content": "Print the sum."}]
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+    assert row["prompt"][1]["content"].startswith("Print the sum.")  # prompt.md first, then the rest
     assert row["reward_model"]["style"] == "rule"
     truth = json.loads(row["reward_model"]["ground_truth"])
     assert truth["inputs"] == ["1 2\n", "3 4\n"] and truth["outputs"] == ["3\n", "7\n"]
@@ -168,3 +169,24 @@ def test_an_exported_row_cannot_write_outside_the_out_folder(task_set: Path, tmp
     assert set(failed) == {0, 1} and failed[0].startswith("/id:") and failed[1].startswith("/kind:")
     assert (victim / "keep.txt").read_text() == "precious" and not absolute.exists()
     assert [p.name for p in victim.iterdir()] == ["keep.txt"]
+
+
+def test_exports_carry_the_prompt_verify_cli_sends_and_a_task_id(tmp_path: Path) -> None:
+    """The verl and JSONL rows hold the messages difficulty and train build (prompt.md, starter
+    files, visible tests, answer format), not prompt.md alone, and a task_id column."""
+    import datasets
+
+    from tests.conftest import SAMPLE_TASKS
+    from verify_cli.models.prompts import build_prompt
+    from verify_cli.tasks import load_task
+
+    task = load_task(SAMPLE_TASKS / "repo-orders-etl")
+    sent = [dict(m) for m in build_prompt(task).messages]
+    assert len(sent[-1]["content"]) > 3 * len(task.prompt)  # far more than prompt.md (1,033 of 14,648)
+    verl = export_tasks(SAMPLE_TASKS / "repo-orders-etl", "verl", tmp_path / "verl")
+    (vrow,) = datasets.load_dataset("parquet", data_files=str(verl.out), split="train")
+    assert vrow["prompt"] == sent and vrow["extra_info"]["task_id"] == task.id
+    jsonl = export_tasks(SAMPLE_TASKS / "repo-orders-etl", "jsonl", tmp_path / "tasks.jsonl")
+    (jrow,) = [json.loads(line) for line in jsonl.out.read_text(encoding="utf-8").splitlines()]
+    assert jrow["prompt"] == sent[-1]["content"] and jrow["messages"] == sent
+    assert jrow["task_id"] == task.id and jrow["prompt_md"] == task.prompt

@@ -52,7 +52,8 @@ def dataset(tmp_path: Path) -> tuple[Path, Path]:
     clone.mkdir(parents=True)
     git(clone, "init", "-q")
     write(clone, {"calc/__init__.py": "", "calc/ops.py": OPS_BASE, "tests/test_ops.py": TESTS_BASE,
-                  "README.md": "calc\n"})
+                  "README.md": "calc\n", "tests/runtests.sh": "#!/bin/sh\nexec python -m pytest \"$@\"\n"})
+    (clone / "tests" / "runtests.sh").chmod(0o755)  # git keeps it as 100755
     git(clone, "add", "-A")
     git(clone, "commit", "-qm", "base")
     base = git(clone, "rev-parse", "HEAD").strip()
@@ -124,3 +125,173 @@ def test_check_tasks_names_the_wrong_fail_to_pass_test(dataset: tuple[Path, Path
     defects = {c.name: c for c in wrong.defects}
     assert defects["fail-to-pass"].tests == ("tests/test_ops.py::test_add",)
     assert defects["pass-to-pass"].tests == ("tests/test_ops.py::test_clamp_above",)
+
+
+def test_file_modes_survive_import_and_lay_out(dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    """A project's executable file (git mode 100755: a ./runtests.sh) stays executable in the
+    imported task and in every work folder laid out from it."""
+    from verify_cli.grading.workspace import Phase, lay_out
+
+    data, repos = dataset
+    import_rows(str(data), tmp_path / "out", preset="swebench", repos=repos)
+    task = load_task(tmp_path / "out" / "swebench" / "acme__calc-1")
+    assert task.starter_files()["tests/runtests.sh"].stat().st_mode & 0o111
+    assert not task.starter_files()["calc/ops.py"].stat().st_mode & 0o111
+    work = tmp_path / "work"
+    work.mkdir()
+    lay_out(task, Phase.REFERENCE, work)
+    assert (work / "tests" / "runtests.sh").stat().st_mode & 0o100
+    assert not (work / "calc" / "ops.py").stat().st_mode & 0o111
+
+
+@pytest.fixture
+def synthetic(tmp_path: Path) -> tuple[Path, Path]:
+    """acme/calc whose tests already hold test_clamp_above, and a planted bug in clamp: the same
+    bug as a SWE-smith row (patch = the bug, no base_commit, no test_patch) and as a SWE-bench
+    row without a test_patch (base = the buggy commit, patch = the fix)."""
+    repos = tmp_path / "repos"
+    clone = repos / "acme__calc"
+    clone.mkdir(parents=True)
+    git(clone, "init", "-q")
+    write(clone, {"calc/__init__.py": "", "calc/ops.py": OPS_FIXED, "tests/test_ops.py": TESTS_NEW})
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "clean")
+    write(clone, {"calc/ops.py": OPS_BASE})
+    bug = git(clone, "diff")
+    git(clone, "commit", "-qam", "bug")
+    buggy = git(clone, "rev-parse", "HEAD").strip()
+    fix = git(clone, "diff", "HEAD", "HEAD~1")
+    git(clone, "checkout", "-q", "HEAD~1")  # SWE-smith's mirror: the clean tree
+    lists = {"FAIL_TO_PASS": ["tests/test_ops.py::test_clamp_above"], "PASS_TO_PASS": ["tests/test_ops.py::test_add"]}
+    smith = {"instance_id": "acme__calc.clamp__1", "repo": "acme/calc", "patch": bug, **lists,
+             "problem_statement": "clamp ignores its upper bound\n", "image_name": "swesmith/acme__calc:1"}
+    plain = {"instance_id": "acme__calc-9", "repo": "acme/calc", "base_commit": buggy, "patch": fix,
+             "test_patch": "", **lists}
+    (tmp_path / "smith.jsonl").write_text(json.dumps(smith) + "\n")
+    (tmp_path / "plain.jsonl").write_text(json.dumps(plain) + "\n")
+    return tmp_path, repos
+
+
+def test_swesmith_rows_and_rows_without_a_test_patch_import_the_right_way_round(
+        synthetic: tuple[Path, Path], process_sandbox: Sandbox) -> None:
+    """The starter is the buggy tree in both (never inverted), the reference the clean code, the
+    tests the repository's own; both are sound and the listed tests judge them."""
+    root, repos = synthetic
+    smith = import_rows(str(root / "smith.jsonl"), root / "out", preset="swesmith", repos=repos)
+    plain = import_rows(str(root / "plain.jsonl"), root / "out", preset="swebench", repos=repos, merge=True)
+    assert smith.failures == [] and plain.failures == []
+    for tid in ("swesmith/acme__calc.clamp__1", "swebench/acme__calc-9"):
+        task = load_task(root / "out" / tid)
+        assert task.starter_files()["calc/ops.py"].read_text() == OPS_BASE, tid
+        assert task.solution_files()["calc/ops.py"].read_text() == OPS_FIXED, tid
+    reports = {r.task_id: r for r in check_tasks(load_task_set(root / "out"), Grader(process_sandbox),
+                                                 CheckOptions(repeats=2))}
+    for tid, report in reports.items():
+        assert report.verdict is TaskVerdict.SOUND, (tid, [c.to_dict() for c in report.defects])
+    source = json.loads((root / "out" / "swesmith" / "acme__calc.clamp__1" / "source.json").read_text())
+    assert source["data_source"] == "swesmith" and source["image"] == "swesmith/acme__calc:1"
+
+
+@pytest.mark.bwrap
+def test_a_rows_install_spec_becomes_its_environment(tmp_path: Path) -> None:
+    """A row's install_config (SWE-rebench's shape: python, pip_packages, pre_install, install)
+    becomes the task's [environment]; the project is installed by its own command at build time
+    and its tests, which import a library verify-cli does not ship, pass in it on bwrap."""
+    from verify_cli.environments import Environments, EnvironmentStore
+    from verify_cli.sandbox.registry import create_sandbox
+
+    repos = tmp_path / "repos"
+    clone = repos / "acme__xmlcount"
+    clone.mkdir(parents=True)
+    git(clone, "init", "-q")
+    pyproject = ('[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+                 '[project]\nname = "xmlcount"\nversion = "0.3"\ndependencies = ["lxml>=5"]\n')
+    count = "from lxml import etree\n\n\ndef count(xml):\n    return len(etree.fromstring(xml).findall('{}'))\n"
+    tests = ("from importlib.metadata import version\n\nfrom xmlcount import count\n\n\n"
+             "def test_installed():\n    assert version('xmlcount') == '0.3'\n\n\n"
+             "def test_count():\n    assert count(b'<a><i/><i/></a>') == 2\n")
+    write(clone, {"pyproject.toml": pyproject, "xmlcount/__init__.py": count.format("x"),
+                  "tests/test_count.py": tests})
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "base")
+    base = git(clone, "rev-parse", "HEAD").strip()
+    write(clone, {"xmlcount/__init__.py": count.format("i")})
+    gold = git(clone, "diff")
+    git(clone, "checkout", "-q", "--", ".")
+    config = {"python": "3.11", "pip_packages": ["lxml>=5", "setuptools>=61"],
+              "install": "python -m pip install --no-build-isolation -e ."}
+    row = {"instance_id": "acme__xmlcount-1", "repo": "acme/xmlcount", "base_commit": base, "patch": gold,
+           "test_patch": "", "FAIL_TO_PASS": ["tests/test_count.py::test_count"],
+           "PASS_TO_PASS": ["tests/test_count.py::test_installed"], "install_config": config}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    report = import_rows(str(tmp_path / "rows.jsonl"), tmp_path / "out", preset="swebench", repos=repos)
+    assert report.failures == []
+    task = load_task(tmp_path / "out" / "swebench" / "acme__xmlcount-1")
+    assert task.environment.python == "3.11" and "lxml>=5" in task.environment.requirements
+    assert task.environment.setup == ("python -m pip install --no-build-isolation -e .",)
+    with create_sandbox("bwrap") as box:
+        grader = Grader(box, environments=Environments(box, EnvironmentStore(tmp_path / "store")))
+        (report_,) = check_tasks([task], grader, CheckOptions(repeats=2))
+    assert report_.verdict is TaskVerdict.SOUND, [c.to_dict() for c in report_.checks]
+
+
+DJANGO_RUNNER = """#!/usr/bin/env python3
+import argparse
+import os
+import sys
+import unittest
+
+parser = argparse.ArgumentParser()
+parser.add_argument("modules", nargs="*")
+parser.add_argument("--verbosity", type=int)
+parser.add_argument("--settings")
+parser.add_argument("--parallel")
+args = parser.parse_args()
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.getcwd()]
+suite = unittest.defaultTestLoader.loadTestsFromNames(args.modules)
+sys.exit(0 if unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite).wasSuccessful() else 1)
+"""
+DJANGO_TESTS = """import unittest
+
+from shapes import area
+
+
+class AreaTests(unittest.TestCase):
+    def test_unit(self):
+        self.assertEqual(area(2, 2), 4)  # right even with the bug
+"""
+
+
+def test_a_django_row_is_a_log_task_graded_by_the_projects_runner(tmp_path: Path,
+                                                                  process_sandbox: Sandbox) -> None:
+    """A django/django row: its ids are the runner's (``test_x (module.Class)``), the task runs
+    ./tests/runtests.py (kept executable) on the test patch's modules and reads its log as
+    SWE-bench does; the row is sound."""
+    repos = tmp_path / "repos"
+    clone = repos / "django__django"
+    clone.mkdir(parents=True)
+    git(clone, "init", "-q")
+    write(clone, {"shapes.py": "def area(w, h):\n    return w + h\n", "tests/runtests.py": DJANGO_RUNNER,
+                  "tests/geometry/__init__.py": "", "tests/geometry/tests.py": DJANGO_TESTS})
+    (clone / "tests" / "runtests.py").chmod(0o755)
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "base")
+    base = git(clone, "rev-parse", "HEAD").strip()
+    write(clone, {"shapes.py": "def area(w, h):\n    return w * h\n"})
+    gold = git(clone, "diff")
+    git(clone, "checkout", "-q", "--", ".")
+    write(clone, {"tests/geometry/tests.py": DJANGO_TESTS + "\n    def test_rect(self):\n"
+                                                            "        self.assertEqual(area(2, 3), 6)\n"})
+    test_patch = git(clone, "diff")
+    git(clone, "checkout", "-q", "--", ".")
+    row = {"instance_id": "django__django-1", "repo": "django/django", "base_commit": base, "patch": gold,
+           "test_patch": test_patch, "FAIL_TO_PASS": ["test_rect (geometry.tests.AreaTests.test_rect)"],
+           "PASS_TO_PASS": ["test_unit (geometry.tests.AreaTests.test_unit)"]}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    report = import_rows(str(tmp_path / "rows.jsonl"), tmp_path / "out", preset="swebench", repos=repos)
+    assert report.failures == []
+    task = load_task(tmp_path / "out" / "swebench" / "django__django-1")
+    assert task.kind == "log" and task.test.log_parser == "django"
+    assert task.test.command.endswith("--parallel 1 geometry.tests")
+    (checked,) = check_tasks([task], Grader(process_sandbox), CheckOptions(repeats=2))
+    assert checked.verdict is TaskVerdict.SOUND, [c.to_dict() for c in checked.checks]

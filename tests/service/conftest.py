@@ -53,11 +53,13 @@ class Served:
 
 
 def start_server(paths: list[Path], *options: str, port: int = 0, journal: Path | None = None,
-                 env: dict[str, str] | None = None) -> Served:
-    """Start ``verify-cli serve`` and wait until it listens (its URL is on stdout)."""
+                 env: dict[str, str] | None = None, default_journal: bool = False) -> Served:
+    """Start ``verify-cli serve`` and wait until it listens (its URL is on stdout).
+    ``default_journal``: name no journal option (the default journal under $XDG_STATE_HOME)."""
     args = [sys.executable, "-m", "verify_cli", "serve", *map(str, paths), "--port", str(port),
             "--sandbox", "bwrap", *options]
-    args += ["--journal", str(journal)] if journal else ["--no-journal"]
+    if not default_journal:
+        args += ["--journal", str(journal)] if journal else ["--no-journal"]
     full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,
                             cwd=REPO_ROOT)

@@ -46,3 +46,19 @@ def test_compaction_keeps_the_newest_entries(tmp_path: Path) -> None:
     assert reopened.get("c0", "d") is None and reopened.get("c7", "d") == {"i": 7}
     assert len(path.read_text().splitlines()) <= 4
     reopened.close()
+
+
+def test_a_held_default_journal_gives_way_to_the_next_free_one(tmp_path: Path) -> None:
+    from verify_cli.service.journal import journal_key, open_journal
+
+    first = open_journal(tmp_path / "j.jsonl", spares=2)
+    second = open_journal(tmp_path / "j.jsonl", spares=2)
+    third = open_journal(tmp_path / "j.jsonl", spares=2)
+    assert [j.path.name for j in (first, second, third)] == ["j.jsonl", "j-2.jsonl", "j-3.jsonl"]
+    with pytest.raises(UsageError):
+        open_journal(tmp_path / "j.jsonl", spares=2)
+    with pytest.raises(UsageError):
+        open_journal(tmp_path / "j.jsonl")  # a journal the user named is never substituted
+    for j in (first, second, third):
+        j.close()
+    assert journal_key("id-1", "a" * 64) != journal_key("id-1", "b" * 64)

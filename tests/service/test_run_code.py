@@ -108,3 +108,24 @@ def test_run_code_memory_limit_is_a_failure_not_success(served: Served) -> None:
     answer = r.json()
     assert answer["status"] == "Failed", answer
     assert verl_case_status(answer, "big") == -2
+
+
+def test_sandbox_fusion_parity_ping_memory_fetch_and_mime_base64(served: Served) -> None:
+    assert httpx.get(f"{served.url}/v1/ping").json() == "pong"  # no token, as SandboxFusion
+    # memory_limit_MB -1 (SandboxFusion's default) is no limit: 1.5 GB of address space is fine
+    big = httpx.post(f"{served.url}/run_code", headers=served.headers(), json={
+        "code": "x = bytearray(1536 * 1024 * 1024)\nprint(len(x) // 2**20)", "language": "python",
+        "memory_limit_MB": -1}).json()
+    assert (big["status"], big["run_result"]["stdout"]) == ("Success", "1536\n"), big
+    content = bytes(range(256)) * 2
+    mime = base64.encodebytes(content).decode()  # 76-character lines
+    assert "\n" in mime.strip()
+    r = httpx.post(f"{served.url}/run_code", headers=served.headers(), json={
+        "code": "import shutil\nshutil.copy('blob.bin', '/tmp/copied.bin')\nprint(len(open('blob.bin', 'rb').read()))",
+        "language": "python", "files": {"blob.bin": mime}, "fetch_files": ["/tmp/copied.bin", "blob.bin"]}).json()
+    assert (r["status"], r["run_result"]["stdout"]) == ("Success", "512\n"), r
+    assert base64.b64decode(r["files"]["/tmp/copied.bin"]) == content
+    assert base64.b64decode(r["files"]["blob.bin"]) == content
+    escape = httpx.post(f"{served.url}/run_code", headers=served.headers(), json={
+        "code": "print(1)", "language": "python", "fetch_files": ["/tmp/../../etc/passwd"]})
+    assert escape.status_code == 422 and escape.json()["error"]["field"] == "/fetch_files/0"

@@ -145,3 +145,13 @@ def test_the_sessions_still_open_are_closed_on_drain(tmp_path: Path) -> None:
     events = [json.loads(line) for line in s.stderr_lines if line.startswith("{")]
     closed = [e for e in events if e.get("event") == "sessions closed"]
     assert closed and closed[0]["sessions"] == 2
+
+
+def test_run_tests_over_the_service_says_why_the_candidate_did_not_load(served: Served) -> None:
+    with VerifyClient(served.url) as client:
+        sid = client.open_session("coding/roman-numerals")["session_id"]
+        client.session_write(sid, "roman.py", "TABLE = missing_table()\n")
+        ran = client.session_run_tests(sid)
+        assert ran["status"] == "graded" and ran["passed"] == 0, ran
+        assert 'File "roman.py", line 1' in ran["why"] and "NameError" in ran["why"], ran
+        client.session_submit(sid)

@@ -244,3 +244,70 @@ def test_a_broken_archive_fails_at_load_not_at_grading(sample_tasks_dir: Path, c
     (root / "task.toml").write_text((root / "task.toml").read_text() + '\n[repository]\narchive = "repo.tar.gz"\n')
     with pytest.raises(TaskFormatError, match="cannot unpack the archive"):
         load_task(root)
+
+
+def test_a_models_diff_whose_context_drifted_applies_by_swebench_fallbacks(sample_tasks_dir: Path) -> None:
+    """A diff whose outer context lines were misremembered (as models write them) fails strict
+    ``git apply`` and applies with ``patch --fuzz``, which is recorded; a hunk whose context is
+    not there at all is still refused with strict git apply's reason."""
+    from verify_cli.grading.candidate_patch import apply_candidate_patch
+
+    task = load_task(sample_tasks_dir / INVENTORY)
+    exact = ("--- a/inventory/stock.py\n+++ b/inventory/stock.py\n@@ -20,3 +20,3 @@\n"
+             "     def on_hand(self, sku: str) -> int:\n"
+             "-        self._known(sku)\n"
+             "+        self._known(sku)  # checked\n"
+             "         return self._on_hand[sku]\n")
+    assert apply_candidate_patch(task, exact)[1] == "git apply"
+    drifted = exact.replace("     def on_hand(self, sku: str) -> int:", "     def on_hand(self, sku):")
+    files, method = apply_candidate_patch(task, drifted)
+    assert method == "patch --fuzz=5"
+    assert "self._known(sku)  # checked\n        return self._on_hand[sku]" in files["inventory/stock.py"].decode()
+    assert "def on_hand(self, sku: str) -> int:" in files["inventory/stock.py"].decode()
+    wrong = "--- a/inventory/stock.py\n+++ b/inventory/stock.py\n@@ -3,1 +3,1 @@\n-not this line\n+x\n"
+    with pytest.raises(CandidatePatchError, match=r"patch failed: inventory/stock\.py:3"):
+        apply_candidate_patch(task, wrong)
+
+
+def test_run_tests_on_an_imported_repository_task_runs_the_projects_own_tests(
+        sample_tasks_dir: Path, copy_task: Any, process_sandbox: Sandbox) -> None:
+    """A task laid out as its project whose tests are all hidden (an imported SWE-bench row):
+    an agent's run_tests runs the PASS_TO_PASS tests from the project's files at the base, and
+    never a hidden FAIL_TO_PASS test."""
+    from verify_cli.agents.environment import VisibleTests
+
+    root = copy_task(sample_tasks_dir / INVENTORY)
+    shutil.move(root / "tests", root / "starter" / "tests")  # the project's own tests, at the base
+    hidden = root / "hidden_tests" / "tests"
+    hidden.mkdir(parents=True)
+    (hidden / "test_new.py").write_text("def test_new_behaviour():\n    assert False, 'hidden'\n")
+    text = (root / "task.toml").read_text().replace(" tests'", " tests hidden_tests'")
+    (root / "task.toml").write_text(text + '\n[repository]\ntest_layout = "repository"\n'
+                                    'test_files = ["tests/**"]\n')
+    task = load_task(root)
+    visible = VisibleTests(task)
+    try:
+        assert visible.count == len(task.test.pass_to_pass) > 0
+        candidate = {rel: p.read_bytes() for rel, p in task.starter_files().items() if rel.startswith("inventory/")}
+        with Grader(process_sandbox) as grader:
+            result = grader.grade(GradeRequest(visible.task, Phase.CANDIDATE, candidate=candidate))
+    finally:
+        visible.close()
+    ran = {t.id for t in result.tests}
+    assert {junit_id_of_node_id(t) for t in task.test.pass_to_pass} <= ran
+    assert not any("test_new" in t for t in ran)
+    kept = {junit_id_of_node_id(t) for t in task.test.pass_to_pass}
+    assert all(t.outcome.ok for t in result.tests if t.id in kept)  # PASS_TO_PASS pass at the base
+
+
+def test_audit_never_mutates_a_projects_test_files(sample_tasks_dir: Path, copy_task: Any) -> None:
+    """A repository task whose solution ships a test file its editable globs reach (the project's
+    tests, named by [repository] test_files): mutants come from its source files only."""
+    from verify_cli.checks.audit.mutation import editable_sources
+
+    root = copy_task(sample_tasks_dir / ETL)
+    (root / "solution" / "orders_etl" / "test_helpers.py").write_text("def test_x():\n    assert 1 + 1 == 2\n")
+    text = (root / "task.toml").read_text().replace('editable = ["', 'editable = ["orders_etl/test_helpers.py", "')
+    (root / "task.toml").write_text(text + '\n[repository]\ntest_files = ["**/test_*.py"]\n')
+    sources = editable_sources(load_task(root))
+    assert sources and "orders_etl/test_helpers.py" not in sources

@@ -38,7 +38,8 @@ def _parse_error(task_id: str, why: str) -> dict[str, Any]:
 class CompletionGrader:
     def __init__(self, *, url: str | None = None, token: str | None = None,
                  tasks: str | Path | Sequence[str | Path] | None = None, sandbox: str = "auto", jobs: int = 2,
-                 warm: bool = True, deadline_seconds: float | None = None, infra_retries: int = 1) -> None:
+                 warm: bool = True, deadline_seconds: float | None = None, infra_retries: int = 1,
+                 max_retries: int = 20, max_wait: float = 30.0, max_batch: int | None = None) -> None:
         if (url is None) == (tasks is None):
             raise UsageError("give exactly one of url (a verify-cli service) and tasks (task folders)",
                              hint="or set VERIFY_SERVE_URL, or VERIFY_TASKS")
@@ -52,7 +53,10 @@ class CompletionGrader:
         if url is not None:
             from verify_cli.client import VerifyClient
 
-            self._client = VerifyClient(url, token=token)
+            # max_retries/max_wait bound how long a call waits for a service that is down
+            # (then ServiceUnavailableError); requests are split to the service's capacity.
+            self._client = VerifyClient(url, token=token, max_retries=max_retries, max_wait=max_wait,
+                                        max_batch=max_batch)
         else:
             from verify_cli.executors import create_executor
             from verify_cli.tasks.loader import TaskLoadFailure, load_task_set

@@ -10,9 +10,16 @@ TRL passes it to the reward function with the completions. Each completion's fil
 from its text (fenced blocks naming the files, or the bare answer for a one-file task) and graded
 in verify-cli's sandboxes: the reward is the task's score (a completion with no file scores 0).
 
-An infrastructure error (after ``infra_retries``) is returned as ``None``: TRL leaves that
-reward function out for that completion, and a completion that no reward function scored gets
-no advantage (masked), never a silent 0.
+An infrastructure error (after ``infra_retries``), and a service that does not answer within
+``max_retries`` tries (waits of at most ``max_wait`` seconds between them: about 20 s at the
+defaults here), are returned as ``None`` for each completion; the next call tries the service
+again. What TRL 1.16 does with ``None`` (``GRPOTrainer._generate_and_score_completions``):
+
+- verify-cli the only reward function: the completion is unscorable, left out of its group's
+  baseline and given advantage 0 (masked): never a 0 reward.
+- beside other reward functions (a length bonus): TRL sums the rewards with ``nansum``, so the
+  completion is trained on the *other* functions alone, as if verify-cli had scored it 0. Where
+  that matters, keep verify-cli the only reward function, or fold the others into it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from verify_cli.adapters.grading import CompletionGrader
+from verify_cli.client import ServiceUnavailableError
 
 
 def completion_text(completion: Any) -> str:
@@ -38,6 +46,8 @@ class VerifyCliReward:
 
     def __init__(self, grader: CompletionGrader | None = None, *, task_column: str = "task_id",
                  name: str = "verify_cli", **grader_options: Any) -> None:
+        grader_options.setdefault("max_retries", 5)
+        grader_options.setdefault("max_wait", 5.0)
         self.grader = grader if grader is not None else (
             CompletionGrader(**grader_options) if grader_options.get("url") or grader_options.get("tasks")
             else CompletionGrader.from_env(**grader_options))
@@ -54,7 +64,11 @@ class VerifyCliReward:
                              hint="add the task id of each prompt as a column, or pass task_column=")
         task_ids = [str(t) for t in kwargs[self.task_column]]
         texts = [completion_text(c) for c in completions]
-        results = self.grader.grade(list(zip(task_ids, texts, strict=True)))
+        try:
+            results = self.grader.grade(list(zip(task_ids, texts, strict=True)))
+        except ServiceUnavailableError as e:
+            results = [{"task_id": t, "status": "infra_error", "score": None, "passed": False, "tests": [],
+                        "problems": [str(e)]} for t in task_ids]
         self.history.append((task_ids, texts, results))
         return [None if r["status"] == "infra_error" else float(r["score"] or 0.0) for r in results]
 

@@ -16,10 +16,13 @@ then ``vf-eval verify_cli_tasks --env.taskset.tasks sample_tasks --env.agent.har
 --env.agent.runtime.type subprocess --model M --client.base-url URL``, or in Python
 :func:`load_environment` (which registers that module name itself).
 
-Infrastructure errors: verifiers has no third reward state, so the reward raises
-:class:`~verify_cli.adapters.grading.RewardInfraError`; verifiers records the rollout as failed
-(``trace.ok`` false, the error in ``trace.errors``, no reward), which ``vf-eval --resume`` runs
-again, never a reward of 0.
+Infrastructure errors (the sandbox failed, the service is down past its retries): verifiers
+has no third reward state, so the reward raises verifiers' own ``SandboxError`` (a typed error
+passes verifiers' scoring boundary unchanged, so the trace names the sandbox, not the task's
+code: ``TaskError`` is for a task that raised; its cause is verify-cli's
+:class:`~verify_cli.adapters.grading.RewardInfraError`). verifiers records
+the rollout as failed (``trace.ok`` false, the error in ``trace.errors``, no reward), which
+``vf-eval --resume`` runs again, never a reward of 0.
 
 Needs ``verifiers`` (the ``verifiers`` extra, or a framework environment of its own).
 """
@@ -35,11 +38,19 @@ from typing import Any
 import verifiers.v1 as vf
 
 from verify_cli.adapters.grading import RewardInfraError, shared_grader
+from verify_cli.client import ServiceUnavailableError
 from verify_cli.models.prompts import user_message
 
 #: The module name :func:`load_environment` registers this module under (verifiers imports a
 #: taskset by a top-level module name).
 TASKSET_ID = "verify_cli_tasks"
+
+
+def _sandbox_error(why: str) -> vf.SandboxError:
+    """verifiers' SandboxError for a reply verify-cli could not grade (caused by RewardInfraError)."""
+    error = vf.SandboxError(f"verify-cli could not grade the reply: {why}")
+    error.__cause__ = RewardInfraError(why)
+    return error
 
 
 class VerifyCliTaskData(vf.TaskData):
@@ -74,9 +85,12 @@ class VerifyCliTask(vf.Task[VerifyCliTaskData, vf.State, VerifyCliTaskConfig]):
                    if k in ("url", "token", "tasks", "sandbox", "deadline_seconds", "infra_retries")
                    and v is not None}
         grader = shared_grader(**options)
-        (result,) = await asyncio.to_thread(grader.grade, [(self.data.task_id, trace.last_reply or "")])
+        try:
+            (result,) = await asyncio.to_thread(grader.grade, [(self.data.task_id, trace.last_reply or "")])
+        except ServiceUnavailableError as e:
+            raise _sandbox_error(f"task {self.data.task_id}: the verify-cli service is unavailable: {e}") from e
         if result["status"] == "infra_error":
-            raise RewardInfraError(f"task {self.data.task_id}: {'; '.join(result.get('problems') or [])}")
+            raise _sandbox_error(f"task {self.data.task_id}: {'; '.join(result.get('problems') or [])}")
         return float(result["score"] or 0.0)
 
 

@@ -23,8 +23,14 @@ releases an instance around every call and passes ``agent_data``: the session is
 one instance per trajectory (create, many executes, calc_reward, release) keys it by the
 instance id, and ``release`` closes it.
 
-Rewards: ``submit``'s step reward is the trusted score (the task's full tests); ``calc_reward``
-is that score, submitting first if the trajectory never did. Infrastructure errors are never a
+Rewards: verl 0.9.1's ``ToolAgentLoop`` never calls ``calc_reward``: it scores the trajectory
+with the reward function on the decoded text. So each call records the trajectory's session in
+``agent_data.extra_fields["verify_cli_session"]``, which verl passes to the reward function as
+``extra_info``, and :func:`verify_cli.adapters.verl.compute_score` answers the session's trusted
+grade from it (submitting the session if the trajectory never did: the session ends with its
+trajectory), never a grade of the text. ``submit``'s step reward is the trusted score (the task's
+full tests); ``calc_reward`` (for loops that call it) is that score, submitting first if the
+trajectory never did. Infrastructure errors are never a
 score: ``submit`` answers step reward ``None`` with ``metrics["status"] == "infra_error"``, and
 ``calc_reward`` raises :class:`~verify_cli.adapters.grading.RewardInfraError` (verl fails the step
 rather than learning from a reward the machinery made up). The agent's own mistakes (a missing
@@ -44,6 +50,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verify_cli.adapters.grading import RewardInfraError
+from verify_cli.adapters.verl import SESSION_FIELD as VERL_SESSION_FIELD
+from verify_cli.adapters.verl import session_marker
 from verify_cli.agents.tools import TOOLS, TOOLS_BY_NAME, truncate
 from verify_cli.client import AsyncVerifyClient, ServiceRequestError, ServiceUnavailableError
 from verify_cli.errors import UsageError
@@ -90,6 +98,12 @@ def tools_kwargs(task_id: str) -> dict[str, Any]:
 
 #: Submitted trajectories remembered by a process (their reward).
 ENDED_KEPT = 4096
+#: Open trajectories remembered by a process (verl's loop has no end-of-trajectory hook: the
+#: reward function ends their sessions).
+LIVE_KEPT = 16384
+#: The key of ``agent_data.extra_fields`` (then of the reward function's ``extra_info``) that
+#: names a trajectory's session: url, session_id, task_id, and its reward once submitted.
+SESSION_FIELD = VERL_SESSION_FIELD
 
 
 @dataclass
@@ -109,6 +123,9 @@ class VerifyCliTool(_Base):
 
     #: The trajectories' sessions of this process, by (url, key), shared by the five tools.
     _episodes: dict[tuple[str, str], _Episode] = {}
+    #: One client per event loop, service and options, shared by every trajectory (a client
+    #: per trajectory held its connections open for each trajectory that never submitted).
+    _clients: dict[tuple[int, str, tuple[tuple[str, Any], ...]], AsyncVerifyClient] = {}
 
     def __init__(self, config: dict[str, Any], tool_schema: Any) -> None:
         super().__init__(config, tool_schema)
@@ -146,20 +163,28 @@ class VerifyCliTool(_Base):
                       ) -> tuple[ToolResponse, float | None, dict[str, Any]]:
         """Run the tool in the trajectory's session: (what the model sees, the step reward:
         the score on ``submit``, else None; metrics)."""
-        episode = await self._episode(instance_id, kwargs.get("agent_data"))
+        agent_data = kwargs.get("agent_data")
+        episode = await self._episode(instance_id, agent_data)
         if episode.reward is not None:
             return self._text("the episode has ended (submitted)"), None, {"status": "ended"}
         try:
             sid = await self._session(episode)
+            record, first = self._record(agent_data, episode, sid)
+            # The first observation of a session names it: the reward function finds the
+            # trajectory's own session by it (verl may hand samples of one prompt a shared
+            # extra_info, holding every sample's session).
+            marker = f"{session_marker(sid)}\n" if first else ""
             if self.name == "submit":
                 reward = await episode.client.session_submit(sid)
                 episode.reward = reward
+                if record is not None:
+                    record["reward"] = {"status": reward["status"], "score": reward["score"]}
                 await self._forget(episode)
                 score = reward["score"] if reward["status"] != "infra_error" else None
                 text = (f"submitted: {reward['status']}, score {score}" if score is not None
                         else f"submitted, but the grading machinery failed: {reward['reason']}")
-                return self._text(text), score, {"status": reward["status"], "score": score}
-            text = await self._run(episode.client, sid, parameters)
+                return self._text(marker + text), score, {"status": reward["status"], "score": score}
+            text = marker + await self._run(episode.client, sid, parameters)
         except ServiceRequestError as e:
             if e.status in (409, 410):
                 return self._text(f"the session has ended: {e.message}"), None, {"status": e.code}
@@ -199,6 +224,23 @@ class VerifyCliTool(_Base):
 
     # -- trajectories --------------------------------------------------------------------------
 
+    def _record(self, agent_data: Any, episode: _Episode, sid: str) -> tuple[dict[str, Any] | None, bool]:
+        """Note the trajectory's session in ``agent_data.extra_fields`` under
+        ``verify_cli_session/SID`` (verl 0.9.1's agent loop hands them to the reward function in
+        ``extra_info``): :func:`verify_cli.adapters.verl.compute_score` answers the session's
+        trusted grade from it, submitting the session first if the trajectory never did (which
+        ends it with the trajectory). (the record, whether it is new)."""
+        fields = getattr(agent_data, "extra_fields", None)
+        if not isinstance(fields, dict):
+            return None, False
+        key = f"{SESSION_FIELD}/{sid}"
+        record = fields.get(key)
+        if isinstance(record, dict):
+            return record, False
+        record = {"url": self.url, "session_id": sid, "task_id": episode.task_id, "reward": None}
+        fields[key] = record
+        return record, True
+
     @classmethod
     async def end_trajectory(cls, request_id: str) -> None:
         """Close the session of a trajectory keyed by ``request_id`` (any service), if open."""
@@ -210,22 +252,33 @@ class VerifyCliTool(_Base):
     @staticmethod
     async def _close(episode: _Episode) -> None:
         if episode.reward is not None:
-            return  # submitted: the session is closed and so is the client
+            return  # submitted: the session is closed
         try:
             if episode.session_id is not None:
                 await episode.client.close_session(episode.session_id)
         except (ServiceRequestError, ServiceUnavailableError):
             pass  # the service reclaims it when idle
-        finally:
-            await episode.client.aclose()
 
     async def _forget(self, episode: _Episode) -> None:
-        """A submitted episode keeps its reward (later calls learn it has ended); its client is
-        closed, and the oldest ended episodes are dropped past :data:`ENDED_KEPT`."""
-        await episode.client.aclose()
+        """A submitted episode keeps its reward (later calls learn it has ended); the oldest
+        ended episodes are dropped past :data:`ENDED_KEPT`, the oldest open ones past
+        :data:`LIVE_KEPT` (their sessions end when the reward function submits them, or idle)."""
         ended = [k for k, e in self._episodes.items() if e.reward is not None]
         for k in ended[:max(0, len(ended) - ENDED_KEPT)]:
             self._episodes.pop(k, None)
+        self._drop_oldest_live()
+
+    def _drop_oldest_live(self) -> None:
+        live = [k for k, e in self._episodes.items() if e.reward is None]
+        for k in live[:max(0, len(live) - LIVE_KEPT)]:
+            self._episodes.pop(k, None)
+
+    def _client(self) -> AsyncVerifyClient:
+        key = (id(asyncio.get_running_loop()), self.url, tuple(sorted(self._client_options.items())))
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = AsyncVerifyClient(self.url, **self._client_options)
+        return client
 
     async def _episode(self, instance_id: str, agent_data: Any) -> _Episode:
         info = self._instances.get(instance_id)
@@ -236,8 +289,9 @@ class VerifyCliTool(_Base):
         info["key"] = key
         episode = self._episodes.get((self.url, key))
         if episode is None or episode.task_id != info["task_id"]:
-            episode = _Episode(key, info["task_id"], AsyncVerifyClient(self.url, **self._client_options))
+            episode = _Episode(key, info["task_id"], self._client())
             self._episodes[(self.url, key)] = episode
+            self._drop_oldest_live()
         return episode
 
     @staticmethod
@@ -272,4 +326,4 @@ class VerifyCliTool(_Base):
         return ToolResponse(text=truncate(text, self.observation_chars)[0])
 
 
-__all__ = ["ToolResponse", "VerifyCliTool", "tool_config", "tools_kwargs"]
+__all__ = ["SESSION_FIELD", "ToolResponse", "VerifyCliTool", "tool_config", "tools_kwargs"]

@@ -13,6 +13,8 @@ change to the visible tests are ignored by construction: grading takes them from
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 import tempfile
 import threading
@@ -22,7 +24,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from verify_cli.agents.tools import Observation, ToolCall, check_call, truncate
+from verify_cli.agents.tools import Observation, ToolCall, check_call, clean_text, truncate
+from verify_cli.grading.failure_text import is_collection_failure
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.kinds.registry import kind_of
@@ -35,16 +38,26 @@ from verify_cli.sandbox.sessions.base import (
     SessionFileError,
     SessionInfraError,
     SessionLimits,
+    Snapshot,
     Workspace,
 )
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, SOLUTION_DIR, Task
+from verify_cli.tasks.paths import matches_any
 from verify_cli.tasks.repository import SOLUTION_PATCH
 
 if TYPE_CHECKING:
     from verify_cli.environments import Realised
 
+#: Editable files an agent may add to the starter's before its files can no longer be graded.
+MAX_NEW_FILES = 500
+#: The longest command line bash runs (a longer one is refused with an observation).
+MAX_COMMAND_BYTES = 100_000
 #: Characters of each failing test's message shown by run_tests.
 TEST_MESSAGE_CHARS = 400
+
+
+class _PastWall(Exception):
+    """A tool call reached the episode's wall-clock limit."""
 
 
 class SessionOpener(Protocol):
@@ -119,9 +132,29 @@ class VisibleTests:
         (self._root / HIDDEN_TESTS_DIR / ".keep").touch()
         self.task = replace(task, root=self._root)
         self.count = len(task.visible_test_files())
+        if self.count == 0:
+            self.task, self.count = project_tests(self.task)
 
     def close(self) -> None:
         shutil.rmtree(self._root, ignore_errors=True)
+
+
+def project_tests(task: Task) -> tuple[Task, int]:
+    """A repository task laid out as its project (``test_layout = "repository"``) whose tests are
+    all hidden (an imported SWE-bench row): its PASS_TO_PASS tests, run from the project's own
+    test files at the base (the starter's copies: never the hidden FAIL_TO_PASS versions), so an
+    agent can run the project's tests. Other tasks are returned as they are, with no test."""
+    repo = task.repository
+    if repo is None or repo.test_layout != "repository" or not task.test.pass_to_pass or str(task.kind) != "pytest":
+        return task, 0
+    starter = task.starter_files()
+    ids = [tid for tid in task.test.pass_to_pass if tid.split("::", 1)[0] in starter]
+    files = sorted({tid.split("::", 1)[0] for tid in ids})
+    if not files:
+        return task, 0
+    command = ('python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
+               + " ".join(shlex.quote(f) for f in files))
+    return replace(task, test=replace(task.test, command=command, fail_to_pass=(), pass_to_pass=tuple(ids))), len(ids)
 
 
 @dataclass(frozen=True)
@@ -134,10 +167,18 @@ class EpisodeOutcome:
     reason: str = ""
     grade: GradeResult | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, trainable: bool = False) -> dict[str, Any]:
+        """The outcome as plain data. ``trainable``: for a record that could be trained on (an
+        episode in samples.parquet): each test's id and outcome only, no test message and no
+        problem text of the grade, which may quote the hidden tests' source."""
         d: dict[str, Any] = {"status": self.status, "score": self.score, "reason": self.reason}
         if self.grade is not None:
-            d["grade"] = self.grade.to_dict(with_run=False)
+            if trainable:
+                g = self.grade
+                d["grade"] = {"status": g.status.value, "score": g.score, "passed": g.passed,
+                              "tests": [{"id": t.id, "outcome": t.outcome.value} for t in g.tests]}
+            else:
+                d["grade"] = self.grade.to_dict(with_run=False)
         return d
 
 
@@ -178,6 +219,12 @@ class TaskEnvironment:
         self.dead: str | None = None
         #: The machinery failed under the session (never the agent's fault).
         self.broken: str | None = None
+        #: The most editable files a snapshot may hold: the starter's and MAX_NEW_FILES more.
+        self.max_files = sum(matches_any(task.editable, rel) for rel in task.starter_files()) + MAX_NEW_FILES
+        #: A call was stopped at the episode's wall-clock limit.
+        self.past_wall = False
+        #: A command's own wall limit (the session's default for its commands).
+        self.command_limit = command_seconds or session_limits(task).command_seconds
         self._visible: VisibleTests | None = None
         self._lock = threading.Lock()
 
@@ -207,8 +254,10 @@ class TaskEnvironment:
 
     # -- the tools ---------------------------------------------------------------------------
 
-    def call(self, call: ToolCall) -> Observation:
-        """Run one tool call; a malformed call is an observation saying what was wrong."""
+    def call(self, call: ToolCall, *, seconds_left: float | None = None) -> Observation:
+        """Run one tool call; a malformed call is an observation saying what was wrong.
+        ``seconds_left``: the episode's wall clock left; no call runs past it (a command is
+        stopped at it, another call is abandoned at it) and :attr:`past_wall` says it was hit."""
         started = time.monotonic()
         problem = check_call(call)
         if problem is not None:
@@ -216,7 +265,7 @@ class TaskEnvironment:
         args: Mapping[str, Any] = call.arguments or {}
         with self._lock:
             try:
-                text = self._run(call.name, args)
+                text = self._bounded(call.name, args, seconds_left)
             except SessionDeadError as e:
                 self.dead = str(e)
                 text = f"the session has died: {e}"
@@ -224,13 +273,48 @@ class TaskEnvironment:
                 self.broken = str(e)
                 text = f"the sandbox failed (not your fault): {e}"
             except SessionFileError as e:
-                return Observation(f"{call.name}: {e}", error=True, seconds=time.monotonic() - started)
-        shown, cut = truncate(text, self.observation_chars)
+                return Observation(clean_text(f"{call.name}: {e}"), error=True, seconds=time.monotonic() - started)
+            except _PastWall:
+                self.past_wall = True
+                text = f"{call.name} was stopped: the episode's wall-clock limit was reached"
+        shown, cut = truncate(clean_text(text), self.observation_chars)
         return Observation(shown, truncated_chars=cut, seconds=time.monotonic() - started)
 
-    def _run(self, name: str, args: Mapping[str, Any]) -> str:
+    def _bounded(self, name: str, args: Mapping[str, Any], seconds_left: float | None) -> str:
+        """:meth:`_run` within ``seconds_left`` (None: unbounded). A command gets the shorter of
+        its own limit and what is left (the session stops it, and kills what it started); any
+        other call runs in a thread that is abandoned at the limit."""
+        if seconds_left is None:
+            return self._run(name, args)
+        if seconds_left <= 0:
+            raise _PastWall
         if name == "bash":
-            result = self.session.exec(str(args["command"]), timeout=self.command_seconds)
+            return self._run(name, args, timeout=min(self.command_limit, seconds_left))
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["text"] = self._run(name, args)
+            except BaseException as e:  # handed to the caller
+                box["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=run, daemon=True, name=f"tool-{name}").start()
+        if not done.wait(seconds_left):
+            raise _PastWall
+        if "error" in box:
+            raise box["error"]
+        return str(box["text"])
+
+    def _run(self, name: str, args: Mapping[str, Any], *, timeout: float | None = None) -> str:
+        if name == "bash":
+            size = len(str(args["command"]).encode("utf-8", "surrogatepass"))
+            if size > MAX_COMMAND_BYTES:  # past what an exec request or one argument can carry
+                return (f"not run: the command is {size} bytes, over {MAX_COMMAND_BYTES}; write a script "
+                        "with write_file and run it")
+            result = self.session.exec(str(args["command"]), timeout=timeout or self.command_seconds)
             if result.verdict is ExecVerdict.SESSION_DEAD:
                 self.dead = result.message or "the session's exec server died"
                 return f"the session has died because of what ran in it: {self.dead}"
@@ -238,6 +322,8 @@ class TaskEnvironment:
                 self.broken = result.message or "the sandbox failed"
                 return f"the sandbox failed (not your fault): {self.broken}"
             return format_exec(result, self.observation_chars)[0]
+        if name in ("read_file", "write_file") and len(str(args["path"]).encode("utf-8", "surrogatepass")) > 4096:
+            raise SessionFileError("the path is longer than 4096 bytes", path=str(args["path"])[:200])
         if name == "read_file":
             return self.session.read_file(str(args["path"])).decode("utf-8", "replace")
         if name == "write_file":
@@ -262,8 +348,8 @@ class TaskEnvironment:
         visible = self._visible_tests()
         if visible.count == 0:
             return "this task has no visible tests: submit when you are confident"
-        files = self.session.snapshot(self.task.editable)
-        result = self.grader.grade(GradeRequest(task=visible.task, phase=Phase.CANDIDATE, candidate=files,
+        files = self.editable_files()
+        result = self.grader.grade(GradeRequest(task=visible.task, phase=Phase.CANDIDATE, candidate=dict(files),
                                                 label="run_tests"))
         if result.status is GradeStatus.INFRA_ERROR:
             self.broken = "; ".join(result.problems) or "the grader failed"
@@ -277,6 +363,13 @@ class TaskEnvironment:
             lines.append(f"{t.outcome.value.upper()} {t.id}" + (f"\n  {message}" if message else ""))
         if not result.tests:
             lines += [f"problem: {p}" for p in result.problems[:3]]
+        if not result.tests or any(is_collection_failure(t.message) for t in failed):
+            why = candidate_error(result.run.stdout.text + "\n" + result.run.stderr.text, files)
+            if why:
+                lines.append(f"why the tests could not load your code:\n{why}")
+        note = skipped_note(files)
+        if note:
+            lines.append(note)
         return "\n".join(lines)
 
     # -- the end -----------------------------------------------------------------------------
@@ -295,7 +388,7 @@ class TaskEnvironment:
         if self.dead is not None:
             return EpisodeOutcome("failed", 0.0, f"the agent's session died: {self.dead}")
         try:
-            return self.session.snapshot(self.task.editable)
+            return self.editable_files()
         except SessionDeadError as e:
             return EpisodeOutcome("failed", 0.0, f"the agent's session died: {e}")
         except SessionFileError as e:
@@ -303,19 +396,68 @@ class TaskEnvironment:
         except SessionInfraError as e:
             return EpisodeOutcome("infra_error", None, f"the machinery failed: {e}")
 
+    def editable_files(self) -> dict[str, bytes]:
+        """The session's editable files, by value (a :class:`Snapshot`). SessionFileError when
+        they are more than :attr:`max_files`: a grader lays each out (one mount each, on some
+        backends), and how many files an agent writes must never decide whether its episode can
+        be graded."""
+        files = self.session.snapshot(self.task.editable)
+        if len(files) > self.max_files:
+            raise SessionFileError(f"the editable globs match {len(files)} files, more than the {self.max_files} "
+                                   f"a grade takes (the starter's and {MAX_NEW_FILES} more): nothing was graded",
+                                   path="")
+        return files
+
     def close(self) -> None:
         self.session.close()
         if self._visible is not None:
             self._visible.close()
 
 
+_EXCEPTION_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::.*)?$")
+_FRAME_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)')
+#: Lines of a candidate's error shown by run_tests.
+ERROR_LINES = 8
+
+
+def candidate_error(output: str, files: Collection[str]) -> str:
+    """Why the candidate's code did not load, from a run of the visible tests: the last exception
+    in ``output`` and, where a frame of it is in one of ``files`` (the candidate's), that frame
+    and its source line, paths shown relative to the work folder; "" where there is none."""
+    lines = [line[4:] if line.startswith("E   ") else line for line in output.splitlines()]
+    end = next((i for i in range(len(lines) - 1, -1, -1) if _EXCEPTION_LINE.match(lines[i])), None)
+    if end is None:
+        return ""
+    start = end
+    for i in range(end - 1, max(-1, end - 60), -1):
+        frame = _FRAME_LINE.match(lines[i])
+        if frame is None:
+            continue
+        path = frame.group("path")
+        rel = next((f for f in files if path == f or path.endswith("/" + f)), None)
+        if rel is not None:
+            lines[i] = lines[i].replace(path, rel, 1)
+            start = i
+            break
+    block = lines[start:end + 1]
+    if len(block) > ERROR_LINES:
+        block = [*block[:ERROR_LINES - 1], lines[end]]
+    return "\n".join(line.rstrip() for line in block)
+
+
+def skipped_note(files: Mapping[str, bytes]) -> str:
+    """What a snapshot left out of the grade (a :class:`Snapshot`'s note; "" for a plain dict)."""
+    return files.note() if isinstance(files, Snapshot) else ""
+
+
 def grade_files(task: Task, grader: GradesOne, files: Mapping[str, bytes]) -> EpisodeOutcome:
-    """The trusted grade of an episode's editable files (taken by :meth:`TaskEnvironment.take`)."""
+    """The trusted grade of an episode's editable files (taken by :meth:`TaskEnvironment.take`);
+    the outcome's reason names what the snapshot left out."""
     grade = grader.grade(GradeRequest(task=task, phase=Phase.CANDIDATE, candidate=dict(files), label="episode"))
     if grade.status is GradeStatus.INFRA_ERROR:
         return EpisodeOutcome("infra_error", None, "; ".join(grade.problems), grade)
-    return EpisodeOutcome("passed" if grade.passed else "failed", grade.score, "", grade)
+    return EpisodeOutcome("passed" if grade.passed else "failed", grade.score, skipped_note(files), grade)
 
 
-__all__ = ["EpisodeOutcome", "GradesOne", "SessionOpener", "TaskEnvironment", "VisibleTests", "format_exec",
-           "grade_files", "session_limits", "session_workspace"]
+__all__ = ["EpisodeOutcome", "GradesOne", "SessionOpener", "TaskEnvironment", "VisibleTests", "candidate_error",
+           "format_exec", "grade_files", "session_limits", "session_workspace", "skipped_note"]

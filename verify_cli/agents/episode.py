@@ -15,16 +15,18 @@ ends as ``infra_error``, never scored, and :func:`run_episodes` runs it again fr
 
 from __future__ import annotations
 
+import json
 import math
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from verify_cli.agents.environment import EpisodeOutcome, GradesOne, SessionOpener, TaskEnvironment, grade_files
 from verify_cli.agents.protocol import AgentModel, Message, ModelTurn
-from verify_cli.agents.tools import TOOLS, ToolSpec
+from verify_cli.agents.tools import TOOLS, ToolCall, ToolSpec, clean_text
 from verify_cli.errors import UsageError
 from verify_cli.models.base import ModelBackendError, SamplingParams
 from verify_cli.models.prompts import show_file
@@ -41,16 +43,36 @@ NO_CALL_HINT = ("Your reply made no tool call. Call one of the tools ({tools}), 
                 "files are ready.")
 
 
+#: Tool calls of one reply that are run by default; the rest are answered "not run".
+MAX_TOOL_CALLS_PER_REPLY = 16
+
+
 @dataclass(frozen=True)
 class EpisodeLimits:
-    """When an episode ends: ``max_turns`` model replies, ``token_budget`` tokens generated in all,
-    ``wall_seconds`` of its whole life; each observation is cut to ``observation_chars``."""
+    """When an episode ends: ``max_turns`` model replies (end reason ``max_turns``),
+    ``token_budget`` tokens generated in all (``token_budget``: every token the model produced,
+    text and tool-call arguments, as its token ids or the server's ``usage`` count them, else
+    estimated at 4 characters a token; a reply past the budget has none of its calls run) and
+    ``wall_seconds`` of its whole life (``wall``: it bounds every model request and every tool
+    call, a command being stopped where the limit falls). Each reply runs at most
+    ``max_tool_calls`` calls (the others are answered "not run"); each observation is cut to
+    ``observation_chars``; ``command_seconds`` is each command's own limit (None: the task's)."""
 
     max_turns: int = 20
     token_budget: int = 32768
     wall_seconds: float = 900.0
     observation_chars: int = 4000
     command_seconds: float | None = None
+    max_tool_calls: int = MAX_TOOL_CALLS_PER_REPLY
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "token_budget", "max_tool_calls", "observation_chars"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"episode limit {name} is {getattr(self, name)}; it must be at least 1",
+                                 hint=f"give {name} >= 1")
+        if not self.wall_seconds > 0:
+            raise UsageError(f"episode limit wall_seconds is {self.wall_seconds}; it must be above 0",
+                             hint="give wall_seconds > 0")
 
 
 @dataclass
@@ -83,7 +105,8 @@ class AgentEpisode:
     sample_index: int = 0
     turns: list[AgentTurn] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
-    end_reason: str = ""  # submit, max_turns, token_budget, wall, session_dead, infra_error
+    #: submit, max_turns, token_budget, wall (which limit ended it), session_dead, infra_error
+    end_reason: str = ""
     outcome: EpisodeOutcome | None = None
     tokens: int = 0
     seconds: float = 0.0
@@ -111,13 +134,15 @@ class AgentEpisode:
     def execution_seconds(self) -> float:
         return sum(t.execution_seconds for t in self.turns)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, trainable: bool = False) -> dict[str, Any]:
+        """The episode as plain data; ``trainable``: its outcome as :meth:`EpisodeOutcome.to_dict`
+        gives it for a record that could be trained on (no hidden test's text)."""
         return {"task_id": self.task_id, "sample_index": self.sample_index, "status": self.status,
                 "score": self.score, "end_reason": self.end_reason, "turns": [t.to_dict() for t in self.turns],
                 "tokens": self.tokens, "seconds": round(self.seconds, 4),
                 "generation_seconds": round(self.generation_seconds, 4),
                 "execution_seconds": round(self.execution_seconds, 4),
-                "outcome": self.outcome.to_dict() if self.outcome is not None else None,
+                "outcome": self.outcome.to_dict(trainable=trainable) if self.outcome is not None else None,
                 **({"node": self.node} if self.node else {}), **({"lost": list(self.lost)} if self.lost else {})}
 
 
@@ -154,7 +179,55 @@ def first_messages(task: Task, *, system: str = AGENT_SYSTEM) -> list[Message]:
 
 
 def _tokens(turn: ModelTurn) -> int:
-    return len(turn.token_ids) if turn.token_ids else max(1, math.ceil(len(turn.text) / 4))
+    """The tokens a reply cost: its token ids (hf, vllm), else the server's ``usage``, else an
+    estimate of 4 characters a token over all it wrote (text, tool names and arguments)."""
+    if turn.token_ids:
+        return len(turn.token_ids)
+    if turn.usage_tokens is not None:
+        return max(1, turn.usage_tokens)
+    written = len(turn.text) + sum(len(c.name) + len(c.raw_arguments or json.dumps(dict(c.arguments or {})))
+                                   for c in turn.tool_calls)
+    return max(1, math.ceil(written / 4))
+
+
+class _ModelPastWall(Exception):
+    """The model did not answer before the episode's wall-clock limit."""
+
+
+def _act_within(model: AgentModel, messages: list[Message], tools: Sequence[ToolSpec], params: SamplingParams,
+                seconds: float) -> ModelTurn:
+    """``model.act`` within ``seconds``: a request still in flight then is abandoned (its thread
+    finishes on its own) and _ModelPastWall raised; the model's own errors are raised as they are."""
+    done = threading.Event()
+    box: dict[str, Any] = {}
+    sent = [dict(m) for m in messages]  # a request abandoned mid-flight never sees later turns
+
+    def run() -> None:
+        try:
+            box["turn"] = model.act(sent, tools, params)
+        except BaseException as e:  # handed to the caller
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True, name="agent-model").start()
+    if not done.wait(max(0.0, seconds)):
+        raise _ModelPastWall
+    if "error" in box:
+        raise box["error"]
+    turn: ModelTurn = box["turn"]
+    return replace(turn, text=clean_text(turn.text), malformed=tuple(clean_text(m) for m in turn.malformed))
+
+
+_NOT_RUN = {"token_budget": "not run: the episode's token budget was spent",
+            "wall": "not run: the episode's wall-clock limit was reached"}
+
+
+def _not_run(call: ToolCall, why: str) -> tuple[dict[str, Any], Message]:
+    """The observation and tool message of a call that was not run (every call gets an answer)."""
+    return ({"tool_call_id": call.id, "name": call.name, "text": why, "error": True, "truncated_chars": 0,
+             "seconds": 0.0},
+            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": why})
 
 
 def _grader_of(sandbox: SessionOpener, grader: GradesOne | None) -> GradesOne:
@@ -235,36 +308,54 @@ def _loop(episode: AgentEpisode, env: TaskEnvironment, model: AgentModel, tools:
           params: SamplingParams, limits: EpisodeLimits, started: float,
           on_turn: Callable[[AgentEpisode, AgentTurn], None] | None) -> str:
     messages = episode.messages
+
+    def left() -> float:
+        return limits.wall_seconds - (time.monotonic() - started)
+
     for index in range(limits.max_turns):
-        if time.monotonic() - started >= limits.wall_seconds:
+        if left() <= 0:
             return "wall"
-        left = limits.token_budget - episode.tokens
-        if left <= 0:
+        budget_left = limits.token_budget - episode.tokens
+        if budget_left <= 0:
             return "token_budget"
         turn_params = SamplingParams(n=1, temperature=params.temperature, top_p=params.top_p,
-                                     max_tokens=max(1, min(params.max_tokens, left)),
+                                     max_tokens=max(1, min(params.max_tokens, budget_left)),
                                      seed=None if params.seed is None else params.seed + index,
                                      logprobs=params.logprobs, stop=params.stop)
         try:
-            reply = model.act(messages, tools, turn_params)
+            reply = _act_within(model, messages, tools, turn_params, left())
+        except _ModelPastWall:
+            return "wall"
         except ModelBackendError as e:
             episode.outcome = EpisodeOutcome("infra_error", None, f"the model could not be asked: {e}")
             return "infra_error"
         episode.tokens += _tokens(reply)
+        over_budget = episode.tokens > limits.token_budget
         assistant: Message = {"role": "assistant", "content": reply.text}
         if reply.tool_calls:
             assistant["tool_calls"] = [c.to_openai() for c in reply.tool_calls]
         messages.append(assistant)
         exec_started = time.monotonic()
         observations: list[dict[str, Any]] = []
-        for call in reply.tool_calls:
-            obs = env.call(call)
+        ended: str | None = "token_budget" if over_budget else None
+        for i, call in enumerate(reply.tool_calls):
+            if ended is None and left() <= 0:
+                ended = "wall"
+            why = _NOT_RUN.get(ended or "") or ("not run: the episode had ended" if env.ended else "")
+            if not why and i >= limits.max_tool_calls:
+                why = f"not run: a reply may make at most {limits.max_tool_calls} tool calls"
+            if why:
+                obs_row, tool_message = _not_run(call, why)
+                observations.append(obs_row)
+                messages.append(tool_message)
+                continue
+            obs = env.call(call, seconds_left=left())
             observations.append({"tool_call_id": call.id, "name": call.name, "text": obs.text,
                                  "error": obs.error, "truncated_chars": obs.truncated_chars,
                                  "seconds": round(obs.seconds, 4)})
             messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": obs.text})
-            if env.ended:
-                break
+            if env.past_wall:
+                ended = "wall"
         if not reply.tool_calls:
             hint = "\n".join(reply.malformed) if reply.malformed else NO_CALL_HINT.format(
                 tools=", ".join(t.name for t in tools))
@@ -285,6 +376,10 @@ def _loop(episode: AgentEpisode, env: TaskEnvironment, model: AgentModel, tools:
             return "session_dead"
         if env.submitted:
             return "submit"
+        if ended is not None:
+            return ended
+        if left() <= 0:
+            return "wall"
     return "max_turns"
 
 
@@ -370,5 +465,5 @@ def run_episodes(jobs: Iterable[EpisodeJob], model_for: Callable[[EpisodeJob], A
                 yield episode
 
 
-__all__ = ["AGENT_SYSTEM", "AgentEpisode", "AgentTurn", "EpisodeJob", "EpisodeLimits", "first_messages",
-           "run_episode", "run_episodes"]
+__all__ = ["AGENT_SYSTEM", "MAX_TOOL_CALLS_PER_REPLY", "AgentEpisode", "AgentTurn", "EpisodeJob", "EpisodeLimits",
+           "first_messages", "run_episode", "run_episodes"]

@@ -51,6 +51,8 @@ class ModelTurn:
     logprobs: tuple[float, ...] | None = None
     seconds: float = 0.0
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: The tokens the server says it generated (its ``usage.completion_tokens``), when it says.
+    usage_tokens: int | None = None
 
 
 class AgentModel(ABC):
@@ -248,7 +250,10 @@ def turn_from_chat_response(data: Mapping[str, Any], seconds: float = 0.0) -> Mo
     logprobs = None
     if isinstance(lp, Mapping) and isinstance(lp.get("content"), list):
         logprobs = tuple(float(t["logprob"]) for t in lp["content"])
+    usage = data.get("usage")
+    used = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
     return ModelTurn(text=text, tool_calls=tuple(calls), malformed=tuple(bad),
+                     usage_tokens=used if isinstance(used, int) and not isinstance(used, bool) and used >= 0 else None,
                      finish_reason=str(choice.get("finish_reason") or "stop"),
                      token_ids=tuple(int(t) for t in ids) if isinstance(ids, list) else (),
                      prompt_token_ids=tuple(int(t) for t in prompt_ids) if isinstance(prompt_ids, list) else None,

@@ -31,7 +31,8 @@ from verify_cli.sampling.step import GradedSample, SampleStep
 from verify_cli.tasks.model import Task
 
 #: Bumped when what an episode sample means changes (the tools, the loop, the first messages).
-EPISODE_FORMAT = "1"
+#: 2: budgets bind inside a reply, and the stored episode keeps no hidden test's text.
+EPISODE_FORMAT = "2"
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def episode_status(episode: AgentEpisode) -> SampleStatus:
 
 def episode_completion(episode: AgentEpisode) -> EpisodeCompletion:
     tokens: tuple[int, ...] = tuple(t for turn in episode.turns for t in turn.token_ids)
-    return EpisodeCompletion(text=json.dumps(episode.to_dict(), ensure_ascii=False), token_ids=tokens,
+    return EpisodeCompletion(text=json.dumps(episode.to_dict(trainable=True), ensure_ascii=False), token_ids=tokens,
                              finish_reason=episode.end_reason or "infra_error", episode=episode)
 
 
@@ -144,8 +145,8 @@ class EpisodeStep(SampleStep):
         if grade is not None:
             return GradedSample(task=task, status=status, grade=grade, attempts=1, seconds=episode.seconds)
         reason = (outcome.reason if outcome is not None else "") or episode.end_reason
-        if status is SampleStatus.INFRA_ERROR:
-            return GradedSample(task=task, status=status, seconds=episode.seconds)
+        if status is SampleStatus.INFRA_ERROR:  # its cause kept: summaries count infra errors by cause
+            return GradedSample(task=task, status=status, parse_error=reason or "infra_error", seconds=episode.seconds)
         return GradedSample(task=task, status=SampleStatus.FAILED, parse_error=reason, seconds=episode.seconds)
 
 

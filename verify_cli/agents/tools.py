@@ -82,18 +82,42 @@ class ToolCall:
                 or json.dumps(dict(self.arguments or {}), sort_keys=True)}
 
 
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate (a JSON ``"\\ud800"`` decodes to one) replaced: what a
+    model writes must be storable as UTF-8 (a trajectory, a Parquet row) whatever it wrote."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
+def clean_value(value: Any) -> Any:
+    """A decoded JSON value with :func:`clean_text` applied to every string in it."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, Mapping):
+        return {clean_text(str(k)): clean_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_value(v) for v in value]
+    return value
+
+
 def tool_call(name: str, raw_arguments: str | Mapping[str, Any] | None, call_id: str = "") -> ToolCall:
-    """A ToolCall from a model's name and arguments (a JSON string, or already decoded)."""
+    """A ToolCall from a model's name and arguments (a JSON string, or already decoded); every
+    string in it is :func:`clean_text`."""
+    name, call_id = clean_text(name), clean_text(call_id)
     if isinstance(raw_arguments, Mapping):
-        return ToolCall(name, dict(raw_arguments), json.dumps(dict(raw_arguments)), call_id)
-    raw = raw_arguments or ""
+        args = clean_value(raw_arguments)
+        return ToolCall(name, args, json.dumps(args), call_id)
+    raw = clean_text(raw_arguments or "")
     if not raw.strip():
         return ToolCall(name, {}, raw, call_id)
     try:
         decoded = json.loads(raw)
     except ValueError:
         return ToolCall(name, None, raw, call_id)
-    return ToolCall(name, decoded if isinstance(decoded, dict) else None, raw, call_id)
+    return ToolCall(name, clean_value(decoded) if isinstance(decoded, dict) else None, raw, call_id)
 
 
 def check_call(call: ToolCall, tools: Mapping[str, ToolSpec] = TOOLS_BY_NAME) -> str | None:
@@ -137,4 +161,5 @@ def truncate(text: str, limit: int) -> tuple[str, int]:
 
 
 __all__ = ["BASH", "READ_FILE", "RUN_TESTS", "SUBMIT", "TOOLS", "TOOLS_BY_NAME", "WRITE_FILE",
-           "Observation", "ToolCall", "ToolSpec", "check_call", "tool_call", "truncate"]
+           "Observation", "ToolCall", "ToolSpec", "check_call", "clean_text", "clean_value", "tool_call",
+           "truncate"]

@@ -22,8 +22,10 @@ def _names(ids: Sequence[str]) -> str:
     return ", ".join(ids[:_SHOWN]) + more
 
 
-def _passed_ids(run: GradeResult) -> set[str]:
-    return {t.id for t in run.tests if t.outcome.ok}
+def _passed_ids(run: GradeResult, *, kept: bool) -> set[str]:
+    """The tests of ``run`` that pass as SWE-bench counts them; ``kept``: those that do not fail
+    (PASS_TO_PASS: a skipped test is kept)."""
+    return {t.id for t in run.tests if (not t.outcome.listed_failure if kept else t.outcome.listed_pass)}
 
 
 def _list_check(name: str, ids: Sequence[str], references: Sequence[GradeResult], starter: GradeResult,
@@ -37,9 +39,9 @@ def _list_check(name: str, ids: Sequence[str], references: Sequence[GradeResult]
         if graded and jid not in reported:
             unknown.append(node_id)
             continue
-        if starter_ok and (jid in _passed_ids(starter)) != starter_must_pass:
+        if starter_ok and (jid in _passed_ids(starter, kept=starter_must_pass)) != starter_must_pass:
             on_starter.append(node_id)
-        failing = sum(jid not in _passed_ids(r) for r in graded)
+        failing = sum(jid not in _passed_ids(r, kept=starter_must_pass) for r in graded)
         if failing:
             on_reference.append(f"{node_id} ({failing} of {len(graded)} runs)")
     problems: list[str] = []

@@ -33,12 +33,14 @@ from verify_cli.checks.flaky_power import (
     detection_power,
     repeats_for_power,
 )
+from verify_cli.checks.git_history import git_history_findings
 from verify_cli.checks.report import ENVIRONMENT_CHECK, CheckResult, CheckStatus, TaskReport, TaskVerdict
 from verify_cli.checks.two_process_gaps import Gap, GapFindings, find_gaps
 from verify_cli.environments import spec_of
 from verify_cli.grading.batch import BatchGrader
 from verify_cli.grading.grader import ENVIRONMENT_ERROR, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
+from verify_cli.grading.scoring import TestLists
 from verify_cli.grading.two_process import TWO_PROCESS
 from verify_cli.grading.workspace import Phase
 from verify_cli.kinds.registry import kind_of
@@ -75,6 +77,9 @@ class CheckOptions:
     repeats: int = DEFAULT_REPEATS
     jobs: int = 2
     first_wave: int = FIRST_WAVE
+    #: Repository tasks (those listing FAIL_TO_PASS/PASS_TO_PASS): judge every collected test for
+    #: flakiness, not only the listed ones (SWE-bench's own curation judges the listed ones).
+    flaky_all_tests: bool = False
 
     @property
     def power(self) -> FlakinessPower:
@@ -136,13 +141,17 @@ def _gap_check(findings: GapFindings, runs: int) -> CheckResult:
 
 
 def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult,
-             in_process: GradeResult | None = None) -> list[CheckResult]:
+             in_process: GradeResult | None = None, *, flaky_all_tests: bool = False) -> list[CheckResult]:
     """The checks of one task from its graded runs (pure: no sandbox here).
 
     ``in_process`` is the reference re-run once in-process after failing two-process: the
     tests that pass there and failed only two-process are not the reference's fault
     (:mod:`verify_cli.checks.two_process_gaps`); they get the ``two-process`` check's
     not-gradeable verdict instead of ``reference-passes`` failing.
+
+    A task that lists its tests (FAIL_TO_PASS / PASS_TO_PASS) is judged flaky on the listed
+    tests only, as SWE-bench curates (an unrelated flaky test of a project's suite does not
+    discard the task), unless ``flaky_all_tests``.
     """
     checks = [CheckResult("schema", CheckStatus.PASS)]
     unbuilt = next((r for r in [*references, starter] if r.problems and r.problems[0].startswith(ENVIRONMENT_ERROR)),
@@ -176,8 +185,10 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
 
     # A test that failed two-process in every run and passes in-process is a gap, not a flake;
     # one that changes outcome between two-process runs is still flaky.
+    judged = _listed_ids(task) if task.test.has_test_lists and not flaky_all_tests else None
     flaky = sorted(tid for tid, seen in outcomes.items()
-                   if len(seen) > 1 and (tid not in gap_ids or Outcome.PASSED in seen))
+                   if len(seen) > 1 and (tid not in gap_ids or Outcome.PASSED in seen)
+                   and (judged is None or tid in judged))
     if flaky:
         details = ", ".join(f"{tid} ({'/'.join(sorted(o.value for o in outcomes[tid]))})" for tid in flaky[:3])
         checks.append(CheckResult("flaky", CheckStatus.FAIL,
@@ -226,6 +237,10 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
                                   f"starter fails {len(starter.failed_tests)} of {len(starter.tests)} tests"))
 
     checks.extend(fail_to_pass_checks(task, graded, starter))  # repository tasks' FAIL_TO_PASS / PASS_TO_PASS
+    history = git_history_findings(task)  # a starter's .git: nothing beyond the base commit's history
+    if history is not None:
+        checks.append(CheckResult("git-history", CheckStatus.PASS if history.clean else CheckStatus.FAIL,
+                                  "" if history.clean else history.describe()))
 
     for name, reason, defect in kind_of(task).findings(task):
         checks.append(CheckResult(name, CheckStatus.FAIL if defect else CheckStatus.WARN, reason))
@@ -249,14 +264,20 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
     return checks
 
 
+def _listed_ids(task: Task) -> set[str]:
+    lists = TestLists.of(task.test)
+    return set(lists.fail_to_pass) | set(lists.pass_to_pass) if lists is not None else set()
+
+
 def _report(task: Task, references: list[GradeResult], starter: GradeResult,
-            in_process: GradeResult | None = None) -> TaskReport:
+            in_process: GradeResult | None = None, *, flaky_all_tests: bool = False) -> TaskReport:
     graded = [r for r in references if r.status is GradeStatus.GRADED]
     ref_time = statistics.median(r.run.wall_seconds for r in graded) if graded else None
     extra = [in_process] if in_process is not None else []
     runs: list[dict[str, Any]] = [r.to_dict() for r in [*references, starter, *extra]]
     return TaskReport(task_id=task.id, path=str(task.root), domain=task.domain, language=task.language,
-                      checks=evaluate(task, references, starter, in_process), reference_seconds=ref_time,
+                      checks=evaluate(task, references, starter, in_process, flaky_all_tests=flaky_all_tests),
+                      reference_seconds=ref_time,
                       runs=runs, isolation=starter.isolation, isolation_notes=list(starter.isolation_notes))
 
 
@@ -302,7 +323,8 @@ def check_cache_key(task: Task, backend_id: str | CacheIdentity, options: CheckO
     identity = backend_id(task.environment.image) if callable(backend_id) else backend_id
     spec = spec_of(task)  # what the environment declares, the files it names included
     return cache_key("check-tasks", task.content_hash(), identity, f"environment={spec.digest if spec else ''}",
-                     f"repeats={options.repeats}", f"first_wave={options.first_wave}")
+                     f"repeats={options.repeats}", f"first_wave={options.first_wave}",
+                     *(["flaky_all_tests"] if options.flaky_all_tests else []))
 
 
 def _environment_order(task: Task) -> str:
@@ -392,7 +414,7 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         runs = results[i]
         refs = sorted((r for r in runs if r.phase is Phase.REFERENCE), key=lambda r: r.seed or 0)
         starter = next(r for r in runs if r.phase is Phase.STARTER)
-        report = _report(task, refs, starter, rechecks.get(i))
+        report = _report(task, refs, starter, rechecks.get(i), flaky_all_tests=options.flaky_all_tests)
         reports[i] = report
         if cache is not None and report.verdict not in (TaskVerdict.ERROR, TaskVerdict.ENVIRONMENT_ERROR):
             cache.put(key, report.to_dict())

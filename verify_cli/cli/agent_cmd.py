@@ -92,6 +92,9 @@ def agent_run_command(
     observation_chars: Annotated[int, typer.Option(
         "--observation-chars", min=200, help="Each observation is cut to this many characters (head and tail).")]
     = 4000,
+    max_tool_calls: Annotated[int, typer.Option(
+        "--max-tool-calls", min=1, help="Tool calls run per model reply (the rest answered 'not run').")]
+    = 16,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     json_out: Annotated[str | None, typer.Option(
@@ -115,7 +118,7 @@ def agent_run_command(
     given = {"model": model, "base_url": base_url, "chat": chat, "device": device}
     model_config = model_backend_config(backend, {k: v for k, v in given.items() if v is not None})
     limits = EpisodeLimits(max_turns=max_turns, token_budget=token_budget, wall_seconds=wall_seconds,
-                           observation_chars=observation_chars)
+                           observation_chars=observation_chars, max_tool_calls=max_tool_calls)
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
     with open_executor(executor, sandbox=sandbox, warm=True, ray_address=ray_address) as ex:
         model_backend = create_model_backend(backend, model_config)

@@ -45,6 +45,9 @@ def check_tasks_command(
     cold: Annotated[bool, typer.Option(
         "--cold", help="Start every run from scratch: no warm pytest workers.")] = False,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Cache folder.")] = None,
+    flaky_all_tests: Annotated[bool, typer.Option(
+        "--flaky-all-tests", help="Repository tasks: judge every collected test for flakiness, not only "
+                                  "the FAIL_TO_PASS and PASS_TO_PASS tests (SWE-bench's curation).")] = False,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = "auto",
 ) -> None:
@@ -58,7 +61,7 @@ def check_tasks_command(
                            sandbox_options=sandbox_options(pool_size=pool_size, docker_mode=docker_mode))
     backend = runner.backend
     cache = None if no_cache else ResultCache(cache_dir or default_cache_dir(), "check-tasks")
-    options = CheckOptions(repeats=repeats, jobs=jobs or default_jobs())
+    options = CheckOptions(repeats=repeats, jobs=jobs or default_jobs(), flaky_all_tests=flaky_all_tests)
     total_runs = sum(repeats + 1 for i in items if not isinstance(i, TaskLoadFailure))
     with runner, console.progress_bar("checking tasks", total_runs) as advance:
         def on_progress(p: Progress) -> None:

@@ -42,6 +42,8 @@ from verify_cli.executors.base import Executor
 from verify_cli.models.base import ModelBackend, SamplingParams
 from verify_cli.models.registry import create_model_backend, model_backend_config
 from verify_cli.report.files import write_json
+from verify_cli.sampling.infra import InfraReport, infra_report
+from verify_cli.sampling.status import SampleStatus
 from verify_cli.sampling.step import SampleStep
 from verify_cli.tasks.loader import TaskLoadFailure, load_task_set
 from verify_cli.tasks.model import Task
@@ -114,7 +116,7 @@ def _histogram(report: DifficultyReport) -> None:
         console.out.print(f"  {i / 10:.1f}-{(i + 1) / 10:.1f} | {bar} {c}", highlight=False)
 
 
-def _table(report: DifficultyReport, show: int) -> None:
+def _table(report: DifficultyReport, show: int, infra: dict[str, InfraReport] | None = None) -> None:
     sampled = [t for t in report.tasks if t.stats.n > 0]
     ordered = sorted(sampled, key=lambda t: (t.stats.pass_rate or 0.0, t.task_id))
     picked = ordered if len(ordered) <= 2 * show else ordered[:show] + ordered[-show:]
@@ -123,9 +125,14 @@ def _table(report: DifficultyReport, show: int) -> None:
                   title_justify="left")
     for col in ("task", "bucket", "n", "pass rate", "95% interval", "score", "visible", "statuses"):
         table.add_column(col, justify="right" if col in ("n", "pass rate", "score", "visible") else "left")
-    for t in picked + [t for t in report.tasks if t.bucket == DEFECTIVE]:
+    # A task no sample could be graded in is listed with why, never left out of the table.
+    unrun = [t for t in report.tasks if t.stats.n == 0 and t.bucket != DEFECTIVE]
+    causes = {t.task_id: "; ".join(r.causes) for t in unrun if (r := (infra or {}).get(t.task_id))}
+    for t in picked + unrun + [t for t in report.tasks if t.bucket == DEFECTIVE]:
         s = t.stats
         statuses = ", ".join(f"{k} {v}" for k, v in s.status_counts.items() if v)
+        if causes.get(t.task_id):
+            statuses += f" ({causes[t.task_id][:80]})"
         table.add_row(escape(t.task_id), t.bucket, str(s.n),
                       "-" if s.pass_rate is None else f"{s.pass_rate:.2f}",
                       "-" if not s.n else f"[{s.wilson_low:.2f}, {s.wilson_high:.2f}]",
@@ -135,8 +142,21 @@ def _table(report: DifficultyReport, show: int) -> None:
     console.out.print(table)
 
 
-def _summary(report: DifficultyReport, out: Path, dataset_counts: dict[str, int]) -> dict[str, Any]:
+def _infra_by_task(report: DifficultyReport) -> dict[str, InfraReport]:
+    """Each task's infra_error count and causes, from its sample records."""
+    return {t.task_id: infra_report((r.status == SampleStatus.INFRA_ERROR.value, r.problems) for r in t.records)
+            for t in report.tasks}
+
+
+def _summary(report: DifficultyReport, out: Path, dataset_counts: dict[str, int],
+             infra: dict[str, InfraReport] | None = None) -> dict[str, Any]:
     buckets = {b: sum(t.bucket == b for t in report.tasks) for b in BUCKETS}
+    infra = infra if infra is not None else _infra_by_task(report)
+    overall = InfraReport()
+    for r in infra.values():
+        overall.samples += r.samples
+        overall.infra_errors += r.infra_errors
+        overall.causes.update(r.causes)
     return {
         "tool": "verify-cli", "version": __version__, "command": "difficulty", "model": report.model_id,
         "params": report.params.to_dict(), "samples": report.options.samples, "adaptive": report.options.adaptive,
@@ -144,10 +164,13 @@ def _summary(report: DifficultyReport, out: Path, dataset_counts: dict[str, int]
         "fixed_budget": report.fixed_budget, "generated": report.generated, "cached": report.cached,
         "seconds": round(report.seconds, 3), "generation_seconds": round(report.generation_seconds, 3),
         "infra_errors": sum(t.stats.status_counts.get("infra_error", 0) for t in report.tasks),
+        "infra": overall.to_dict(),
         "dataset": dataset_counts, "out": str(out), "warnings": list(report.warnings),
         "tasks": [{"task_id": t.task_id, "bucket": t.bucket, "n": t.stats.n, "correct": t.stats.correct,
                    "pass_rate": t.stats.pass_rate, "cached": t.cached, "generated": t.generated,
-                   "visible_pass_hidden_fail": t.stats.visible_pass_hidden_fail} for t in report.tasks],
+                   "visible_pass_hidden_fail": t.stats.visible_pass_hidden_fail,
+                   "infra_error": infra[t.task_id].infra_errors,
+                   "infra_causes": dict(infra[t.task_id].causes)} for t in report.tasks],
     }
 
 
@@ -221,6 +244,9 @@ def difficulty_command(
         "--wall-seconds", min=1.0, help="--agent: each episode's wall limit.")] = 900.0,
     observation_chars: Annotated[int, typer.Option(
         "--observation-chars", min=200, help="--agent: each observation is cut to this many characters.")] = 4000,
+    max_tool_calls: Annotated[int, typer.Option(
+        "--max-tool-calls", min=1, help="--agent: tool calls run per model reply (the rest answered 'not run').")]
+    = 16,
 ) -> None:
     """Measure each task's pass rate under a model and re-bucket the data set by difficulty."""
     if json_out == "-":
@@ -266,7 +292,7 @@ def difficulty_command(
             from verify_cli.agents.episode import EpisodeLimits
 
             limits = EpisodeLimits(max_turns=max_turns, token_budget=token_budget, wall_seconds=wall_seconds,
-                                   observation_chars=observation_chars)
+                                   observation_chars=observation_chars, max_tool_calls=max_tool_calls)
             model_backend, step = _episodes(grader, model_backend, tasks, limits, options.jobs)
         with model_backend, _progress(json_out != "-") as on_progress:
             started = time.monotonic()
@@ -283,10 +309,16 @@ def difficulty_command(
     if write_back_:
         written = write_back(report)
         console.info(f"wrote the measured difficulty into {len(written)} task.toml file(s)")
-    _table(report, show)
+    infra = _infra_by_task(report)
+    _table(report, show, infra)
     _histogram(report)
     _findings(report)
-    summary = _summary(report, out, dataset_counts)
+    summary = _summary(report, out, dataset_counts, infra)
+    for t in report.tasks:  # a task no sample could run in is named, never left to read as unsampled
+        if t.stats.n == 0 and infra[t.task_id].infra_errors:
+            causes = "; ".join(infra[t.task_id].causes)
+            console.warning(f"{t.task_id}: could not be run here: all {infra[t.task_id].infra_errors} of its "
+                            f"samples were infra_error ({causes})")
     console.info(f"{report.sampled} samples ({report.cached} from the cache, {report.generated} generated) in "
                  f"{report.seconds:.1f}s; results in {out}")
     if adaptive and report.fixed_budget:
@@ -298,6 +330,9 @@ def difficulty_command(
     if summary["infra_errors"]:
         console.warning(f"{summary['infra_errors']} sample(s) could not be graded (sandbox failures persisted "
                         "after retries); they are not counted. Rerun to retry them.")
+        overall = summary["infra"]
+        console.warning(f"infra_error rate {100 * overall['rate']:.1f}% of {overall['samples']} samples; by cause: "
+                        + "; ".join(f"{c} {100 * v['rate']:.1f}% ({v['count']})" for c, v in overall["causes"].items()))
         raise typer.Exit(ExitCode.INFRA)
 
 

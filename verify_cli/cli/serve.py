@@ -72,6 +72,16 @@ def serve_command(
         "Agent sessions (/v1/sessions) open at once; past that, 429 with Retry-After."))] = 16,
     session_idle_seconds: Annotated[float, typer.Option("--session-idle-seconds", min=0.1, help=(
         "An agent session without a call for this long is closed (reclaimed)."))] = 600.0,
+    header_timeout: Annotated[float, typer.Option("--header-timeout", min=0.1, help=(
+        "Seconds a connection has to send its request head (else 408, closed)."))] = 10.0,
+    body_timeout: Annotated[float, typer.Option("--body-timeout", min=0.1, help=(
+        "Seconds a request has to send its body after its head (else 408, closed)."))] = 60.0,
+    max_connections: Annotated[int | None, typer.Option("--max-connections", min=1, help=(
+        "Connections open at once; more are answered 503 and closed (default: half the open-file "
+        "limit)."))] = None,
+    run_code_hold: Annotated[float, typer.Option("--run-code-hold", min=0.0, help=(
+        "Seconds /run_code waits for a free worker before answering 504 (never 429: SandboxFusion "
+        "clients do not retry it); also cut to the request's compile_timeout + 8 s."))] = 18.0,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = "auto",
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
@@ -92,7 +102,9 @@ def serve_command(
         ray_address=ray_address,
         token=_read_token(token_file), max_body_bytes=int(max_body_mb * 1024 * 1024), default_deadline=deadline,
         drain_seconds=drain_seconds, journal=None if no_journal else (journal or default_journal()),
-        journal_fsync=fsync, max_sessions=max_sessions, session_idle_seconds=session_idle_seconds)
+        journal_is_default=journal is None, journal_fsync=fsync, max_sessions=max_sessions,
+        session_idle_seconds=session_idle_seconds, header_timeout=header_timeout, body_timeout=body_timeout,
+        max_connections=max_connections, run_code_hold_seconds=run_code_hold)
     outcome = serve(config, host=host, port=port, log_level=log_level.lower(),
                     on_listening=lambda url: console.info(f"verify-cli serve: listening on {url}"))
     if outcome.drained:

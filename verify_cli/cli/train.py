@@ -95,6 +95,9 @@ def train_command(
         "--wall-seconds", min=1.0, help="--agent: each episode's wall limit.")] = 900.0,
     observation_chars: Annotated[int, typer.Option(
         "--observation-chars", min=200, help="--agent: each observation is cut to this many characters.")] = 4000,
+    max_tool_calls: Annotated[int, typer.Option(
+        "--max-tool-calls", min=1, help="--agent: tool calls run per model reply (the rest answered 'not run').")]
+    = 16,
 ) -> None:
     """Sample groups per task, grade each completion in the sandbox, write trajectory shards; optionally GRPO."""
     from verify_cli.agents.episode import EpisodeLimits
@@ -104,6 +107,7 @@ def train_command(
     from verify_cli.rollout.inspect import summarize_run
     from verify_cli.rollout.loop import StepReport, TrainConfig, Trainer
     from verify_cli.rollout.rewards import RewardConfig
+    from verify_cli.sampling.infra import WARN_RATE
 
     if json_out == "-":
         console.use_stderr()
@@ -147,12 +151,16 @@ def train_command(
 
         def on_step(r: StepReport) -> None:
             console.note(step_line(r))
+            if r.rows and r.masked / r.rows > WARN_RATE:
+                console.warning(f"WARNING: step {r.step}: {r.masked} of {r.rows} trajectories "
+                                f"({100 * r.masked / r.rows:.1f}%) were infra_error (masked, never scored), over "
+                                f"{100 * WARN_RATE:g}%: a masked share that moves with the policy is a signal")
 
         runner = None
         if agent:
             runner = _agent_runner(grader, gen, config, EpisodeLimits(
                 max_turns=turns, token_budget=token_budget, wall_seconds=wall_seconds,
-                observation_chars=observation_chars))
+                observation_chars=observation_chars, max_tool_calls=max_tool_calls))
         trainer = Trainer(config, gen, grader, selection.tasks, out, sandbox_backend=grader.backend, policy=policy,
                           on_step=on_step, other_task_ids=selection.skipped, on_warning=console.warning,
                           runner=runner)
@@ -162,6 +170,14 @@ def train_command(
         console.note(f"resumed after committed step {result.resumed_from}")
     summary = summarize_run(out)
     show_summary(summary)
+    infra = summary["infra"]
+    if infra["rate"] > WARN_RATE:
+        console.warning(f"WARNING: {infra['infra_errors']} of {infra['samples']} trajectories "
+                        f"({100 * infra['rate']:.1f}%) were infra_error (masked, never scored), over "
+                        f"{100 * WARN_RATE:g}%; by cause: "
+                        + "; ".join(f"{c} {100 * v['rate']:.1f}% ({v['count']})" for c, v in infra["causes"].items()))
+    for task_id in infra["tasks_never_scored"]:
+        console.warning(f"WARNING: {task_id}: could not be run here: every trajectory of it was infra_error")
     if json_out:
         write_json(json_out, summary)
 
@@ -201,6 +217,10 @@ def show_summary(summary: dict[str, Any]) -> None:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["status_counts"].items()))
     out.print(f"statuses: {counts or '-'}; masked (never scored): {summary['masked']}; "
               f"all-equal groups: {summary['all_equal_groups']} of {summary['groups']}")
+    infra = summary.get("infra") or {}
+    if infra.get("infra_errors"):
+        out.print(f"infra_error: {100 * infra['rate']:.1f}% of {infra['samples']} trajectories; by cause: "
+                  + escape("; ".join(f"{c} {100 * v['rate']:.1f}% ({v['count']})" for c, v in infra["causes"].items())))
     tp = summary["throughput"]
     if tp["trajectories_per_s"]:
         sec = summary["seconds"]

@@ -38,6 +38,8 @@ from typing import Any
 import httpx
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+#: Candidates per request when the service's capacity cannot be asked.
+_FALLBACK_BATCH = 64
 _CONNECTION_ERRORS = (httpx.TransportError,)
 
 
@@ -128,9 +130,12 @@ class VerifyClient:
     cut and resumed counts one)."""
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 900.0, max_retries: int = 20,
-                 max_wait: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
+                 max_wait: float = 30.0, transport: httpx.BaseTransport | None = None,
+                 max_batch: int | None = None) -> None:
         self.max_retries = max_retries
         self.max_wait = max_wait
+        #: Candidates per /v1/grade request (None: the service's capacity, asked once).
+        self.max_batch = max_batch
         self._http = httpx.Client(base_url=base_url, headers=_headers(token), timeout=timeout, transport=transport)
         #: Requests answered 429 (a caller's view of backpressure).
         self.throttled = 0
@@ -161,10 +166,38 @@ class VerifyClient:
             out: dict[str, Any] = r.json()
             return out
 
+    def batch_limit(self) -> int:
+        """The most candidates one request may carry: the service's capacity (jobs + queue size,
+        from /healthz), or ``max_batch`` when given."""
+        if self.max_batch is None:
+            try:
+                self.max_batch = int(self.health()["queue_capacity"])
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                return _FALLBACK_BATCH  # asked again next time
+        return max(1, self.max_batch)
+
     def iter_grade(self, candidates: Iterable[Mapping[str, Any]], *, deadline_seconds: float | None = None,
                    include_output: bool = False) -> Iterator[dict[str, Any]]:
-        """Each candidate's result once, in completion order (``index``: its place in ``candidates``)."""
+        """Each candidate's result once, in completion order (``index``: its place in
+        ``candidates``). Any number of candidates: they are sent in requests of at most
+        :meth:`batch_limit`, each streamed, the next sent as soon as one is answered."""
         batch = _with_ids(candidates)
+        offset = 0
+        while offset < len(batch):
+            size = self.batch_limit()
+            chunk = batch[offset:offset + size]
+            try:
+                for item in self._iter_chunk(chunk, deadline_seconds, include_output):
+                    yield {**item, "index": item["index"] + offset}
+            except ServiceRequestError as e:
+                if e.code != "batch_too_large" or size <= 1:
+                    raise
+                self.max_batch = max(1, size // 2)  # the service shrank (restarted smaller): split finer
+                continue
+            offset += len(chunk)
+
+    def _iter_chunk(self, batch: list[dict[str, Any]], deadline_seconds: float | None,
+                    include_output: bool) -> Iterator[dict[str, Any]]:
         pending = dict(enumerate(batch))
         policy = _Policy(self.max_retries, self.max_wait)
         while pending:
@@ -296,9 +329,11 @@ class AsyncVerifyClient:
     """:class:`VerifyClient` for asyncio callers (the same retries)."""
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 900.0, max_retries: int = 20,
-                 max_wait: float = 30.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 max_wait: float = 30.0, transport: httpx.AsyncBaseTransport | None = None,
+                 max_batch: int | None = None) -> None:
         self.max_retries = max_retries
         self.max_wait = max_wait
+        self.max_batch = max_batch
         self._http = httpx.AsyncClient(base_url=base_url, headers=_headers(token), timeout=timeout,
                                        transport=transport)
         self.throttled = 0
@@ -329,10 +364,36 @@ class AsyncVerifyClient:
             out: dict[str, Any] = r.json()
             return out
 
+    async def batch_limit(self) -> int:
+        """As :meth:`VerifyClient.batch_limit`."""
+        if self.max_batch is None:
+            try:
+                self.max_batch = int((await self.health())["queue_capacity"])
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                return _FALLBACK_BATCH
+        return max(1, self.max_batch)
+
     async def iter_grade(self, candidates: Iterable[Mapping[str, Any]], *, deadline_seconds: float | None = None,
                          include_output: bool = False) -> AsyncIterator[dict[str, Any]]:
-        """Each candidate's result once, in completion order."""
+        """Each candidate's result once, in completion order; any number (split as
+        :meth:`VerifyClient.iter_grade` splits them)."""
         batch = _with_ids(candidates)
+        offset = 0
+        while offset < len(batch):
+            size = await self.batch_limit()
+            chunk = batch[offset:offset + size]
+            try:
+                async for item in self._iter_chunk(chunk, deadline_seconds, include_output):
+                    yield {**item, "index": item["index"] + offset}
+            except ServiceRequestError as e:
+                if e.code != "batch_too_large" or size <= 1:
+                    raise
+                self.max_batch = max(1, size // 2)
+                continue
+            offset += len(chunk)
+
+    async def _iter_chunk(self, batch: list[dict[str, Any]], deadline_seconds: float | None,
+                          include_output: bool) -> AsyncIterator[dict[str, Any]]:
         pending = dict(enumerate(batch))
         policy = _Policy(self.max_retries, self.max_wait)
         while pending:

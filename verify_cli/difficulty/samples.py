@@ -109,8 +109,8 @@ def sample_record(graded: GradedSample, index: int, completion: Completion, *, g
                                   finish_reason=completion.finish_reason, token_ids=list(completion.token_ids),
                                   gen_seconds=round(gen_seconds, 4))
     status, result = graded.status, graded.grade
-    if result is None:  # a parse error: nothing was graded
-        return SampleRecord(files={}, status=status.value, score=0.0, passed=False,
+    if result is None:  # a parse error, or an episode the machinery lost: nothing was graded
+        return SampleRecord(files={}, status=status.value, score=graded.score, passed=False,
                             visible_passed=False if has_visible_tests(task) else None,
                             problems=list(graded.problems), attempts=0, **common)
     if has_hidden is None:

@@ -1,4 +1,10 @@
-"""One exported row per task: the fields every format holds, and the whole task folder."""
+"""One exported row per task: the fields every format holds, and the whole task folder.
+
+``prompt`` is the prompt verify-cli itself sends a model for the task (``difficulty``, ``train``
+and the verifiers adapter build it with :func:`verify_cli.models.prompts.task_messages`: prompt.md,
+the starter files, the visible tests and the answer format), ``messages`` the same as chat
+messages with verify-cli's system message, ``prompt_md`` the task's prompt.md alone, and
+``task_id`` the column a reward function (TRL's ``VerifyCliReward``) grades by."""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import base64
 import json
 from typing import Any
 
+from verify_cli.models.prompts import task_messages
 from verify_cli.tasks.metadata import SOURCE_FILE, difficulty_bucket, difficulty_record, task_source
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, PROMPT_FILE, TASK_FILE, TESTS_DIR, Task
 from verify_cli.tasks.paths import list_files
@@ -66,14 +73,20 @@ def export_row(task: Task, *, split: str) -> dict[str, Any]:
                                "files": files, "source": source}
     if binary:
         payload["binary_files"] = binary
+    messages = [dict(m) for m in task_messages(task)]
     return {
         "id": task.id,
+        "task_id": task.id,
         "title": task.title,
         "domain": task.domain,
         "language": task.language,
         "kind": str(task.kind),
         "tags": list(task.tags),
-        "prompt": task.prompt,
+        # what verify-cli sends a model (difficulty, train, the verifiers adapter): the task's
+        # prompt.md, starter files, visible tests and answer format as one user message
+        "prompt": messages[-1]["content"],
+        "messages": messages,
+        "prompt_md": task.prompt,
         "entry_point": task.calls.entry_point if task.calls is not None else "",
         "solution": main_solution(task, files),
         "ground_truth": json.dumps(ground_truth(task, files), sort_keys=True),

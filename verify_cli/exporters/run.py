@@ -45,7 +45,7 @@ def verl_row(row: dict[str, Any], index: int) -> dict[str, Any]:
     """A generic row in verl's layout."""
     return {
         "data_source": row["data_source"],
-        "prompt": [{"role": "user", "content": row["prompt"]}],
+        "prompt": row["messages"],  # the chat verify-cli sends: its system message and the task
         "ability": row["domain"],
         "reward_model": {"style": "rule", "ground_truth": row["ground_truth"]},
         "extra_info": {"index": index, "split": row["split"], "task_id": row["id"], "kind": row["kind"],

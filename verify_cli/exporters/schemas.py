@@ -9,7 +9,9 @@ VERL_SCHEMA = pa.schema([
     pa.field("data_source", pa.string(), nullable=False,
              metadata={"doc": "where the task came from; verl picks a reward function by it"}),
     pa.field("prompt", pa.list_(pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())])),
-             nullable=False, metadata={"doc": "chat messages: one user message holding prompt.md"}),
+             nullable=False, metadata={"doc": "chat messages verify-cli sends a model: its system message, "
+                                               "then the task (prompt.md, starter files, visible tests, answer "
+                                               "format)"}),
     pa.field("ability", pa.string(), nullable=False, metadata={"doc": "the task's domain"}),
     pa.field("reward_model", pa.struct([pa.field("style", pa.string()), pa.field("ground_truth", pa.string())]),
              nullable=False, metadata={"doc": "style 'rule'; ground_truth is JSON (stdio: inputs/outputs)"}),
@@ -30,12 +32,17 @@ VERL_SCHEMA = pa.schema([
 #: The generic row (JSONL and datasets exports).
 ROW_SCHEMA = pa.schema([
     pa.field("id", pa.string(), nullable=False),
+    pa.field("task_id", pa.string(), nullable=False, metadata={"doc": "the id again: the column TRL's reward "
+                                                                      "function reads (task_column)"}),
     pa.field("title", pa.string()),
     pa.field("domain", pa.string()),
     pa.field("language", pa.string()),
     pa.field("kind", pa.string()),
     pa.field("tags", pa.list_(pa.string())),
-    pa.field("prompt", pa.string()),
+    pa.field("prompt", pa.string(), metadata={"doc": "the user message verify-cli sends a model for the task"}),
+    pa.field("messages", pa.list_(pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())])),
+             metadata={"doc": "the same as chat messages, with verify-cli's system message"}),
+    pa.field("prompt_md", pa.string(), metadata={"doc": "the task's prompt.md alone"}),
     pa.field("entry_point", pa.string()),
     pa.field("solution", pa.string()),
     pa.field("ground_truth", pa.string(), metadata={"doc": "JSON, as in the verl export"}),

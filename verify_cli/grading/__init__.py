@@ -1,6 +1,6 @@
 """Grading: a phase of a task, run in a sandbox, judged into per-test outcomes and a score."""
 
-from verify_cli.grading.candidate_patch import CandidatePatchError, candidate_from_patch
+from verify_cli.grading.candidate_patch import CandidatePatchError, apply_candidate_patch, candidate_from_patch
 from verify_cli.grading.grader import (
     Grader,
     GradeRequest,
@@ -16,5 +16,6 @@ from verify_cli.grading.workspace import Phase, lay_out, solution_as_candidate
 from verify_cli.kinds.pytest_command import parse_pytest_command
 
 __all__ = ["CandidatePatchError", "GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase",
-           "TestOutcome", "WarmRunner", "candidate_from_patch", "judge", "junit_id_of_node_id", "lay_out",
+           "TestOutcome", "WarmRunner", "apply_candidate_patch", "candidate_from_patch", "judge", "junit_id_of_node_id",
+           "lay_out",
            "parse_junit", "parse_pytest_command", "run_environment", "solution_as_candidate", "task_limits"]

@@ -6,7 +6,7 @@ from verify_cli.errors import VerifyError
 from verify_cli.grading.workspace import is_repository_test_file
 from verify_cli.tasks.model import Task
 from verify_cli.tasks.paths import matches_any
-from verify_cli.tasks.repository import PatchError, apply_patch, patch_files
+from verify_cli.tasks.repository import PatchError, apply_patch_by, patch_files
 
 
 class CandidatePatchError(VerifyError):
@@ -16,7 +16,14 @@ class CandidatePatchError(VerifyError):
 
 def candidate_from_patch(task: Task, diff: str | bytes) -> dict[str, bytes]:
     """The files a candidate's unified diff leaves in the work folder, for
-    ``GradeRequest.candidate``: the diff applied to the task's starter.
+    ``GradeRequest.candidate``: the diff applied to the task's starter (:func:`apply_candidate_patch`)."""
+    return apply_candidate_patch(task, diff)[0]
+
+
+def apply_candidate_patch(task: Task, diff: str | bytes) -> tuple[dict[str, bytes], str]:
+    """The files a candidate's unified diff leaves in the work folder, and how it applied:
+    strict ``git apply`` first, then SWE-bench's permissive fallbacks (``git apply --reject``,
+    ``patch --fuzz=5``) for a model's diff whose context drifted.
 
     Raises CandidatePatchError naming the path (outside the editable globs, a test file, a
     deletion) or the hunk that does not apply. Test files always come from the task, so a diff
@@ -41,6 +48,6 @@ def candidate_from_patch(task: Task, diff: str | bytes) -> dict[str, bytes]:
     starter = task.starter_files()
     inputs = {rel: starter[rel].read_bytes() for rel in touched.reads if rel in starter}
     try:
-        return apply_patch(data, inputs)
+        return apply_patch_by(data, inputs, lenient=True)
     except PatchError as e:
         raise CandidatePatchError(f"the candidate's diff does not apply to the starter: {e}") from None

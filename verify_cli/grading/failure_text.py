@@ -45,7 +45,15 @@ def _error_lines(text: str) -> str:
 
 #: Messages that only label a failure (pytest's for a test module that did not import, a fixture
 #: or set-up error): the report's last exception line says what went wrong.
-_LABELS = ("collection failure", "failed on setup with", "error", "failed")
+#: pytest's message for a test module that did not import (the cause follows it, where found).
+COLLECTION_FAILURE = "collection failure"
+_LABELS = (COLLECTION_FAILURE, "failed on setup with", "error", "failed")
+
+
+def is_collection_failure(message: str) -> bool:
+    """Whether a test's message says its module did not import (pytest's label, with or without
+    the cause :func:`readable_failure` adds)."""
+    return message.strip().startswith(COLLECTION_FAILURE)
 _EXCEPTION_LINE = re.compile(r"^(?:E\s+)?((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:? ?.*)$")
 
 

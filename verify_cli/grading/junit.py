@@ -18,11 +18,25 @@ class Outcome(StrEnum):
     FAILED = "failed"
     ERROR = "error"
     SKIPPED = "skipped"
+    #: An expected failure (pytest's ``xfail``: a ``skipped`` element of type ``pytest.xfail``):
+    #: not a pass for verify-cli's own policies, a pass for SWE-bench's (:meth:`listed_pass`).
+    XFAILED = "xfailed"
     MISSING = "missing"  # expected (declared or collected before) but absent from the results
 
     @property
     def ok(self) -> bool:
         return self is Outcome.PASSED
+
+    @property
+    def listed_pass(self) -> bool:
+        """Passed as SWE-bench counts a listed test (PASSED or XFAIL)."""
+        return self in (Outcome.PASSED, Outcome.XFAILED)
+
+    @property
+    def listed_failure(self) -> bool:
+        """Failed as SWE-bench counts a listed test (FAILED, ERROR, absent); a skipped test is
+        neither passed nor failed there (a skipped PASS_TO_PASS test does not break a task)."""
+        return self in (Outcome.FAILED, Outcome.ERROR, Outcome.MISSING)
 
 
 @dataclass(frozen=True)
@@ -55,7 +69,8 @@ def _case_outcome(case: ET.Element) -> tuple[Outcome, str]:
                 return outcome, (child.text or "").strip()[:2000]
             return outcome, readable_failure(message.strip(), child.text or "")
         if tag == "skipped":
-            return Outcome.SKIPPED, (child.get("message") or child.text or "").strip()[:500]
+            outcome = Outcome.XFAILED if child.get("type") == "pytest.xfail" else Outcome.SKIPPED
+            return outcome, (child.get("message") or child.text or "").strip()[:500]
     if case.get("failure") is not None:  # node puts it in an attribute too
         return Outcome.FAILED, case.get("failure", "")[:2000]
     return Outcome.PASSED, ""

@@ -28,9 +28,12 @@ class TestLists:
                    tuple(junit_id_of_node_id(t) for t in test.pass_to_pass))
 
     def outcomes(self, tests: Sequence[TestOutcome]) -> tuple[list[bool], list[bool]]:
-        """Whether each listed test passed (one absent from the results did not)."""
-        ok = {t.id for t in tests if t.outcome.ok}
-        return [t in ok for t in self.fail_to_pass], [t in ok for t in self.pass_to_pass]
+        """Whether each FAIL_TO_PASS test passed and each PASS_TO_PASS test did not fail, as
+        SWE-bench counts them (an XFAIL passes; a skipped PASS_TO_PASS test does not fail; one
+        absent from the results fails)."""
+        by_id = {t.id: t.outcome for t in tests}
+        return ([t in by_id and by_id[t].listed_pass for t in self.fail_to_pass],
+                [t in by_id and not by_id[t].listed_failure for t in self.pass_to_pass])
 
     def all_pass(self, tests: Sequence[TestOutcome]) -> bool:
         f2p, p2p = self.outcomes(tests)

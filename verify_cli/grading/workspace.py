@@ -76,7 +76,10 @@ def _copy(root: Path, rel: str, src: Path, made: set[str] | None = None) -> None
     try:
         inp = os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            size = os.fstat(inp).st_size
+            st = os.fstat(inp)
+            size = st.st_size
+            if st.st_mode & 0o100:  # the task's executable files stay executable (./runtests.py)
+                os.fchmod(out, 0o755)
             sent = 0
             while sent < size:
                 n = os.sendfile(out, inp, sent, size - sent)

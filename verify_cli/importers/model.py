@@ -39,6 +39,8 @@ class TaskDraft:
     #: Where the row came from (data source, split, row index, original id) and what was
     #: measured of it (difficulty): written to ``source.json`` beside task.toml.
     source: dict[str, Any] = field(default_factory=dict)
+    #: Paths of ``files`` that are executable (a repository's ``100755`` files: ``./runtests.py``).
+    executable: frozenset[str] = frozenset()
     #: A task.toml written verbatim (a task exported by verify-cli and imported back).
     task_toml: str | None = None
 

@@ -521,4 +521,13 @@ def _swebench_preset() -> Preset:
                   COLUMNS, _needs_repos, "swebench", convert_with_repos=convert_swebench)
 
 
+def _swesmith_preset() -> Preset:
+    from verify_cli.importers.swebench import COLUMNS, convert_swesmith
+
+    return Preset("swesmith", "SWE-smith rows (instance_id, repo, patch = the bug, FAIL_TO_PASS, PASS_TO_PASS; "
+                              "base_commit optional: the clone's HEAD) with local clones under --repos DIR",
+                  COLUMNS, _needs_repos, "swesmith", convert_with_repos=convert_swesmith)
+
+
 PRESETS["swebench"] = _swebench_preset()
+PRESETS["swesmith"] = _swesmith_preset()

@@ -30,7 +30,7 @@ import os
 import shlex
 import subprocess
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ COLUMNS: Mapping[str, str] = {
     "id": "instance_id", "repo": "repo", "base_commit": "base_commit", "patch": "patch",
     "test_patch": "test_patch", "fail_to_pass": "FAIL_TO_PASS", "pass_to_pass": "PASS_TO_PASS",
     "environment_setup_commit": "environment_setup_commit", "prompt": "problem_statement",
-    "version": "version", "image": "image_name",
+    "version": "version", "image": "image_name", "install_config": "install_config",
 }
 #: The project's own test files in an imported repository: always from the task.
 TEST_FILE_GLOBS = ("**/tests/**", "**/test/**", "**/testing/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
@@ -71,8 +71,9 @@ def find_clone(repos: Path, repo: str) -> Path:
                    "this import uses no network")
 
 
-def _tree_files(clone: Path, commit: str) -> dict[str, bytes]:
-    """The regular files of ``commit``'s tree (symlinks and submodules are left out)."""
+def _tree_files(clone: Path, commit: str, executable: set[str] | None = None) -> dict[str, bytes]:
+    """The regular files of ``commit``'s tree (symlinks and submodules are left out); the paths
+    of its executable ones (mode ``100755``) are added to ``executable``."""
     if _git(clone, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
         raise RowError(f"base_commit {commit!r} is not in {clone} (fetch it into the clone)")
     archived = _git(clone, "archive", "--format=tar", commit)
@@ -85,7 +86,79 @@ def _tree_files(clone: Path, commit: str) -> dict[str, bytes]:
                 fh = tar.extractfile(member)
                 if fh is not None:
                     files[member.name] = fh.read()
+                    if executable is not None and member.mode & 0o111:
+                        executable.add(member.name)
     return files
+
+
+def _django_directives(files: list[str]) -> list[str]:
+    """Django's runner takes test modules (``tests/admin_views/tests.py`` -> ``admin_views.tests``)."""
+    return [shlex.quote(f.removeprefix("tests/").removesuffix(".py").replace("/", ".")) for f in files
+            if f.endswith(".py")]
+
+
+def _path_directives(files: list[str]) -> list[str]:
+    return [shlex.quote(f) for f in files if f.endswith(".py")]
+
+
+#: Projects whose own test runner grades them (kind = "log"), as SWE-bench runs them: the log
+#: parser, the command (the install spec's ``test_cmd`` where it names one), and how the test
+#: patch's files become the runner's arguments.
+LOG_RUNNERS: dict[str, tuple[str, str, Callable[[list[str]], list[str]]]] = {
+    "django/django": ("django", "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1",
+                      _django_directives),
+    "sympy/sympy": ("sympy", "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose",
+                    _path_directives),
+}
+
+
+def install_spec(fields: Mapping[str, Any], repo: str) -> Mapping[str, Any] | None:
+    """How the row's repository version is installed, as SWE-bench's specs say it: the row's own
+    ``install_config`` (SWE-rebench, SWE-Gym), else the installed swebench package's
+    ``MAP_REPO_VERSION_TO_SPECS[repo][version]`` (swebench < 5 ships them), else None."""
+    config = fields.get("install_config")
+    if isinstance(config, str) and config.strip():
+        try:
+            config = json.loads(config)
+        except ValueError:
+            raise RowError("column 'install_config' is not JSON (an object of python, install, "
+                           "pip_packages, pre_install)") from None
+    if isinstance(config, Mapping):
+        return config
+    version = fields.get("version")
+    if not version:
+        return None
+    try:
+        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+    except Exception:  # not installed, or a version without the specs (5.x): no spec known
+        return None
+    spec = MAP_REPO_VERSION_TO_SPECS.get(repo, {}).get(str(version))
+    return spec if isinstance(spec, Mapping) else None
+
+
+def environment_of(spec: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The task's ``[environment]`` for an install spec: its Python version, its pip packages
+    (and conda package names, most of which are pip's too) as requirements, its pre-install and
+    install commands as set-up run in the starter (the project's own pytest where it pins one)."""
+    env: dict[str, Any] = {"image": PYTHON_IMAGE, "runtime": "python"}
+    if not spec:
+        return env
+    requirements = [str(p) for p in spec.get("pip_packages") or []]
+    packages = spec.get("packages")
+    setup = [str(c) for c in spec.get("pre_install") or []]
+    if packages == "requirements.txt":
+        setup.append("python -m pip install -r requirements.txt")
+    elif isinstance(packages, str) and packages.strip() and packages != "environment.yml":
+        requirements = [*packages.split(), *requirements]
+    if spec.get("install"):
+        setup.append(str(spec["install"]))
+    if spec.get("python"):
+        env["python"] = str(spec["python"])
+    if requirements:
+        env["requirements"] = list(dict.fromkeys(requirements))
+    if setup:
+        env["setup"] = setup
+    return env
 
 
 def _id_list(fields: Mapping[str, Any], name: str, column: str) -> list[str]:
@@ -108,45 +181,92 @@ def _text(fields: Mapping[str, Any], name: str, columns: Mapping[str, str]) -> s
 
 
 def convert_swebench(row: Row, columns: Mapping[str, str], prefix: str, repos: Path) -> TaskDraft:
-    """One SWE-bench-format row as a repository task draft (see the module's docstring)."""
+    """One SWE-bench-format row as a repository task draft (see the module's docstring): the
+    repository at ``base_commit`` is the starter, ``patch`` the fix. A row without a
+    ``test_patch`` (a synthetic bug: its tests are already in the repository) is graded by the
+    listed tests' own files."""
+    return _convert(row, columns, prefix, repos, patch_is_bug=False)
+
+
+def convert_swesmith(row: Row, columns: Mapping[str, str], prefix: str, repos: Path) -> TaskDraft:
+    """One SWE-smith row as a repository task draft: ``patch`` is the bug, applied to the clean
+    repository (``base_commit`` where the row names one, else the clone's ``HEAD``: SWE-smith's
+    mirror of the repository); the starter is the buggy tree and the reference the clean files.
+    The tests are the repository's own (SWE-smith rows have no ``test_patch``)."""
+    return _convert(row, columns, prefix, repos, patch_is_bug=True)
+
+
+def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, patch_is_bug: bool) -> TaskDraft:
     from verify_cli.importers.presets import _fields  # the presets' shared row reading
 
     fields = _fields(row, columns)
     instance = _text(fields, "id", columns)
-    repo, commit = _text(fields, "repo", columns), _text(fields, "base_commit", columns).strip()
-    gold, tests_patch = _text(fields, "patch", columns), _text(fields, "test_patch", columns)
+    repo = _text(fields, "repo", columns)
+    clone = find_clone(repos, repo)
+    if patch_is_bug and not str(fields.get("base_commit") or "").strip():
+        commit = _git(clone, "rev-parse", "HEAD").stdout.decode().strip()
+    else:
+        commit = _text(fields, "base_commit", columns).strip()
+    patch = _text(fields, "patch", columns)
+    tests_patch = str(fields.get("test_patch") or "")
     f2p = _id_list(fields, "fail_to_pass", columns["fail_to_pass"])
     p2p = _id_list(fields, "pass_to_pass", columns["pass_to_pass"])
     if not f2p:
         raise RowError(f"column {columns['fail_to_pass']!r} lists no test: nothing would judge the patch")
-    clone = find_clone(repos, repo)
-    tree = _tree_files(clone, commit)
+    modes: set[str] = set()
+    tree = _tree_files(clone, commit, modes)
     try:
-        hidden = apply_patch(tests_patch.encode(), {rel: tree[rel] for rel in
-                                                    patch_files(tests_patch).reads if rel in tree})
-        solution = apply_patch(gold.encode(), {rel: tree[rel] for rel in patch_files(gold).reads if rel in tree})
+        hidden = (apply_patch(tests_patch.encode(), {rel: tree[rel] for rel in patch_files(tests_patch).reads
+                                                     if rel in tree}) if tests_patch.strip() else {})
+        changed = apply_patch(patch.encode(), {rel: tree[rel] for rel in patch_files(patch).reads if rel in tree})
     except PatchError as e:
         raise RowError(f"a patch does not apply at {commit[:12]}: {e}") from None
+    if patch_is_bug:
+        deleted = patch_files(patch).deletes
+        added = sorted(set(changed) - set(tree))
+        if deleted or added:
+            raise RowError(f"the bug patch adds or deletes a file ({(deleted or added)[0]!r}): a starter is the "
+                           "repository with files edited")
+        solution = {rel: tree[rel] for rel in changed}  # the clean files undo the bug
+        tree = {**tree, **changed}
+    else:
+        solution = changed
+    runner = LOG_RUNNERS.get(repo.strip().lower())
+    listed = [] if runner else sorted({t.split("::", 1)[0] for t in (*f2p, *p2p)})
+    if not hidden and not runner:
+        missing = [p for p in listed if p not in tree]
+        if missing:
+            raise RowError(f"the row has no test_patch and its listed test file {missing[0]!r} is not in the "
+                           f"repository at {commit[:12]}; give the test patch with --map test_patch=COLUMN")
     overlap = sorted(set(hidden) & set(solution))
     if overlap:
         raise RowError(f"the gold patch edits {overlap[0]!r}, which the test patch also writes")
     tid = task_id(instance, prefix)
     files: dict[str, str | bytes] = {f"starter/{rel}": data for rel, data in tree.items()}
     files.update({f"hidden_tests/{rel}": data for rel, data in hidden.items()})
-    files["solution.patch"] = gold if gold.endswith("\n") else gold + "\n"
+    if patch_is_bug:
+        files.update({f"solution/{rel}": data for rel, data in solution.items()})
+    else:
+        files["solution.patch"] = patch if patch.endswith("\n") else patch + "\n"
     editable = ["**/*.py", *sorted(rel for rel in solution if not rel.endswith(".py"))]
-    test_paths = " ".join(shlex.quote(p) for p in sorted(hidden) if p.endswith(".py"))
+    test_paths = " ".join(shlex.quote(p) for p in (sorted(hidden) if hidden else listed) if p.endswith(".py"))
+    pytest = 'python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
+    test: dict[str, Any] = {"command": pytest + (test_paths or "."), "results": "junit.xml"}
+    if runner is not None:  # the project's own runner, its log read as SWE-bench reads it
+        parser, command, directives = runner
+        spec = install_spec(fields, repo) or {}
+        test = {"command": " ".join([str(spec.get("test_cmd") or command), *directives(sorted(hidden))]),
+                "log_parser": parser, "results": "junit.xml"}
     doc: dict[str, Any] = {
         "schema_version": 1, "id": tid, "title": f"{repo} {instance}", "domain": "coding", "language": "python",
-        "tags": ["repository", "swebench", repo.replace("/", "__").lower()], "kind": TaskKind.PYTEST.value,
+        "tags": ["repository", "swesmith" if patch_is_bug else "swebench", repo.replace("/", "__").lower()],
+        "kind": (TaskKind.LOG if runner else TaskKind.PYTEST).value,
         "editable": editable, "isolation": "in-process",
-        "environment": {"image": PYTHON_IMAGE, "runtime": "python"},
-        "test": {"command": 'python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
-                            + (test_paths or "."),
-                 "results": "junit.xml", "fail_to_pass": f2p, "pass_to_pass": p2p},
+        "environment": environment_of(install_spec(fields, repo)),
+        "test": {**test, "fail_to_pass": f2p, "pass_to_pass": p2p},
         "scoring": {"policy": "swebench"},
         "limits": {"wall_seconds": WALL_SECONDS, "memory_mb": 4096, "processes": 256},
-        "repository": {"test_files": [*TEST_FILE_GLOBS, *sorted(hidden)], "test_layout": "repository"},
+        "repository": {"test_files": [*TEST_FILE_GLOBS, *sorted(hidden or listed)], "test_layout": "repository"},
     }
     try:
         validate_document(Path(tid) / "task.toml", doc)
@@ -155,17 +275,20 @@ def convert_swebench(row: Row, columns: Mapping[str, str], prefix: str, repos: P
     for key, ids in (("fail_to_pass", f2p), ("pass_to_pass", p2p)):
         for tid_ in ids:
             path = tid_.split("::", 1)[0]
-            if "::" not in tid_ or not path.endswith(".py"):
-                raise RowError(f"/test/{key}: test id {tid_!r} is not a pytest node id "
-                               "(this importer writes pytest tasks)")
+            if runner is None and ("::" not in tid_ or not path.endswith(".py")):
+                raise RowError(f"/test/{key}: test id {tid_!r} is not a pytest node id (this importer "
+                               f"writes pytest tasks, and log tasks for {', '.join(sorted(LOG_RUNNERS))})")
     prompt = str(fields.get("prompt") or f"Resolve {instance} in {repo}.")
-    source: dict[str, Any] = {"data_source": "swebench", "index": row.index, "original_id": instance,
+    source: dict[str, Any] = {"data_source": "swesmith" if patch_is_bug else "swebench", "index": row.index,
+                              "original_id": instance,
                               "repo": repo, "base_commit": commit}
     for name in ("environment_setup_commit", "version", "image"):
         if fields.get(name):
             source[name] = fields[name]
-    return TaskDraft(id=tid, prompt=prompt if prompt.endswith("\n") else prompt + "\n", kind=TaskKind.PYTEST,
+    return TaskDraft(id=tid, prompt=prompt if prompt.endswith("\n") else prompt + "\n",
+                     kind=TaskKind.LOG if runner else TaskKind.PYTEST,
                      files=files, editable=editable, title=doc["title"], tags=doc["tags"], source=source,
+                     executable=frozenset(f"starter/{rel}" for rel in modes),
                      task_toml=dumps_toml(_nested_first(doc)))
 
 

@@ -168,6 +168,8 @@ def write_task(draft: TaskDraft, out: Path, check: DocumentCheck | None = None) 
             os.makedirs(parent, exist_ok=True)
             made.add(parent)
         _write(dest, content)
+        if rel in draft.executable:
+            os.chmod(dest, 0o755)
     if draft.source:
         _write(os.path.join(base, SOURCE_FILE), json.dumps(draft.source, indent=1, sort_keys=True, default=str) + "\n")
     return folder

@@ -17,6 +17,7 @@ BUILTIN_KINDS: dict[str, str] = {
     "calls": "verify_cli.kinds.calls",
     "stdio": "verify_cli.kinds.stdio",
     "command": "verify_cli.kinds.command",
+    "log": "verify_cli.kinds.log",
     "harbor": "verify_cli.kinds.harbor",
 }
 

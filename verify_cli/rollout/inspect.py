@@ -7,15 +7,25 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.rollout.shards import read_manifest, read_run, read_run_config, verify_run
+from verify_cli.sampling.infra import infra_report
 from verify_cli.sampling.status import SampleStatus
 
 OK = SampleStatus.PASSED.trajectory_label
 
 
+def _never_scored(task_ids: list[str], masked: list[bool]) -> list[str]:
+    """Tasks every trajectory of which was masked (infra_error): they could not be run here."""
+    seen: dict[str, bool] = {}
+    for task_id, m in zip(task_ids, masked, strict=True):
+        seen[task_id] = seen.get(task_id, True) and bool(m)
+    return sorted(t for t, all_masked in seen.items() if all_masked)
+
+
 def summarize_run(run_dir: Path) -> dict[str, Any]:
     """What ``verify-cli trajectories inspect`` shows, as plain data (also its --json)."""
     table = read_run(run_dir, columns=["step", "reward", "status", "masked", "advantage", "group_id",
-                                       "num_turns", "response_mask", "generation_seconds", "grading_seconds"])
+                                       "num_turns", "response_mask", "generation_seconds", "grading_seconds",
+                                       "problems", "task_id"])
     cols = table.to_pydict()
     steps = sorted(set(cols["step"]))
     curve = []
@@ -42,6 +52,9 @@ def summarize_run(run_dir: Path) -> dict[str, Any]:
         "run_dir": str(run_dir), "config": read_run_config(run_dir), "steps": len(steps),
         "rows": table.num_rows, "status_counts": dict(Counter(cols["status"])),
         "masked": sum(bool(m) for m in cols["masked"]), "groups": len(groups), "all_equal_groups": all_equal,
+        "infra": {**infra_report((bool(m), p or ())
+                                 for m, p in zip(cols["masked"], cols["problems"], strict=True)).to_dict(),
+                  "tasks_never_scored": _never_scored(cols["task_id"], cols["masked"])},
         "replaced_groups": sum(int(st.get("replaced_groups", 0)) for st in stats),
         "reward_curve": curve,
         "seconds": {k: round(v, 3) for k, v in seconds.items()},

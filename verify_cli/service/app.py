@@ -8,18 +8,22 @@ FastAPI app, so ``/run_code`` takes the very same model.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from verify_cli._version import __version__
+from verify_cli.service.bodies import parse_grade_body, surrogate_error
 from verify_cli.service.core import GradingService, ServiceError, pointer
 from verify_cli.service.gate import Gate
 from verify_cli.service.models import (
@@ -49,7 +53,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     s: {"model": ErrorBody} for s in (401, 409, 413, 422, 429, 503)}
 _SESSION_ERRORS: dict[int | str, dict[str, Any]] = {
     s: {"model": ErrorBody} for s in (401, 404, 409, 410, 413, 422, 500, 503)}
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 400: "bad_request"}
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 400: "bad_request",
+               408: "body_timeout"}
 
 
 def _error(e: ServiceError) -> JSONResponse:
@@ -78,15 +83,26 @@ def _validation_error(e: RequestValidationError) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message, "field": field}}, status_code=422)
 
 
+async def _watch_disconnect(request: Request, gone: asyncio.Event) -> None:
+    """Set ``gone`` when the client closes its connection (its body has been read already)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            return
+
+
 def create_app(service: GradingService) -> Gate:
     """The ASGI app serving ``service`` (wrapped in the auth/size/log gate)."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         service.sessions.start_reaper()
+        watcher = asyncio.ensure_future(service.watch_loop())
         try:
             yield
         finally:
+            watcher.cancel()
             await service.wait_idle()
             service.close()
 
@@ -95,9 +111,27 @@ def create_app(service: GradingService) -> Gate:
         "/v1/sessions for a trainer's own agent loop, /run_code for SandboxFusion clients (verl)."))
     app.state.service = service
 
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                 routes=app.routes)
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            body = GradeBody.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(body.pop("$defs", {}))
+            components["GradeBody"] = body
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
     @app.exception_handler(ServiceError)
     async def _service_error(_r: Request, e: ServiceError) -> JSONResponse:
         return _error(e)
+
+    @app.exception_handler(UnicodeEncodeError)
+    async def _surrogate(_r: Request, _e: UnicodeEncodeError) -> JSONResponse:
+        # a lone surrogate (valid JSON "\ud800") reached a field that must become UTF-8
+        return _error(surrogate_error("/body"))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_r: Request, e: RequestValidationError) -> JSONResponse:
@@ -106,16 +140,24 @@ def create_app(service: GradingService) -> Gate:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_r: Request, e: StarletteHTTPException) -> JSONResponse:
         code = _HTTP_CODES.get(e.status_code, "http_error")
-        field = "/body" if e.status_code == 413 else None
+        field = "/body" if e.status_code in (408, 413) else None
         return JSONResponse({"error": {"code": code, "message": str(e.detail), "field": field}},
                             status_code=e.status_code)
 
     @app.post("/v1/grade", response_model=GradeResponse, responses={
-        **_ERRORS, 200: {"content": {NDJSON: {"schema": {"type": "string"}}},
-                         "description": "JSON, or NDJSON lines (GradeOut ... then StreamEnd) when streamed"}})
-    async def grade(body: GradeBody, request: Request) -> Any:
+        **_ERRORS, 400: {"model": ErrorBody}, 200: {"content": {NDJSON: {"schema": {"type": "string"}}},
+                         "description": "JSON, or NDJSON lines (GradeOut ... then StreamEnd) when streamed"}},
+        openapi_extra={"requestBody": {"required": True, "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/GradeBody"}}}}})
+    async def grade(request: Request) -> Any:
         """Grade one or more candidates; with ``stream`` (or ``Accept: application/x-ndjson``)
-        each result is a line as soon as it is graded, then ``{"end": true, "count": N}``."""
+        each result is a line as soon as it is graded, then ``{"end": true, "count": N}``.
+        The body is a ``GradeBody``; more candidates than the service's capacity (jobs + queue
+        size) are refused (422 ``batch_too_large``) before the rest is read."""
+        chunks = [chunk async for chunk in request.stream()]
+        # Joining, decoding, validating and looking the tasks up run on a worker thread: a large
+        # body never holds the event loop (and with it every other request).
+        body = await asyncio.to_thread(parse_grade_body, chunks, service.capacity)
         answers = await service.grade_stream(body)
         if body.stream or NDJSON in request.headers.get("accept", ""):
             async def lines() -> AsyncIterator[bytes]:
@@ -137,16 +179,38 @@ def create_app(service: GradingService) -> Gate:
                           for t in service.store.tasks()],
                 "failures": [{"path": str(p), "error": str(e)} for p, e in service.store.failures()]}
 
-    @app.post("/run_code", response_model=RunCodeResponse, responses=_ERRORS)
-    async def run_code_route(req: RunCodeRequest) -> RunCodeResponse:
-        """SandboxFusion's run_code: run ``code`` in a verify-cli sandbox."""
+    @app.post("/run_code", response_model=RunCodeResponse, responses={**_ERRORS, 504: {"model": ErrorBody}})
+    async def run_code_route(req: RunCodeRequest, request: Request) -> Any:
+        """SandboxFusion's run_code: run ``code`` in a verify-cli sandbox. Never 429: a request
+        waits for a free worker (first come, first served) up to the service's
+        ``--run-code-hold`` (and ``compile_timeout + 8`` s), then answers 504, which verl's
+        client retries. A request whose client has left is dropped before it runs."""
         check_request(req)
-        service.admit(1)
+        gone = asyncio.Event()
+        watch = asyncio.ensure_future(_watch_disconnect(request, gone))
         try:
-            response, _started, _took = await service.on_worker(run_code, service.run_sandbox(), req,
-                                                                service.config)
+            hold = min(service.config.run_code_hold_seconds, max(1.0, req.compile_timeout + 8.0))
+            if not await service.hold_for_worker(hold, gone):
+                if gone.is_set():
+                    service.metrics.rejected.labels("client_gone").inc()
+                    return Response(status_code=499)
+                service.metrics.rejected.labels("run_code_hold_timeout").inc()
+                raise ServiceError(504, "no_worker_in_time", f"no worker was free within {hold:g} s",
+                                   retry_after=1, hint="retry; or serve with more --jobs")
+            cancelled = threading.Event()
+            gone_now = asyncio.ensure_future(gone.wait())
+            work = asyncio.ensure_future(service.on_worker(run_code, service.run_sandbox(), req, service.config,
+                                                           cancelled=cancelled))
+            work.add_done_callback(lambda _f: service.release(1))
+            await asyncio.wait({work, gone_now}, return_when=asyncio.FIRST_COMPLETED)
+            gone_now.cancel()
+            if not work.done():
+                cancelled.set()  # not started yet: it never runs; running: its own time limit ends it
+                service.metrics.rejected.labels("client_gone").inc()
+                return Response(status_code=499)
+            response, _started, _took = work.result()
         finally:
-            service.release(1)
+            watch.cancel()
         service.metrics.runs.labels(f"run_code_{response.status.value}").inc()
         out: RunCodeResponse = response
         return out
@@ -195,6 +259,12 @@ def create_app(service: GradingService) -> Gate:
         """Close a session without grading it."""
         return await service.sessions.delete(session_id)
 
+    @app.get("/v1/ping")
+    async def ping() -> str:
+        """SandboxFusion's liveness probe: the JSON string ``"pong"``, as SandboxFusion answers
+        (no token needed)."""
+        return "pong"
+
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     async def healthz() -> JSONResponse:
         """Liveness and load; 503 while draining."""
@@ -207,4 +277,4 @@ def create_app(service: GradingService) -> Gate:
         return PlainTextResponse(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     return Gate(app, token=service.config.token, max_body_bytes=service.config.max_body_bytes,
-                metrics=service.metrics)
+                metrics=service.metrics, body_timeout=service.config.body_timeout)

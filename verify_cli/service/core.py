@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import collections
+import functools
 import logging
 import math
 import threading
@@ -26,7 +28,13 @@ from verify_cli.grading.workspace import Phase
 from verify_cli.models.prompts import extract_for_task, files_to_candidate
 from verify_cli.sandbox.base import Sandbox, WarmStats
 from verify_cli.sandbox.registry import create_sandbox
-from verify_cli.service.journal import Journal, JournalConflict, candidate_digest
+from verify_cli.service.journal import (
+    DEFAULT_JOURNAL_SPARES,
+    JournalConflict,
+    candidate_digest,
+    journal_key,
+    open_journal,
+)
 from verify_cli.service.metrics import ServiceMetrics
 from verify_cli.service.models import Candidate, GradeBody, GradeStatusOut
 from verify_cli.service.taskstore import TaskLookupError, TaskStore
@@ -88,12 +96,27 @@ class ServiceConfig:
     drain_seconds: float = 30.0
     journal: Path | None = None
     journal_fsync: bool = False
-    #: The longest run_timeout /run_code grants, and its memory when the request says -1.
+    #: ``journal`` is the default one (not named by the user): held by another service, the
+    #: next free one beside it is taken.
+    journal_is_default: bool = False
+    #: The longest run_timeout /run_code grants, and its memory when the request says -1
+    #: (SandboxFusion: no limit; None: the machine's physical memory).
     max_run_seconds: float = 120.0
-    default_memory_mb: int = 1024
+    default_memory_mb: int | None = None
     #: Agent sessions open at once (more: 429), and how long one may sit without a call.
     max_sessions: int = 16
     session_idle_seconds: float = 600.0
+    #: A connection must send its request head within this many seconds, and its body within
+    #: ``body_timeout`` of the head (else 408 and closed).
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
+    #: Connections open at once (more are answered 503 and closed); None: half the open-file limit.
+    max_connections: int | None = None
+    #: The longest /run_code holds a request for a free worker (SandboxFusion clients do not
+    #: retry a 429): past it, 504, which verl's client retries. A request's own hold is also
+    #: cut to ``compile_timeout + 8`` s, so that its answer arrives inside verl's request
+    #: timeout of compile + run + 10 s.
+    run_code_hold_seconds: float = 18.0
 
 
 @dataclass
@@ -104,6 +127,9 @@ class Prepared:
     candidate: Candidate
     task: Task
     digest: str
+    #: The journal's key: the client's id and the task's content, so that an id graded before
+    #: the task's files changed is graded again rather than replayed.
+    key: str | None = None
     request: GradeRequest | None = None
     answer: dict[str, Any] | None = None
 
@@ -132,11 +158,20 @@ class GradingService:
         self.executor.reserve(config.jobs)
         self.capacity = config.jobs + config.queue_size
         self.pool = ThreadPoolExecutor(max_workers=config.jobs, thread_name_prefix="serve-grade")
-        self.journal = Journal(config.journal, fsync=config.journal_fsync) if config.journal else None
+        self.journal = (open_journal(config.journal, fsync=config.journal_fsync,
+                                     spares=DEFAULT_JOURNAL_SPARES if config.journal_is_default else 0)
+                        if config.journal else None)
         self.metrics = ServiceMetrics(self.warm_stats)
         self.metrics.workers.set(config.jobs)
         self.metrics.capacity.set(self.capacity)
         self._counters = _Counters()
+        #: /run_code requests held for a free worker, first come first served.
+        self._held: collections.deque[asyncio.Future[bool]] = collections.deque()
+        #: Candidates being graded now by journal key: (digest, their answer to come).
+        self._inflight: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
+        self.loop_block_max = 0.0
+        #: (loop time, seconds late) of the monitor's late wake-ups in the last 10 s.
+        self._stalls: collections.deque[tuple[float, float]] = collections.deque()
         self._run_sandbox: Sandbox | None = None
         self._sandbox_lock = threading.Lock()
         self.draining = False
@@ -168,19 +203,23 @@ class GradingService:
         self.metrics.queue_depth.set(self.queued)
         self.metrics.running.set(self._counters.running)
 
-    def admit(self, n: int) -> None:
-        """Reserve ``n`` places or refuse: 503 while draining, 429 with Retry-After when full."""
+    def _refuse_draining(self) -> None:
         if self.draining:
             self.metrics.rejected.labels("draining").inc()
             raise ServiceError(503, "draining", "the service is shutting down", retry_after=5,
                                hint="retry against another replica or after the restart")
+
+    def admit(self, n: int) -> None:
+        """Reserve ``n`` places or refuse: 503 while draining, 429 with Retry-After when full
+        (or while /run_code requests are held for a worker: they go first)."""
+        self._refuse_draining()
         if n > self.capacity:
             raise ServiceError(422, "batch_too_large", f"{n} candidates exceed the service's capacity of "
                                f"{self.capacity} (jobs + queue size)", field="/candidates",
                                hint=f"send at most {self.capacity} per request")
         c = self._counters
         with c.lock:
-            if c.admitted + n > self.capacity:
+            if c.admitted + n > self.capacity or self._held:
                 # Until the candidates waiting now have a worker: the queue is worth retrying then.
                 waiting = max(1, c.admitted - self.config.jobs)
                 wait = max(1, math.ceil(waiting * c.mean_seconds / max(1, self.config.jobs)))
@@ -191,13 +230,61 @@ class GradingService:
         self._update_gauges()
 
     def release(self, n: int = 1) -> None:
-        with self._counters.lock:
-            self._counters.admitted -= n
+        """Give ``n`` places back (on the event loop's thread): held /run_code requests get them."""
+        c = self._counters
+        with c.lock:
+            c.admitted -= n
+            while self._held and c.admitted < self.config.jobs:
+                waiter = self._held.popleft()
+                if not waiter.done():
+                    c.admitted += 1
+                    waiter.set_result(True)
         self._update_gauges()
 
-    def _blocking(self, fn: Any, *args: Any) -> tuple[Any, float, float]:
-        """Run ``fn`` on a worker: (its value, seconds it waited, seconds it took)."""
+    async def hold_for_worker(self, seconds: float, gone: asyncio.Event) -> bool:
+        """A place for one /run_code run, waiting (first come, first served) up to ``seconds``
+        for a worker to be free rather than refusing. False when the time ran out or the client
+        left (``gone``); 503 while draining."""
+        self._refuse_draining()
+        c = self._counters
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        with c.lock:
+            if not self._held and c.admitted < self.config.jobs:
+                c.admitted += 1
+                waiter.set_result(True)
+            else:
+                self._held.append(waiter)
+        self._update_gauges()
+        if waiter.done():
+            return True
+        left: asyncio.Future[Any] = asyncio.ensure_future(gone.wait())
+        try:
+            await asyncio.wait({waiter, left}, timeout=max(0.0, seconds), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            left.cancel()
+        granted = waiter.done() and not waiter.cancelled() and waiter.result()
+        if not granted:
+            waiter.cancel()
+            with c.lock:
+                if waiter in self._held:
+                    self._held.remove(waiter)
+            return False
+        if gone.is_set():
+            self.release(1)
+            return False
+        return True
+
+    @property
+    def held(self) -> int:
+        """/run_code requests waiting for a worker."""
+        return len(self._held)
+
+    def _blocking(self, fn: Any, *args: Any, cancelled: threading.Event | None = None) -> tuple[Any, float, float]:
+        """Run ``fn`` on a worker: (its value, seconds it waited, seconds it took); (None, ...)
+        without running it when ``cancelled`` was set while it waited for the worker."""
         started = time.monotonic()
+        if cancelled is not None and cancelled.is_set():
+            return None, started, 0.0
         c = self._counters
         with c.lock:
             c.running += 1
@@ -211,10 +298,13 @@ class GradingService:
                 c.mean_seconds = 0.9 * c.mean_seconds + 0.1 * took
         return value, started, took
 
-    async def on_worker(self, fn: Any, *args: Any) -> tuple[Any, float, float]:
-        """``fn(*args)`` on a worker thread; (value, started at, seconds)."""
+    async def on_worker(self, fn: Any, *args: Any, cancelled: threading.Event | None = None
+                        ) -> tuple[Any, float, float]:
+        """``fn(*args)`` on a worker thread; (value, started at, seconds). ``cancelled`` set
+        before a worker takes it: not run, value None."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, self._blocking, fn, *args)
+        return await loop.run_in_executor(self.pool, functools.partial(self._blocking, cancelled=cancelled),
+                                          fn, *args)
 
     # -- drain --------------------------------------------------------------------------------
 
@@ -263,31 +353,33 @@ class GradingService:
                     out[path] = content.encode("utf-8")
                     continue
                 try:
-                    out[path] = base64.b64decode(content, validate=True)
+                    out[path] = decode_base64(content)
                 except (binascii.Error, ValueError):
                     raise ServiceError(422, "invalid_base64", f"{path!r} is not valid base64", field=where) from None
         return out
 
     def prepare(self, body: GradeBody) -> list[Prepared]:
-        """Check every candidate before anything is graded: a bad one refuses the whole request."""
+        """Check every candidate before anything is graded: a bad one refuses the whole request.
+        Blocking (task look-ups stat the task folders): call it on a worker thread."""
         out: list[Prepared] = []
+        tasks: dict[tuple[str | None, str | None], Task] = {}
         for i, cand in enumerate(body.candidates):
-            task = self.resolve_task(cand, i)
+            named = (cand.task_id, cand.task_path)
+            task = tasks.get(named)
+            if task is None:
+                task = tasks[named] = self.resolve_task(cand, i)
             files = self._files(cand, i)
             ident: dict[str, Any] = {"task": task.id, "seed": cand.seed,
                                      "files": {k: base64.b64encode(v).decode() for k, v in sorted(files.items())},
                                      "completion": cand.completion}
             digest = candidate_digest(ident)
             prep = Prepared(i, cand, task, digest)
-            if cand.id is not None and self.journal is not None:
-                try:
-                    found = self.journal.get(cand.id, digest)
-                except JournalConflict:
-                    raise ServiceError(409, "id_reused", f"id {cand.id!r} was already graded for a different "
-                                       "candidate", field=pointer("candidates", i, "id"),
-                                       hint="give every distinct candidate its own id") from None
+            if cand.id is not None:
+                prep.key = journal_key(cand.id, self.store.content_hash(task))
+            if prep.key is not None and self.journal is not None:
+                found = self._journalled(prep)
                 if found is not None:
-                    prep.answer = {**found, "index": i, "replayed": True}
+                    prep.answer = found
                     out.append(prep)
                     continue
             if cand.completion is not None:
@@ -301,6 +393,21 @@ class GradingService:
                                         label=cand.label)
             out.append(prep)
         return out
+
+    def _journalled(self, prep: Prepared) -> dict[str, Any] | None:
+        """The journal's answer for ``prep`` (replayed), None, or 409 for an id reused."""
+        assert self.journal is not None and prep.key is not None
+        try:
+            found = self.journal.get(prep.key, prep.digest)
+        except JournalConflict:
+            raise self._id_reused(prep) from None
+        return None if found is None else {**found, "index": prep.index, "replayed": True}
+
+    @staticmethod
+    def _id_reused(prep: Prepared) -> ServiceError:
+        return ServiceError(409, "id_reused", f"id {prep.candidate.id!r} was already graded for a different "
+                            "candidate", field=pointer("candidates", prep.index, "id"),
+                            hint="give every distinct candidate its own id")
 
     @staticmethod
     def _parse_error(prep: Prepared, why: str) -> dict[str, Any]:
@@ -383,9 +490,9 @@ class GradingService:
                     self.metrics.queue_latency.observe(started - arrived)
                     self.metrics.grade_latency.observe(took)
                     answer = self.answer_of(prep, result, started - arrived, took, now - arrived, include_output)
-        if self.journal is not None and prep.candidate.id is not None and answer["status"] != "infra_error":
+        if self.journal is not None and prep.key is not None and answer["status"] != "infra_error":
             stored = {k: v for k, v in answer.items() if k not in ("index", "replayed")}
-            await asyncio.to_thread(self.journal.put, prep.candidate.id, prep.digest, stored)
+            await asyncio.to_thread(self.journal.put, prep.key, prep.digest, stored)
         self.metrics.runs.labels(answer["status"]).inc()
         log.info("graded", extra={"fields": {"task_id": answer["task_id"], "status": answer["status"],
                                              "score": answer["score"], "index": prep.index,
@@ -393,10 +500,38 @@ class GradingService:
         return answer
 
     async def grade_stream(self, body: GradeBody) -> AsyncIterator[dict[str, Any]]:
-        """Answers in completion order. The caller has :meth:`prepare`d the body; this admits
-        it (raising ServiceError before anything runs) and returns an iterator over answers."""
-        prepared = self.prepare(body)
-        to_grade = [p for p in prepared if p.request is not None]
+        """Answers in completion order. This prepares the body (on a worker thread) and admits
+        it (raising ServiceError before anything runs), and returns an iterator over answers.
+        A candidate whose id and content are being graded by another request now waits for
+        that grade instead of grading again (answered ``replayed``)."""
+        prepared = await asyncio.to_thread(self.prepare, body)
+        to_grade: list[Prepared] = []
+        # (a candidate, the grade it waits for: another request's, or None: an earlier one's here)
+        following: list[tuple[Prepared, asyncio.Future[dict[str, Any]] | None]] = []
+        leading: dict[str, Prepared] = {}
+        for p in prepared:
+            if p.request is None:
+                continue
+            if p.key is not None:
+                running = self._inflight.get(p.key)
+                first = leading.get(p.key)
+                if running is not None:
+                    if running[0] != p.digest:
+                        raise self._id_reused(p)
+                    following.append((p, running[1]))
+                    continue
+                if first is not None:
+                    if first.digest != p.digest:
+                        raise self._id_reused(p)
+                    following.append((p, None))
+                    continue
+                if self.journal is not None:  # graded since prepare() looked
+                    found = self._journalled(p)
+                    if found is not None:
+                        p.answer, p.request = found, None
+                        continue
+                leading[p.key] = p
+            to_grade.append(p)
         if to_grade:
             self.admit(len(to_grade))
         arrived = time.monotonic()
@@ -407,7 +542,12 @@ class GradingService:
             t = asyncio.ensure_future(self._grade_one(p, arrived, deadline_at, body.include_output))
             self._background.add(t)  # the work goes on (and is journalled) if the client leaves
             t.add_done_callback(self._background.discard)
+            if p.key is not None:
+                self._track(p.key, p.digest, t)
             tasks.append(t)
+        for p, leader in following:
+            assert p.key is not None
+            tasks.append(asyncio.ensure_future(self._follow(p, leader or self._inflight[p.key][1])))
         ready = [p.answer for p in prepared if p.answer is not None]
         for answer in ready:
             if answer.get("replayed"):
@@ -415,6 +555,29 @@ class GradingService:
             else:
                 self.metrics.runs.labels(answer["status"]).inc()
         return self._answers(ready, tasks)
+
+    def _track(self, key: str, digest: str, task: asyncio.Task[dict[str, Any]]) -> None:
+        """``key`` is being graded by ``task`` until it is done (and journalled)."""
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = (digest, fut)
+
+        def done(t: asyncio.Task[dict[str, Any]]) -> None:
+            if self._inflight.get(key, (None, None))[1] is fut:
+                del self._inflight[key]
+            if t.cancelled():
+                fut.cancel()
+            elif t.exception() is not None:
+                fut.set_exception(t.exception())  # type: ignore[arg-type]
+            else:
+                fut.set_result(t.result())
+
+        task.add_done_callback(done)
+
+    async def _follow(self, prep: Prepared, leader: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
+        """The answer of the same id and candidate graded by another request, as a replay."""
+        answer = await asyncio.shield(leader)
+        self.metrics.replayed.inc()
+        return {**answer, "index": prep.index, "replayed": True}
 
     @staticmethod
     async def _answers(ready: list[dict[str, Any]],
@@ -450,6 +613,22 @@ class GradingService:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    async def watch_loop(self, period: float = 0.005) -> None:
+        """Measure the event loop's longest stall for ever (run it as a task): each wake-up
+        later than asked is time every request waited."""
+        loop = asyncio.get_running_loop()
+        while True:
+            asked = loop.time()
+            await asyncio.sleep(period)
+            late = loop.time() - asked - period
+            if late > 0.001:
+                self._stalls.append((asked, late))
+                while self._stalls and self._stalls[0][0] < asked - 10.0:
+                    self._stalls.popleft()
+            if late > self.loop_block_max:
+                self.loop_block_max = late
+                self.metrics.loop_block.set(late)
+
     async def wait_idle(self) -> None:
         """Until every admitted candidate's worker is done (used at shutdown)."""
         while self._background:
@@ -460,7 +639,9 @@ class GradingService:
                 "task_load_failures": len(self.store.failures()), "backend": self.executor.backend,
                 "executor": self.config.executor, "workers": self.config.jobs,
                 "queue_capacity": self.capacity, "queued": self.queued, "running": self.running,
-                "sessions_open": self.sessions.open_count, "max_sessions": self.config.max_sessions}
+                "sessions_open": self.sessions.open_count, "max_sessions": self.config.max_sessions,
+                "run_code_held": self.held, "loop_block_ms_max": round(self.loop_block_max * 1000, 2),
+                "loop_block_ms_recent": round(max((late for _, late in self._stalls), default=0.0) * 1000, 2)}
 
     def close(self) -> None:
         closed = self.sessions.close_all()
@@ -476,8 +657,18 @@ class GradingService:
             self.journal.close()
 
 
+_BASE64_SPACE = str.maketrans("", "", " \t\r\n")
+
+
+def decode_base64(text: str) -> bytes:
+    """Strict base64, line breaks and spaces allowed (MIME-style, 76-character lines);
+    ValueError when it is not base64."""
+    return base64.b64decode(text.translate(_BASE64_SPACE), validate=True)
+
+
 def decode_files(files: Mapping[str, str | None], field_name: str) -> dict[str, bytes]:
-    """SandboxFusion's ``files`` (path -> base64, None: an empty file), checked."""
+    """SandboxFusion's ``files`` (path -> base64, MIME line breaks allowed; None: an empty
+    file), checked."""
     out: dict[str, bytes] = {}
     for path, content in files.items():
         where = pointer(field_name, path)
@@ -485,7 +676,7 @@ def decode_files(files: Mapping[str, str | None], field_name: str) -> dict[str, 
         if why:
             raise ServiceError(422, "invalid_path", f"file path {path!r} {why}", field=where)
         try:
-            out[path] = base64.b64decode(content or "", validate=True)
+            out[path] = decode_base64(content or "")
         except (binascii.Error, ValueError):
             raise ServiceError(422, "invalid_base64", f"{path!r} is not valid base64", field=where) from None
     return out

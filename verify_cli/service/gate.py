@@ -6,12 +6,14 @@ A pure ASGI middleware (no buffering), so streamed answers flow through untouche
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hmac
 import json
 import logging
 import re
 import time
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -31,8 +33,17 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 
 #: Paths answered without a token (a load balancer's probe, the API's description).
-OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+OPEN_PATHS = frozenset({"/healthz", "/v1/ping", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 _GOOD_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+def _query_token(query: bytes) -> bytes | None:
+    """The ``token`` parameter of a query string (``?token=T``), else None."""
+    for pair in query.split(b"&"):
+        name, eq, value = pair.partition(b"=")
+        if name == b"token" and eq:
+            return urllib.parse.unquote_to_bytes(value.replace(b"+", b" "))
+    return None
 
 
 class JsonFormatter(logging.Formatter):
@@ -50,6 +61,13 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str)
+
+
+class BodyTimeout(HTTPException):
+    """Raised from the body stream when the body has not all arrived in time (a slow client)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(408, f"the request body did not arrive within {seconds:g} s")
 
 
 class BodyTooLarge(HTTPException):
@@ -70,8 +88,10 @@ async def send_error(send: Send, status: int, code: str, message: str, field: st
 
 
 class Gate:
-    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int, metrics: ServiceMetrics) -> None:
+    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int, metrics: ServiceMetrics,
+                 body_timeout: float = 60.0) -> None:
         self.app = app
+        self.body_timeout = body_timeout
         self.token = token.encode() if token else None
         self.max_body = max_body_bytes
         self.metrics = metrics
@@ -79,6 +99,12 @@ class Gate:
     def _authorised(self, scope: Scope) -> tuple[bool, str]:
         if self.token is None or scope.get("path") in OPEN_PATHS:
             return True, ""
+        given_in_url = _query_token(scope.get("query_string", b""))
+        if given_in_url is not None and not any(n == b"authorization" for n, _ in scope.get("headers", [])):
+            # clients that cannot set a header (verl's SandboxFusion client takes only a URL)
+            if hmac.compare_digest(given_in_url, self.token):
+                return True, ""
+            return False, "the token in the URL is wrong"
         for name, value in scope.get("headers", []):
             if name == b"authorization":
                 scheme, _, given = value.partition(b" ")
@@ -87,7 +113,7 @@ class Gate:
                 if hmac.compare_digest(given.strip(), self.token):
                     return True, ""
                 return False, "the bearer token is wrong"
-        return False, "no bearer token (send 'Authorization: Bearer TOKEN')"
+        return False, "no bearer token (send 'Authorization: Bearer TOKEN', or add ?token=TOKEN to the URL)"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -120,18 +146,32 @@ class Gate:
                                  f"the body has {int(declared)} bytes; the limit is {self.max_body}", "/body")
                 return
             seen = 0
+            body_done = False
+            body_by = time.monotonic() + self.body_timeout
 
             async def counted() -> Message:
-                nonlocal seen
-                message = await receive()
+                nonlocal seen, body_done
+                if body_done:
+                    return await receive()  # a wait for the client to leave: not bounded
+                try:
+                    message = await asyncio.wait_for(receive(), max(0.0, body_by - time.monotonic()))
+                except TimeoutError:
+                    self.metrics.body_timeouts.inc()
+                    raise BodyTimeout(self.body_timeout) from None
                 if message["type"] == "http.request":
                     seen += len(message.get("body", b""))
                     if seen > self.max_body:
                         raise BodyTooLarge(self.max_body)
+                    body_done = not message.get("more_body", False)
+                else:
+                    body_done = True
                 return message
 
             try:
                 await self.app(scope, counted, send_with_id)
+            except BodyTimeout as e:
+                if not state["sent"]:
+                    await send_error(send_with_id, 408, "body_timeout", str(e.detail), "/body")
             except BodyTooLarge:
                 self.metrics.rejected.labels("body_too_large").inc()
                 if not state["sent"]:

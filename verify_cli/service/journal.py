@@ -6,8 +6,14 @@ answer leaves, so a service killed with SIGKILL and restarted answers a retry of
 from here, without grading again; ``fsync=True`` also survives a crash of the machine.
 Infrastructure errors are never journalled: a retry grades them again.
 
-One service at a time per journal (an exclusive ``flock``). The file is rewritten with its
-newest ``max_entries`` lines when it grows past twice that.
+A result is keyed by the client's id *and* the content of the task it was graded against
+(:func:`journal_key`): after a task's tests change, a retry of an old id is graded again rather
+than answered the old score.
+
+One service at a time per journal (an exclusive ``flock``). A service on the default journal
+that finds it held by another takes the next free one beside it (:func:`open_journal`), so two
+services on one machine both start. The file is rewritten with its newest ``max_entries``
+lines when it grows past twice that.
 """
 
 from __future__ import annotations
@@ -35,6 +41,20 @@ def candidate_digest(payload: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def journal_key(candidate_id: str, task_hash: str) -> str:
+    """The journal's key of a candidate id graded against a task whose content hashes to
+    ``task_hash``."""
+    return f"{candidate_id}@{task_hash[:32]}"
+
+
+#: Journals beside the default one a service may take when it is held.
+DEFAULT_JOURNAL_SPARES = 32
+
+
+class JournalHeld(UsageError):
+    """Another service holds the journal."""
+
+
 class Journal:
     def __init__(self, path: Path, *, fsync: bool = False, max_entries: int = 200_000) -> None:
         self.path = Path(path)
@@ -46,7 +66,7 @@ class Journal:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(self._fd)
-            raise UsageError(f"{self.path}: another verify-cli serve holds this journal",
+            raise JournalHeld(f"{self.path}: another verify-cli serve holds this journal",
                              hint="give each service its own --journal") from None
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, tuple[str, dict[str, Any]]] = OrderedDict()
@@ -111,3 +131,21 @@ class Journal:
     def close(self) -> None:
         with self._lock, contextlib.suppress(OSError):
             os.close(self._fd)
+
+
+def open_journal(path: Path, *, fsync: bool = False, spares: int = 0) -> Journal:
+    """The journal at ``path``; when another service holds it and ``spares`` > 0, the first free
+    of ``NAME-2.jsonl`` ... ``NAME-{spares + 1}.jsonl`` beside it."""
+    path = Path(path)
+    try:
+        return Journal(path, fsync=fsync)
+    except JournalHeld:
+        if spares <= 0:
+            raise
+    for n in range(2, spares + 2):
+        try:
+            return Journal(path.with_name(f"{path.stem}-{n}{path.suffix}"), fsync=fsync)
+        except JournalHeld:
+            continue
+    raise JournalHeld(f"{path}: it and {spares} journals beside it are held by other services",
+                      hint="give each service its own --journal")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -55,7 +56,20 @@ class ServiceMetrics:
         self.sessions_opened = Counter("verify_serve_sessions_opened", "Agent sessions opened.", registry=r)
         self.sessions_ended = Counter("verify_serve_sessions_ended", "Agent sessions ended, by reason "
                                       "(submitted, deleted, reclaimed, shutdown, open_failed).", ["reason"], registry=r)
+        self.loop_block = Gauge("verify_serve_loop_block_seconds_max", "The longest the event loop went without "
+                                "running its monitor (a stall: every request waits this long).", registry=r)
+        self.connections_refused = Gauge("verify_serve_connections_refused", "Connections closed at once: the "
+                                         "connection cap was reached.", registry=r)
+        self.header_timeouts = Gauge("verify_serve_header_timeouts", "Connections closed because their "
+                                     "request head did not arrive in time.", registry=r)
+        self.body_timeouts = Counter("verify_serve_body_timeouts", "Requests answered 408: the body did not "
+                                     "arrive in time.", registry=r)
         r.register(_WarmCollector(warm_stats))
+
+    def watch_connections(self, counters: Any) -> None:
+        """Report a server's :class:`~verify_cli.service.connections.ConnectionCounters`."""
+        self.connections_refused.set_function(lambda: counters.refused)
+        self.header_timeouts.set_function(lambda: counters.header_timeouts)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -143,6 +143,9 @@ class Health(BaseModel):
     running: int
     sessions_open: int = 0
     max_sessions: int = 0
+    run_code_held: int = Field(0, description="/run_code requests waiting for a free worker.")
+    loop_block_ms_max: float = Field(0.0, description="The event loop's longest stall since the start (ms).")
+    loop_block_ms_recent: float = Field(0.0, description="The event loop's longest stall in the last 10 s (ms).")
 
 
 # --- agent sessions -----------------------------------------------------------------------------
@@ -224,6 +227,10 @@ class RunTestsOut(BaseModel):
     failed: int
     tests: list[TestOut] = []
     problems: list[str] = []
+    #: Why the candidate's code did not load (its exception and line), where the tests could not.
+    why: str = ""
+    #: Editable files left out of the grade, each with why (a name that is not valid UTF-8).
+    left_out: list[str] = []
 
 
 class Reward(BaseModel):

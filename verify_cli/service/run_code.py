@@ -13,6 +13,7 @@ non-zero exit, else ``Success``. Languages other than these four are refused wit
 from __future__ import annotations
 
 import base64
+import os
 import shlex
 import shutil
 import tempfile
@@ -52,10 +53,24 @@ def check_request(req: RunCodeRequest) -> dict[str, bytes]:
         raise ServiceError(422, "unsupported_language", f"language {req.language!r} is not run by verify-cli",
                            field="/language", hint=f"supported: {', '.join(sorted(LANGUAGES))}")
     for i, path in enumerate(req.fetch_files):
-        why = unsafe_relative_path(path)
+        why = unsafe_relative_path(_fetch_key(path))
         if why:
             raise ServiceError(422, "invalid_path", f"fetch path {path!r} {why}", field=f"/fetch_files/{i}")
     return decode_files(req.files, "files")
+
+
+def _fetch_key(path: str) -> str:
+    """Where a fetched file is kept in the results folder: a relative path as it is, an
+    absolute one (SandboxFusion allows ``/tmp/out.txt``) under ``abs/``."""
+    return f"abs/{path.lstrip('/')}" if path.startswith("/") else f"rel/{path}"
+
+
+def physical_memory_mb() -> int:
+    """The machine's memory in MB: the limit of a run that asks for none (-1)."""
+    try:
+        return max(256, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (1024 * 1024))
+    except (ValueError, OSError):
+        return 16 * 1024
 
 
 def run_spec(req: RunCodeRequest, config: ServiceConfig, root: Path) -> RunSpec:
@@ -73,11 +88,14 @@ def run_spec(req: RunCodeRequest, config: ServiceConfig, root: Path) -> RunSpec:
         # Copied into the results folder after the code ends, keeping its exit status.
         copies = " ".join(
             f"if [ -f {shlex.quote(p)} ]; then mkdir -p \"$VERIFY_RESULTS_DIR/{_FETCH_DIR}/$(dirname "
-            f"{shlex.quote(p)})\" && cp {shlex.quote(p)} \"$VERIFY_RESULTS_DIR/{_FETCH_DIR}/\"{shlex.quote(p)}; fi;"
+            f"{shlex.quote(_fetch_key(p))})\" && cp {shlex.quote(p)} "
+            f"\"$VERIFY_RESULTS_DIR/{_FETCH_DIR}/\"{shlex.quote(_fetch_key(p))}; fi;"
             for p in req.fetch_files)
         command = f"{command}; rc=$?; {copies} exit $rc"
     seconds = min(max(0.1, req.run_timeout), config.max_run_seconds)
-    memory = req.memory_limit_MB if req.memory_limit_MB > 0 else config.default_memory_mb
+    # SandboxFusion: -1 (the default) is no limit: the machine's memory, or the service's cap
+    memory = (req.memory_limit_MB if req.memory_limit_MB > 0
+              else config.default_memory_mb or physical_memory_mb())
     limits = Limits(wall_seconds=seconds, memory_mb=memory)
     return RunSpec(command=["/bin/sh", "-c", command], workdir=root, limits=limits,
                    stdin=req.stdin.encode("utf-8") if req.stdin is not None else None,
@@ -101,7 +119,7 @@ def response_of(req: RunCodeRequest, run: RunResult) -> RunCodeResponse:
     failed = status is CommandRunStatus.TimeLimitExceeded or code != 0
     fetched = {}
     for path in req.fetch_files:
-        data = run.results.get(f"{_FETCH_DIR}/{path}")
+        data = run.results.get(f"{_FETCH_DIR}/{_fetch_key(path)}")
         if data is not None:
             fetched[path] = base64.b64encode(data).decode("ascii")
     return RunCodeResponse(status=RunStatus.Failed if failed else RunStatus.Success, message="",

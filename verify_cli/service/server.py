@@ -19,6 +19,13 @@ import uvicorn
 
 from verify_cli.errors import UsageError
 from verify_cli.service.app import create_app
+from verify_cli.service.connections import (
+    ConnectionCounters,
+    bounded_protocol,
+    default_max_connections,
+    raise_open_file_limit,
+    set_nodelay,
+)
 from verify_cli.service.core import GradingService, ServiceConfig
 from verify_cli.service.gate import JsonFormatter
 
@@ -55,8 +62,10 @@ def setup_logging(level: str = "info") -> None:
 
 def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, so that asyncio sets TCP_NODELAY on each accepted socket as well
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    set_nodelay(sock)
     try:
         sock.bind((host, port))
     except OSError as e:
@@ -93,6 +102,8 @@ def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info
     """Serve until SIGTERM/SIGINT. ``on_listening`` gets the URL once it listens."""
     check_exposure(host, config.token)
     setup_logging(log_level)
+    open_files = raise_open_file_limit()
+    max_connections = config.max_connections or default_max_connections(open_files)
     sock = bind(host, port)
     try:
         service = GradingService(config)
@@ -101,13 +112,19 @@ def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info
         raise
     bound = sock.getsockname()[1]
     url = f"http://{f'[{host}]' if ':' in host else host}:{bound}"
-    uv_config = uvicorn.Config(create_app(service), log_config=None, access_log=False, lifespan="on",
+    counters = ConnectionCounters()
+    protocol = bounded_protocol(header_timeout=config.header_timeout, max_connections=max_connections,
+                                counters=counters)
+    service.metrics.watch_connections(counters)
+    uv_config = uvicorn.Config(create_app(service), http=protocol, log_config=None, access_log=False,
+                               lifespan="on",
                                timeout_graceful_shutdown=int(config.drain_seconds) + 10,
                                timeout_keep_alive=30, log_level=log_level)
     server = _DrainingServer(uv_config, service)
     log.info("listening", extra={"fields": {"url": url, "port": bound, "tasks": len(service.store.tasks()),
                                             "backend": service.executor.backend, "workers": config.jobs,
-                                            "queue_capacity": service.capacity}})
+                                            "queue_capacity": service.capacity,
+                                            "max_connections": max_connections, "open_files": open_files}})
     if on_listening is not None:
         on_listening(url)
     try:

@@ -25,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from verify_cli.agents.environment import TaskEnvironment, VisibleTests
+from verify_cli.agents.environment import TaskEnvironment, VisibleTests, candidate_error
+from verify_cli.grading.failure_text import is_collection_failure
 from verify_cli.grading.grader import Grader, GradeRequest, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import Sandbox
@@ -36,6 +37,7 @@ from verify_cli.sandbox.sessions.base import (
     SessionFileError,
     SessionInfraError,
     SessionsUnsupportedError,
+    Snapshot,
 )
 from verify_cli.service.core import ServiceError
 from verify_cli.service.metrics import ServiceMetrics
@@ -237,15 +239,19 @@ class SessionManager:
         if live.visible.count == 0:
             return {"status": "graded", "score": None, "passed": 0, "failed": 0, "tests": [], "problems": [
                 "this task has no visible tests"]}
-        files = _file_call(live, lambda: env.session.snapshot(env.task.editable))
+        files = _file_call(live, env.editable_files)
         result = env.grader.grade(GradeRequest(task=live.visible.task, phase=Phase.CANDIDATE, candidate=files,
                                                label="run_tests"))
         if result.status is GradeStatus.INFRA_ERROR:
             env.broken = "; ".join(result.problems) or "the grader failed"
+        loaded = bool(result.tests) and not any(is_collection_failure(t.message) for t in result.tests)
+        why = "" if loaded else candidate_error(result.run.stdout.text + "\n" + result.run.stderr.text, files)
         return {"status": result.status.value, "score": result.score,
                 "passed": sum(t.outcome.ok for t in result.tests),
                 "failed": sum(not t.outcome.ok for t in result.tests),
-                "tests": [t.to_dict() for t in result.tests], "problems": list(result.problems)}
+                "tests": [t.to_dict() for t in result.tests], "problems": list(result.problems),
+                **({"why": why} if why else {}),
+                **({"left_out": list(files.skipped)} if isinstance(files, Snapshot) and files.skipped else {})}
 
     async def submit(self, sid: str) -> dict[str, Any]:
         """The trusted grade of the editable files; the session ends. A retried submit of a

@@ -60,6 +60,7 @@ class _Entry:
     fingerprint: Fingerprint
     task: Task | None
     error: TaskFormatError | None
+    content: str | None = None
 
 
 class TaskStore:
@@ -154,6 +155,16 @@ class TaskStore:
                     return self._task_of(self._fresh(folder), path)
         raise TaskLookupError("unknown_task", f"{path!r} is not a task folder inside a served PATH",
                               hint=f"served: {', '.join(map(str, self.roots))}")
+
+    def content_hash(self, task: Task) -> str:
+        """The SHA-256 of ``task``'s folder as loaded (computed once per load of the folder)."""
+        with self._lock:
+            entry = self._by_folder.get(task.root.resolve())
+        if entry is None or entry.task is not task:
+            return task.content_hash()
+        if entry.content is None:
+            entry.content = task.content_hash()
+        return entry.content
 
     @staticmethod
     def _task_of(entry: _Entry, name: str) -> Task:

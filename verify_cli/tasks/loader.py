@@ -212,6 +212,10 @@ def _check_repository(task_file: Path, data: dict[str, Any], kind: str) -> tuple
     for key, ids in (("fail_to_pass", f2p), ("pass_to_pass", p2p)):
         for i, tid in enumerate(ids):
             path = tid.split("::", 1)[0]
+            if kind == TaskKind.LOG:  # the runner's own ids (Django's "test_x (mod.Class)")
+                if not tid.strip():
+                    raise TaskFormatError(str(task_file), "an empty test id", pointer=f"/test/{key}/{i}")
+                continue
             if "::" not in tid or not path.endswith(".py") or unsafe_relative_path(path):
                 raise TaskFormatError(str(task_file), f"test id {tid!r} is not a pytest node id",
                                       pointer=f"/test/{key}/{i}",
@@ -225,9 +229,10 @@ def _check_repository(task_file: Path, data: dict[str, Any], kind: str) -> tuple
         raise TaskFormatError(str(task_file), f"policy {policy.value!r} needs test.fail_to_pass",
                               pointer="/test/fail_to_pass",
                               hint="list the tests the reference makes pass (pytest node ids)")
-    if (f2p or p2p) and kind != TaskKind.PYTEST:
-        raise TaskFormatError(str(task_file), "fail_to_pass and pass_to_pass name pytest node ids",
-                              pointer="/kind", hint='set kind = "pytest"')
+    if (f2p or p2p) and kind not in (TaskKind.PYTEST, TaskKind.LOG):
+        raise TaskFormatError(str(task_file), "fail_to_pass and pass_to_pass name pytest node ids "
+                              "(or, for kind = \"log\", the ids its runner's log gives)",
+                              pointer="/kind", hint='set kind = "pytest" (or "log" with [test] log_parser)')
     repo = data.get("repository", {})
     if repo.get("bundle") and repo.get("archive"):
         raise TaskFormatError(str(task_file), "give a bundle or an archive, not both", pointer="/repository")
@@ -300,7 +305,8 @@ def _build(root: Path, d: dict[str, Any], kind: str, notes: tuple[str, ...]) -> 
         environment=_environment(env),
         test=TestSpec(command=test["command"], results=test.get("results", "*.xml"),
                       fail_to_pass=_test_ids(root / TASK_FILE, test, "fail_to_pass"),
-                      pass_to_pass=_test_ids(root / TASK_FILE, test, "pass_to_pass")),
+                      pass_to_pass=_test_ids(root / TASK_FILE, test, "pass_to_pass"),
+                      log_parser=test.get("log_parser", "")),
         scoring=Scoring(policy=ScoringPolicy(sc["policy"]), weights=dict(sc.get("weights", {})),
                         default_weight=float(sc.get("default_weight", 1.0))),
         limits=TaskLimits(wall_seconds=float(lim["wall_seconds"]),
@@ -319,7 +325,11 @@ def _build(root: Path, d: dict[str, Any], kind: str, notes: tuple[str, ...]) -> 
 
 
 def _check_kind(task_file: Path, data: dict[str, Any], solution: dict[str, Path], kind: str) -> None:
-    """A task graded by a built-in runner names the runner's command and has its table."""
+    """A task graded by a built-in runner names the runner's command and has its table; a
+    ``log`` task names its log parser."""
+    if kind == TaskKind.LOG and not data["test"].get("log_parser"):
+        raise TaskFormatError(str(task_file), "kind = \"log\" needs [test] log_parser", pointer="/test/log_parser",
+                              hint="log_parser = \"django\", \"sympy\" or \"pytest-log\": the runner whose log it is")
     for table in (TaskKind.STDIO, TaskKind.CALLS):
         if table.value in data and kind != table:
             raise TaskFormatError(str(task_file), f"[{table.value}] is read only for kind = '{table.value}'",
@@ -395,9 +405,13 @@ def load_task(folder: Path) -> Task:
         raise TaskFormatError(str(folder / SOLUTION_DIR), "missing folder solution/ (the reference solution)",
                               hint="every task needs a reference solution that passes its tests "
                                    "(solution/, or solution.patch: a unified diff against the starter)")
-    if not (folder / TESTS_DIR).is_dir() and not (folder / HIDDEN_TESTS_DIR).is_dir():
+    in_project = (data.get("repository", {}).get("test_layout") == "repository"
+                  and bool(data["test"].get("fail_to_pass")))  # a project's own tests, in its starter
+    if not (folder / TESTS_DIR).is_dir() and not (folder / HIDDEN_TESTS_DIR).is_dir() and not in_project:
         raise TaskFormatError(str(folder / TESTS_DIR), "missing folder tests/ (and no hidden_tests/)",
-                              hint="put the tests the grader runs in tests/ or hidden_tests/")
+                              hint="put the tests the grader runs in tests/ or hidden_tests/ (a repository "
+                                   "task laid out as its project, test_layout = \"repository\", may keep them "
+                                   "in its starter)")
     repository = _repository(data)
     if repository is not None and repository.packed:
         unpacked_starter(folder, repository)  # once per bundle or archive: a bad one fails here

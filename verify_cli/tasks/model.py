@@ -82,6 +82,8 @@ class TestSpec:
     #: names one.
     fail_to_pass: tuple[str, ...] = ()
     pass_to_pass: tuple[str, ...] = ()
+    #: kind = "log": which parser reads the runner's log (``django``, ``sympy``, ``pytest-log``).
+    log_parser: str = ""
 
     @property
     def has_test_lists(self) -> bool:
@@ -114,6 +116,7 @@ class TaskKind(StrEnum):
     COMMAND = "command"  # any other test command that writes JUnit XML
     STDIO = "stdio"  # input/output pairs fed to a program
     CALLS = "calls"  # calls of a named function, compared by value
+    LOG = "log"  # a project's own test runner, its log parsed into results (Django, SymPy)
 
 
 #: The old form: ``kind = "tests"`` (or no kind) with ``[test] framework`` naming the runner.

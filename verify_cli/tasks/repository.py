@@ -222,29 +222,62 @@ class PatchError(ValueError):
     """A unified diff that does not apply; the message names the file and the hunk."""
 
 
+#: How a diff is applied, strict first, then (``lenient``: a candidate's, as SWE-bench's harness
+#: applies a model's patch) the permissive ones, in SWE-bench's order.
+STRICT_APPLY = "git apply"
+LENIENT_APPLY = ("git apply --reject", "patch --fuzz=5")
+
+
 def apply_patch(patch: bytes, files: dict[str, bytes]) -> dict[str, bytes]:
     """The files ``patch`` writes, after applying it to ``files`` (path -> bytes; the starter
     files it reads). All hunks apply or PatchError names the first that does not."""
+    return apply_patch_by(patch, files)[0]
+
+
+def apply_patch_by(patch: bytes, files: dict[str, bytes], *, lenient: bool = False) -> tuple[dict[str, bytes], str]:
+    """:func:`apply_patch`, and how it applied: ``git apply``, or with ``lenient`` the first of
+    :data:`LENIENT_APPLY` that applies every hunk (``patch`` with fuzz where the context moved).
+    Where none does, PatchError names the first hunk strict ``git apply`` refused."""
     touched = patch_files(patch.decode("utf-8", "replace"))
     for rel in (*touched.reads, *touched.writes):
         if why := unsafe_relative_path(rel):
             raise PatchError(f"the patch names {rel!r}, which {why}")
-    with tempfile.TemporaryDirectory(prefix="verify-patch-") as tmp:
-        root = Path(tmp)
-        for rel in touched.reads:
-            if rel in files:
-                dest = root / rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(files[rel])
-        (root / ".patch").write_bytes(patch)
+    strict_error = ""
+    for method in (STRICT_APPLY, *(LENIENT_APPLY if lenient else ())):
+        with tempfile.TemporaryDirectory(prefix="verify-patch-") as tmp:
+            root = Path(tmp)
+            for rel in touched.reads:
+                if rel in files:
+                    dest = root / rel
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    dest.write_bytes(files[rel])
+            (root / ".patch").write_bytes(patch)
+            failed = _apply(method, root, patch)
+            if failed is None:
+                return ({rel: (root / rel).read_bytes() for rel in touched.writes if (root / rel).is_file()},
+                        method)
+            strict_error = strict_error or failed
+    raise PatchError(strict_error)
+
+
+def _apply(method: str, root: Path, patch: bytes) -> str | None:
+    """Apply ``root/.patch`` in ``root`` by ``method``: None, or why it did not apply."""
+    if method == STRICT_APPLY:
         # --check first: git apply would otherwise apply nothing yet say little about why.
         checked = _git(["apply", "--check", "--verbose", "--whitespace=nowarn", ".patch"], cwd=root)
         if checked.returncode != 0:
-            raise PatchError(_patch_failure(checked.stderr.decode("utf-8", "replace")))
+            return _patch_failure(checked.stderr.decode("utf-8", "replace"))
         applied = _git(["apply", "--whitespace=nowarn", ".patch"], cwd=root)
-        if applied.returncode != 0:
-            raise PatchError(_patch_failure(applied.stderr.decode("utf-8", "replace")))
-        return {rel: (root / rel).read_bytes() for rel in touched.writes if (root / rel).is_file()}
+        return None if applied.returncode == 0 else _patch_failure(applied.stderr.decode("utf-8", "replace"))
+    if method == "git apply --reject":
+        applied = _git(["apply", "--reject", "--whitespace=fix", ".patch"], cwd=root)
+        return None if applied.returncode == 0 else "hunks rejected"
+    if shutil.which("patch") is None:
+        return "patch is not installed"
+    strip = "-p1" if re.search(rb"^(---|\+\+\+) [ab]/", patch, re.M) else "-p0"
+    done = subprocess.run(["patch", "--batch", "--fuzz=5", "--forward", "--no-backup-if-mismatch", strip,
+                           "-i", ".patch"], cwd=root, capture_output=True, timeout=120, check=False)
+    return None if done.returncode == 0 else "patch refused a hunk"
 
 
 def _patch_failure(stderr: str) -> str:

@@ -17,7 +17,7 @@ from verify_cli.checks.audit.model import AuditOptions, MutantResult, MutantStat
 from verify_cli.checks.mutation import LANGUAGES, Mutant, MutantSet, generate_mutants
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.junit import Outcome
-from verify_cli.grading.workspace import Phase, solution_as_candidate
+from verify_cli.grading.workspace import Phase, is_repository_test_file, solution_as_candidate
 from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import Verdict
 from verify_cli.tasks.model import Task
@@ -30,10 +30,12 @@ MIN_TIMEOUT = 5.0
 
 
 def editable_sources(task: Task) -> dict[str, str]:
-    """The reference's editable text files, as a candidate would ship them."""
+    """The reference's editable text files, as a candidate would ship them: the source files its
+    solution (or gold patch) writes, never a test file of the project (a repository task's editable
+    globs may reach its tests; mutating them would measure nothing)."""
     out: dict[str, str] = {}
     for rel, data in solution_as_candidate(task).items():
-        if matches_any(task.editable, rel):
+        if matches_any(task.editable, rel) and not is_repository_test_file(task, rel):
             try:
                 out[rel] = data.decode("utf-8")
             except UnicodeDecodeError:

@@ -85,6 +85,30 @@ def _close(*fds: int) -> None:
             os.close(fd)
 
 
+def close_on_exec_all(keep: tuple[int, ...] = (0, 1, 2)) -> None:
+    """Mark every open descriptor but ``keep`` close-on-exec: a command the server starts
+    inherits nothing of it (its socket to the host above all: a command holding it could forge
+    its own result and desynchronise the next call)."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: every descriptor a server may hold is below this
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.set_inheritable(fd, False)
+
+
+def utf8_name(name: str) -> bool:
+    """True when a file name (as ``os`` decodes it) is valid UTF-8: a name that is not cannot be
+    carried as text to the grader, and is left out of a snapshot (the host says so)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -144,6 +168,8 @@ class Server:
     def exec(self, msg: dict[str, Any], fds: list[int]) -> None:
         stdin, stdout, stderr = fds
         argv = [str(a) for a in msg["argv"]]
+        if argv[:2] == ["/bin/bash", "-c"] and not os.path.exists("/bin/bash"):
+            argv[0] = "/bin/sh"  # an image without bash: a command string runs in its sh
         env = {str(k): str(v) for k, v in dict(msg.get("env") or {}).items()}
         cwd = str(msg.get("cwd") or self.workdir)
         cpu = int(msg.get("cpu_seconds") or 60)
@@ -291,8 +317,14 @@ class Server:
             if parent:
                 os.makedirs(parent, exist_ok=True)
             mode = int(msg.get("mode") or 0o644) & 0o7777
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+            # Non-blocking: a fifo with no reader fails at once (ENXIO) instead of holding the
+            # server; anything but a regular file is refused before it is truncated or written.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
             try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError(errno.EINVAL, "not a regular file")
+                os.set_blocking(fd, True)
+                os.ftruncate(fd, 0)
                 while chunk := os.read(src, 1 << 16):
                     _write_all(fd, chunk)
                 os.fchmod(fd, mode)
@@ -348,11 +380,15 @@ class Server:
         (out,) = fds
         patterns = [glob_regex(str(g)) for g in msg.get("globs") or ["**"]]
         count = 0
+        skipped: list[str] = []
         try:
             with os.fdopen(out, "wb", closefd=True) as fh, \
                     tarfile.open(fileobj=fh, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                 for rel, kind, _size in self._walk(".", True, 1 << 20):
                     if kind != "file" or not matches_any(patterns, rel):
+                        continue
+                    if not utf8_name(rel):
+                        skipped.append(ascii(rel))
                         continue
                     full = os.path.join(self.workdir, rel)
                     try:
@@ -371,7 +407,7 @@ class Server:
         except (OSError, ValueError, tarfile.TarError) as e:
             _error(self.sock, e)
             return
-        _send(self.sock, {"op": "done", "files": count})
+        _send(self.sock, {"op": "done", "files": count, "skipped": skipped[:100]})
 
     def untar(self, msg: dict[str, Any], fds: list[int]) -> None:
         import tarfile
@@ -401,6 +437,7 @@ class Server:
         # Its own writes (write_file, untar) are under the commands' file-size limit: past it,
         # a write fails (EFBIG) rather than ending the server.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        close_on_exec_all()
         if not self.own_init:
             with contextlib.suppress(Exception):
                 import ctypes
@@ -412,6 +449,9 @@ class Server:
                 data, fds, _flags, _addr = socket.recv_fds(self.sock, MAX_MESSAGE, 4)
             except OSError:
                 return 0
+            for fd in fds:  # never inherited by a command (exec dups the three it gets)
+                with contextlib.suppress(OSError):
+                    os.set_inheritable(fd, False)
             if not data:
                 return 0
             self._reap()

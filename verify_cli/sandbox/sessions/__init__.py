@@ -17,9 +17,10 @@ from verify_cli.sandbox.sessions.base import (
     SessionLimits,
     SessionState,
     SessionsUnsupportedError,
+    Snapshot,
     Workspace,
 )
 
 __all__ = ["ExecResult", "ExecVerdict", "FileEntry", "Session", "SessionDeadError", "SessionError",
            "SessionFileError", "SessionInfraError", "SessionLimits", "SessionState",
-           "SessionsUnsupportedError", "Workspace"]
+           "SessionsUnsupportedError", "Snapshot", "Workspace"]

@@ -146,6 +146,36 @@ class FileEntry:
     size: int
 
 
+class Snapshot(dict[str, bytes]):
+    """What :meth:`Session.snapshot` took: regular files by relative path (a plain ``dict``),
+    and ``skipped``: the files the globs matched that could not be taken as they are, each with
+    why (a name that is not valid UTF-8 cannot be carried to a grader as text). Something an
+    agent did to its files is never an infrastructure error: it is left out, and said so."""
+
+    def __init__(self, files: Mapping[str, bytes] | None = None, skipped: Sequence[str] = ()) -> None:
+        super().__init__(files or {})
+        self.skipped: tuple[str, ...] = tuple(skipped)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # by value across processes (Ray), ``skipped`` too
+        return (Snapshot, (dict(self), self.skipped))
+
+    def note(self) -> str:
+        """A line telling the agent what was left out ("" when nothing was)."""
+        if not self.skipped:
+            return ""
+        shown = ", ".join(self.skipped[:5]) + (f" and {len(self.skipped) - 5} more" if len(self.skipped) > 5 else "")
+        return f"left out (not graded): {shown}"
+
+
+def encode_text(data: str) -> bytes:
+    """A str as the UTF-8 bytes of a file: a lone surrogate that stands for a byte
+    (``surrogateescape``) is that byte, any other is replaced; never raises."""
+    try:
+        return data.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return data.encode("utf-8", "replace")
+
+
 class SessionError(VerifyError):
     """A session call could not be done."""
 
@@ -264,7 +294,8 @@ class Session(ABC):
                  max_bytes: int = 64 * 1024 * 1024) -> dict[str, bytes]:
         """Regular files of the work folder whose relative path matches one of ``globs``
         (``*``, ``?``, ``**`` across folders), by relative path. Links and special files are
-        never taken. SessionFileError when they hold more than ``max_bytes``."""
+        never taken; nor are files whose names are not valid UTF-8 (a :class:`Snapshot` says
+        which in ``skipped``). SessionFileError when they hold more than ``max_bytes``."""
 
     @abstractmethod
     def close(self) -> None:
@@ -312,4 +343,4 @@ class Session(ABC):
 
 __all__ = ["ExecResult", "ExecVerdict", "FileEntry", "Session", "SessionDeadError", "SessionError",
            "SessionFileError", "SessionInfraError", "SessionLimits", "SessionState",
-           "SessionsUnsupportedError", "Workspace"]
+           "SessionsUnsupportedError", "Snapshot", "Workspace", "encode_text"]

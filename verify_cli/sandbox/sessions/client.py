@@ -43,7 +43,9 @@ from verify_cli.sandbox.sessions.base import (
     SessionInfraError,
     SessionLimits,
     SessionState,
+    Snapshot,
     Workspace,
+    encode_text,
 )
 
 MAX_MESSAGE = 1 << 16
@@ -469,7 +471,7 @@ class ServerSession(Session):
         return data
 
     def write_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
-        payload = data.encode() if isinstance(data, str) else bytes(data)
+        payload = encode_text(data) if isinstance(data, str) else bytes(data)
         self._push({"op": "write", "path": path, "mode": mode}, payload)
 
     def load(self, archive: bytes) -> None:
@@ -490,15 +492,10 @@ class ServerSession(Session):
         return sorted(entries, key=lambda e: e.path)
 
     def snapshot(self, globs: Sequence[str] = ("**",), *,
-                 max_bytes: int = 64 * 1024 * 1024) -> dict[str, bytes]:
-        data, _ = self._pull({"op": "snapshot", "globs": list(globs)}, max_bytes + (1 << 20))
-        patterns = [glob_regex(g) for g in globs]
-        files = read_results_tar(io.BytesIO(data), stream=False)
-        if sum(len(body) for body in files.values()) > max_bytes:
-            raise SessionFileError(f"the snapshot holds more than {max_bytes} bytes", path="")
-        # The server is not trusted to have filtered: only names the globs match are taken.
-        return {name: body for name, body in sorted(files.items())
-                if any(p.match(name) for p in patterns)}
+                 max_bytes: int = 64 * 1024 * 1024) -> Snapshot:
+        data, reply = self._pull({"op": "snapshot", "globs": list(globs)}, max_bytes + (1 << 20))
+        return snapshot_of(read_results_tar(io.BytesIO(data), stream=False), globs, max_bytes,
+                           reply.get("skipped"))
 
     def ping(self) -> bool:
         """True while the exec server answers."""
@@ -511,6 +508,30 @@ class ServerSession(Session):
             except _ServerGone as e:
                 self._died(str(e))
                 return False
+
+
+def snapshot_of(files: Mapping[str, bytes], globs: Sequence[str], max_bytes: int,
+                said_skipped: object = None) -> Snapshot:
+    """The :class:`Snapshot` of the files an exec server sent: only names the globs match (the
+    server is not trusted to have filtered), none that is not valid UTF-8 (left out and named,
+    as is what the server says it left out)."""
+    if sum(len(body) for body in files.values()) > max_bytes:
+        raise SessionFileError(f"the snapshot holds more than {max_bytes} bytes", path="")
+    patterns = [glob_regex(g) for g in globs]
+    taken: dict[str, bytes] = {}
+    skipped: list[str] = []
+    for name, body in sorted(files.items()):
+        if not any(p.match(name) for p in patterns):
+            continue
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            skipped.append(f"{name!a} (its name is not valid UTF-8)")
+            continue
+        taken[name] = body
+    if isinstance(said_skipped, list):
+        skipped += [f"{str(n)[:300]} (its name is not valid UTF-8)" for n in said_skipped[:100]]
+    return Snapshot(taken, skipped)
 
 
 def _check(reply: dict[str, Any], path: str) -> None:

@@ -4,7 +4,8 @@ The container is hardened as the backend's single-use containers are (no network
 session asks, read-only root, every capability dropped, no-new-privileges, uid 1000, memory,
 pids and one-CPU cgroup limits, size-limited tmpfs work folder and ``/tmp``, no logs, the
 backend's labels so that a crashed process's containers are reaped). Its pid 1 is the exec
-server (``verify_session_server.py --init``, bound read-only from the candidate-side harness),
+server (``verify_session_server.py --init``, bound read-only from the candidate-side harness,
+run by the host's own interpreter bound read-only beside it: the image needs no Python),
 which connects to a unix socket the host listens on in a folder bound read-only into the
 container; descriptors then cross as on the other backends. The host finds the container's
 cgroup from the server's pid and kills from there (timeouts, leftovers) and counts OOM kills.
@@ -48,6 +49,7 @@ from verify_cli.sandbox.sessions.client import (
     remove_tree,
     workspace_tar,
 )
+from verify_cli.sandbox.sessions.exec_python import MOUNT, ExecPythonUnavailable, exec_python
 from verify_cli.sandbox.sessions.spares import SparePool
 
 if TYPE_CHECKING:
@@ -135,6 +137,7 @@ class DockerSessions:
         from verify_cli.sandbox.docker.errors import DAEMON_ERRORS, short
 
         compile_harness()
+        interpreter, server_env, server_binds = server_python()
         folder = Path(tempfile.mkdtemp(prefix="verify-docker-session-"))
         folder.chmod(0o755)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -153,17 +156,18 @@ class DockerSessions:
                        "/dev/shm": f"size={limits.disk_bytes},mode=1777"},
                 ulimits=_ulimits(limits),
                 binds={str(folder): {"bind": SOCKET_DIR, "mode": "ro"},
-                       str(candidate_harness_dir()): {"bind": SANDBOX_CANDIDATE_HARNESS, "mode": "ro"}},
+                       str(candidate_harness_dir()): {"bind": SANDBOX_CANDIDATE_HARNESS, "mode": "ro"},
+                       **server_binds},
                 log_config={"type": "none", "config": {}},
             )
             run_labels = {**(labels or {}), LABEL: "1", RUN_ID_LABEL: uuid.uuid4().hex,
                           OWNER_LABEL: owner(), "verify-cli.session": "1"}
-            command = ["python", "-S", "-E", f"{SANDBOX_CANDIDATE_HARNESS}/verify_session_server.py",
+            command = [*interpreter, f"{SANDBOX_CANDIDATE_HARNESS}/verify_session_server.py",
                        "--connect", f"{SOCKET_DIR}/{SOCKET_NAME}", "--workdir", SANDBOX_WORKDIR,
                        "--init"]
             container_id = self._api.create_container(
                 self.sandbox.image_digest(image), command, user="1000:1000",
-                working_dir=SANDBOX_WORKDIR, environment={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"},
+                working_dir=SANDBOX_WORKDIR, environment={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", **server_env},
                 labels=run_labels, host_config=host_config,  # network_mode alone: /etc/hosts names localhost
                 )["Id"]
             self._api.start(container_id)
@@ -221,6 +225,18 @@ class DockerSessions:
             self.sandbox._reaper.put(container_id)
 
 
+def server_python() -> tuple[list[str], dict[str, str], dict[str, dict[str, str]]]:
+    """How a container runs its exec server: the argv that starts the interpreter (``-S``
+    included), its environment and the binds it needs. The host's interpreter, carried in
+    (:mod:`~verify_cli.sandbox.sessions.exec_python`): the image needs no Python of its own;
+    where that bundle cannot be built here, the image's ``python``."""
+    try:
+        bundle = exec_python()
+    except ExecPythonUnavailable:
+        return ["python", "-S", "-E"], {}, {}
+    return [*bundle.argv(), "-S"], bundle.environment(), {str(bundle.folder): {"bind": MOUNT, "mode": "ro"}}
+
+
 def _readable(sock: socket.socket, timeout: float) -> bool:
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLIN | select.POLLHUP)
@@ -234,4 +250,4 @@ def _ulimits(limits: SessionLimits) -> list[Any]:
             Ulimit(name="core", soft=0, hard=0)]
 
 
-__all__ = ["DockerSessions", "container_cgroup"]
+__all__ = ["DockerSessions", "container_cgroup", "server_python"]
