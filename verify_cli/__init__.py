@@ -9,7 +9,8 @@ The public API is what ``__all__`` lists, importable from here (loaded on first 
 ``.service`` (the ``serve`` extra), ``.client``, ``.adapters`` (each framework's extra): ``from
 verify_cli.sandbox import create_sandbox``). Everything else is internal and may change without
 notice: every module inside a package (``verify_cli.sandbox.bwrap.sandbox``), anything whose name starts
-with ``_``, and the whole of ``verify_cli.cli``, ``verify_cli.harness`` and ``verify_cli.report`` (the lists are in
+with ``_``, and the whole of ``verify_cli.cli``, ``verify_cli.formats`` (other people's task formats, read
+by the task loader), ``verify_cli.harness`` and ``verify_cli.report`` (the lists are in
 ``verify_cli._exports``; tests/test_public_api.py pins the names).
 Third-party sandbox backends plug in through the ``verify_cli.sandboxes`` entry-point group (see
 :func:`verify_cli.register_sandbox`), task kinds through ``verify_cli.task_kinds`` (see

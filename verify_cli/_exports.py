@@ -40,6 +40,6 @@ PUBLIC_PACKAGES: tuple[str, ...] = (
 
 #: The subpackages that are no library API at all: the command line (its output is the API),
 #: the files shipped into sandboxes, the report writers behind the commands.
-INTERNAL_PACKAGES: tuple[str, ...] = ("verify_cli.cli", "verify_cli.harness", "verify_cli.report")
+INTERNAL_PACKAGES: tuple[str, ...] = ("verify_cli.cli", "verify_cli.formats", "verify_cli.harness", "verify_cli.report")
 
 __all__ = ["INTERNAL_PACKAGES", "PUBLIC_PACKAGES", "lazy_attribute"]

@@ -12,6 +12,8 @@ batteries to grade (``contract.toml``). The suite proves, for every kind:
   warm grader's counters say which runs went warm);
 - a kind that has a two-process runtime is graded two-process.
 
+A kind whose tasks run only in an image (``Kind.needs_image``: harbor) is graded on docker.
+
 A kind registered without a fixture fails here, with a message saying to add one.
 """
 
@@ -96,6 +98,24 @@ def bwrap() -> Iterator[Sandbox]:
         yield box
 
 
+@pytest.fixture(scope="module")
+def boxes(bwrap: Sandbox) -> Iterator[dict[str, Sandbox]]:
+    """The backend each kind is graded on: bwrap, docker for kinds that need an image (made on
+    first use)."""
+    made: dict[str, Sandbox] = {"bwrap": bwrap}
+    yield made
+    if "docker" in made:
+        made["docker"].close()
+
+
+def box_for(kind: str, boxes: dict[str, Sandbox]) -> Sandbox:
+    name = "docker" if KINDS.get(kind).needs_image else "bwrap"
+    if name not in boxes:
+        boxes[name] = create_sandbox(name)
+        boxes[name].start()
+    return boxes[name]
+
+
 _GRADED: dict[tuple[str, str], Graded] = {}
 
 
@@ -125,13 +145,18 @@ def grade_fixture(box: Sandbox, kind: str, mode: str) -> Graded:
 
 
 @pytest.fixture
-def graded(request: pytest.FixtureRequest, bwrap: Sandbox) -> Graded:
+def graded(request: pytest.FixtureRequest, boxes: dict[str, Sandbox]) -> Graded:
     kind, mode = request.param
-    return grade_fixture(bwrap, kind, mode)
+    return grade_fixture(box_for(kind, boxes), kind, mode)
+
+
+def _marks(kind: str) -> list[pytest.MarkDecorator]:
+    return [pytest.mark.docker] if KINDS.get(kind).needs_image else []
 
 
 #: Every kind cold; warm where the kind offers warm jobs (for the others, test_warm_and_cold_agree).
-CASES = [pytest.param((k, m), id=f"{k}-{m}") for k in KIND_NAMES for m in MODES if m == "cold" or offers_warm(k)]
+CASES = [pytest.param((k, m), id=f"{k}-{m}", marks=_marks(k))
+         for k in KIND_NAMES for m in MODES if m == "cold" or offers_warm(k)]
 
 
 def test_every_registered_kind_has_a_fixture() -> None:
@@ -145,8 +170,12 @@ def test_the_reference_is_sound(graded: Graded) -> None:
     for seed in SEEDS:
         r = graded.results[f"reference/{seed}"]
         assert r.status is GradeStatus.GRADED and r.passed and r.score == 1.0, r.to_dict(with_run=False)
-        runtime = KINDS.get(graded.fixture.task.kind).two_process_runtime(graded.fixture.task)
-        assert r.isolation == ("two-process" if runtime is not None else "in-process"), r.isolation_notes
+        kind = KINDS.get(graded.fixture.task.kind)
+        runtime = kind.two_process_runtime(graded.fixture.task)
+        if kind.runs_itself(graded.fixture.task):  # its own isolation (harbor: the isolated verifier)
+            assert r.isolation not in ("two-process", "in-process"), r.isolation
+        else:
+            assert r.isolation == ("two-process" if runtime is not None else "in-process"), r.isolation_notes
 
 
 @pytest.mark.parametrize("graded", CASES, indirect=True)
@@ -169,15 +198,16 @@ def test_the_hack_battery_earns_nothing(graded: Graded) -> None:
     assert sum(1 for label in graded.results if label.startswith("hack/")) == len(graded.fixture.hacks)
 
 
-@pytest.mark.parametrize("kind", KIND_NAMES)
-def test_warm_and_cold_agree(kind: str, bwrap: Sandbox) -> None:
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=_marks(k)) for k in KIND_NAMES])
+def test_warm_and_cold_agree(kind: str, boxes: dict[str, Sandbox]) -> None:
+    box = box_for(kind, boxes)
     verdicts = {mode: {label: (r.status, r.passed, r.score)
-                       for label, r in grade_fixture(bwrap, kind, mode).results.items()}
+                       for label, r in grade_fixture(box, kind, mode).results.items()}
                 for mode in MODES}
     assert verdicts["warm"] == {label: verdicts["cold"][label] for label in verdicts["warm"]}
     # Runs went warm exactly where the kind offers warm jobs (pytest and the built-in runners);
     # where it offers none, every run (candidate side too) went cold: the cold battery's path.
-    stats = grade_fixture(bwrap, kind, "warm").stats
+    stats = grade_fixture(box, kind, "warm").stats
     assert stats is not None and (stats.warm_runs > 0) == offers_warm(kind), (kind, stats)
     if offers_warm(kind):
         assert verdicts["warm"].keys() == verdicts["cold"].keys()

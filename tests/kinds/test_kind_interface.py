@@ -28,7 +28,8 @@ def test_a_kind_declares_itself(name: str) -> None:
 
 
 def test_the_builtin_kinds_are_the_task_formats() -> None:
-    assert sorted(BUILTIN_KINDS) == sorted(k.value for k in TaskKind)
+    # "harbor" is what a Harbor task folder is read as, never a value of a task.toml's kind
+    assert sorted(set(BUILTIN_KINDS) - {"harbor"}) == sorted(k.value for k in TaskKind)
     frameworks = [KINDS.get(n).legacy_framework for n in BUILTIN_KINDS]
     named = [f for f in frameworks if f is not None]
     assert sorted(named) == ["node", "other", "pytest"]  # each old framework means one kind

@@ -28,6 +28,7 @@ from verify_cli.agents.tools import Observation, ToolCall, check_call, clean_tex
 from verify_cli.grading.failure_text import is_collection_failure
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
+from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import RuntimeLayer
 from verify_cli.sandbox.sessions.base import (
     ExecResult,
@@ -240,9 +241,11 @@ class TaskEnvironment:
             image = built.image or image
             if built.layer is not None:
                 more["layer"] = built.layer
-        session = sandbox.open_session(session_workspace(task), session_limits(task, command_seconds=command_seconds),
-                                       image=image,
-                                       labels={"verify-cli.task": task.id, "verify-cli.phase": "episode"}, **more)
+        limits = session_limits(task, command_seconds=command_seconds)
+        own = kind_of(task).open_session(task, image, limits)  # a Harbor task's container, at its workdir
+        session = own if own is not None else sandbox.open_session(
+            session_workspace(task), limits, image=image,
+            labels={"verify-cli.task": task.id, "verify-cli.phase": "episode"}, **more)
         return cls(task, session, grader, observation_chars=observation_chars, command_seconds=command_seconds)
 
     @property

@@ -43,6 +43,7 @@ from verify_cli.grading.junit import Outcome
 from verify_cli.grading.scoring import TestLists
 from verify_cli.grading.two_process import TWO_PROCESS
 from verify_cli.grading.workspace import Phase
+from verify_cli.kinds.registry import kind_of
 from verify_cli.tasks.loader import TaskLoadFailure
 from verify_cli.tasks.model import Isolation, Task
 
@@ -291,7 +292,10 @@ def evaluate(task: Task, references: Sequence[GradeResult], starter: GradeResult
         checks.append(CheckResult("git-history", CheckStatus.PASS if history.clean else CheckStatus.FAIL,
                                   "" if history.clean else history.describe()))
 
-    reach = editable_reach(task)
+    for name, reason, defect in kind_of(task).findings(task):
+        checks.append(CheckResult(name, CheckStatus.FAIL if defect else CheckStatus.WARN, reason))
+
+    reach = [] if kind_of(task).runs_itself(task) else editable_reach(task)  # the workdir, not the folder
     if reach:
         checks.append(CheckResult("editable", CheckStatus.WARN, "; ".join(r.describe() for r in reach)))
     else:

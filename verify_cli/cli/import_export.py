@@ -12,6 +12,7 @@ from verify_cli.cli import console
 from verify_cli.cli.console import Table
 from verify_cli.errors import ExitCode, UsageError
 from verify_cli.exporters import ExportReport, export_tasks
+from verify_cli.formats.harbor.convert import FOLDER_PRESETS, Conversion, convert_folder
 from verify_cli.importers import PRESETS, ImportReport, import_rows, parse_mapping
 from verify_cli.report.files import write_json
 
@@ -39,7 +40,8 @@ def import_command(
         show_default=False)] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder the task folders are written to.")] = Path("tasks"),
     preset: Annotated[str | None, typer.Option(
-        "--preset", "-p", help=f"Layout of the rows: {', '.join(PRESETS)}.")] = None,
+        "--preset", "-p", help=f"Layout of the rows: {', '.join(PRESETS)}; or of task folders: "
+                               f"{', '.join(FOLDER_PRESETS)} (converted copies).")] = None,
     mapping: Annotated[list[str] | None, typer.Option(
         "--map", "-m", help="FIELD=COLUMN (several after one --map): where a field comes from.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first row that cannot be converted.")] = False,
@@ -57,6 +59,16 @@ def import_command(
     if json_out == "-":
         console.use_stderr()
     source, extra = _split_arguments(list(arguments or []))
+    if preset in FOLDER_PRESETS:
+        if source is None:
+            raise UsageError(f"--preset {preset} needs the folder of tasks to convert")
+        started = time.monotonic()
+        conversions = convert_folder(Path(source), out, preset)
+        _show_conversions(conversions, preset, out, time.monotonic() - started)
+        if json_out:
+            write_json(json_out, {"command": "import", "preset": preset, "out": str(out),
+                                  "tasks": [c.to_dict() for c in conversions]})
+        return
     fields = parse_mapping([*(mapping or []), *extra])
     report = import_rows(source, out, preset=preset, mapping=fields, strict=strict, id_prefix=id_prefix,
                          limit=limit, merge=merge, repos=repos)
@@ -65,6 +77,13 @@ def import_command(
         write_json(json_out, {"command": "import", **report.to_dict()})
     if report.failures:
         raise typer.Exit(ExitCode.DEFECTIVE)
+
+
+def _show_conversions(conversions: list[Conversion], preset: str, out: Path, seconds: float) -> None:
+    console.info(f"converted {len(conversions)} task folder(s) (preset {preset}) into {out} in {seconds:.2f}s")
+    for c in conversions:
+        for fld, why in c.unsupported.items():
+            console.warning(f"{c.task_id}: {fld}: {why}")
 
 
 def _show_import(report: ImportReport) -> None:
@@ -89,7 +108,8 @@ def export_command(
     fmt: Annotated[str, typer.Option(
         "--format", "-f",
         help="verl, jsonl, datasets, swebench (repository tasks: rows and a git repository each), "
-             "verl-agent or trl-agent (agent episodes: first messages and the task's session).")] = "verl",
+             "verl-agent or trl-agent (agent episodes: first messages and the task's session), "
+             "harbor (a Harbor task folder each).")] = "verl",
     out: Annotated[Path, typer.Option("--out", "-o", help="Destination file or folder.")] = Path("export"),
     split: Annotated[str, typer.Option("--split", help="Split of tasks whose source names none.")] = "train",
     json_out: Annotated[str | None, typer.Option(
@@ -109,6 +129,8 @@ def export_command(
 
 def _show_export(report: ExportReport, seconds: float) -> None:
     console.info(f"exported {len(report.exported)} task(s) as {report.format.value} to {report.out} in {seconds:.2f}s")
+    for where, why in list(report.unsupported.items())[:MAX_SHOWN]:
+        console.warning(f"not expressed in {report.format.value}: {where}: {why}")
     for folder, why in report.skipped[:MAX_SHOWN]:
         console.warning(f"skipped {folder}: {why}")
     if len(report.skipped) > MAX_SHOWN:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -23,6 +23,7 @@ class ExportFormat(StrEnum):
     SWEBENCH = "swebench"  # repository tasks: SWE-bench rows and a git repository per task
     VERL_AGENT = "verl-agent"  # verl's multi-turn tool-agent rows (exporters/agent.py)
     TRL_AGENT = "trl-agent"  # TRL environment-mode rows (exporters/agent.py)
+    HARBOR = "harbor"  # a Harbor task folder per task (formats/harbor/convert.py)
 
 
 @dataclass
@@ -31,10 +32,13 @@ class ExportReport:
     out: Path
     exported: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (folder, why)
+    #: What the format cannot express, per task and field ("task: field" -> why).
+    unsupported: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         return {"format": self.format.value, "out": str(self.out), "exported": len(self.exported),
-                "skipped": [{"path": p, "reason": r} for p, r in self.skipped]}
+                "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+                **({"unsupported": dict(self.unsupported)} if self.unsupported else {})}
 
 
 def verl_row(row: dict[str, Any], index: int) -> dict[str, Any]:
@@ -105,10 +109,14 @@ def export_tasks(path: Path, fmt: str, out: Path, *, split: str = "train",
     report = ExportReport(chosen, out)
     rows: list[dict[str, Any]] = []
     items: Iterable[Task | TaskLoadFailure] = load_task_set(path)
+    if chosen is not ExportFormat.HARBOR:
+        items = _without_harbor_tasks(items, report)
     if chosen is ExportFormat.SWEBENCH:
         return _export_swebench(items, out, report, on_task)
     if chosen in (ExportFormat.VERL_AGENT, ExportFormat.TRL_AGENT):
         return _export_agent(items, chosen, out, report, split, on_task)
+    if chosen is ExportFormat.HARBOR:
+        return _export_harbor(items, Path(path), out, report, on_task)
     for item in items:
         if isinstance(item, TaskLoadFailure):
             report.skipped.append((str(item.root), item.error.message))
@@ -119,7 +127,8 @@ def export_tasks(path: Path, fmt: str, out: Path, *, split: str = "train",
             on_task(item.id)
     if not rows:
         raise UsageError(f"{path}: no task could be loaded to export",
-                         hint="run 'verify-cli check-tasks' on it to see why")
+                         hint=f"{report.skipped[0][0]}: {report.skipped[0][1]}" if report.skipped
+                         else "run 'verify-cli check-tasks' on it to see why")
     try:
         report.out = _WRITERS[chosen](rows, out)
     except OSError as e:
@@ -181,10 +190,57 @@ def _export_agent(items: Iterable[Task | TaskLoadFailure], fmt: ExportFormat, ou
     return report
 
 
+#: Why a row export leaves out a Harbor (or Terminal-Bench 1) task folder.
+HARBOR_ROW_SKIP = ("a Harbor task folder: its rows would not hold its environment and verifier; trainers that "
+                   "read Harbor take the folder as it is")
+
+
+def _without_harbor_tasks(items: Iterable[Task | TaskLoadFailure],
+                          report: ExportReport) -> Iterator[Task | TaskLoadFailure]:
+    for item in items:
+        if isinstance(item, Task) and item.harbor is not None:
+            report.skipped.append((str(item.root), HARBOR_ROW_SKIP))
+        else:
+            yield item
+
+
+def _export_harbor(items: Iterable[Task | TaskLoadFailure], source: Path, out: Path, report: ExportReport,
+                   on_task: Callable[[str], None] | None) -> ExportReport:
+    """A Harbor folder per task, at the task's place in the set (the round trip keeps the layout)."""
+    from verify_cli.formats.harbor.convert import relative_place, to_harbor
+
+    for item in items:
+        if isinstance(item, TaskLoadFailure):
+            report.skipped.append((str(item.root), item.error.message))
+            continue
+        if item.harbor is not None:
+            report.skipped.append((str(item.root), "already a Harbor task: copy the folder as it is"))
+            continue
+        dest = out / relative_place(item.root, source)
+        if dest.exists():
+            raise UsageError(f"{dest}: already exists", hint="give --out a new folder")
+        try:
+            conversion = to_harbor(item, dest)
+        except OSError as e:
+            raise UsageError(f"{e.filename or dest}: cannot write the export ({e.strerror or e})",
+                             hint="give --out a place you can write to") from None
+        report.exported.append(item.id)
+        report.unsupported.update({f"{item.id}: {k}": v for k, v in conversion.unsupported.items()})
+        if on_task is not None:
+            on_task(item.id)
+    if not report.exported:
+        if report.skipped and all(why.startswith("already a Harbor task") for _, why in report.skipped):
+            raise UsageError(f"{source}: already Harbor task folders", hint="Harbor reads them as they are")
+        raise UsageError(f"{out}: no task could be loaded to export",
+                         hint="run 'verify-cli check-tasks' on it to see why")
+    return report
+
+
 #: Formats written as one file when --out ends with one of these suffixes (else into a folder).
 _FILE_SUFFIXES = {ExportFormat.VERL: (".parquet",), ExportFormat.JSONL: (".jsonl", ".ndjson"),
                   ExportFormat.DATASETS: (), ExportFormat.SWEBENCH: (".jsonl", ".ndjson"),
-                  ExportFormat.VERL_AGENT: (".parquet",), ExportFormat.TRL_AGENT: (".jsonl", ".ndjson")}
+                  ExportFormat.VERL_AGENT: (".parquet",), ExportFormat.TRL_AGENT: (".jsonl", ".ndjson"),
+                  ExportFormat.HARBOR: ()}
 
 
 def _check_destination(source: Path, out: Path, fmt: ExportFormat) -> None:

@@ -249,6 +249,9 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
         p.startswith("results file") for p in problems)
     lists = TestLists.of(task.test)
     value = policy_score(task.scoring, tests, lists) if trusted else 0.0
+    own = kind.score(task, tests, run) if trusted else None
+    if own is not None:
+        value = own
     if lists is not None and task.scoring.policy.uses_test_lists:
         all_passed = lists.all_pass(tests)  # tests outside the lists do not count (SWE-bench)
     return GradeResult(status=GradeStatus.GRADED, score=value, passed=trusted and all_passed,
@@ -410,12 +413,18 @@ class Grader:
             realised = self.environments.realise(task)
         except EnvironmentBuildError as e:
             return environment_error(req, self.sandbox.name, e, started)
+        kind = kind_of(task)
+        if kind.runs_itself(task):
+            image = realised.image if realised and realised.image else task.environment.image
+            own = kind.run_phase(task, req.phase, req.candidate, sandbox=self.sandbox, image=image)
+            result = judge(task, req, own.run, started, own.ignored,
+                           isolation=IsolationPlan(own.isolation or IN_PROCESS, own.notes))
+            return replace(result, environment=realised.identity) if realised else result
         try:
             root = Path(tempfile.mkdtemp(prefix=f"verify-{req.phase.value}-",
                                         dir=self.work_root if self.work_root is not None else scratch_root()))
         except OSError as e:  # the host's scratch disk, never the candidate's answer
             return self._unlaid(req, started, f"cannot create the run's work folder: {e}")
-        kind = kind_of(task)
         seal_key = new_seal_key() if kind.needs_seal_key(task) else None
         try:
             try:

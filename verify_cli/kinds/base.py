@@ -26,7 +26,7 @@ docs/task-kinds.md says how to add one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
@@ -36,6 +36,20 @@ from verify_cli.tasks.model import Task
 
 if TYPE_CHECKING:  # grading imports this module: its own modules are imported where used
     from verify_cli.grading.junit import TestOutcome
+    from verify_cli.grading.workspace import Phase
+    from verify_cli.sandbox.base import Sandbox
+    from verify_cli.sandbox.sessions.base import Session, SessionLimits
+
+
+@dataclass(frozen=True)
+class OwnRun:
+    """A phase run by a kind that runs its phases itself (:meth:`Kind.run_phase`): the evidence,
+    the candidate's files it did not take, and the isolation it ran under with its notes."""
+
+    run: RunResult
+    ignored: tuple[str, ...] = ()
+    isolation: str = ""
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,8 @@ class Kind:
     #: give them (``verify_calls.py``; the sources live in ``verify_cli/harness/<role>/``, and the
     #: harness ships them all; a test checks each one exists).
     harness_files: ClassVar[tuple[str, ...]] = ()
+    #: Whether its tasks run only in an image (docker): bwrap cannot realise them yet.
+    needs_image: ClassVar[bool] = False
 
     def __init__(self) -> None:
         #: How two-process grading lays the kind out; None: its tasks run in-process.
@@ -139,6 +155,34 @@ class Kind:
         ``problems``. Called only with a key (:meth:`needs_seal_key`). Default: trusted."""
         return True
 
+    def score(self, task: Task, tests: list[TestOutcome], run: RunResult) -> float | None:
+        """The score of trusted evidence where the kind scores it itself (Harbor's rewards: the
+        mean of the reward keys); None: the task's scoring policy over ``tests``."""
+        return None
+
+    def findings(self, task: Task) -> list[tuple[str, str, bool]]:
+        """What the kind sees of ``task`` without running it, as (check name, reason, defect):
+        check-tasks reports a defect as a failed check, the rest as warnings."""
+        return []
+
+    # -- phases the kind runs itself ------------------------------------------------------------
+
+    def runs_itself(self, task: Task) -> bool:
+        """Whether the kind runs ``task``'s phases itself (:meth:`run_phase`) rather than the
+        task's test command in one sandbox run (Harbor: an agent container, then the verifier's)."""
+        return False
+
+    def run_phase(self, task: Task, phase: Phase, candidate: Mapping[str, bytes] | None, *, sandbox: Sandbox,
+                  image: str | None) -> OwnRun:
+        """Run one phase of ``task`` in the built environment ``image`` (only where
+        :meth:`runs_itself`)."""
+        raise NotImplementedError(f"{self.name} runs its tasks' test command")
+
+    def open_session(self, task: Task, image: str | None, limits: SessionLimits) -> Session | None:
+        """An agent's session in ``task``'s environment where the kind opens its own (Harbor: a
+        container of the task's image at its workdir); None: the backend's session."""
+        return None
+
     # -- warm runs ----------------------------------------------------------------------------
 
     def warm_invocation(self, task: Task, host: WarmHost, spec: RunSpec) -> WarmInvocation | None:
@@ -171,4 +215,4 @@ class Kind:
         return True
 
 
-__all__ = ["HarnessOptions", "Kind", "TwoProcessRuntime"]
+__all__ = ["HarnessOptions", "Kind", "OwnRun", "TwoProcessRuntime"]

@@ -18,6 +18,7 @@ BUILTIN_KINDS: dict[str, str] = {
     "stdio": "verify_cli.kinds.stdio",
     "command": "verify_cli.kinds.command",
     "log": "verify_cli.kinds.log",
+    "harbor": "verify_cli.kinds.harbor",
 }
 
 #: Third-party kinds declare an entry point in this group (naming a Kind instance, or a module

@@ -14,6 +14,9 @@ from typing import Any
 from jsonschema import ValidationError
 
 from verify_cli.errors import TaskFormatError, UsageError
+from verify_cli.formats.harbor.config import HARBOR_KIND, is_harbor_folder, load_harbor_task
+from verify_cli.formats.harbor.spec import TB1_SPEC
+from verify_cli.formats.harbor.terminal_bench import is_terminal_bench_folder, load_terminal_bench_task
 from verify_cli.kinds.registry import kind_names
 from verify_cli.tasks.model import (
     HIDDEN_TESTS_DIR,
@@ -361,9 +364,13 @@ def load_task(folder: Path) -> Task:
     task_file = folder / TASK_FILE
     if not folder.is_dir():
         raise TaskFormatError(str(folder), "not a folder", hint="give the path of a task folder")
+    if is_terminal_bench_folder(folder):
+        return load_terminal_bench_task(folder)
     if not task_file.is_file():
         raise TaskFormatError(str(task_file), "missing task.toml",
                               hint="run 'verify-cli new-task NAME' to scaffold a valid task")
+    if is_harbor_folder(folder):
+        return load_harbor_task(folder)
     data = _read_toml(task_file)
     validate_document(task_file, data)
 
@@ -384,6 +391,10 @@ def load_task(folder: Path) -> Task:
                               hint="map test ids or patterns to weights, e.g. \"hidden_tests.*\" = 2")
 
     kind, notes = resolve_kind(task_file, data)
+    if kind == HARBOR_KIND:  # given by a Harbor folder's layout, never by a verify-cli task.toml
+        raise TaskFormatError(str(task_file), "kind 'harbor' is what a Harbor task folder is read as",
+                              pointer="/kind", hint="lay the task out as Harbor does (instruction.md, tests/test.sh, "
+                              "solution/solve.sh, no id), or convert it: verify-cli import --preset harbor")
     _check_repository(task_file, data, kind)
     _check_environment(folder, task_file, data)
     has_patch = (folder / SOLUTION_PATCH).is_file()
@@ -457,13 +468,16 @@ def discover_task_dirs(path: Path) -> list[Path]:
     if not path.exists():
         raise UsageError(f"{path}: no such file or folder", hint="give a task folder or a folder of task folders")
     if path.is_file():
-        if path.name == TASK_FILE:
+        if path.name == TASK_FILE or (path.name == TB1_SPEC and is_terminal_bench_folder(path.parent)):
             return [path.parent]
         raise UsageError(f"{path}: not a task folder", hint="give a folder holding task.toml, or a folder of them")
-    if (path / TASK_FILE).is_file():
+    if (path / TASK_FILE).is_file() or is_terminal_bench_folder(path):
         return [path]
-    found = sorted(p.parent for p in path.rglob(TASK_FILE)
-                   if not any(part.startswith(".") for part in p.relative_to(path).parts))
+    found = sorted({p.parent for p in path.rglob(TASK_FILE)
+                    if not any(part.startswith(".") for part in p.relative_to(path).parts)}
+                   | {p.parent for p in path.rglob(TB1_SPEC)  # Terminal-Bench 1 folders, read as they are
+                      if is_terminal_bench_folder(p.parent)
+                      and not any(part.startswith(".") for part in p.relative_to(path).parts)})
     # A task folder's own sub-folders (starter/, tests/ ...) never hold tasks of their own.
     roots: list[Path] = []
     for d in found:

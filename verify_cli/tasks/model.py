@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from verify_cli.formats.harbor.spec import INSTRUCTION_FILE, HarborSpec
 from verify_cli.tasks.paths import list_files
 from verify_cli.tasks.repository import (
     SOLUTION_PATCH,
@@ -191,6 +192,9 @@ class Task:
     repository: RepositorySpec | None = None
     #: Notes on old forms this task.toml still uses (shown once per task set by the CLI).
     deprecations: tuple[str, ...] = ()
+    #: A Harbor task's own settings, where the folder is a Harbor task read as it is
+    #: (:mod:`verify_cli.formats.harbor`); None for verify-cli's own format.
+    harbor: HarborSpec | None = None
 
     @property
     def task_file(self) -> Path:
@@ -198,7 +202,9 @@ class Task:
 
     @property
     def prompt(self) -> str:
-        p = self.root / PROMPT_FILE
+        if self.harbor is not None and self.harbor.instruction is not None:
+            return self.harbor.instruction
+        p = self.root / (INSTRUCTION_FILE if self.harbor is not None else PROMPT_FILE)
         return p.read_text(encoding="utf-8") if p.is_file() else ""
 
     def starter_files(self) -> dict[str, Path]:
@@ -225,8 +231,9 @@ class Task:
         return self._tests_in((TESTS_DIR, HIDDEN_TESTS_DIR))
 
     def visible_test_files(self) -> dict[str, Path]:
-        """The visible tests alone (what a solver may see), keyed as :meth:`test_files` keys them."""
-        return self._tests_in((TESTS_DIR,))
+        """The visible tests alone (what a solver may see), keyed as :meth:`test_files` keys them.
+        A Harbor task's tests are the verifier's: none is visible."""
+        return {} if self.harbor is not None else self._tests_in((TESTS_DIR,))
 
     def _tests_in(self, folders: tuple[str, ...]) -> dict[str, Path]:
         flat = self.repository is not None and self.repository.test_layout == "repository"

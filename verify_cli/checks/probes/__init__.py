@@ -7,6 +7,7 @@ result was taken as one). On a sound task with a sound harness, every probe scor
 
 from __future__ import annotations
 
+from verify_cli.checks.probes.harbor_probes import HARBOR_PROBES
 from verify_cli.checks.probes.js_probes import JS_PROBES
 from verify_cli.checks.probes.model import Probe, ProbeContext, ProbeTarget
 from verify_cli.checks.probes.python_probes import PYTHON_PROBES
@@ -15,7 +16,7 @@ from verify_cli.grading.workspace import solution_as_candidate
 from verify_cli.tasks.model import Task
 from verify_cli.tasks.paths import matches_any
 
-BATTERY: dict[str, tuple[Probe, ...]] = {"python": PYTHON_PROBES, "javascript": JS_PROBES}
+BATTERY: dict[str, tuple[Probe, ...]] = {"python": PYTHON_PROBES, "javascript": JS_PROBES, "shell": HARBOR_PROBES}
 
 
 def probe_names(language: str | None = None) -> list[str]:
