@@ -69,8 +69,10 @@ def test_agent_run_shortens_long_text_for_people_and_keeps_it_whole_in_json(
     policy_server.policies["long"] = scripted([[("write_file", {"path": "notes.py", "content": content})],
                                                reply, [("bash", {"command": "cat notes.py"})]])
     out_json = tmp_path / "episode.json"
+    # the budget past what these long turns spend (it counts the text and the call arguments)
     code = main(["agent", "run", str(TASK), "--backend", "openai", "--model", "long", "--base-url",
-                 policy_server.base_url, "--sandbox", "bwrap", "--json", str(out_json)])
+                 policy_server.base_url, "--sandbox", "bwrap", "--token-budget", "1000000",
+                 "--json", str(out_json)])
     shown = capsys.readouterr().out
     assert code == 1, shown[-2000:]
     assert len(shown) < 12_000, len(shown)  # three long turns, a few screens in all

@@ -28,9 +28,10 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = REPO / "tests" / "rollout" / "train_child.py"
 
 #: The one-shot schema's serialised bytes, as they were before agent rows existed (but for the
-#: docs of status and masked, which name the status prompt_too_long since issue 37:
-#: field docs only, the columns and types are those of before).
-ONE_SHOT_SCHEMA_SHA256 = "20921cac88a94a9da18f86dbe3ca6dde23045e472cb7f49b3624547430711f83"
+#: docs of status and masked, which name the status prompt_too_long since issue 37, and of
+#: sandbox_image, which names a built environment's env:IDENTITY since issue 34: field docs
+#: only, the columns and types are those of before).
+ONE_SHOT_SCHEMA_SHA256 = "96508339e7b1307b0b51d6e420229f70b7395bc22d88fa4a25fe651b565c406d"
 
 
 def test_the_one_shot_schema_keeps_its_bytes_and_the_agent_schema_extends_it() -> None:
