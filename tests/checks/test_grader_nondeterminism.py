@@ -17,6 +17,7 @@ import pytest
 from verify_cli.checks.report import CheckStatus, TaskVerdict
 from verify_cli.checks.solvability import (
     MAX_ORDER_RECHECKS,
+    SAME_ORDER_REPEATS,
     CheckOptions,
     _order_recheck_seeds,
     check_tasks,
@@ -60,7 +61,8 @@ B = ("hidden_tests.t::test_b",)
 def test_failures_the_order_repeats_two_process_only_are_the_graders(make_task: Any) -> None:
     refs = [_run(1), _run(2, B), _run(3), _run(4, B)]
     in_process = _run(2, isolation="in-process")
-    order = [_run(2, B), _run(4, B), _run(4, isolation="in-process")]  # again two-process; in-process
+    # again two-process, every time; in-process
+    order = [*[_run(2, B)] * SAME_ORDER_REPEATS, *[_run(4, B)] * SAME_ORDER_REPEATS, _run(4, isolation="in-process")]
     checks = _checks(make_task, refs, in_process, order)
     assert "flaky" not in checks or checks["flaky"].status is CheckStatus.PASS
     assert checks["grader-nondeterminism"].status is CheckStatus.NOT_GRADEABLE
@@ -71,7 +73,8 @@ def test_failures_the_order_repeats_two_process_only_are_the_graders(make_task: 
 def test_a_test_that_fails_in_process_too_is_still_flaky(make_task: Any) -> None:
     refs = [_run(1), _run(2, B), _run(3), _run(4, B)]
     in_process = _run(2, isolation="in-process")
-    order = [_run(2, B), _run(4, B), _run(4, B, isolation="in-process")]  # the task's own flake
+    order = [*[_run(2, B)] * SAME_ORDER_REPEATS, *[_run(4, B)] * SAME_ORDER_REPEATS,
+             _run(4, B, isolation="in-process")]  # the task's own flake
     checks = _checks(make_task, refs, in_process, order)
     assert checks["flaky"].status is CheckStatus.FAIL
     assert "grader-nondeterminism" not in checks
@@ -80,6 +83,16 @@ def test_a_test_that_fails_in_process_too_is_still_flaky(make_task: Any) -> None
 def test_a_failure_the_same_order_does_not_repeat_is_chance_flaky(make_task: Any) -> None:
     refs = [_run(1), _run(2, B), _run(3)]
     order = [_run(2)]  # re-run two-process under seed 2: it passes (random, not the order's)
+    checks = _checks(make_task, refs, _run(2, isolation="in-process"), order)
+    assert checks["flaky"].status is CheckStatus.FAIL
+    assert "grader-nondeterminism" not in checks
+
+
+def test_one_same_order_failure_is_not_enough_to_blame_the_grader(make_task: Any) -> None:
+    """A test failing one run in four at random fails a single re-run under the same seed one
+    time in four: the failure must repeat every one of SAME_ORDER_REPEATS re-runs."""
+    refs = [_run(1), _run(2, B), _run(3)]
+    order = [_run(2, B), *[_run(2)] * (SAME_ORDER_REPEATS - 1)]
     checks = _checks(make_task, refs, _run(2, isolation="in-process"), order)
     assert checks["flaky"].status is CheckStatus.FAIL
     assert "grader-nondeterminism" not in checks
@@ -95,7 +108,7 @@ def test_the_verdict_is_not_gradeable_never_defective(make_task: Any) -> None:
     from verify_cli.checks.report import TaskReport
 
     refs = [_run(1, ("tests.t::test_a",)), _run(2)]
-    order = [_run(1, ("tests.t::test_a",))]
+    order = [_run(1, ("tests.t::test_a",))] * SAME_ORDER_REPEATS
     checks = list(_checks(make_task, refs, _run(1, isolation="in-process"), order).values())
     report = TaskReport(task_id="t", path="", domain="coding", language="python", checks=checks)
     assert report.verdict is TaskVerdict.NOT_GRADEABLE

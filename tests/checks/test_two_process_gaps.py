@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from verify_cli.checks.report import CheckStatus, TaskReport, TaskVerdict
-from verify_cli.checks.solvability import CheckOptions, check_tasks, evaluate, first_line
+from verify_cli.checks.solvability import SAME_ORDER_REPEATS, CheckOptions, check_tasks, evaluate, first_line
 from verify_cli.checks.two_process_gaps import recognise_idiom
 from verify_cli.grading import GradeResult, GradeStatus, Outcome, Phase, TestOutcome
 from verify_cli.grading.junit import parse_junit
@@ -228,8 +228,9 @@ def test_a_flaky_test_that_fails_the_first_wave_and_passes_in_process_is_flaky_n
     assert rep.verdict is TaskVerdict.DEFECTIVE, [(c.name, c.status, c.message) for c in rep.checks]
     assert {c.name: c.status for c in rep.checks}["flaky"] is CheckStatus.FAIL
     refs = sorted(seed for phase, mode, seed in grader.requests if phase == "reference" and mode == "two-process")
-    # Every repeat was made, and each failing seed re-run two-process (it passed: chance, not order).
-    assert refs == sorted([*range(1, 12), 1, 2, 3])
+    # Every repeat was made, and each failing seed re-run two-process SAME_ORDER_REPEATS times
+    # (they passed: chance, not order).
+    assert refs == sorted([*range(1, 12), *[1, 2, 3] * SAME_ORDER_REPEATS])
 
 
 def test_failures_the_test_order_repeats_two_process_only_are_the_graders(task: Task) -> None:

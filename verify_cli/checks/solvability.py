@@ -147,11 +147,12 @@ def _passed(run: GradeResult, tid: str) -> bool:
 def grader_nondeterministic(references: Sequence[GradeResult], flaky: Sequence[str],
                            same_seed_runs: Sequence[GradeResult]) -> list[str]:
     """Of the tests that changed outcome between two-process repeats, those the grader's
-    nondeterminism explains: each two-process run that did not pass one fails it again when
-    re-run two-process under the same seed (the same test order: the failure is the order's,
-    not chance's) and passes it in-process under that seed (so it is two-process grading's, not
-    the task's). A randomly flaky test passes one of those re-runs or fails in-process too.
-    ``same_seed_runs``: graded re-runs, two-process and in-process, by their seeds."""
+    nondeterminism explains: each two-process run that did not pass one fails it again every
+    time it is re-run two-process under the same seed (:data:`SAME_ORDER_REPEATS` times: the
+    same test order, so the failure is the order's, not chance's) and passes it in-process under
+    that seed (so it is two-process grading's, not the task's). A randomly flaky test passes one
+    of those re-runs or fails in-process too. ``same_seed_runs``: graded re-runs, two-process
+    and in-process, by their seeds."""
     again: dict[int | None, list[GradeResult]] = {}
     in_process: dict[int | None, list[GradeResult]] = {}
     for r in same_seed_runs:
@@ -162,7 +163,7 @@ def grader_nondeterministic(references: Sequence[GradeResult], flaky: Sequence[s
         failing = [r for r in references if r.status is GradeStatus.GRADED and r.isolation == TWO_PROCESS
                    and not _passed(r, tid)]
         if failing and all(
-                again.get(r.seed) and not any(_passed(x, tid) for x in again[r.seed])
+                len(again.get(r.seed, ())) >= SAME_ORDER_REPEATS and not any(_passed(x, tid) for x in again[r.seed])
                 and in_process.get(r.seed) and all(_passed(x, tid) for x in in_process[r.seed])
                 for r in failing):
             out.append(tid)
@@ -359,6 +360,10 @@ def _only_gaps(findings: GapFindings | None) -> bool:
 ORDER_RECHECK = "same-order"
 #: At most this many such re-runs per task.
 MAX_ORDER_RECHECKS = 3
+#: Two-process re-runs under each such seed: every one must fail the test again before its
+#: failures are called the grader's. A test failing one run in four at random fails all four
+#: with probability 1/256 (one re-run let a random flake pass as the grader's one time in five).
+SAME_ORDER_REPEATS = 4
 
 
 def _order_recheck_seeds(runs: Sequence[GradeResult]) -> list[int]:
@@ -495,7 +500,8 @@ def check_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         before = len(wave4)
         seeds = _order_recheck_seeds(results[i])
         for seed in seeds:
-            wave4.append(GradeRequest(task, Phase.REFERENCE, seed=seed, label=f"{i}/{ORDER_RECHECK}"))
+            wave4 += [GradeRequest(task, Phase.REFERENCE, seed=seed, label=f"{i}/{ORDER_RECHECK}")
+                      for _ in range(SAME_ORDER_REPEATS)]
             known = rechecks.get(i)
             if known is None or known.seed != seed:  # the in-process re-run of that seed, if not made
                 wave4.append(GradeRequest(replace(task, isolation=Isolation.IN_PROCESS), Phase.REFERENCE,

@@ -16,11 +16,6 @@ nearest built-in base.
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import json
 import os
 import socket
 import sys
@@ -34,7 +29,7 @@ from verify_peer import ChannelClosed, Peer, RemoteError
 from verify_process_state import TestsState, emit_records
 from verify_standin_errors import rebuild_exception as _rebuild_exception
 from verify_standin_errors import standin_exception
-from verify_standin_import import StandInFinder
+from verify_standin_import import StandInFinder, place_finder
 from verify_standin_serve import describe_trusted as _describe_trusted
 from verify_standin_serve import serve_candidate
 from verify_standin_trace import NO_CANDIDATE_FILE, TRACE_FILE  # noqa: F401 - names the grader mirrors
@@ -43,7 +38,6 @@ from verify_standin_trace import mark_infrastructure_fault as _mark_infrastructu
 from verify_wire import WireError
 
 CHANNEL_ENV = "VERIFY_CHANNEL"
-MODULES_ENV = "VERIFY_CANDIDATE_MODULES"
 #: How long the tests' side waits for the candidate server's socket (``$VERIFY_CONNECT_SECONDS``, set
 #: only by the host in the tests' own environment, overrides it; the candidate cannot reach that).
 CONNECT_SECONDS = 20.0
@@ -789,35 +783,9 @@ def install() -> StandInFinder | None:
     Per session, not per import of this module: a warm worker imports the plugin once and
     forks one run per candidate, each with its own channel and modules."""
     global CHANNEL, TRACER
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, StandInFinder)]
     CHANNEL = _Channel()
     TRACER = _Tracer()
-    if not os.environ.get(CHANNEL_ENV):
-        return None
-    try:
-        modules = [str(m) for m in json.loads(os.environ.get(MODULES_ENV, "[]"))]
-    except ValueError:
-        modules = []
-    workdir = os.environ.get("VERIFY_WORKDIR") or os.getcwd()
-    dirs = [d for d in os.environ.get("VERIFY_TEST_DIRS", "tests,hidden_tests").split(",") if d]
-    real = os.path.realpath(workdir)
-    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != real]
-    finder = StandInFinder(modules, workdir, dirs, CandidateModule)
-    sys.meta_path.insert(0, finder)
-    importlib.invalidate_caches()
-    _no_core_dumps()
-    return finder
-
-
-def _no_core_dumps() -> None:
-    """Not dumpable: a process of the same user cannot read this one's memory (the seal key)
-    through /proc, should a test start one here."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
-    except Exception:
-        pass
+    return place_finder(CandidateModule)
 
 
 def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> None:

@@ -7,10 +7,13 @@ Stdlib only. A module named among the candidate's becomes the stand-in ``make_mo
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import os
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -53,3 +56,37 @@ class StandInFinder(importlib.abc.MetaPathFinder):
                                   "the candidate process may run; list it among the editable files "
                                   "or move it under tests/")
         return None
+
+
+def place_finder(module_class: type) -> StandInFinder | None:
+    """Put a run's stand-in importer first on ``sys.meta_path`` (replacing an earlier run's), when
+    the run grades two-process (``$VERIFY_CHANNEL``): the candidate's modules
+    (``$VERIFY_CANDIDATE_MODULES``) import as ``module_class`` stand-ins, and the work folder
+    leaves ``sys.path``. The process is made not dumpable too."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, StandInFinder)]
+    if not os.environ.get("VERIFY_CHANNEL"):
+        return None
+    try:
+        modules = [str(m) for m in json.loads(os.environ.get("VERIFY_CANDIDATE_MODULES", "[]"))]
+    except ValueError:
+        modules = []
+    workdir = os.environ.get("VERIFY_WORKDIR") or os.getcwd()
+    dirs = [d for d in os.environ.get("VERIFY_TEST_DIRS", "tests,hidden_tests").split(",") if d]
+    real = os.path.realpath(workdir)
+    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != real]
+    finder = StandInFinder(modules, workdir, dirs, module_class)
+    sys.meta_path.insert(0, finder)
+    importlib.invalidate_caches()
+    _no_core_dumps()
+    return finder
+
+
+def _no_core_dumps() -> None:
+    """Not dumpable: a process of the same user cannot read this one's memory (the seal key)
+    through /proc, should a test start one here."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except Exception:
+        pass

@@ -484,6 +484,9 @@ class _HarnessAlive(HostCheck):
         return {"VERIFY_HARNESS_PID": str(self._stand_in.pid)}
 
     def findings(self, result: RunResult, elapsed: float) -> list[str]:
+        if '"sent"' in result.stdout.text:  # a signal went out: its death is seen a moment later
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._stand_in.wait(timeout=2.0)
         if self._stand_in.poll() is not None:
             return [f"killed the harness (stand-in pid {self._stand_in.pid}, "
                     f"status {self._stand_in.returncode})"]
