@@ -95,14 +95,18 @@ SLOW_MODULES: dict[str, float] = {  # worker-seconds of the last full run (--jun
     "grading/test_warm_docker.py": 128,
     "rollout/test_loop.py": 116,
     "checks/test_probes.py": 116,
+    "environments/test_environments.py": 110,  # estimate: environment builds (docker images too)
     "kinds/test_contract.py": 91,
+    "formats/harbor/test_harbor_docker.py": 90,  # estimate: Harbor images, isolated verifiers
     "sandbox/test_conformance.py": 89,
     "adapters/test_verifiers_framework.py": 84,  # vf-eval twice (scripts/extras/verifiers.txt)
+    "sandbox/test_session_cases.py": 80,  # estimate: the hostile-agent cases on every backend
     "agents/test_agent_train.py": 79,
     "service/test_serve.py": 79,
     "adapters/test_verl_framework.py": 76,  # verl beside the venv (scripts/extras/verl.txt), on Ray
     "checks/test_audit.py": 74,
     "difficulty/test_scale.py": 60,
+    "service/test_run_code_load.py": 60,  # estimate: verl's client at 32 and 128 requests
     "sandbox/test_docker_backend.py": 55,
     "checks/test_solvability.py": 53,
     "service/test_faults.py": 51,
