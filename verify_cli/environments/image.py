@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from verify_cli.environments.prefix import STEP_SECONDS, Say, cause_of, tail_of
+from verify_cli.environments.prefix import Say, run_step, tail_of
 from verify_cli.environments.spec import EnvironmentSpec
 from verify_cli.errors import EnvironmentBuildError
 
@@ -87,18 +86,7 @@ def _download_wheels(spec: EnvironmentSpec, dest: Path, log: IO[str], log_path: 
     req.write_text("\n".join(wanted) + "\n")
     argv = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
             "-d", str(dest), "-r", str(req)]
-    log.write(f"$ {' '.join(argv)}\n")
-    log.flush()
-    try:
-        proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=STEP_SECONDS,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise EnvironmentBuildError(identity, "resolving the requirements took too long", log=str(log_path)) from None
-    if proc.returncode != 0:
-        tail = tail_of(log_path)
-        raise EnvironmentBuildError(identity, f"resolving the requirements failed: {cause_of(tail)}",
-                                    log=str(log_path), tail=tail)
-
+    run_step(argv, log, "resolving the requirements", identity, log_path)
 
 def build_image(spec: EnvironmentSpec, identity: str, log: IO[str], log_path: Path, *,
                 client: Any, say: Say | None = None) -> dict[str, Any]:

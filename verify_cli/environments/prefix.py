@@ -62,8 +62,10 @@ def interpreter_identity(python: str) -> str:
     return f"{python} {out.stdout.strip()}"
 
 
-def _step(argv: Sequence[str], log: IO[str], what: str, identity: str, log_path: Path, *,
+def run_step(argv: Sequence[str], log: IO[str], what: str, identity: str, log_path: Path, *,
           env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+    """Run one build step with its output in the build log; EnvironmentBuildError (the cause from
+    the log's tail) where it fails or takes longer than :data:`STEP_SECONDS`."""
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
     try:
@@ -121,10 +123,10 @@ def build_prefix(spec: EnvironmentSpec, identity: str, folder: Path, log: IO[str
         say(f"venv over {interpreter} ({'uv' if use_uv else 'pip'})")
     if use_uv:
         assert uv is not None
-        _step([uv, "venv", "-q", *(["--seed"] if spec.setup else []), "--python", interpreter, str(prefix)],
+        run_step([uv, "venv", "-q", *(["--seed"] if spec.setup else []), "--python", interpreter, str(prefix)],
               log, "making the venv", identity, log_path, env=env)
     else:
-        _step([interpreter, "-m", "venv", *([] if spec.setup else ["--without-pip"]), str(prefix)],
+        run_step([interpreter, "-m", "venv", *([] if spec.setup else ["--without-pip"]), str(prefix)],
               log, "making the venv", identity, log_path, env=env)
     python = str(prefix / "bin" / "python")
     if spec.requirements:
@@ -134,18 +136,18 @@ def build_prefix(spec: EnvironmentSpec, identity: str, folder: Path, log: IO[str
             say(f"installing {len(spec.requirements)} requirement(s)")
         if use_uv:
             assert uv is not None
-            _step([uv, "pip", "install", "-q", "--python", python, "--index-strategy", "unsafe-best-match",
+            run_step([uv, "pip", "install", "-q", "--python", python, "--index-strategy", "unsafe-best-match",
                    *uv_args, "-r", str(req)], log, "installing the requirements", identity, log_path, env=env)
         else:
             if not (prefix / "bin" / "pip").exists():
-                _step([python, "-m", "ensurepip", "-q"], log, "adding pip", identity, log_path, env=env)
-            _step([python, "-m", "pip", "install", "-q", "-r", str(req)], log, "installing the requirements",
+                run_step([python, "-m", "ensurepip", "-q"], log, "adding pip", identity, log_path, env=env)
+            run_step([python, "-m", "pip", "install", "-q", "-r", str(req)], log, "installing the requirements",
                   identity, log_path, env=env)
     if spec.setup:
         _run_setup(spec, prefix, log, log_path, identity, env, say)
     # Runs never write bytecode (and the prefix is read-only to them): compiled now, once, or
     # every run would compile what it imports (pytest alone: a second a start).
-    _step([python, "-m", "compileall", "-q", "-j", "0", str(prefix)], log, "byte-compiling", identity, log_path,
+    run_step([python, "-m", "compileall", "-q", "-j", "0", str(prefix)], log, "byte-compiling", identity, log_path,
           env=env)
     base = subprocess.run([python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
                           text=True, timeout=60).stdout.strip()
@@ -179,9 +181,9 @@ def _run_setup(spec: EnvironmentSpec, prefix: Path, log: IO[str], log_path: Path
                         "--bind", str(prefix), str(prefix), "--bind", str(work), WORKSPACE,
                         "--bind", str(home), str(home), "--chdir", WORKSPACE, "--die-with-parent",
                         "/bin/sh", "-c", command]
-                _step(argv, log, f"set-up command {command!r}", identity, log_path, env=run_env)
+                run_step(argv, log, f"set-up command {command!r}", identity, log_path, env=run_env)
             else:
-                _step(["/bin/sh", "-c", command], log, f"set-up command {command!r}", identity, log_path,
+                run_step(["/bin/sh", "-c", command], log, f"set-up command {command!r}", identity, log_path,
                       env=run_env, cwd=str(work))
 
 
@@ -200,4 +202,4 @@ def _host_view() -> list[str]:
     return argv
 
 
-__all__ = ["build_prefix", "cause_of", "find_interpreter", "find_uv", "interpreter_identity", "tail_of"]
+__all__ = ["build_prefix", "cause_of", "find_interpreter", "find_uv", "interpreter_identity", "run_step", "tail_of"]

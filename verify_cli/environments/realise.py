@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ class Environments:
         self._locks: dict[str, threading.Lock] = {}
         self._done: dict[str, Realised | EnvironmentBuildError] = {}
         self._base: dict[str, str] = {}
+        self._specs: dict[int, tuple[weakref.ref[Task], EnvironmentSpec | None]] = {}
         self._client: Any = None
 
     def identity(self, spec: EnvironmentSpec) -> str:
@@ -94,10 +96,25 @@ class Environments:
         """``task``'s environment on this backend, built if it is not in the store; None where
         the task declares none. Raises :class:`EnvironmentBuildError` (the cause in one line,
         the log's tail) where it does not build."""
-        spec = spec_of(task)
-        if spec is None:
+        if not task.environment.declared:
             return None
-        return self.realise_spec(spec, say=say)
+        spec = self._spec(task)
+        return self.realise_spec(spec, say=say) if spec is not None else None
+
+    def _spec(self, task: Task) -> EnvironmentSpec | None:
+        """``spec_of(task)``, once per Task object: every grade asks, and the declaration's
+        digest reads the files it names (the whole starter, for set-up commands)."""
+        key = id(task)
+        with self._lock:
+            known = self._specs.get(key)
+        if known is not None and known[0]() is task:
+            return known[1]
+        spec = spec_of(task)
+        with self._lock:
+            if len(self._specs) >= 4096:  # tasks of sets reloaded: drop those gone
+                self._specs = {k: v for k, v in self._specs.items() if v[0]() is not None}
+            self._specs[key] = (weakref.ref(task), spec)
+        return spec
 
     def realise_spec(self, spec: EnvironmentSpec, *, say: Say | None = None) -> Realised:
         identity = self.identity(spec)
@@ -112,9 +129,9 @@ class Environments:
                         done = self._load_or_build(spec, identity, say)
                     except EnvironmentBuildError as e:
                         done = e
-                    with self._lock:
+                    with self._lock:  # later callers find it built: not by them
                         self._done[identity] = done if isinstance(done, EnvironmentBuildError) else \
-                            Realised(**{**done.__dict__, "built": False})
+                            replace(done, built=False)
         if isinstance(done, EnvironmentBuildError):
             raise done
         return done
