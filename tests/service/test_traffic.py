@@ -69,18 +69,24 @@ def test_a_body_of_100k_candidates_is_refused_without_stalling_the_loop(bounded:
                                       for i in range(100_000)]}).encode()
     assert len(body) > 5_000_000
     health: list[float] = []
-    stop = threading.Event()
+    stop, ready = threading.Event(), threading.Event()
 
     def probe() -> None:
+        # at least one probe overlaps the upload: the first answers before the post starts, and
+        # the loop measures once more after the refusal (a fast refusal used to leave none)
         with httpx.Client(base_url=bounded.url) as c:
-            while not stop.is_set():
+            while True:
                 t0 = time.perf_counter()
                 c.get("/healthz")
                 health.append(time.perf_counter() - t0)
+                ready.set()
+                if stop.is_set():
+                    return
 
     before = httpx.get(f"{bounded.url}/healthz").json()["loop_block_ms_max"]
     prober = threading.Thread(target=probe)
     prober.start()
+    assert ready.wait(30), "the /healthz prober never got an answer"
     try:
         r = httpx.post(f"{bounded.url}/v1/grade", content=body, headers={"content-type": "application/json"},
                        timeout=60)
