@@ -115,14 +115,15 @@ def test_sandbox_fusion_parity_ping_memory_fetch_and_mime_base64(served: Served)
     # memory_limit_MB -1 (SandboxFusion's default) is no limit: 1.5 GB of address space is fine
     big = httpx.post(f"{served.url}/run_code", headers=served.headers(), json={
         "code": "x = bytearray(1536 * 1024 * 1024)\nprint(len(x) // 2**20)", "language": "python",
-        "memory_limit_MB": -1}).json()
+        "memory_limit_MB": -1}, timeout=60).json()
     assert (big["status"], big["run_result"]["stdout"]) == ("Success", "1536\n"), big
     content = bytes(range(256)) * 2
     mime = base64.encodebytes(content).decode()  # 76-character lines
     assert "\n" in mime.strip()
     r = httpx.post(f"{served.url}/run_code", headers=served.headers(), json={
         "code": "import shutil\nshutil.copy('blob.bin', '/tmp/copied.bin')\nprint(len(open('blob.bin', 'rb').read()))",
-        "language": "python", "files": {"blob.bin": mime}, "fetch_files": ["/tmp/copied.bin", "blob.bin"]}).json()
+        "language": "python", "files": {"blob.bin": mime}, "fetch_files": ["/tmp/copied.bin", "blob.bin"]},
+        timeout=60).json()
     assert (r["status"], r["run_result"]["stdout"]) == ("Success", "512\n"), r
     assert base64.b64decode(r["files"]["/tmp/copied.bin"]) == content
     assert base64.b64decode(r["files"]["blob.bin"]) == content
