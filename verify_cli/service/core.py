@@ -26,7 +26,7 @@ from verify_cli.executors import Executor, create_executor
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.models.prompts import extract_for_task, files_to_candidate
-from verify_cli.sandbox.base import Sandbox, WarmStats
+from verify_cli.sandbox.base import Cancellation, Sandbox, WarmStats
 from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.service.journal import (
     DEFAULT_JOURNAL_SPARES,
@@ -279,7 +279,8 @@ class GradingService:
         """/run_code requests waiting for a worker."""
         return len(self._held)
 
-    def _blocking(self, fn: Any, *args: Any, cancelled: threading.Event | None = None) -> tuple[Any, float, float]:
+    def _blocking(self, fn: Any, *args: Any, cancelled: threading.Event | Cancellation | None = None
+                  ) -> tuple[Any, float, float]:
         """Run ``fn`` on a worker: (its value, seconds it waited, seconds it took); (None, ...)
         without running it when ``cancelled`` was set while it waited for the worker."""
         started = time.monotonic()
@@ -298,7 +299,7 @@ class GradingService:
                 c.mean_seconds = 0.9 * c.mean_seconds + 0.1 * took
         return value, started, took
 
-    async def on_worker(self, fn: Any, *args: Any, cancelled: threading.Event | None = None
+    async def on_worker(self, fn: Any, *args: Any, cancelled: threading.Event | Cancellation | None = None
                         ) -> tuple[Any, float, float]:
         """``fn(*args)`` on a worker thread; (value, started at, seconds). ``cancelled`` set
         before a worker takes it: not run, value None."""

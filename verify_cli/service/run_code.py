@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Sandbox, Verdict
+from verify_cli.sandbox.base import Cancellation, Limits, RunResult, RunSpec, Sandbox, Verdict
 from verify_cli.sandbox.environment import scratch_root
 from verify_cli.service.core import ServiceConfig, ServiceError, decode_files
 from verify_cli.service.models import CommandRunResult, CommandRunStatus, RunCodeRequest, RunCodeResponse, RunStatus
@@ -73,8 +73,8 @@ def physical_memory_mb() -> int:
         return 16 * 1024
 
 
-def run_spec(req: RunCodeRequest, config: ServiceConfig, root: Path) -> RunSpec:
-    """Lay out ``root`` for ``req`` and say how to run it."""
+def run_spec(req: RunCodeRequest, config: ServiceConfig, root: Path, cancel: Cancellation | None = None) -> RunSpec:
+    """Lay out ``root`` for ``req`` and say how to run it (``cancel`` stops it early)."""
     files = check_request(req)
     lang = LANGUAGES[req.language]
     for rel, data in files.items():
@@ -99,7 +99,7 @@ def run_spec(req: RunCodeRequest, config: ServiceConfig, root: Path) -> RunSpec:
     limits = Limits(wall_seconds=seconds, memory_mb=memory)
     return RunSpec(command=["/bin/sh", "-c", command], workdir=root, limits=limits,
                    stdin=req.stdin.encode("utf-8") if req.stdin is not None else None,
-                   image=lang.image, runtime=lang.runtime, labels={"verify-cli.phase": "run_code"})
+                   image=lang.image, runtime=lang.runtime, labels={"verify-cli.phase": "run_code"}, cancel=cancel)
 
 
 def response_of(req: RunCodeRequest, run: RunResult) -> RunCodeResponse:
@@ -126,11 +126,13 @@ def response_of(req: RunCodeRequest, run: RunResult) -> RunCodeResponse:
                            run_result=result, files=fetched)
 
 
-def run_code(sandbox: Sandbox, req: RunCodeRequest, config: ServiceConfig) -> RunCodeResponse:
-    """Run ``req`` to completion in ``sandbox`` (blocking: call it on a worker)."""
+def run_code(sandbox: Sandbox, req: RunCodeRequest, config: ServiceConfig,
+             cancel: Cancellation | None = None) -> RunCodeResponse:
+    """Run ``req`` to completion in ``sandbox`` (blocking: call it on a worker); ``cancel``
+    set meanwhile kills the run (its answer is then a SandboxError nobody reads)."""
     root = Path(tempfile.mkdtemp(prefix="verify-run-code-", dir=scratch_root()))
     try:
-        spec = run_spec(req, config, root)
+        spec = run_spec(req, config, root, cancel)
         try:
             run = sandbox.run(spec)
         except Exception as e:  # a backend bug is a sandbox error, never the code's verdict
