@@ -201,7 +201,7 @@ def create_app(service: GradingService) -> Gate:
             cancelled = Cancellation()
             gone_now = asyncio.ensure_future(gone.wait())
             work = asyncio.ensure_future(service.on_worker(run_code, service.run_sandbox(), req, service.config,
-                                                           cancelled, cancelled=cancelled))
+                                                           cancelled, service.toolchains, cancelled=cancelled))
             work.add_done_callback(lambda _f: service.release(1))
             await asyncio.wait({work, gone_now}, return_when=asyncio.FIRST_COMPLETED)
             gone_now.cancel()
