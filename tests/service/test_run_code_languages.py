@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.adapters.framework_extras import run_child
 from tests.conftest import SAMPLE_TASKS
 from tests.service.conftest import Served, start_server
 from verify_cli.errors import UsageError
@@ -19,6 +21,7 @@ from verify_cli.sandbox.environment import DEFAULT_PATH
 from verify_cli.service.languages import parse_languages
 
 CPP_SUM = "#include <iostream>\nint main() { long a, b; std::cin >> a >> b; std::cout << a + b << std::endl; }\n"
+CHILD = Path(__file__).with_name("verl_sandbox_fusion_child.py")
 GO_SUM = 'package main\nimport "fmt"\nfunc main() { var a, b int; fmt.Scan(&a, &b); fmt.Println(a + b) }\n'
 
 
@@ -83,6 +86,22 @@ def test_compiled_runs_fail_exit_and_time_out_as_sandbox_fusion_says(toolchain_s
     assert slow["status"] == "Failed" and slow["run_result"]["status"] == "TimeLimitExceeded", slow
     assert slow["compile_result"]["return_code"] == 0
     assert slow["run_result"]["execution_time"] < 5
+
+
+@pytest.mark.docker
+def test_verls_check_correctness_grades_cpp_as_sandbox_fusion_would(toolchain_service: Served,
+                                                                     tmp_path: Path) -> None:
+    """verl's own client, language="cpp": a right program passes every case, a wrong one fails
+    them, one that does not compile is verl's -4 (compile error) on every case, never -1."""
+    wrong = CPP_SUM.replace("a + b", "a - b")
+    cases = {"inputs": ["1 2\n", "40 2\n", "5 5\n"], "outputs": ["3\n", "42\n", "10\n"]}
+    out = run_child("verl", CHILD, {"mode": "compiled", "url": f"{toolchain_service.url}/run_code", "language": "cpp",
+                                    "in_outs": cases, "programs": [CPP_SUM, wrong, "int main( {"]},
+                    tmp_path / "out.json", timeout=300)
+    right, wrong_out, broken = (p["results"] for p in out["programs"])
+    assert right == [True, True, True], out
+    assert wrong_out == [False, False, False], out
+    assert broken == [-4, -4, -4], out
 
 
 @pytest.mark.docker
