@@ -28,6 +28,9 @@ from verify_cli.sandbox.environment import DEFAULT_PATH
 PYTHON_IMAGE = "verify-cli/python:3.11"
 NODE_IMAGE = "verify-cli/node:20"
 
+#: Where Debian's libjavatuples-java puts its jar (on java's class path, as SandboxFusion's).
+JAVATUPLES_JAR = "/usr/share/java/javatuples.jar"
+
 #: Go's build cache and module folder must be writable: the run's own temporary folder.
 _GO_ENV = 'GOCACHE="${TMPDIR:-/tmp}/go-build" GOPATH="${TMPDIR:-/tmp}/go" HOME="${TMPDIR:-/tmp}" GO111MODULE=auto'
 
@@ -67,17 +70,18 @@ LANGUAGES: dict[str, Language] = {lang.name: lang for lang in (
              compile="g++ -std=c++17 verify_run_code.cpp -o test -lpthread", packages=("g++",), tools=("g++",)),
     Language("go", "verify_run_code.go", "./out", "shell", None,
              compile=f"{_GO_ENV} go build -o out verify_run_code.go", packages=("golang-go",), tools=("go",)),
-    Language("java", "Main.java", "java -cp . -ea Main", "shell", None,
-             compile="javac -cp . Main.java", packages=("default-jdk-headless",), tools=("javac", "java"),
-             local_backends=("process",)),
+    # SandboxFusion's class path: the work folder, javatuples, and the request's own .jar files
+    Language("java", "Main.java", "java -cp {classpath} -ea Main", "shell", None,
+             compile="javac -cp {classpath} Main.java", packages=("default-jdk-headless", "libjavatuples-java"),
+             tools=("javac", "java"), local_backends=("process",)),
     Language("rust", "verify_run_code.rs", "./test", "shell", None,
              compile="rustc verify_run_code.rs -o test", packages=("rustc",), tools=("rustc",)),
     # SandboxFusion runs TypeScript with tsx: types are stripped, never checked. tsc emits
     # JavaScript despite type errors, so its step always succeeds (its diagnostics stay in
     # compile_result) and node runs what it wrote, with the whole run_timeout.
     Language("typescript", "verify_run_code.ts", "node verify_run_code.js", "shell", None,
-             compile="tsc --target es2020 --module commonjs --skipLibCheck verify_run_code.ts; true",
-             packages=("nodejs", "node-typescript"), tools=("tsc", "node")),
+             compile="tsc --target es2020 --module commonjs --esModuleInterop --skipLibCheck verify_run_code.ts; true",
+             packages=("nodejs", "node-typescript", "node-lodash"), tools=("tsc", "node")),
 )}
 
 #: The languages whose toolchain an image can hold (``serve --run-code-languages``).

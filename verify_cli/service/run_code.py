@@ -24,7 +24,7 @@ from pathlib import Path
 from verify_cli.sandbox.base import Cancellation, Limits, RunResult, RunSpec, Sandbox, Verdict
 from verify_cli.sandbox.environment import scratch_root
 from verify_cli.service.core import ServiceConfig, ServiceError, decode_files
-from verify_cli.service.languages import LANGUAGES, Toolchains
+from verify_cli.service.languages import JAVATUPLES_JAR, LANGUAGES, Toolchains
 from verify_cli.service.models import CommandRunResult, CommandRunStatus, RunCodeRequest, RunCodeResponse, RunStatus
 from verify_cli.tasks.paths import unsafe_relative_path
 
@@ -80,10 +80,11 @@ def run_spec(req: RunCodeRequest, config: ServiceConfig, root: Path, cancel: Can
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(data)
     (root / lang.file).write_text(req.code, encoding="utf-8")
+    classpath = shlex.quote(":".join([".", JAVATUPLES_JAR, *sorted(r for r in files if r.endswith(".jar"))]))
     seconds = min(max(0.1, req.run_timeout), config.max_run_seconds)
     wall = seconds
     if lang.compile is None and not lang.needs_toolchain:
-        command = lang.run
+        command = lang.run.replace("{classpath}", classpath)
     else:
         # Compile, then (when it succeeded) run, as SandboxFusion's run_commands does: each step
         # under its own time limit, the compile's output kept apart from the run's.
@@ -91,12 +92,14 @@ def run_spec(req: RunCodeRequest, config: ServiceConfig, root: Path, cancel: Can
         steps = f"mkdir -p \"$VERIFY_RESULTS_DIR/{_STEPS_DIR}\"; "
         out = f"\"$VERIFY_RESULTS_DIR/{_STEPS_DIR}/compile."
         if lang.compile is not None:
-            steps += (_timed(lang.compile, compile_seconds, "compile.status", f" </dev/null >{out}stdout\" "
-                                                                               f"2>{out}stderr\"") + "; ")
+            compile_command = lang.compile.replace("{classpath}", classpath)
+            steps += _timed(compile_command, compile_seconds, "compile.status",
+                            f" </dev/null >{out}stdout\" 2>{out}stderr\"") + "; "
             wall += compile_seconds
         else:
             steps += "rc=0; "
-        command = f"{steps}if [ $rc -eq 0 ]; then {_timed(lang.run, seconds, 'run.status')}; (exit $rc); fi"
+        run = _timed(lang.run.replace("{classpath}", classpath), seconds, "run.status")
+        command = f"{steps}if [ $rc -eq 0 ]; then {run}; (exit $rc); fi"
         wall += 3.0  # the steps' own limits end them first: the sandbox's is a backstop
     if req.fetch_files:
         # Copied into the results folder after the code ends, keeping its exit status.
