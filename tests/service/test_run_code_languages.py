@@ -5,7 +5,10 @@ whose toolchain this service lacks answered SandboxFusion's ``SandboxError`` say
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,7 @@ import httpx
 import pytest
 
 from tests.adapters.framework_extras import run_child
-from tests.conftest import SAMPLE_TASKS
+from tests.conftest import REPO_ROOT, SAMPLE_TASKS
 from tests.service.conftest import Served, start_server
 from verify_cli.errors import UsageError
 from verify_cli.sandbox.environment import DEFAULT_PATH
@@ -130,3 +133,11 @@ def test_languages_outside_the_table_are_refused_by_name(served: Served) -> None
     with pytest.raises(UsageError, match="php"):
         parse_languages("cpp,php")
     assert parse_languages("go, cpp,go") == ("go", "cpp")
+
+
+def test_serve_refuses_a_language_it_cannot_give_a_toolchain() -> None:
+    proc = subprocess.run([sys.executable, "-m", "verify_cli", "serve", str(SAMPLE_TASKS), "--run-code-languages",
+                           "cpp,php"], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.returncode != 0
+    assert "php" in proc.stderr and "choose from cpp, go, java, rust, typescript" in proc.stderr, proc.stderr

@@ -189,6 +189,10 @@ class GradingService:
         self._toolchains: Toolchains | None = None
         if config.run_code_languages or isinstance(getattr(executor, "sandbox", None), Sandbox):
             self._toolchains = Toolchains(self.run_sandbox(), config.run_code_languages)
+            if config.run_code_languages and not self._toolchains.in_image:
+                log.warning("toolchains", extra={"fields": {"warning": (
+                    f"--run-code-languages builds images for --sandbox docker only; the "
+                    f"{self._toolchains.backend} backend uses this machine's compilers")}})
             self._toolchains.prepare(say=lambda text: log.info("toolchains", extra={"fields": {"step": text}}))
 
         self.sessions = SessionManager(sandbox=self.run_sandbox, grader=self.session_grader, metrics=self.metrics,
