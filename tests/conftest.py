@@ -107,6 +107,7 @@ SLOW_MODULES: dict[str, float] = {  # worker-seconds of the last full run (--jun
     "checks/test_audit.py": 74,
     "difficulty/test_scale.py": 60,
     "service/test_run_code_load.py": 60,  # estimate: verl's client at 32 and 128 requests
+    "service/test_run_code_languages.py": 140,  # 12-37 s with its image stored; its first build ~100 s
     "sandbox/test_docker_backend.py": 55,
     "checks/test_solvability.py": 53,
     "service/test_faults.py": 51,

@@ -5,7 +5,10 @@ every case gets its true result, round after round."""
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,3 +97,38 @@ def test_verls_client_reaches_a_service_with_a_token_through_its_url(served: Ser
     assert bad["rounds"][0]["scores"] == [0.0] and bad["rounds"][0]["statuses"] == ["api_error"]
     assert httpx.post(f"{served.url}/run_code?token=wrong", json={"code": "print(1)", "language": "python"}
                       ).status_code == 401
+
+
+def test_a_running_run_whose_client_left_is_killed_and_its_worker_freed(two_jobs: Served) -> None:
+    """Both workers busy with runs of 60 s whose clients hang up after 1.5 s: the runs are killed
+    (their processes, children included, are gone) and the next request is served at once."""
+    from verify_cli.sandbox.kit.conformance import processes_with_token
+
+    token = f"vc-gone-{secrets.token_hex(6)}"
+    code = ("import subprocess, sys, time\n"
+            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '{token}'])\n"
+            "time.sleep(60)\n")
+    gone_before = two_jobs.metric('verify_serve_rejected_total{reason="client_gone"}', None)
+
+    def quitter() -> None:
+        with contextlib.suppress(httpx.TimeoutException):
+            httpx.post(f"{two_jobs.url}/run_code", json={"code": code, "language": "python", "run_timeout": 60},
+                       timeout=1.5)
+
+    threads = [threading.Thread(target=quitter) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    started = time.monotonic()
+    answered = httpx.post(f"{two_jobs.url}/run_code", json={"code": "print(7)", "language": "python"}, timeout=40)
+    took = time.monotonic() - started
+    assert answered.status_code == 200 and answered.json()["run_result"]["stdout"] == "7\n", answered.text
+    assert took < 10, f"the next request waited {took:.1f} s for a worker"  # before: 504 after 18 s
+    deadline = time.monotonic() + 10
+    while processes_with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with_token(token) == [], "a killed run's child outlived it"
+    assert two_jobs.metric('verify_serve_rejected_total{reason="client_gone"}', None) == gone_before + 2
+    health = httpx.get(f"{two_jobs.url}/healthz").json()
+    assert health["running"] == 0 and health["queued"] == 0, health

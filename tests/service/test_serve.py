@@ -156,7 +156,7 @@ def test_a_service_off_loopback_without_a_token_refuses_to_start() -> None:
     ({"candidates": []}, 422, "invalid_field", "/candidates"),
     ({"candidates": [{"task_id": "coding/interval-merge", "files": {}, "colour": 1}]}, 422, "invalid_field",
      "/candidates/0/colour"),
-    ({"code": "print(1)", "language": "cpp"}, 422, "unsupported_language", "/language"),
+    ({"code": "print(1)", "language": "php"}, 422, "unsupported_language", "/language"),
 ])
 def test_bad_requests_name_the_field_and_grade_nothing(served: Served, body: dict[str, object], status: int,
                                                        code: str, field: str) -> None:

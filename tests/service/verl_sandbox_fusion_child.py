@@ -48,10 +48,26 @@ def mixed(request: dict) -> dict:
             "statuses": [m.get("status") for m in metadata]}
 
 
+def compiled(request: dict) -> dict:
+    """verl's check_correctness in a compiled ``language``: each program of ``programs`` over
+    the same cases (its results: True/False per case, -4 for a compile error)."""
+    from verl.utils.reward_score.sandbox_fusion.utils import check_correctness
+
+    out = []
+    for program in request["programs"]:
+        results, metadata = check_correctness(request["url"], request["in_outs"], program, timeout=10,
+                                              language=request["language"])
+        out.append({"results": results, "statuses": [m.get("status") for m in metadata]})
+    return {"programs": out}
+
+
 def main() -> None:
     request = json.loads(Path(sys.argv[1]).read_text())
     if request.get("mode") == "mixed":
         Path(sys.argv[2]).write_text(json.dumps(mixed(request)))
+        return
+    if request.get("mode") == "compiled":
+        Path(sys.argv[2]).write_text(json.dumps(compiled(request)))
         return
     cases = {"inputs": [f"{i}\n" for i in range(request["cases"])],
              "outputs": [f"{2 * i}\n" for i in range(request["cases"])]}

@@ -82,6 +82,10 @@ def serve_command(
     run_code_hold: Annotated[float, typer.Option("--run-code-hold", min=0.0, help=(
         "Seconds /run_code waits for a free worker before answering 504 (never 429: SandboxFusion "
         "clients do not retry it); also cut to the request's compile_timeout + 8 s."))] = 18.0,
+    run_code_languages: Annotated[str, typer.Option("--run-code-languages", help=(
+        "Compiled languages /run_code runs on --sandbox docker (cpp,go,java,rust,typescript): their "
+        "toolchains are built once into one image of Debian packages. bwrap and process use the "
+        "host's compilers."))] = "",
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = "auto",
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
@@ -90,6 +94,7 @@ def serve_command(
     over HTTP until SIGTERM."""
     try:
         from verify_cli.service.core import ServiceConfig
+        from verify_cli.service.languages import parse_languages
         from verify_cli.service.server import serve
     except ImportError as e:
         raise UsageError(f"verify-cli serve needs the 'serve' extra ({e.name} is not installed)",
@@ -104,7 +109,8 @@ def serve_command(
         drain_seconds=drain_seconds, journal=None if no_journal else (journal or default_journal()),
         journal_is_default=journal is None, journal_fsync=fsync, max_sessions=max_sessions,
         session_idle_seconds=session_idle_seconds, header_timeout=header_timeout, body_timeout=body_timeout,
-        max_connections=max_connections, run_code_hold_seconds=run_code_hold)
+        max_connections=max_connections, run_code_hold_seconds=run_code_hold,
+        run_code_languages=parse_languages(run_code_languages))
     outcome = serve(config, host=host, port=port, log_level=log_level.lower(),
                     on_listening=lambda url: console.info(f"verify-cli serve: listening on {url}"))
     if outcome.drained:

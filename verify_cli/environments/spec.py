@@ -118,6 +118,17 @@ def spec_of(task: Task) -> EnvironmentSpec | None:
                            digest=h.hexdigest())
 
 
+def packages_spec(base_image: str, runtime: str, system_packages: tuple[str, ...]) -> EnvironmentSpec:
+    """An environment of Debian packages over ``base_image`` that no task declares (the
+    service's /run_code toolchains): addressed as a task declaring the same would be."""
+    packages = tuple(sorted(set(system_packages)))
+    declaration = {"base_image": base_image, "runtime": runtime, "requirements": [], "python": None,
+                   "system_packages": list(packages), "setup": []}
+    digest = hashlib.sha256(json.dumps(declaration, sort_keys=True).encode()).hexdigest()
+    return EnvironmentSpec(base_image=base_image, runtime=runtime, requirements=(), python=None,
+                           system_packages=packages, setup=(), dockerfile=None, workspace=(), digest=digest)
+
+
 def _hash_files(h: hashlib._Hash, files: object) -> None:
     for rel, path in files:  # type: ignore[attr-defined]
         h.update(str(rel).encode() + b"\0")
@@ -132,4 +143,4 @@ def realised_id(spec: EnvironmentSpec, form: str, base: str) -> str:
     return hashlib.sha256(f"{spec.digest}\0{form}\0{base}".encode()).hexdigest()[:ID_LENGTH]
 
 
-__all__ = ["ID_LENGTH", "EnvironmentSpec", "realised_id", "requirement_lines", "spec_of"]
+__all__ = ["ID_LENGTH", "EnvironmentSpec", "packages_spec", "realised_id", "requirement_lines", "spec_of"]

@@ -7,8 +7,9 @@ hands back what the command wrote there. Every backend must be safe to call from
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -52,6 +53,51 @@ class Limits:
     output_bytes: int = 1024 * 1024
     cpu_seconds: float | None = None  # defaults to the wall limit
     file_bytes: int = 256 * 1024 * 1024  # largest file the run may write
+
+
+#: The message of a run stopped by its :class:`Cancellation` (an ``infra_error``: never the code's fault).
+CANCELLED_MESSAGE = "cancelled: the run was stopped because its caller no longer waits for it"
+
+
+class Cancellation:
+    """A way to stop a run before it ends, from any thread (its caller has gone: a service's
+    client hung up). A backend running a :class:`RunSpec` whose ``cancel`` is set kills the
+    run's processes at once, frees what the run held and returns ``infra_error`` with
+    :data:`CANCELLED_MESSAGE`. Set before the run starts, the run is stopped as it starts.
+    Has ``set``/``is_set`` as :class:`threading.Event` has."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._set = False
+        self._callbacks: list[Callable[[], object]] = []
+
+    def set(self) -> None:
+        """Stop the run (the callbacks run on this thread, once)."""
+        with self._lock:
+            if self._set:
+                return
+            self._set = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def subscribe(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call ``callback`` when the run is cancelled (at once when it is already); returns
+        the function that unsubscribes it (call it when the run is over)."""
+        with self._lock:
+            if not self._set:
+                self._callbacks.append(callback)
+                return lambda: self._unsubscribe(callback)
+        callback()
+        return lambda: None
+
+    def _unsubscribe(self, callback: Callable[[], object]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
 
 
 @dataclass(frozen=True)
@@ -146,6 +192,9 @@ class RunSpec:
     #: The task's built environment on a local backend (docker runs ``image``, which is then
     #: the environment's own); None: the backend's own interpreter.
     layer: RuntimeLayer | None = None
+    #: Set from another thread to stop the run early (:class:`Cancellation`); None: it runs
+    #: to its end or its limits.
+    cancel: Cancellation | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

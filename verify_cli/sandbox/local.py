@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verify_cli.sandbox.base import (
+    CANCELLED_MESSAGE,
     MAX_RESULT_FILE_BYTES,
     Limits,
     RunResult,
@@ -215,6 +216,8 @@ class LocalSandbox(Sandbox):
 
     def _run(self, spec: RunSpec, scratch: Path, start: float) -> RunResult:
         limits = spec.limits
+        if spec.cancel is not None and spec.cancel.is_set():
+            return RunResult(Verdict.INFRA_ERROR, self.name, message=CANCELLED_MESSAGE)
         try:
             prepared = self.prepare(spec, scratch)
         except OSError as e:
@@ -282,8 +285,16 @@ class LocalSandbox(Sandbox):
             stop.set()
 
         threading.Thread(target=waiter, daemon=True, name="sandbox-wait").start()
+
+        def on_cancel() -> None:
+            reason.setdefault("why", Verdict.INFRA_ERROR)
+            stop.set()
+
+        unsubscribe = spec.cancel.subscribe(on_cancel) if spec.cancel is not None else None
         if not stop.wait(limits.wall_seconds):
             reason.setdefault("why", Verdict.TIMEOUT)
+        if unsubscribe is not None:
+            unsubscribe()
         wall = time.monotonic() - start
         # Whatever happened, nothing of the run may outlive it.
         self._kill_tree(proc.pid, cgroup)
@@ -336,6 +347,7 @@ class LocalSandbox(Sandbox):
         if why is not None:
             verdict = why
             message = ("exceeded the wall-clock limit" if why is Verdict.TIMEOUT
+                       else CANCELLED_MESSAGE if why is Verdict.INFRA_ERROR
                        else "exceeded the output limit; the run was stopped")
         elif oom:
             verdict = Verdict.MEMORY_LIMIT

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from verify_cli._version import __version__
+from verify_cli.sandbox.base import Cancellation
 from verify_cli.service.bodies import parse_grade_body, surrogate_error
 from verify_cli.service.core import GradingService, ServiceError, pointer
 from verify_cli.service.gate import Gate
@@ -184,7 +184,8 @@ def create_app(service: GradingService) -> Gate:
         """SandboxFusion's run_code: run ``code`` in a verify-cli sandbox. Never 429: a request
         waits for a free worker (first come, first served) up to the service's
         ``--run-code-hold`` (and ``compile_timeout + 8`` s), then answers 504, which verl's
-        client retries. A request whose client has left is dropped before it runs."""
+        client retries. A request whose client has left is dropped before it runs, and a run
+        whose client leaves is killed (its worker freed at once)."""
         check_request(req)
         gone = asyncio.Event()
         watch = asyncio.ensure_future(_watch_disconnect(request, gone))
@@ -197,15 +198,17 @@ def create_app(service: GradingService) -> Gate:
                 service.metrics.rejected.labels("run_code_hold_timeout").inc()
                 raise ServiceError(504, "no_worker_in_time", f"no worker was free within {hold:g} s",
                                    retry_after=1, hint="retry; or serve with more --jobs")
-            cancelled = threading.Event()
+            cancelled = Cancellation()
             gone_now = asyncio.ensure_future(gone.wait())
             work = asyncio.ensure_future(service.on_worker(run_code, service.run_sandbox(), req, service.config,
-                                                           cancelled=cancelled))
+                                                           cancelled, service.toolchains, cancelled=cancelled))
             work.add_done_callback(lambda _f: service.release(1))
             await asyncio.wait({work, gone_now}, return_when=asyncio.FIRST_COMPLETED)
             gone_now.cancel()
             if not work.done():
-                cancelled.set()  # not started yet: it never runs; running: its own time limit ends it
+                # Not started yet: it never runs. Running: the sandbox kills it now, and its
+                # worker (with its place) is free as soon as the kill is done.
+                cancelled.set()
                 service.metrics.rejected.labels("client_gone").inc()
                 return Response(status_code=499)
             response, _started, _took = work.result()

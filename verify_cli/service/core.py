@@ -26,7 +26,7 @@ from verify_cli.executors import Executor, create_executor
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.models.prompts import extract_for_task, files_to_candidate
-from verify_cli.sandbox.base import Sandbox, WarmStats
+from verify_cli.sandbox.base import Cancellation, Sandbox, WarmStats
 from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.service.journal import (
     DEFAULT_JOURNAL_SPARES,
@@ -35,6 +35,7 @@ from verify_cli.service.journal import (
     journal_key,
     open_journal,
 )
+from verify_cli.service.languages import Toolchains
 from verify_cli.service.metrics import ServiceMetrics
 from verify_cli.service.models import Candidate, GradeBody, GradeStatusOut
 from verify_cli.service.taskstore import TaskLookupError, TaskStore
@@ -117,6 +118,9 @@ class ServiceConfig:
     #: cut to ``compile_timeout + 8`` s, so that its answer arrives inside verl's request
     #: timeout of compile + run + 10 s.
     run_code_hold_seconds: float = 18.0
+    #: Compiled languages whose toolchains /run_code has on docker (one image of their Debian
+    #: packages, built once at start); local backends use the host's toolchains.
+    run_code_languages: tuple[str, ...] = ()
 
 
 @dataclass
@@ -179,6 +183,17 @@ class GradingService:
         self._background: set[asyncio.Task[Any]] = set()
         self._session_grader: Grader | None = None
         from verify_cli.service.sessions import SessionManager
+
+        #: Where /run_code's compiled languages find their toolchains: built now where asked
+        #: for, else looked up on the first /run_code (the run sandbox is opened then).
+        self._toolchains: Toolchains | None = None
+        if config.run_code_languages or isinstance(getattr(executor, "sandbox", None), Sandbox):
+            self._toolchains = Toolchains(self.run_sandbox(), config.run_code_languages)
+            if config.run_code_languages and not self._toolchains.in_image:
+                log.warning("toolchains", extra={"fields": {"warning": (
+                    f"--run-code-languages builds images for --sandbox docker only; the "
+                    f"{self._toolchains.backend} backend uses this machine's compilers")}})
+            self._toolchains.prepare(say=lambda text: log.info("toolchains", extra={"fields": {"step": text}}))
 
         self.sessions = SessionManager(sandbox=self.run_sandbox, grader=self.session_grader, metrics=self.metrics,
                                        max_sessions=config.max_sessions, idle_seconds=config.session_idle_seconds,
@@ -279,7 +294,8 @@ class GradingService:
         """/run_code requests waiting for a worker."""
         return len(self._held)
 
-    def _blocking(self, fn: Any, *args: Any, cancelled: threading.Event | None = None) -> tuple[Any, float, float]:
+    def _blocking(self, fn: Any, *args: Any, cancelled: threading.Event | Cancellation | None = None
+                  ) -> tuple[Any, float, float]:
         """Run ``fn`` on a worker: (its value, seconds it waited, seconds it took); (None, ...)
         without running it when ``cancelled`` was set while it waited for the worker."""
         started = time.monotonic()
@@ -298,7 +314,7 @@ class GradingService:
                 c.mean_seconds = 0.9 * c.mean_seconds + 0.1 * took
         return value, started, took
 
-    async def on_worker(self, fn: Any, *args: Any, cancelled: threading.Event | None = None
+    async def on_worker(self, fn: Any, *args: Any, cancelled: threading.Event | Cancellation | None = None
                         ) -> tuple[Any, float, float]:
         """``fn(*args)`` on a worker thread; (value, started at, seconds). ``cancelled`` set
         before a worker takes it: not run, value None."""
@@ -589,6 +605,13 @@ class GradingService:
 
     # -- run_code -----------------------------------------------------------------------------
 
+    @property
+    def toolchains(self) -> Toolchains:
+        """Where /run_code's compiled languages find their compilers on this service."""
+        if self._toolchains is None:
+            self._toolchains = Toolchains(self.run_sandbox())
+        return self._toolchains
+
     def run_sandbox(self) -> Sandbox:
         """The sandbox /run_code runs in: the local executor's own, else one opened here."""
         own = getattr(self.executor, "sandbox", None)
@@ -640,7 +663,10 @@ class GradingService:
                 "executor": self.config.executor, "workers": self.config.jobs,
                 "queue_capacity": self.capacity, "queued": self.queued, "running": self.running,
                 "sessions_open": self.sessions.open_count, "max_sessions": self.config.max_sessions,
-                "run_code_held": self.held, "loop_block_ms_max": round(self.loop_block_max * 1000, 2),
+                "run_code_held": self.held,
+                "run_code_languages": (self._toolchains.available() if self._toolchains is not None
+                                       else ["python", "pytest", "nodejs", "bash"]),
+                "loop_block_ms_max": round(self.loop_block_max * 1000, 2),
                 "loop_block_ms_recent": round(max((late for _, late in self._stalls), default=0.0) * 1000, 2)}
 
     def close(self) -> None:

@@ -144,6 +144,7 @@ class Health(BaseModel):
     sessions_open: int = 0
     max_sessions: int = 0
     run_code_held: int = Field(0, description="/run_code requests waiting for a free worker.")
+    run_code_languages: list[str] = Field([], description="The languages /run_code can run on this service.")
     loop_block_ms_max: float = Field(0.0, description="The event loop's longest stall since the start (ms).")
     loop_block_ms_recent: float = Field(0.0, description="The event loop's longest stall in the last 10 s (ms).")
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from verify_cli.sandbox.base import Cancellation
 from verify_cli.sandbox.docker.containers import COPY_TIMEOUT_S, ROOT
 from verify_cli.sandbox.docker.errors import DAEMON_ERRORS, parse_docker_time
 from verify_cli.sandbox.docker.streams import (
@@ -90,22 +91,25 @@ class DockerExecs:
     def _exec(self, container_id: str, argv: list[str], *, user: str,
               feed: Callable[[SocketWriter], object] | None, stdout: Any, stderr: Any,
               timeout_s: float, env: Mapping[str, str] | None = None,
-              workdir: str | None = None, killer_box: list[Killer] | None = None) -> ExecOutcome:
+              workdir: str | None = None, killer_box: list[Killer] | None = None,
+              cancel: Cancellation | None = None) -> ExecOutcome:
         """Run ``argv`` in the container, streaming its output into ``stdout``/``stderr`` (objects
-        with ``feed(bytes)``) as it is produced. At ``timeout_s`` the container is killed."""
+        with ``feed(bytes)``) as it is produced. At ``timeout_s`` (or ``cancel``) the container
+        is killed."""
         exec_id, conn = self._start_exec(container_id, argv, user=user, env=env, workdir=workdir)
         return self._drive(container_id, exec_id, conn, feed=feed, stdout=stdout, stderr=stderr,
-                           timeout_s=timeout_s, killer_box=killer_box)
+                           timeout_s=timeout_s, killer_box=killer_box, cancel=cancel)
 
     def _drive(self, container_id: str, exec_id: str, conn: Conn, *,
                feed: Callable[[SocketWriter], object] | None, stdout: Any, stderr: Any,
                timeout_s: float, gate: ReadyGate | None = None,
-               killer_box: list[Killer] | None = None) -> ExecOutcome:
+               killer_box: list[Killer] | None = None, cancel: Cancellation | None = None) -> ExecOutcome:
         """Feed a started exec its stdin and pump its output until it ends or is killed."""
         killer = Killer(self._api, container_id)
         if killer_box is not None:
             killer_box.append(killer)
         killer.watch(conn.sock)
+        unsubscribe = cancel.subscribe(lambda: killer.kill("cancelled")) if cancel is not None else None
         clock = Clock(killer, timeout_s, gated=gate is not None)
         if gate is not None:
             gate.on_ready = clock.ready
@@ -119,6 +123,8 @@ class DockerExecs:
                 exit_code = self._wait_exit(exec_id, killer)
         finally:
             seconds = clock.stop()
+            if unsubscribe is not None:
+                unsubscribe()
             conn.close()  # also wakes the stdin writer
         writer.join(timeout=5)
         if killer.reason is not None:

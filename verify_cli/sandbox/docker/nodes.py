@@ -44,7 +44,7 @@ from typing import IO, Any
 from docker.errors import ImageNotFound
 from docker.types import Ulimit
 
-from verify_cli.sandbox.base import CapturedOutput, RunResult, RunSpec, Verdict
+from verify_cli.sandbox.base import CANCELLED_MESSAGE, CapturedOutput, RunResult, RunSpec, Verdict
 from verify_cli.sandbox.bwrap.sandbox import RUN_NAMESPACES, SANDBOX_UID, run_wrapper
 from verify_cli.sandbox.docker.archives import write_workdir_tar
 from verify_cli.sandbox.docker.containers import (
@@ -486,6 +486,9 @@ class NodeEngine(DockerExecs):
                 seconds.append(clock.stop())
                 collect.start()
 
+            unsubscribe = (spec.cancel.subscribe(lambda: killer.kill("cancelled"))
+                           if spec.cancel is not None else None)
+
             out = _Splitter(f"\n{marker} ".encode(), stdout.feed)
             err = _Splitter(f"\n{marker}\n".encode(), gate.feed)
             try:
@@ -494,6 +497,8 @@ class NodeEngine(DockerExecs):
             finally:
                 elapsed = seconds[0] if seconds else clock.stop()
                 collect.cancel()
+                if unsubscribe is not None:
+                    unsubscribe()
             writer.join(timeout=5)
         # The job shell's two-process runs mark their tests' start (two_process.trusted_argv);
         # a warm node's job starts the tests itself.
@@ -503,6 +508,9 @@ class NodeEngine(DockerExecs):
                gate: ReadyGate, elapsed: float, stdout: BoundedCapture,
                stderr: BoundedCapture, *, tests_mark: bool = True) -> tuple[RunResult, bool]:
         name = self._backend
+        if killer.reason == "cancelled":  # the node was killed with the run: it goes
+            return RunResult(Verdict.INFRA_ERROR, name, wall_seconds=elapsed, stdout=stdout.result(),
+                             stderr=stderr.result(), message=CANCELLED_MESSAGE), False
         if killer.reason in ("output", "timeout"):
             verdict, _, message = judge_run(ExecOutcome(None, killer.reason, elapsed), None,
                                              False, spec.limits, stderr.result())

@@ -573,7 +573,7 @@ class DockerSandbox(DockerExecs, Sandbox):
             outcome = self._drive(prepared.container_id, prepared.runner_id, prepared.runner,
                                   feed=lambda w: feed_runner(w, script, spec, archive),
                                   stdout=stdout, stderr=gate, timeout_s=limits.wall_seconds,
-                                  gate=gate, killer_box=killer_box)
+                                  gate=gate, killer_box=killer_box, cancel=spec.cancel)
         if outcome.killed is not None:
             prepared.settled = killer_box[0].confirmed
         if not gate.ready:
@@ -612,7 +612,7 @@ class DockerSandbox(DockerExecs, Sandbox):
                              workdir=SANDBOX_WORKDIR,
                              feed=(lambda w: w.write(stdin)) if stdin else None,
                              stdout=stdout, stderr=stderr, timeout_s=limits.wall_seconds,
-                             killer_box=killer_box)
+                             killer_box=killer_box, cancel=spec.cancel)
         if outcome.killed is not None:
             prepared.settled = killer_box[0].confirmed
         return self._finish(prepared, spec, outcome, stdout, stderr)

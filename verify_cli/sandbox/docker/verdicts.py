@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from verify_cli.sandbox.base import (
+    CANCELLED_MESSAGE,
     CapturedOutput,
     Limits,
     Verdict,
@@ -29,6 +30,8 @@ def copy_error(text: str, limits: Limits) -> str:
 def judge_run(outcome: ExecOutcome, exit_code: int | None, oom: bool, limits: Limits,
              stderr: CapturedOutput) -> tuple[Verdict, int | None, str]:
     """The verdict, the signal (Docker reports a death by signal n as status 128+n) and a note."""
+    if outcome.killed == "cancelled":
+        return Verdict.INFRA_ERROR, None, CANCELLED_MESSAGE
     if outcome.killed == "output":
         return (Verdict.OUTPUT_LIMIT, None,
                 f"exceeded the output limit of {limits.output_bytes} bytes; the run was stopped")
