@@ -414,6 +414,11 @@ class Grader:
         except EnvironmentBuildError as e:
             return environment_error(req, self.sandbox.name, e, started)
         kind = kind_of(task)
+        if realised is not None and realised.python == "" and kind.needs_python(task):
+            return environment_error(req, self.sandbox.name, EnvironmentBuildError(
+                realised.identity, f"its image has no Python interpreter, and kind '{kind.name}' runs one "
+                f"({kind.test_command(task).split(chr(10))[0][:120]}): install python3 in the image, or grade "
+                "the task with a kind that needs none (command, node)"), started)
         if kind.runs_itself(task):
             image = realised.image if realised and realised.image else task.environment.image
             own = kind.run_phase(task, req.phase, req.candidate, sandbox=self.sandbox, image=image)

@@ -145,6 +145,12 @@ class WarmPool(WarmHost):
         """Run ``spec`` warm (or cold where a worker cannot be had or fails); with
         ``report_imports``, the outcome names the third-party modules the run imported."""
         inv = invocation
+        if spec.layer is not None and spec.layer.root is not None:
+            # Over an image's root file system the worker would have to be started over it (its
+            # python, its libraries): not built yet. The run goes cold, soundly, and is counted.
+            with self._cond:
+                self._stats.cold_runs += 1
+            return WarmOutcome(self.sandbox.run(spec), "cold")
         env = self._job_env(spec)
         key = WorkerKey(inv.interpreter, tuple(sorted(set(preload))),
                         tuple(sorted(startup_environment(env).items())),
