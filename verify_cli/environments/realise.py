@@ -71,6 +71,8 @@ class Environments:
         self._base: dict[str, str] = {}
         self._specs: dict[int, tuple[weakref.ref[Task], EnvironmentSpec | None]] = {}
         self._client: Any = None
+        self._client_error: LookupError | None = None
+        self._rootfs_ids: dict[str, str] = {}
 
     def form_of(self, spec: EnvironmentSpec) -> str:
         """The form ``spec`` takes on this backend."""
@@ -88,16 +90,23 @@ class Environments:
         return realised_id(spec, form, self._base_of(spec))
 
     def _rootfs_identity(self, spec: EnvironmentSpec) -> str:
+        with self._lock:
+            known = self._rootfs_ids.get(spec.digest)
+        if known is not None:
+            return known
         try:
-            return realised_id(spec, IMAGE, self._base_of(spec, IMAGE))
-        except EnvironmentBuildError as e:
+            identity = realised_id(spec, IMAGE, self._base_of(spec, IMAGE))
+        except EnvironmentBuildError:
             # No Docker engine to ask for the base image's digest: a root already exported (here,
             # or by a machine sharing the store) for this declaration still serves the runs.
-            for entry in reversed(self.store.entries()):
-                m = entry.manifest
-                if m.get("spec_id") == spec.id and m.get("rootfs") and Path(m["rootfs"]).is_dir():
-                    return entry.identity
-            raise e
+            found = [e.identity for e in self.store.entries() if e.manifest.get("spec_id") == spec.id
+                     and e.manifest.get("rootfs") and Path(str(e.manifest["rootfs"])).is_dir()]
+            if not found:
+                raise
+            identity = found[-1]  # the newest
+        with self._lock:
+            self._rootfs_ids[spec.digest] = identity
+        return identity
 
     def _base_of(self, spec: EnvironmentSpec, form: str | None = None) -> str:
         form = form or self.form
@@ -124,6 +133,8 @@ class Environments:
     def _docker(self) -> Any:
         """The Docker client; LookupError (the cause, what to do) where no engine answers."""
         with self._lock:
+            if self._client_error is not None:  # asked once: an engine that hangs costs one wait
+                raise self._client_error
             if self._client is None:
                 try:
                     self._client = docker_client()
@@ -131,8 +142,10 @@ class Environments:
                     cause = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
                     what = ("building an image's root file system for bwrap (system_packages, dockerfile) "
                             if self.form != IMAGE else "building this environment's image ")
-                    raise LookupError(f"{what}needs a Docker engine, and none answers ({cause[:200]}): "
-                                      f"{ROOTFS_HINT if self.form != IMAGE else 'start the Docker engine'}") from None
+                    self._client_error = LookupError(
+                        f"{what}needs a Docker engine, and none answers ({cause[:200]}): "
+                        f"{ROOTFS_HINT if self.form != IMAGE else 'start the Docker engine'}")
+                    raise self._client_error from None
             return self._client
 
     def realise(self, task: Task, *, say: Say | None = None) -> Realised | None:
