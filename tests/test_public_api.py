@@ -45,7 +45,7 @@ PINNED: dict[str, set[str]] = {
         "SessionState",
     },
     "verify_cli.environments": {
-        "IMAGE", "PREFIX", "EnvironmentSpec", "EnvironmentStore", "Environments", "Realised", "StoredEnvironment",
+        "IMAGE", "PREFIX", "ROOTFS", "EnvironmentSpec", "EnvironmentStore", "Environments", "Realised", "StoredEnvironment",
         "default_store_dir", "form_for", "spec_of",
     },
     "verify_cli.kinds": {

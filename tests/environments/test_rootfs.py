@@ -55,10 +55,10 @@ DOCKERFILE_FILES = {
                                "def test_zero():\n    assert double(0) == 0\n"),
 }
 
-#: An image with no Python at all; a shell task (kind ``command``) graded in it.
-NO_PYTHON_DOCKERFILE = ("FROM verify-cli/python:3.11\nUSER root\n"
-                        "RUN rm -f /usr/bin/python* /usr/local/bin/python* /usr/bin/pytest /usr/local/bin/pytest\n"
-                        "USER 1000:1000\n")
+#: An image with no Python at all, of another Debian release than the host's (node's image: a
+#: newer C library); a shell task (kind ``command``) and a node task (two-process) graded in it.
+NO_PYTHON_DOCKERFILE = "FROM verify-cli/node:20\nUSER root\nRUN mkdir -p /opt/marker\nUSER 1000:1000\n"
+NODE_FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "kinds" / "node" / "task"
 SHELL_CHECK = (
     'out="$VERIFY_RESULTS_DIR/junit.xml"\n'
     'if command -v python3 >/dev/null; then echo "python3 is here" >&2; exit 3; fi\n'
@@ -73,7 +73,7 @@ def shell_task(dest: Path, task_id: str) -> Path:
 
     def mutate(doc: dict[str, Any]) -> None:
         doc.update(id=task_id, kind="command", editable=["answer.sh"], language="shell")
-        doc["environment"].update(dockerfile="environment/Dockerfile", runtime="shell")
+        doc["environment"].update(dockerfile="environment/Dockerfile", runtime="node", image="verify-cli/node:20")
         doc["test"] = {"command": "sh tests/check.sh", "results": "junit.xml"}
 
     return write_task(dest, mutate=mutate, files={
@@ -217,12 +217,27 @@ def test_a_dockerfile_that_does_not_parse_is_a_one_line_environment_error_on_bwr
     assert "unknown instruction" in first_line.lower(), check.message
 
 
+def node_task(dest: Path) -> Path:
+    import shutil
+
+    shutil.copytree(NODE_FIXTURE, dest)
+    (dest / "environment").mkdir()
+    (dest / "environment" / "Dockerfile").write_text(NO_PYTHON_DOCKERFILE)
+    toml = (dest / "task.toml").read_text().replace('id = "kinds/node"', 'id = "node"')
+    (dest / "task.toml").write_text(toml.replace('runtime = "node"', 'runtime = "node"\n'
+                                                 'dockerfile = "environment/Dockerfile"'))
+    return dest
+
+
 @pytest.mark.bwrap
-def test_an_image_without_python_grades_a_shell_task_and_refuses_a_pytest_one(
+def test_an_image_without_python_grades_shell_and_node_tasks_and_refuses_a_pytest_one(
         tmp_path: Path, store: EnvironmentStore) -> None:
-    """No interpreter in the image: a ``command`` task (sh) is graded sound over its root; a
-    ``pytest`` task in it is an environment-error naming the missing interpreter, never a score."""
+    """No interpreter in the image (and a newer C library than the host's): a ``command`` task
+    (sh) and a ``node`` task (two-process: the candidate-exec runner under node, the nested
+    sandboxes from the host's bwrap) are graded sound over its root; a ``pytest`` task in it is
+    an environment-error naming the missing interpreter, never a score."""
     shell = shell_task(tmp_path / "set" / "shell", "shell")
+    node_task(tmp_path / "set" / "node")
     env_task(tmp_path / "set" / "pytest-no-python", {"dockerfile": "environment/Dockerfile"},
              {"environment/Dockerfile": NO_PYTHON_DOCKERFILE})
     assert (shell / "environment/Dockerfile").read_text() == NO_PYTHON_DOCKERFILE
@@ -232,6 +247,9 @@ def test_an_image_without_python_grades_a_shell_task_and_refuses_a_pytest_one(
     finally:
         box.close()
     assert reports["shell"].verdict is TaskVerdict.SOUND, [c.to_dict() for c in reports["shell"].checks]
+    assert reports["node"].verdict is TaskVerdict.SOUND, [c.to_dict() for c in reports["node"].checks]
+    assert reports["node"].isolation == "two-process"
+    assert {r.get("environment") for r in reports["node"].runs} == {r.get("environment") for r in reports["shell"].runs}
     refused = reports["pytest-no-python"]
     assert refused.verdict is TaskVerdict.ENVIRONMENT_ERROR
     assert "no Python interpreter" in refused.defects[0].message
@@ -258,7 +276,7 @@ def test_env_build_for_bwrap_exports_the_root_and_prune_removes_it(tmp_path: Pat
     assert (root / "opt" / "tool" / "double").is_file()
     one = EnvironmentStore(tmp_path / "one")  # prune a copy's entry: the module's store stays whole
     one.root.mkdir()
-    subprocess.run(["cp", "-a", str(store.folder(row["identity"])), str(one.root)], check=True)
+    subprocess.run(["cp", "-al", str(store.folder(row["identity"])), str(one.root)], check=True)  # links: fast
     pruned = subprocess.run([*cli, "env", "prune", "--all", "--store", str(one.root)],
                             capture_output=True, text=True)
     assert pruned.returncode == 0, pruned.stderr
