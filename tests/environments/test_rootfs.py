@@ -166,22 +166,25 @@ def test_the_root_is_exported_once_and_later_runs_need_no_docker(
 
 
 @pytest.mark.bwrap
-def test_a_warm_grader_runs_a_task_over_a_root_cold_and_grades_it_the_same(
+def test_a_warm_grader_runs_tasks_over_a_root_warm_and_grades_them_the_same(
         tasks: Path, store: EnvironmentStore, by_backend: dict[str, dict[str, Any]]) -> None:
-    """Warm workers are not started over an image's root (docs/environments.md): such runs go
-    cold and grade exactly as without warm: the reference passes
-    two-process, the wrong reference fails, never an infra_error."""
+    """Warm workers and warm candidate parents over an image's root (its interpreter, its
+    programs, the host's bwrap bound in): the reference that needs the image's xmllint and
+    libyaml passes two-process, the wrong reference fails, as cold; nothing falls back."""
     box = _sandbox("bwrap")
     try:
         with Grader(box, warm=True, environments=Environments(box, store)) as grader:
-            good = grader.grade(GradeRequest(load_task(tasks / "packages"), Phase.REFERENCE))
+            good = [grader.grade(GradeRequest(load_task(tasks / "packages"), Phase.REFERENCE)) for _ in range(2)]
             wrong = grader.grade(GradeRequest(load_task(tasks / "dockerfile-wrong"), Phase.REFERENCE))
             stats = grader.warm_stats
     finally:
         box.close()
-    assert good.status is GradeStatus.GRADED and good.passed, good.problems
+    for result in good:
+        assert result.status is GradeStatus.GRADED and result.passed, result.problems
+        assert result.isolation == "two-process"
     assert wrong.status is GradeStatus.GRADED and not wrong.passed and wrong.score == 0.0
-    assert stats is not None and stats.warm_runs == 0 and stats.fallbacks == 0
+    assert stats is not None and stats.warm_runs == 3 and stats.fallbacks == 0, stats
+    assert stats.warm_candidates >= 2, stats
 
 
 @pytest.mark.bwrap

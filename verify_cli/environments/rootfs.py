@@ -17,7 +17,7 @@ from typing import IO, Any
 from verify_cli.environments.prefix import Say
 from verify_cli.environments.store import remove_tree
 from verify_cli.errors import EnvironmentBuildError
-from verify_cli.sandbox.bwrap.rootfs import prepare_root
+from verify_cli.sandbox.bwrap.rootfs import file_in_root, prepare_root
 
 #: The folder of an environment's store folder that holds the exported root file system.
 ROOTFS_DIR = "rootfs"
@@ -83,26 +83,9 @@ def export_rootfs(client: Any, image: str, folder: Path, log: IO[str], log_path:
 def find_python(root: Path) -> str:
     """The path (inside ``root``) of its Python interpreter, or "" where it has none."""
     for candidate in PYTHON_CANDIDATES:
-        if _inside(root, candidate) is not None:
+        if file_in_root(root, candidate) is not None:
             return candidate
     return ""
-
-
-def _inside(root: Path, path: str, depth: int = 0) -> Path | None:
-    """The regular file ``path`` names inside ``root`` (its links followed within ``root``), or None."""
-    if depth > 16:
-        return None
-    here = root
-    parts = [p for p in path.split("/") if p]
-    for i, part in enumerate(parts):
-        nxt = here / part
-        if nxt.is_symlink():
-            target = os.readlink(nxt)
-            rest = "/".join(parts[i + 1:])
-            base = target if target.startswith("/") else str(Path("/") / here.relative_to(root) / target)
-            return _inside(root, os.path.normpath(f"{base}/{rest}" if rest else base), depth + 1)
-        here = nxt
-    return here if here.is_file() else None
 
 
 __all__ = ["PYTHON_CANDIDATES", "ROOTFS_DIR", "export_rootfs", "find_python"]

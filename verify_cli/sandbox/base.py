@@ -263,6 +263,11 @@ class WarmHost(ABC):
     def environment(self, spec: RunSpec) -> dict[str, str]:
         """The variables of ``spec``'s command that the host knows (to read the command with)."""
 
+    def programs_here(self, spec: RunSpec) -> bool:
+        """:attr:`programs_on_host` for ``spec``: false also where its run runs over a root file
+        system of its own (:attr:`RuntimeLayer.root`), whose programs the host finds itself."""
+        return self.programs_on_host and (spec.layer is None or spec.layer.root is None)
+
     @abstractmethod
     def run_warm(self, spec: RunSpec, invocation: WarmInvocation, *,
                    preload: Sequence[str] = (), report_imports: bool = False) -> WarmOutcome:

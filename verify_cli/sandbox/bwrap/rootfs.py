@@ -96,6 +96,36 @@ def nested_bwrap(root: str | None) -> list[str]:
     return host_bwrap_bundle()[1] if root is not None else ["bwrap"]
 
 
+def file_in_root(root: str | Path, path: str, depth: int = 0) -> Path | None:
+    """The regular file ``path`` (absolute, as the sandbox sees it) names inside ``root``, its
+    symbolic links followed within ``root``; None where there is none."""
+    base = Path(root)
+    if depth > 16:
+        return None
+    here = base
+    parts = [p for p in path.split("/") if p]
+    for i, part in enumerate(parts):
+        nxt = here / part
+        if nxt.is_symlink():
+            target = os.readlink(nxt)
+            rest = "/".join(parts[i + 1:])
+            start = target if target.startswith("/") else str(Path("/") / here.relative_to(base) / target)
+            return file_in_root(base, os.path.normpath(f"{start}/{rest}" if rest else start), depth + 1)
+        here = nxt
+    return here if here.is_file() else None
+
+
+def which_in_root(root: str, name: str, search_path: str) -> str | None:
+    """Where ``name`` (a command word) is found on ``search_path`` inside ``root``, as the
+    sandbox sees it; None where it is not."""
+    if "/" in name:
+        return name if file_in_root(root, name) is not None else None
+    for folder in search_path.split(":"):
+        if folder and file_in_root(root, f"{folder.rstrip('/')}/{name}") is not None:
+            return f"{folder.rstrip('/')}/{name}"
+    return None
+
+
 def prepare_root(root: Path) -> None:
     """Make the mount points a sandbox needs inside an exported root (:data:`MOUNT_POINTS`,
     :data:`MOUNT_FILES`)."""
@@ -108,4 +138,5 @@ def prepare_root(root: Path) -> None:
             path.touch()
 
 
-__all__ = ["BUNDLE_DIR", "SKIPPED", "host_bwrap_bundle", "nested_bwrap", "prepare_root", "root_view_args"]
+__all__ = ["BUNDLE_DIR", "SKIPPED", "file_in_root", "host_bwrap_bundle", "nested_bwrap", "prepare_root",
+           "root_view_args", "which_in_root"]

@@ -452,17 +452,21 @@ class BwrapSandbox(LocalSandbox):
             hosts.close()
 
     def long_lived(self, command: Sequence[str], *, scratch: Path, env: Mapping[str, str],
-                   ro_binds: Sequence[tuple[Path, str]] = (), dirs: Sequence[str] = ()) -> Prepared:
+                   ro_binds: Sequence[tuple[Path, str]] = (), dirs: Sequence[str] = (),
+                   root: str | None = None) -> Prepared:
         """How to start a long-lived process (the warm grading worker) in this sandbox.
 
         The same namespaces and read-only system as a run, the harness, ``ro_binds`` (host folder,
         sandbox path) and empty ``dirs`` (mount points for the process's own children); every
         file system it sees is read-only, so nothing it or its children write outlives them.
-        ``env`` is applied over the pinned environment of a run.
+        ``env`` is applied over the pinned environment of a run. Over a root file system of its
+        own (``root``: :attr:`RuntimeLayer.root`), its system is that root's, with the host's bwrap
+        bound in for the sandboxes it nests (:mod:`.rootfs`), and none of the host's interpreter.
         """
-        argv = _system_argv(scratch)
+        argv = _system_argv(scratch, root)
         argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-                 "--ro-bind", str(harness_dir()), SANDBOX_HARNESS, *runtime_binds()]
+                 "--ro-bind", str(harness_dir()), SANDBOX_HARNESS,
+                 *(runtime_binds() if root is None else host_bwrap_bundle()[0])]
         for host, inside in ro_binds:
             argv += ["--ro-bind", str(Path(host).resolve()), inside]
         for d in (SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_RESULTS, *dirs):
@@ -470,7 +474,7 @@ class BwrapSandbox(LocalSandbox):
         argv += ["--remount-ro", "/", "--chdir", "/", "--", *command]
         full_env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                       harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
-                                      path=runtime_path(), extra=env)
+                                      path=runtime_path() if root is None else DEFAULT_PATH, extra=env)
         return Prepared(argv=argv, env=full_env, cwd="/", results_dir=scratch / "results",
                         signal_from_status=True)
 
