@@ -188,6 +188,28 @@ def test_a_warm_grader_runs_tasks_over_a_root_warm_and_grades_them_the_same(
 
 
 @pytest.mark.bwrap
+def test_a_session_over_the_root_runs_the_images_programs_read_only(
+        tasks: Path, store: EnvironmentStore, by_backend: dict[str, dict[str, Any]]) -> None:
+    """An agent's session in such a task is its environment: the image's interpreter, packages
+    and programs, its system read-only, the work folder the session's own."""
+    box = _sandbox("bwrap")
+    try:
+        realised = Environments(box, store).realise(load_task(tasks / "packages"))
+        assert realised is not None and realised.layer is not None
+        session = box.open_session({"a.xml": b"<a/>"}, layer=realised.layer)
+        try:
+            ran = session.exec("xmllint --noout a.xml && python3 -c 'import yaml; print(yaml.__with_libyaml__)' "
+                               "&& echo x > a.txt && cat a.txt; touch /usr/planted")
+        finally:
+            session.close()
+    finally:
+        box.close()
+    out, err = ran.stdout.text, ran.stderr.text
+    assert out.split() == ["True", "x"], (out, err)
+    assert "Read-only file system" in err and ran.exit_code != 0
+
+
+@pytest.mark.bwrap
 def test_building_without_a_docker_engine_is_an_environment_error_saying_what_to_do(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = env_task(tmp_path / "needs-docker", {"system_packages": ["libxml2-utils"]})

@@ -432,13 +432,7 @@ class BwrapSandbox(LocalSandbox):
         """A session in fresh namespaces forked by this sandbox's session parent
         (:mod:`verify_cli.sandbox.sessions.bwrap`); ``image`` and ``labels`` are ignored."""
         from verify_cli.sandbox.sessions.base import SessionLimits as _Limits
-        from verify_cli.sandbox.sessions.base import SessionsUnsupportedError
         from verify_cli.sandbox.sessions.bwrap import BwrapSessions
-
-        if layer_root(layer) is not None:
-            raise SessionsUnsupportedError(
-                "sessions over an image's root file system (a task with system_packages or a dockerfile) "
-                "are not supported on bwrap yet: open the episode with --sandbox docker")
 
         with _SESSIONS_LOCK:
             hosts = self.__dict__.get("_sessions")
