@@ -71,7 +71,11 @@ def export_rootfs(client: Any, image: str, folder: Path, log: IO[str], log_path:
         remove_tree(partial)
         raise EnvironmentBuildError(identity, f"unpacking the root file system of {image} failed (tar exit {status})",
                                     log=str(log_path))
-    prepare_root(partial)
+    try:
+        prepare_root(partial)
+    except ValueError as e:
+        remove_tree(partial)
+        raise EnvironmentBuildError(identity, str(e), log=str(log_path)) from None
     remove_tree(dest)
     os.replace(partial, dest)
     python = find_python(dest)

@@ -128,12 +128,22 @@ def which_in_root(root: str, name: str, search_path: str) -> str | None:
 
 def prepare_root(root: Path) -> None:
     """Make the mount points a sandbox needs inside an exported root (:data:`MOUNT_POINTS`,
-    :data:`MOUNT_FILES`)."""
+    :data:`MOUNT_FILES`). Never through a symbolic link of the root's (it would point into the
+    host's file system here): ValueError where one is in the way."""
+    def checked(rel: str) -> Path:
+        here = root
+        for part in rel.split("/"):
+            here = here / part
+            if here.is_symlink():
+                raise ValueError(f"the image's /{here.relative_to(root)} is a symbolic link: a sandbox mounts "
+                                 f"/{rel} there (make it a folder in the image)")
+        return here
+
     for rel in MOUNT_POINTS:
-        (root / rel).mkdir(parents=True, exist_ok=True)
+        checked(rel).mkdir(parents=True, exist_ok=True)
     for rel in MOUNT_FILES:
-        path = root / rel
-        if not path.exists() and not path.is_symlink():
+        path = checked(rel)
+        if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch()
 
