@@ -5,6 +5,7 @@ exported root's mount points made without following its links onto the host."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,21 @@ def test_mount_points_are_made_but_never_through_a_link_onto_the_host(tmp_path: 
     with pytest.raises(ValueError, match="/opt is a symbolic link"):
         prepare_root(evil / "root")
     assert not (tmp_path / "host-opt").exists()
+
+
+def test_the_candidates_view_over_a_root_covers_the_harness_its_opt_carries(tmp_path: Path) -> None:
+    """The run's harness is mounted under the root's /opt; the candidate's nested sandbox binds
+    that /opt, so it covers the harness (absent from its view, as on the host's system), and its
+    sandbox starts from the host's bwrap bound in, never the root's."""
+    from verify_cli.sandbox.base import CandidateProcess, RuntimeLayer
+    from verify_cli.sandbox.bwrap.rootfs import BUNDLE_DIR
+    from verify_cli.sandbox.bwrap.sandbox import candidate_argv
+    from verify_cli.sandbox.environment import SANDBOX_HARNESS
+
+    root = _root(tmp_path)
+    argv = candidate_argv(CandidateProcess(command=["python3", "server.py"]),
+                          layer=RuntimeLayer("x", (), (), root=str(root)))
+    assert argv[0].startswith(BUNDLE_DIR)
+    opt, cover = argv.index("/opt"), argv.index(SANDBOX_HARNESS)
+    assert argv[cover - 1] == "--tmpfs" and cover > opt
+    assert not any(sys.prefix in a or sys.base_prefix in a for a in argv)  # nothing of the host's interpreter

@@ -297,6 +297,8 @@ def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_W
     if root is None:  # over a root of its own, its /etc (the run's files over it) is bound whole
         for f in (*_ETC_FILES, "/etc/passwd", "/etc/group", "/etc/hosts"):  # the run's own files
             argv += ["--ro-bind-try", f, f]
+    else:  # its /opt came with the run's harness mounted in it: covered, as the harness is absent
+        argv += ["--perms", "0555", "--size", "4096", "--tmpfs", SANDBOX_HARNESS]
     argv += ["--dev", "/dev", "--bind", tmp_source, SANDBOX_TMP, "--bind", work_source, SANDBOX_WORKDIR]
     argv += ["--bind", channel_source, SANDBOX_CHANNEL_DIR,
              "--ro-bind", f"{SANDBOX_HARNESS}/candidate", SANDBOX_CANDIDATE_HARNESS,
