@@ -278,6 +278,12 @@ def test_an_image_without_python_grades_shell_and_node_tasks_and_refuses_a_pytes
     refused = reports["pytest-no-python"]
     assert refused.verdict is TaskVerdict.ENVIRONMENT_ERROR
     assert "no Python interpreter" in refused.defects[0].message
+    docker = _sandbox("docker")  # the same verdict in the image itself, never "reference fails"
+    try:
+        on_docker = _check(tmp_path / "set" / "pytest-no-python", docker, store)["pytest-no-python"]
+    finally:
+        docker.close()
+    assert on_docker.verdict is TaskVerdict.ENVIRONMENT_ERROR, [c.to_dict() for c in on_docker.checks]
 
 
 @pytest.mark.bwrap

@@ -43,7 +43,8 @@ class Realised:
     layer: RuntimeLayer | None = None
     built: bool = False  # built by this call (False: found in the store)
     seconds: float = 0.0
-    #: Form ``rootfs``: the root's Python interpreter (a path inside it), "" where it has none.
+    #: Forms ``rootfs`` and ``image``: the Python interpreter runs find in it (a path inside
+    #: it), "" where it has none, None where that is not known (a venv prefix has one).
     python: str | None = None
 
     def record(self) -> dict[str, str]:
@@ -257,8 +258,9 @@ class Environments:
             return Realised(identity, spec.id, ROOTFS, layer=root, built=built, seconds=seconds,
                             python=str(manifest.get("rootfs_python") or ""))
         if manifest.get("form") == IMAGE:
+            python = manifest.get("python")  # absent from older manifests: not known
             return Realised(identity, spec.id, IMAGE, image=str(manifest.get("image") or image_tag(identity)),
-                            built=built, seconds=seconds)
+                            built=built, seconds=seconds, python=str(python) if python is not None else None)
         layer = RuntimeLayer(identity=identity, binds=tuple(manifest["binds"]), path=tuple(manifest["path"]))
         return Realised(identity, spec.id, PREFIX, layer=layer, built=built, seconds=seconds)
 

@@ -414,7 +414,7 @@ class Grader:
         except EnvironmentBuildError as e:
             return environment_error(req, self.sandbox.name, e, started)
         kind = kind_of(task)
-        if realised is not None and realised.python == "" and kind.needs_python(task):
+        if realised is not None and realised.python == "" and not kind.runs_itself(task) and kind.needs_python(task):
             return environment_error(req, self.sandbox.name, EnvironmentBuildError(
                 realised.identity, f"its image has no Python interpreter, and kind '{kind.name}' runs one "
                 f"({kind.test_command(task).split(chr(10))[0][:120]}): install python3 in the image, or grade "
