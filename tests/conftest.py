@@ -96,6 +96,7 @@ SLOW_MODULES: dict[str, float] = {  # worker-seconds of the last full run (--jun
     "rollout/test_loop.py": 116,
     "checks/test_probes.py": 116,
     "environments/test_environments.py": 110,  # estimate: environment builds (docker images too)
+    "environments/test_rootfs.py": 90,  # 53-78 s alone: image builds and root exports, docker and bwrap
     "kinds/test_contract.py": 91,
     "formats/harbor/test_harbor_docker.py": 90,  # estimate: Harbor images, isolated verifiers
     "sandbox/test_conformance.py": 89,

@@ -45,8 +45,8 @@ PINNED: dict[str, set[str]] = {
         "SessionState",
     },
     "verify_cli.environments": {
-        "IMAGE", "PREFIX", "EnvironmentSpec", "EnvironmentStore", "Environments", "Realised", "StoredEnvironment",
-        "default_store_dir", "form_for", "spec_of",
+        "IMAGE", "PREFIX", "ROOTFS", "EnvironmentSpec", "EnvironmentStore", "Environments", "Realised",
+        "StoredEnvironment", "default_store_dir", "form_for", "spec_of",
     },
     "verify_cli.kinds": {
         "BUILTIN_KINDS", "KINDS", "Kind", "TwoProcessRuntime", "kind_names", "kind_of", "register_kind",

@@ -58,11 +58,12 @@ def build_command(
     def build(digest: str) -> dict[str, Any]:
         tasks = by_spec[digest]
         t0 = time.monotonic()
-        row: dict[str, Any] = {"tasks": [t.id for t in tasks], "form": envs.form}
+        row: dict[str, Any] = {"tasks": [t.id for t in tasks], "form": envs.form_of(specs[digest])}
         try:
             realised = envs.realise_spec(specs[digest])
+            where = realised.image or (realised.layer.root or "" if realised.layer else "")
             row.update(identity=realised.identity, status="built" if realised.built else "cached",
-                       image=realised.image or "", seconds=round(time.monotonic() - t0, 2))
+                       image=where, seconds=round(time.monotonic() - t0, 2))
         except EnvironmentBuildError as e:
             row.update(identity=e.identity, status="failed", cause=e.cause, log=e.log,
                        seconds=round(time.monotonic() - t0, 2))

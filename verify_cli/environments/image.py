@@ -114,8 +114,26 @@ def build_image(spec: EnvironmentSpec, identity: str, log: IO[str], log_path: Pa
         log.write(f"$ docker build -t {tag} -f {dockerfile} {context}\n")
         _docker_build(client, context, dockerfile, tag, log, log_path, identity)
     image_id = str(client.images.get(tag).id)
-    return {"form": "image", "image": tag, "image_id": image_id,
+    return {"form": "image", "image": tag, "image_id": image_id, "python": image_python(client, tag),
             "dockerfile": str(spec.dockerfile) if spec.dockerfile else "generated"}
+
+
+def image_python(client: Any, image: str) -> str | None:
+    """The Python interpreter on the image's default PATH as the runs see it ("" where it has
+    none), or None where that cannot be told (no ``/bin/sh`` in it, the engine failed)."""
+    from docker.errors import DockerException
+
+    probe = "command -v python3 || command -v python || echo NONE"
+    try:
+        out = client.containers.run(image, ["-c", probe], entrypoint=["/bin/sh"], user="1000:1000",
+                                    environment={"PATH": "/usr/local/bin:/usr/bin:/bin"}, network_disabled=True,
+                                    remove=True, stdout=True, stderr=False)
+    except DockerException:
+        return None
+    found = out.decode("utf-8", "replace").strip().splitlines()[-1:] if out else []
+    if not found:
+        return None
+    return "" if found[0] == "NONE" else found[0]
 
 
 def _docker_build(client: Any, context: Path, dockerfile: str, tag: str, log: IO[str], log_path: Path,
@@ -147,4 +165,5 @@ def _one_line(text: str) -> str:
     return (lines[-1] if lines else text)[:300]
 
 
-__all__ = ["IMAGE_REPOSITORY", "base_digest", "build_image", "docker_client", "generated_dockerfile", "image_tag"]
+__all__ = ["IMAGE_REPOSITORY", "base_digest", "build_image", "docker_client", "generated_dockerfile", "image_python",
+           "image_tag"]

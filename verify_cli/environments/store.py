@@ -9,6 +9,8 @@ import fcntl
 import json
 import os
 import shutil
+import stat
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +21,28 @@ MANIFEST = "manifest.json"
 BUILD_LOG = "build.log"
 #: The environment's files (the venv of a "prefix" environment).
 PREFIX_DIR = "prefix"
+
+
+def remove_tree(path: Path) -> None:
+    """Remove ``path`` whole, folders its files left read-only included (an image's root holds
+    some: removing their entries needs them writable)."""
+    def writable_and_retry(func: Any, name: str, _exc: object) -> None:
+        parent = os.path.dirname(name)
+        try:
+            os.chmod(parent, os.stat(parent).st_mode | stat.S_IWUSR | stat.S_IXUSR)
+            if os.path.isdir(name) and not os.path.islink(name):
+                os.chmod(name, os.stat(name).st_mode | stat.S_IWUSR | stat.S_IXUSR)
+            func(name)
+        except OSError:
+            pass
+
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=writable_and_retry)
+        else:
+            shutil.rmtree(path, onerror=writable_and_retry)
 
 
 def default_store_dir() -> Path:
@@ -40,7 +64,10 @@ class StoredEnvironment:
 
     @property
     def form(self) -> str:
-        return str(self.manifest.get("form", ""))
+        """``prefix``, ``image``, or ``image+rootfs`` (an image whose root file system was exported
+        for bwrap into this folder)."""
+        form = str(self.manifest.get("form", ""))
+        return f"{form}+rootfs" if self.manifest.get("rootfs") else form
 
     @property
     def bytes(self) -> int:
@@ -85,7 +112,7 @@ class EnvironmentStore:
         """An empty folder for a new build of ``identity`` (a failed or partial one removed);
         call under :meth:`building`."""
         folder = self.folder(identity)
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(folder)
         folder.mkdir(parents=True)
         return folder
 
@@ -108,9 +135,10 @@ class EnvironmentStore:
 
     def remove(self, identity: str) -> None:
         with self.building(identity) as folder:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
         with contextlib.suppress(OSError):
             (self.root / f".{identity}.lock").unlink()
 
 
-__all__ = ["BUILD_LOG", "MANIFEST", "PREFIX_DIR", "EnvironmentStore", "StoredEnvironment", "default_store_dir"]
+__all__ = ["BUILD_LOG", "MANIFEST", "PREFIX_DIR", "EnvironmentStore", "StoredEnvironment", "default_store_dir",
+           "remove_tree"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
-from verify_cli.environments import Environments
+from verify_cli.environments import Environments, spec_of
 from verify_cli.errors import EnvironmentBuildError, UsageError
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
 from verify_cli.grading.scoring import TestLists
@@ -409,11 +409,23 @@ class Grader:
     def _grade(self, req: GradeRequest) -> GradeResult:
         started = time.monotonic()
         task = req.task
+        kind = kind_of(task)
+        if kind.needs_image and not self.sandbox.runs_in_image:
+            # Such a kind runs itself in a container: nothing to build here (not even a root).
+            declared = spec_of(task) if task.environment.declared else None
+            return environment_error(req, self.sandbox.name, EnvironmentBuildError(
+                declared.id if declared is not None else task.id,
+                f"kind '{kind.name}' runs in its environment's image: grade {task.id} with --sandbox docker "
+                f"(its trials on {self.sandbox.name} are not built yet)"), started)
         try:
             realised = self.environments.realise(task)
         except EnvironmentBuildError as e:
             return environment_error(req, self.sandbox.name, e, started)
-        kind = kind_of(task)
+        if realised is not None and realised.python == "" and not kind.runs_itself(task) and kind.needs_python(task):
+            return environment_error(req, self.sandbox.name, EnvironmentBuildError(
+                realised.identity, f"its image has no Python interpreter, and kind '{kind.name}' runs one "
+                f"({kind.test_command(task).split(chr(10))[0][:120]}): install python3 in the image, or grade "
+                "the task with a kind that needs none (command, node)"), started)
         if kind.runs_itself(task):
             image = realised.image if realised and realised.image else task.environment.image
             own = kind.run_phase(task, req.phase, req.candidate, sandbox=self.sandbox, image=image)

@@ -26,6 +26,7 @@ docs/task-kinds.md says how to add one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,9 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from verify_cli.sandbox.base import RunResult, RunSpec, WarmHost, WarmInvocation
 from verify_cli.tasks.model import Task
+
+#: A command word that runs Python (``python``, ``python3``, ``python3.11``, by any path).
+_PYTHON_WORD = re.compile(r"(?:^|[\s;&|(`'\"/])python(?:3(?:\.\d+)?)?(?=[\s;&|)`'\"]|$)")
 
 if TYPE_CHECKING:  # grading imports this module: its own modules are imported where used
     from verify_cli.grading.junit import TestOutcome
@@ -122,6 +126,12 @@ class Kind:
     def test_command(self, task: Task) -> str:
         """The shell command the run executes."""
         return task.test.command
+
+    def needs_python(self, task: Task) -> bool:
+        """Whether runs of ``task`` need a Python interpreter in their environment (the command
+        they run names one): graded in an image without one, such a task is an environment
+        error, never a score."""
+        return bool(_PYTHON_WORD.search(self.test_command(task)))
 
     def trusted_files(self, task: Task) -> dict[str, bytes]:
         """Files (work-folder path to content) the grader writes over every layout of ``task``,

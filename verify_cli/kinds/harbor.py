@@ -55,7 +55,8 @@ class HarborKind(Kind):
         if not sandbox.runs_in_image:
             return OwnRun(RunResult(Verdict.SETUP_ERROR, sandbox.name, message=(
                 f"a Harbor task runs in its environment's image: grade {task.id} with --sandbox docker "
-                "(bwrap over an image's root file system is not built yet)")))
+                "(Harbor trials on bwrap are not built yet: a trial writes its whole container, an image's root "
+                "file system is read-only there)")))
         files = dict(candidate or {})
         script = files.pop(AGENT_SCRIPT, None)
         agent = {Phase.REFERENCE: AgentPhase(oracle=True), Phase.STARTER: AgentPhase()}.get(

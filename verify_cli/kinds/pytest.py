@@ -87,7 +87,7 @@ class PytestKind(Kind):
         if task.language != "python":
             return None
         env = host.environment(spec)
-        if host.programs_on_host:
+        if host.programs_here(spec):
             return parse_pytest_command(task.test.command, env)
         words = parse_pytest_words(task.test.command, env)
         if words is None:

@@ -39,15 +39,18 @@ _PYTHON_NAMES = ("python", "python3")
 SERVER_COMMAND = ("/bin/sh", "-c", 'exec python "$VERIFY_CANDIDATE_HARNESS/verify_candidate_server.py"')
 
 
-def runner_invocation(task: Task, env: Mapping[str, str]) -> WarmInvocation | None:
+def runner_invocation(task: Task, env: Mapping[str, str], *, here: bool = True) -> WarmInvocation | None:
     """The task's command as a warm host's runner job (mode "runner", ``program`` the runner
     module), or None when it is not exactly ``python -m verify_calls|verify_stdio`` with a
-    ``python`` found on the run's PATH (it then runs cold)."""
+    ``python`` found on the run's PATH (it then runs cold). ``here`` false: the run's programs
+    are not this machine's (the host finds the interpreter; ``interpreter`` is "")."""
     words = split_simple_command(task.test.command, env)
     if words is None or len(words) != 3 or words[1] != "-m" or words[2] not in RUNNER_MODULES:
         return None
     if os.path.basename(words[0]) not in _PYTHON_NAMES and not os.path.basename(words[0]).startswith("python3."):
         return None
+    if not here:
+        return WarmInvocation("runner", "", words[2], words[0], ())
     interpreter = words[0] if "/" in words[0] else shutil.which(words[0], path=env.get("PATH", ""))
     if not interpreter or not os.access(interpreter, os.X_OK):
         return None
@@ -109,7 +112,7 @@ class RunnerKind(Kind):
     def warm_invocation(self, task: Task, host: WarmHost, spec: RunSpec) -> WarmInvocation | None:
         if not host.runs_harness_modules:
             return None
-        return runner_invocation(task, host.environment(spec))
+        return runner_invocation(task, host.environment(spec), here=host.programs_here(spec))
 
     def traceable(self, task: Task) -> bool:
         return True  # the runner records each call or case itself

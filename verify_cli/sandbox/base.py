@@ -158,11 +158,16 @@ class RuntimeLayer:
     folders bound read-only at their own paths (``binds``: the environment's prefix and the base
     interpreter it was made over) and the folders put first on the run's PATH (``path``), so
     ``python`` is the environment's. Built by :mod:`verify_cli.environments`; ``identity`` is
-    its content address."""
+    its content address.
+
+    ``root`` (a host folder) is a whole root file system instead: an image's, exported once;
+    the run sees its system (``/usr``, ``/etc``, ``/opt``...) in place of the host's and runs its
+    interpreter; only backends whose ``runs_over_root`` is true can run over one."""
 
     identity: str
     binds: tuple[str, ...]
     path: tuple[str, ...]
+    root: str | None = None
 
     def search_path(self, default: str) -> str:
         """The run's PATH: the layer's folders, then ``default`` (the system's)."""
@@ -307,6 +312,11 @@ class WarmHost(ABC):
     def environment(self, spec: RunSpec) -> dict[str, str]:
         """The variables of ``spec``'s command that the host knows (to read the command with)."""
 
+    def programs_here(self, spec: RunSpec) -> bool:
+        """:attr:`programs_on_host` for ``spec``: false also where its run runs over a root file
+        system of its own (:attr:`RuntimeLayer.root`), whose programs the host finds itself."""
+        return self.programs_on_host and (spec.layer is None or spec.layer.root is None)
+
     @abstractmethod
     def run_warm(self, spec: RunSpec, invocation: WarmInvocation, *,
                    preload: Sequence[str] = (), report_imports: bool = False) -> WarmOutcome:
@@ -341,6 +351,9 @@ class Sandbox(ABC):
     config_type: ClassVar[type[BackendConfig]] = BackendConfig
     #: Whether each run runs in the task's image (a container), not in the host's runtime.
     runs_in_image: ClassVar[bool] = False
+    #: Whether runs can run over a root file system of their own (:attr:`RuntimeLayer.root`:
+    #: an image's, exported), not the host's system.
+    runs_over_root: ClassVar[bool] = False
 
     @classmethod
     def from_config(cls, config: BackendConfig) -> Sandbox:

@@ -30,6 +30,7 @@ from verify_cli.sandbox.base import (
     WarmHost,
     protected_bind_args,
 )
+from verify_cli.sandbox.bwrap.rootfs import host_bwrap_bundle, nested_bwrap, root_view_args
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
     DEFAULT_PATH,
@@ -142,8 +143,9 @@ def _probe_once() -> Availability:
     return Availability(True)
 
 
-def _system_argv(scratch: Path) -> list[str]:
-    """bwrap, its namespaces, and the read-only system every sandboxed process sees."""
+def _system_argv(scratch: Path, root: str | None = None) -> list[str]:
+    """bwrap, its namespaces, and the read-only system every sandboxed process sees: the host's,
+    or the root file system ``root`` (:attr:`RuntimeLayer.root`, :mod:`.rootfs`)."""
     passwd = scratch / "passwd"
     passwd.write_text(f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:"
                       f"sandbox:{SANDBOX_WORKDIR}:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n")
@@ -153,6 +155,19 @@ def _system_argv(scratch: Path) -> list[str]:
     hosts.write_text(SANDBOX_HOSTS)
     argv = [shutil.which("bwrap") or "bwrap", *RUN_NAMESPACES,
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
+    argv += _system_view(root)
+    argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group",
+             "--ro-bind", str(hosts), "/etc/hosts"]
+    return argv
+
+
+def _system_view(root: str | None, *, nested: bool = False) -> list[str]:
+    """The read-only system folders of a sandbox: the host's (:data:`_SYSTEM_DIRS` and the
+    :data:`_ETC_FILES`), or ``root``'s top-level folders (its whole ``/etc`` included). ``nested``:
+    for a sandbox started inside one that already shows them (bound from its ``/``)."""
+    if root is not None:
+        return root_view_args(root, source="/" if nested else None)
+    argv: list[str] = []
     for d in _SYSTEM_DIRS:
         if Path(d).is_symlink():
             argv += ["--symlink", str(Path(d).readlink()), d]
@@ -160,9 +175,27 @@ def _system_argv(scratch: Path) -> list[str]:
             argv += ["--ro-bind", d, d]
     for f in _ETC_FILES:
         argv += ["--ro-bind-try", f, f]
-    argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group",
-             "--ro-bind", str(hosts), "/etc/hosts"]
     return argv
+
+
+def layer_root(layer: RuntimeLayer | None) -> str | None:
+    """The root file system a run over ``layer`` sees, or None (the host's)."""
+    return layer.root if layer is not None else None
+
+
+def interpreter_binds(layer: RuntimeLayer | None) -> list[str]:
+    """Read-only binds of the run's interpreters: verify-cli's own (:func:`runtime_binds`) and
+    the environment's (:func:`layer_binds`); over a root file system of its own, its interpreter
+    is the root's and nothing of the host's is bound."""
+    if layer_root(layer) is not None:
+        return []
+    return [*runtime_binds(), *layer_binds(layer)]
+
+
+def root_candidate_exec(channel: str) -> str:
+    """``VERIFY_CANDIDATE_EXEC`` over a root file system of the run's own: the runner under the
+    root's python3 (or node), as in a docker image, never the host's interpreter."""
+    return shlex.join(["/bin/sh", f"{SANDBOX_HARNESS}/verify_candidate_exec.sh", "--channel", channel, "--"])
 
 
 def run_wrapper(*, unpack: str, results_to: str, ready: str = "", close_fds: str = "",
@@ -211,12 +244,12 @@ def layer_binds(layer: RuntimeLayer | None) -> list[str]:
     return argv
 
 
-def _trusted_argv(source: Path, candidate: CandidateProcess) -> list[str]:
+def _trusted_argv(source: Path, candidate: CandidateProcess, root: str | None = None) -> list[str]:
     """The nested bwrap the run's command runs in on a two-process run: the run's own
     namespaces and file systems, plus the test folders (bound read-only from the source; they
     were never copied into the work folder the candidate shares) and the candidate's code files
     covered, so the tests reach that code only through the channel."""
-    argv = ["bwrap", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+    argv = [*nested_bwrap(root), "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--die-with-parent", "--dev-bind", "/", "/"]
     for rel in candidate.hidden:
         if (source / rel).is_dir() and not (source / rel).is_symlink():
@@ -256,20 +289,20 @@ def _candidate_argv(candidate: CandidateProcess, *, work_source: str = SANDBOX_W
     point, which it cannot remove or rename (that would detach the tests' bind mount in their
     namespace and let it put its own tests in their place).
     """
-    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+    root = layer_root(layer)
+    argv = [*nested_bwrap(root), "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--hostname", "candidate", "--clearenv"]
-    for d in _SYSTEM_DIRS:
-        if Path(d).is_symlink():
-            argv += ["--symlink", str(Path(d).readlink()), d]
-        elif Path(d).is_dir():
-            argv += ["--ro-bind", d, d]
-    for f in (*_ETC_FILES, "/etc/passwd", "/etc/group", "/etc/hosts"):  # the run's own files
-        argv += ["--ro-bind-try", f, f]
+    argv += _system_view(root, nested=True)
+    if root is None:  # over a root of its own, its /etc (the run's files over it) is bound whole
+        for f in (*_ETC_FILES, "/etc/passwd", "/etc/group", "/etc/hosts"):  # the run's own files
+            argv += ["--ro-bind-try", f, f]
+    else:  # its /opt came with the run's harness mounted in it: covered, as the harness is absent
+        argv += ["--perms", "0555", "--size", "4096", "--tmpfs", SANDBOX_HARNESS]
     argv += ["--dev", "/dev", "--bind", tmp_source, SANDBOX_TMP, "--bind", work_source, SANDBOX_WORKDIR]
     argv += ["--bind", channel_source, SANDBOX_CHANNEL_DIR,
              "--ro-bind", f"{SANDBOX_HARNESS}/candidate", SANDBOX_CANDIDATE_HARNESS,
-             *runtime_binds(), *layer_binds(layer), "--chdir", SANDBOX_WORKDIR]
+             *interpreter_binds(layer), "--chdir", SANDBOX_WORKDIR]
     for rel in held:
         argv[-2:-2] = ["--perms", "0555", "--size", "4096", "--tmpfs", f"{SANDBOX_WORKDIR}/{rel}"]
     # after the work folder's bind, before --chdir
@@ -290,10 +323,9 @@ def candidate_parent_argv(scratch: Path, command: Sequence[str], *, layer: Runti
     candidate-side harness and runtime, empty read-only mount points for a run's work folder,
     ``/tmp`` and channel folder, and nothing else: no task files, results, harness or secret.
     Its environment is the caller's (a candidate environment), not the run's."""
-    argv = _system_argv(scratch)
+    argv = _system_argv(scratch, layer_root(layer))
     argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-             "--ro-bind", str(candidate_harness_dir()), SANDBOX_CANDIDATE_HARNESS, *runtime_binds(),
-             *layer_binds(layer)]
+             "--ro-bind", str(candidate_harness_dir()), SANDBOX_CANDIDATE_HARNESS, *interpreter_binds(layer)]
     for d in (SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_CHANNEL_DIR):
         argv += ["--dir", d]
     return [*argv, "--remount-ro", "/", "--chdir", "/", "--", *command]
@@ -306,6 +338,7 @@ class BwrapSandbox(LocalSandbox):
                  "killed on timeout")
     two_process = True
     two_process_gaps = ()
+    runs_over_root = True
 
     @classmethod
     def availability(cls) -> Availability:
@@ -315,7 +348,8 @@ class BwrapSandbox(LocalSandbox):
         results = scratch / "results"  # never created: results come back on a pipe
         disk = f"{spec.limits.file_bytes}"
         source = Path(spec.workdir).resolve()
-        argv = _system_argv(scratch)
+        root = layer_root(spec.layer)
+        argv = _system_argv(scratch, root)
         argv += ["--proc", "/proc", "--dev", "/dev",
                  "--size", disk, "--tmpfs", SANDBOX_TMP,
                  "--size", disk, "--perms", "0755", "--tmpfs", SANDBOX_WORKDIR,
@@ -339,7 +373,9 @@ class BwrapSandbox(LocalSandbox):
             argv += ["--perms", "0755", "--tmpfs", SANDBOX_CHANNEL_DIR]
             channel = f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}"
             extra.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=candidate_exec_prefix(
-                sys.executable, SANDBOX_HARNESS, channel))
+                sys.executable, SANDBOX_HARNESS, channel) if root is None else root_candidate_exec(channel))
+            if root is not None:  # the nested sandboxes start from the host's bwrap, bound in
+                argv += host_bwrap_bundle()[0]
             # The trusted side's home: a tmpfs the candidate's sandbox never binds.
             argv += ["--perms", "0700", "--size", str(1 << 20), "--tmpfs", TRUSTED_HOME]
             extra.update(trusted_home_variables(spec.env))
@@ -353,13 +389,13 @@ class BwrapSandbox(LocalSandbox):
                     + shlex.join(_candidate_argv(spec.candidate, held=held_folders(spec.candidate, source),
                                                 layer=spec.layer))
                     + f"{CLOSE_SEAL_FD}{CLOSE_RESULTS_FD} &\n")
-            command = [*_trusted_argv(source, spec.candidate),
+            command = [*_trusted_argv(source, spec.candidate, root),
                        *no_links_prefix(SANDBOX_HARNESS, (SANDBOX_WORKDIR, SANDBOX_TMP)),
                        *inner_started_prefix(TESTS_STARTED), *command]
             markers += TESTS_STARTED
             stages += ("the tests' nested sandbox (bwrap, no-links namespace)",)
             close_fds = ""  # the nested sandbox's marker shell closes it for the command
-        argv += [*runtime_binds(), *layer_binds(spec.layer), "--chdir", SANDBOX_WORKDIR, "--"]
+        argv += [*interpreter_binds(spec.layer), "--chdir", SANDBOX_WORKDIR, "--"]
         env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                  harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
                                  path=run_path(spec), extra=extra)
@@ -412,17 +448,21 @@ class BwrapSandbox(LocalSandbox):
             hosts.close()
 
     def long_lived(self, command: Sequence[str], *, scratch: Path, env: Mapping[str, str],
-                   ro_binds: Sequence[tuple[Path, str]] = (), dirs: Sequence[str] = ()) -> Prepared:
+                   ro_binds: Sequence[tuple[Path, str]] = (), dirs: Sequence[str] = (),
+                   root: str | None = None) -> Prepared:
         """How to start a long-lived process (the warm grading worker) in this sandbox.
 
         The same namespaces and read-only system as a run, the harness, ``ro_binds`` (host folder,
         sandbox path) and empty ``dirs`` (mount points for the process's own children); every
         file system it sees is read-only, so nothing it or its children write outlives them.
-        ``env`` is applied over the pinned environment of a run.
+        ``env`` is applied over the pinned environment of a run. Over a root file system of its
+        own (``root``: :attr:`RuntimeLayer.root`), its system is that root's, with the host's bwrap
+        bound in for the sandboxes it nests (:mod:`.rootfs`), and none of the host's interpreter.
         """
-        argv = _system_argv(scratch)
+        argv = _system_argv(scratch, root)
         argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-                 "--ro-bind", str(harness_dir()), SANDBOX_HARNESS, *runtime_binds()]
+                 "--ro-bind", str(harness_dir()), SANDBOX_HARNESS,
+                 *(runtime_binds() if root is None else host_bwrap_bundle()[0])]
         for host, inside in ro_binds:
             argv += ["--ro-bind", str(Path(host).resolve()), inside]
         for d in (SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_RESULTS, *dirs):
@@ -430,7 +470,7 @@ class BwrapSandbox(LocalSandbox):
         argv += ["--remount-ro", "/", "--chdir", "/", "--", *command]
         full_env = pinned_environment(workdir=SANDBOX_WORKDIR, results_dir=SANDBOX_RESULTS,
                                       harness_dir=SANDBOX_HARNESS, tmp_dir=SANDBOX_TMP,
-                                      path=runtime_path(), extra=env)
+                                      path=runtime_path() if root is None else DEFAULT_PATH, extra=env)
         return Prepared(argv=argv, env=full_env, cwd="/", results_dir=scratch / "results",
                         signal_from_status=True)
 

@@ -31,7 +31,7 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from verify_cli.harness.warm.warm_worker import CANDIDATE_CHANNEL
 from verify_cli.sandbox.base import (
@@ -42,7 +42,8 @@ from verify_cli.sandbox.base import (
     WarmOutcome,
     WarmStats,
 )
-from verify_cli.sandbox.bwrap.sandbox import BwrapSandbox
+from verify_cli.sandbox.bwrap.rootfs import which_in_root
+from verify_cli.sandbox.bwrap.sandbox import BwrapSandbox, root_candidate_exec
 from verify_cli.sandbox.bwrap.worker import (
     MAX_START_FAILURES,
     START_TIMEOUT,
@@ -146,10 +147,22 @@ class WarmPool(WarmHost):
         ``report_imports``, the outcome names the third-party modules the run imported."""
         inv = invocation
         env = self._job_env(spec)
-        key = WorkerKey(inv.interpreter, tuple(sorted(set(preload))),
+        root = spec.layer.root if spec.layer is not None else None
+        interpreter = inv.interpreter
+        if root is not None:
+            # Over an image's root the worker runs the root's interpreter (as the run's PATH finds
+            # it there, never the host's) with the host's bwrap bound in; without one, cold.
+            interpreter = which_in_root(root, inv.argv0 or "python", env.get("PATH", "")) or ""
+            if not interpreter or (inv.mode == "script" and which_in_root(root, inv.program, env.get("PATH", ""))
+                                   is None):
+                with self._cond:
+                    self._stats.cold_runs += 1
+                return WarmOutcome(self.sandbox.run(spec), "cold")
+            inv = replace(inv, interpreter=interpreter)
+        key = WorkerKey(interpreter, tuple(sorted(set(preload))),
                         tuple(sorted(startup_environment(env).items())),
                         runners=(inv.program,) if inv.mode == "runner" else (),
-                        binds=spec.layer.binds if spec.layer is not None else ())
+                        binds=spec.layer.binds if spec.layer is not None else (), root=root)
         worker = self._acquire(key)
         if worker is None:
             with self._cond:
@@ -189,8 +202,9 @@ class WarmPool(WarmHost):
         extra = dict(spec.env)
         if spec.candidate is not None:
             channel = f"{CANDIDATE_CHANNEL}/{CHANNEL_SOCKET}"
-            extra.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=candidate_exec_prefix(
-                sys.executable, SANDBOX_HARNESS, channel))
+            over_root = spec.layer is not None and spec.layer.root is not None
+            extra.update(VERIFY_CHANNEL=channel, VERIFY_CANDIDATE_EXEC=root_candidate_exec(channel) if over_root
+                         else candidate_exec_prefix(sys.executable, SANDBOX_HARNESS, channel))
             # The trusted side's home: an empty read-only folder of the worker's sandbox, which
             # the candidate's (bwrap_candidate.py) does not have.
             extra.update(trusted_home_variables(spec.env))

@@ -155,6 +155,9 @@ class WorkerKey:
     #: Host folders of the run's built environment (:attr:`RunSpec.layer`), bound read-only at
     #: their own paths: the worker's interpreter is the environment's.
     binds: tuple[str, ...] = ()
+    #: The root file system the worker runs over (an image's, :attr:`RuntimeLayer.root`), or
+    #: None (the host's system); ``interpreter`` is then a path inside it.
+    root: str | None = None
 
 
 class WarmWorker:
@@ -206,7 +209,7 @@ class WarmWorker:
             prepared = self.sandbox.long_lived(
                 command, scratch=self.scratch, env=dict(self.key.startup_env),
                 ro_binds=[(self.jobs, JOBS_MOUNT), (warmup, WARMUP_DIR), *((Path(b), b) for b in self.key.binds)],
-                dirs=[CANDIDATE_WORK, CANDIDATE_CHANNEL, CANDIDATE_TMP, TRUSTED_HOME])
+                dirs=[CANDIDATE_WORK, CANDIDATE_CHANNEL, CANDIDATE_TMP, TRUSTED_HOME], root=self.key.root)
             log = open(self.scratch / "worker.log", "wb")  # noqa: SIM115 - handed to the child
             try:
                 self.proc = subprocess.Popen(

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verify_cli.sandbox.base import RuntimeLayer
+from verify_cli.sandbox.bwrap.rootfs import which_in_root
 from verify_cli.sandbox.environment import (
     DEFAULT_PATH,
     SANDBOX_CANDIDATE_HARNESS,
@@ -46,6 +47,7 @@ from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.sessions.base import (
     SessionInfraError,
     SessionLimits,
+    SessionsUnsupportedError,
     Workspace,
 )
 from verify_cli.sandbox.sessions.client import (
@@ -96,6 +98,21 @@ class SessionParent:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def _root(self) -> str | None:
+        return self.layer.root if self.layer is not None else None
+
+    def _python(self) -> str:
+        """The parent's interpreter: verify-cli's, or, over an image's root, the root's."""
+        if self._root is None:
+            return sys.executable
+        found = which_in_root(self._root, "python3", DEFAULT_PATH)
+        if found is None:
+            raise SessionsUnsupportedError("sessions over an image's root file system need python3 in the image "
+                                           "(the session server runs under it): open the episode with "
+                                           "--sandbox docker")
+        return found
+
     def start(self) -> None:
         from verify_cli.sandbox.bwrap.sandbox import candidate_parent_argv
 
@@ -110,7 +127,7 @@ class SessionParent:
         self.ctl = host_ctl
         try:
             argv = candidate_parent_argv(self.scratch, [
-                sys.executable, "-S", "-E", PARENT_SCRIPT, "--control-fd", str(parent_ctl.fileno())],
+                self._python(), "-S", "-E", PARENT_SCRIPT, "--control-fd", str(parent_ctl.fileno())],
                 layer=self.layer)
             if self.network:
                 argv.insert(argv.index("--unshare-all") + 1, "--share-net")
@@ -120,7 +137,7 @@ class SessionParent:
             at = argv.index("--proc")
             argv[at:at] = ["--ro-bind", "/proc", HOST_PROC]
             log = open(self.scratch / "parent.log", "wb")  # noqa: SIM115 - handed to the child
-            env = {"PATH": runtime_path(), "LANG": "C.UTF-8"}
+            env = {"PATH": runtime_path() if self._root is None else DEFAULT_PATH, "LANG": "C.UTF-8"}
             try:
                 cgroup = self.cgroup
                 self.proc = _SPAWNER.submit(
