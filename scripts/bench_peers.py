@@ -531,7 +531,7 @@ def main() -> int:
                     help="also measure each harness's CPU seconds (perf stat over its whole process tree)")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    from verify_cli.sandbox.plumbing.levers import LEVERS
+    from verify_cli.sandbox import LEVERS
 
     unknown = [name for name in args.lever_off if name not in LEVERS]
     if unknown:
