@@ -293,12 +293,18 @@ def _before_job() -> None:
 
 def spare_server(server: types.ModuleType, go: socket.socket) -> NoReturn:
     """The spare's server (pid 2 of the spare's pid namespace, forked before its run is known):
-    waits on ``go`` for the run's output pipes, listening socket, limits and environment, which
-    its init sends once the run's sandbox is built (its mounts are this process's too: they share
-    the mount namespace), then becomes what :func:`serve_run` makes of a server forked then: no
-    capability, no new privileges, only the run's descriptors. It runs no code of the run before
-    that; a closed ``go`` (the run was given up) ends it."""
+    drops every capability (no new privileges) and closes every descriptor but ``go`` at once
+    (it needs neither: its init makes the mounts, which are this process's too, as they share the
+    mount namespace), then waits on ``go`` for the run's output pipes, listening socket, limits
+    and environment, which its init sends once the run's sandbox is built, and becomes what
+    :func:`serve_run` makes of a server forked then: no capability, no new privileges, only the
+    run's descriptors. It runs no code of the run before that; a closed ``go`` (the run was given
+    up) ends it."""
     try:
+        ns.drop_capabilities(no_new_privs=True)  # before the run, off its path
+        keep = go.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, 1 << 16)
         data, fds, _flags, _addr = socket.recv_fds(go, MAX_GO, 3)
         if not data or len(fds) != 3:
             os._exit(SETUP_FAILED_EXIT)
@@ -306,7 +312,6 @@ def spare_server(server: types.ModuleType, go: socket.socket) -> NoReturn:
         out_fd, err_fd, listener = fds
         _take_streams(out_fd, err_fd, (listener,))  # closes ``go`` and everything else
         _set_limits(job)
-        ns.drop_capabilities(no_new_privs=True)
         env = {str(k): str(v) for k, v in job["env"].items()}
     except BaseException:
         os._exit(SETUP_FAILED_EXIT)
