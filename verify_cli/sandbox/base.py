@@ -268,6 +268,8 @@ class WarmStats:
     #: Two-process runs whose candidate a warm candidate parent forked, and those started cold.
     warm_candidates: int = 0
     cold_candidates: int = 0
+    #: Of the warm candidates, those a spare served (forked once the run before was over).
+    spare_candidates: int = 0
 
 
 WarmHow = Literal["warm", "cold", "fallback"]

@@ -48,7 +48,7 @@ import sys
 import time
 import traceback
 import types
-from typing import Any
+from typing import Any, NoReturn
 
 import verify_namespaces as ns
 from verify_namespaces import check, libc, mount
@@ -206,6 +206,12 @@ def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: sock
         job_sock.close()
         os._exit(serve_run(server, env, listener))
     os.close(listener)  # only the server accepts
+    return _announce_and_reap(job_sock, child)
+
+
+def _announce_and_reap(job_sock: socket.socket, child: int) -> int:
+    """The run's init once its server runs: say so on ``job_sock``, then reap every orphan and
+    exit with the server."""
     job_sock.sendall(json.dumps({"op": "ready"}).encode())
     job_sock.close()
     while True:
@@ -217,29 +223,42 @@ def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: sock
             return os.waitstatus_to_exitcode(status) & 0xFF
 
 
-def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids: tuple[int, int]) -> None:
+def _set_limits(job: dict[str, Any]) -> None:
+    cpu = int(job["cpu_seconds"])
+    fsize = int(job["file_bytes"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _take_streams(out_fd: int, err_fd: int, keep: tuple[int, ...]) -> None:
+    """stdin from /dev/null, the run's output pipes as stdout and stderr, every other descriptor
+    above 2 but ``keep`` closed (nothing of the parent's, or of the trusted side's, is kept)."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 16)
+
+
+def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids: tuple[int, int], *,
+              prepared: bool = False) -> None:
     """Runs in the forked child (the run's init, in its fresh namespaces); never returns. The
-    run's folders arrive on the job socket once the trusted side has made them."""
+    run's folders arrive on the job socket once the trusted side has made them. ``prepared``:
+    a spare that made its own preparations (:func:`prepare`) before the job came."""
     out_fd, err_fd, sock_fd = fds
     job_sock = socket.socket(fileno=sock_fd)
     try:
-        libc.prctl(ns.PR_SET_DUMPABLE, 1, 0, 0, 0)  # like any fresh process (the parent is not)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out_fd, 1)
-        os.dup2(err_fd, 2)
-        os.closerange(3, sock_fd)
-        os.closerange(sock_fd + 1, 1 << 16)
-        # The parent is shielded from the OOM killer (-1000, inherited): a run's candidate is
-        # as killable as a cold one (raising the value needs no privilege).
-        with contextlib.suppress(OSError):
-            ns.write_file("/proc/self/oom_score_adj", "0")
-        cpu = int(job["cpu_seconds"])
-        fsize = int(job["file_bytes"])
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        prepare(ids)
+        if not prepared:
+            _before_job()
+        _take_streams(out_fd, err_fd, (sock_fd,))
+        _set_limits(job)
+        if not prepared:
+            prepare(ids)
         msg, mounts = ns.next_request(job_sock, ("mounts",), HANDOVER_FDS)
         if msg is None:  # the host gave the run up
             os._exit(SETUP_FAILED_EXIT)
@@ -258,33 +277,173 @@ def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids
     os._exit(status)
 
 
+def _before_job() -> None:
+    """What a run's child does first, before anything of its run is known."""
+    libc.prctl(ns.PR_SET_DUMPABLE, 1, 0, 0, 0)  # like any fresh process (the parent is not)
+    # The parent is shielded from the OOM killer (-1000, inherited): a run's candidate is
+    # as killable as a cold one (raising the value needs no privilege).
+    with contextlib.suppress(OSError):
+        ns.write_file("/proc/self/oom_score_adj", "0")
+
+
+# --------------------------------------------------------------------------------------------
+# Spares: the next run's init and server, forked once a run is over (issue 40's lever
+# "candidate-spare", verify_cli/sandbox/plumbing/levers.py)
+
+
+def spare_server(server: types.ModuleType, go: socket.socket) -> NoReturn:
+    """The spare's server (pid 2 of the spare's pid namespace, forked before its run is known):
+    drops every capability (no new privileges) and closes every descriptor but ``go`` at once
+    (it needs neither: its init makes the mounts, which are this process's too, as they share the
+    mount namespace), then waits on ``go`` for the run's output pipes, listening socket, limits
+    and environment, which its init sends once the run's sandbox is built, and becomes what
+    :func:`serve_run` makes of a server forked then: no capability, no new privileges, only the
+    run's descriptors. It runs no code of the run before that; a closed ``go`` (the run was given
+    up) ends it."""
+    try:
+        ns.drop_capabilities(no_new_privs=True)  # before the run, off its path
+        keep = go.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, 1 << 16)
+        data, fds, _flags, _addr = socket.recv_fds(go, MAX_GO, 3)
+        if not data or len(fds) != 3:
+            os._exit(SETUP_FAILED_EXIT)
+        job = json.loads(data)
+        out_fd, err_fd, listener = fds
+        _take_streams(out_fd, err_fd, (listener,))  # closes ``go`` and everything else
+        _set_limits(job)
+        env = {str(k): str(v) for k, v in job["env"].items()}
+    except BaseException:
+        os._exit(SETUP_FAILED_EXIT)
+    os._exit(serve_run(server, env, listener))
+
+
+#: The largest message a spare's init sends its server (the run's environment and limits).
+MAX_GO = 1 << 20
+
+
+def spare_child(handoff: socket.socket, server: types.ModuleType, ids: tuple[int, int]) -> NoReturn:
+    """The spare: the next run's init, in its fresh namespaces (it was forked into them). It
+    makes what needs nothing of the run (:func:`prepare`), forks the run's server ahead (it waits
+    for its run: :func:`spare_server`), then waits on ``handoff`` for the run (the request and its
+    three descriptors) and builds the run's sandbox as a child forked for the run would, handing
+    the server its descriptors once the sandbox is built. A closed ``handoff`` ends it (the
+    parent gave the spare up); so does any failure before its run (the parent, finding it gone,
+    forks the run's child itself)."""
+    try:
+        _before_job()
+        prepare(ids)
+        os.setsid()
+        go_init, go_server = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        child = os.fork()
+        if child == 0:
+            handoff.close()
+            go_init.close()
+            spare_server(server, go_server)
+        go_server.close()
+        msg, fds = ns.next_request(handoff, ("run",), 3)
+    except BaseException:
+        os._exit(SETUP_FAILED_EXIT)
+    if msg is None:
+        os._exit(0)  # the server ends with the namespace (this is its pid 1)
+    handoff.close()
+    out_fd, err_fd, sock_fd = fds
+    job_sock = socket.socket(fileno=sock_fd)
+    try:
+        _take_streams(out_fd, err_fd, (sock_fd, go_init.fileno()))
+        _set_limits(msg)
+        got, mounts = ns.next_request(job_sock, ("mounts",), HANDOVER_FDS)
+        if got is None:  # the host gave the run up
+            os._exit(SETUP_FAILED_EXIT)
+        work_fd, tmp_fd, channel_fd, listener = mounts
+        isolate(work_fd, tmp_fd, channel_fd, tuple(str(h) for h in msg.get("held", [])),
+                tuple(str(p) for p in msg.get("protected", [])))
+        for fd in (work_fd, tmp_fd, channel_fd):
+            os.close(fd)
+        go = {"env": msg["env"], "cpu_seconds": msg["cpu_seconds"], "file_bytes": msg["file_bytes"]}
+        socket.send_fds(go_init, [json.dumps(go).encode()], [1, 2, listener])
+        go_init.close()
+        os.close(listener)  # only the server accepts
+    except BaseException as e:
+        ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
+    os._exit(_announce_and_reap(job_sock, child))
+
+
+def fork_spare(control: socket.socket, server: types.ModuleType, ids: tuple[int, int]) -> tuple[int, socket.socket]:
+    """Fork the next run's child (:func:`spare_child`) into its namespaces now; (pid, the socket
+    its run goes to). OSError where the kernel refuses (runs then fork their child as ever)."""
+    mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        pid = ns.fork_into(RUN_NAMESPACES)
+    except OSError:
+        mine.close()
+        its.close()
+        raise
+    if pid == 0:
+        mine.close()
+        os.close(control.detach())  # only the parent reads the host's requests
+        spare_child(its, server, ids)
+    its.close()
+    return pid, mine
+
+
+def _hand_to_spare(spare: tuple[int, socket.socket], msg: dict[str, Any], fds: list[int]) -> int:
+    """Give the run to the spare; its pid, or 0 where it is gone (it is reaped then)."""
+    pid, handoff = spare
+    try:
+        socket.send_fds(handoff, [json.dumps(msg).encode()], fds)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+        return 0
+    finally:
+        handoff.close()
+    return pid
+
+
 def serve(control: socket.socket) -> int:
     libc.prctl(ns.PR_SET_DUMPABLE, 0, 0, 0, 0)  # run children may not ptrace the parent
     server = server_module()
     ids = (os.getuid(), os.getgid())
     ns.announce_ready(control, {"op": "ready", "pid": os.getpid()})
+    spare: tuple[int, socket.socket] | None = None
     while True:
-        msg, fds = ns.next_request(control, ("run",), 3)
+        msg, fds = ns.next_request(control, ("run", "spare"), 3)
         if msg is None:
             return 0
-        try:
-            pid = ns.fork_into(RUN_NAMESPACES)
-        except OSError as e:  # the run's candidate cannot start warm: the host starts it cold
-            sock = socket.socket(fileno=fds[2])
-            with contextlib.suppress(OSError):
-                ns.send(sock, {"op": "setup_error", "message": f"{type(e).__name__}: {e}"})
-            sock.close()
-            for fd in fds[:2]:
+        if msg["op"] == "spare":
+            for fd in fds:
                 os.close(fd)
-            ns.send(control, {"op": "exit", "id": msg.get("id"), "status": SETUP_FAILED_EXIT << 8})
+            if spare is None:
+                with contextlib.suppress(OSError):  # none: the next run forks its child
+                    spare = fork_spare(control, server, ids)
             continue
+        pid = 0
+        if spare is not None:
+            pid = _hand_to_spare(spare, msg, fds)
+            spare = None
+        spared = pid != 0
         if pid == 0:
-            control.detach()
-            run_child(msg, fds, server, ids)
+            try:
+                pid = ns.fork_into(RUN_NAMESPACES)
+            except OSError as e:  # the run's candidate cannot start warm: the host starts it cold
+                sock = socket.socket(fileno=fds[2])
+                with contextlib.suppress(OSError):
+                    ns.send(sock, {"op": "setup_error", "message": f"{type(e).__name__}: {e}"})
+                sock.close()
+                for fd in fds[:2]:
+                    os.close(fd)
+                ns.send(control, {"op": "exit", "id": msg.get("id"), "status": SETUP_FAILED_EXIT << 8})
+                continue
+            if pid == 0:
+                control.detach()
+                run_child(msg, fds, server, ids)
         for fd in fds:
             os.close(fd)
         _, status = os.waitpid(pid, 0)
-        ns.send(control, {"op": "exit", "id": msg.get("id"), "status": status})
+        ns.send(control, {"op": "exit", "id": msg.get("id"), "status": status, "spare": spared})
 
 
 def main(argv: list[str]) -> int:

@@ -59,6 +59,7 @@ from verify_cli.sandbox.environment import (
 from verify_cli.sandbox.plumbing.cgroup import RunCgroup
 from verify_cli.sandbox.plumbing.job_send import send_job
 from verify_cli.sandbox.plumbing.killing import stop_sandbox
+from verify_cli.sandbox.plumbing.levers import lever_on
 from verify_cli.sandbox.process import runtime_path
 
 #: The Python candidate server's start command (two-process pytest, calls and stdio runners):
@@ -156,6 +157,8 @@ class CandidateParent:
         self.pids: set[int] = set()
         self._job: socket.socket | None = None
         self._job_id = ""
+        #: Whether the last finished run's candidate was the parent's spare.
+        self.last_spared = False
 
     def serves(self, extra_env: Mapping[str, str], layer: RuntimeLayer | None = None) -> bool:
         return self.alive and layer == self.layer and candidate_env(extra_env, layer) == self.env
@@ -257,9 +260,20 @@ class CandidateParent:
             why = msg.get("message", "no answer")
             raise CandidateParentError(f"the run's candidate sandbox could not be set up: {why}")
 
+    def ask_spare(self) -> None:
+        """Have the parent fork its next run's candidate (its init in fresh namespaces and its
+        server, both waiting for their run) now, off that run's path. Only between runs, once
+        the worker's cgroup was found clean: a spare is the next run's, never a process of
+        another run (the host's sweep after a run that did not use it kills it; the parent then
+        forks that run's child itself). Best effort; the lever ``candidate-spare``."""
+        if self.ctl is not None and self.alive and lever_on("candidate-spare"):
+            with contextlib.suppress(OSError):
+                self.ctl.send(b'{"op": "spare"}')
+
     def finish(self, timeout: float = EXIT_GRACE) -> None:
         """After the run's processes were killed: the parent must report its child's end."""
         job, self._job = self._job, None
+        self.last_spared = False
         if job is None:
             return
         job.close()
@@ -268,6 +282,7 @@ class CandidateParent:
         msg = self._recv()
         if msg.get("op") != "exit" or msg.get("id") != self._job_id:
             raise CandidateParentError(f"unexpected message from the candidate parent: {msg!r:.200}")
+        self.last_spared = msg.get("spare") is True
 
     def close(self) -> None:
         if self._job is not None:
@@ -349,6 +364,11 @@ class WarmCandidates:
             for fd in mounts:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+    def ask_spare(self) -> None:
+        """After a clean run whose candidate started warm: the parent's spare for the next."""
+        if self.parent is not None and self.last == "warm":
+            self.parent.ask_spare()
 
     def finish(self, parent: CandidateParent, infra: set[int]) -> None:
         """After the run: a parent that died or lost track of its run raises (never a score)."""

@@ -177,6 +177,8 @@ class WarmPool(WarmHost):
             with self._cond:
                 if worker.candidates.last == "warm":
                     self._stats.warm_candidates += 1
+                    if worker.candidates.parent is not None and worker.candidates.parent.last_spared:
+                        self._stats.spare_candidates += 1
                 elif worker.candidates.last == "cold":
                     self._stats.cold_candidates += 1
         except WorkerError as e:

@@ -411,6 +411,7 @@ class WarmWorker:
                                       wall, out_cap, err_cap, results)
             swept = True  # the cgroup holds the worker's own processes and nothing else
             self._ask_spare()
+            self.candidates.ask_spare()
             return run, imports
         finally:
             try:
