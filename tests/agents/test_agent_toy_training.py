@@ -108,7 +108,7 @@ def train(model: Path, out: Path, update: str) -> list[float]:
                          update=update, grade_jobs=4)
     name, _ = resolve_backend_name("auto")
     reports: list[StepReport] = []
-    with create_sandbox(name) as box, Grader(box, warm=True) as grader:  # warm: the loop, not the sandbox, is under test
+    with create_sandbox(name) as box, Grader(box, warm=True) as grader:  # the loop is under test
         runner = AgentGroupRunner(agent_model(backend), box, grader, sampling=config.sampling,
                                   reward=RewardConfig(), limits=EpisodeLimits(max_turns=2), concurrency=4)
         policy = PolicyUpdater(backend, out, GRPOConfig(lr=1e-2)) if update == "grpo" else None

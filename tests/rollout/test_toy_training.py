@@ -28,7 +28,7 @@ def train(model: Path, out: Path, update: str) -> list[float]:
                          update=update, system=None, include_tests=False, grade_jobs=4)
     name, _ = resolve_backend_name("auto")
     reports: list[StepReport] = []
-    with create_sandbox(name) as box, Grader(box, warm=True) as grader:  # warm: the loop, not the sandbox, is under test
+    with create_sandbox(name) as box, Grader(box, warm=True) as grader:  # the loop is under test
         policy = PolicyUpdater(backend, out, GRPOConfig(lr=1e-2)) if update == "grpo" else None
         Trainer(config, backend, grader, tasks, out, sandbox_backend=name, policy=policy,
                 on_step=reports.append).run()
