@@ -25,8 +25,10 @@ def apply_candidate_patch(task: Task, diff: str | bytes) -> tuple[dict[str, byte
     strict ``git apply`` first, then SWE-bench's permissive fallbacks (``git apply --reject``,
     ``patch --fuzz=5``) for a model's diff whose context drifted.
 
-    Raises CandidatePatchError naming the path (outside the editable globs, a test file, a
-    deletion) or the hunk that does not apply. Test files always come from the task, so a diff
+    git's extended headers apply too: a copy (``copy from`` / ``copy to``) writes the new file, a
+    ``GIT binary patch`` (``git diff --binary``) its binary contents. Raises CandidatePatchError
+    naming the path (outside the editable globs, a test file, a deletion, a rename, a binary file
+    changed without its contents) or the hunk that does not apply. Test files always come from the task, so a diff
     that edits one is refused rather than silently dropped.
     """
     data = diff.encode("utf-8") if isinstance(diff, str) else diff
@@ -34,6 +36,16 @@ def apply_candidate_patch(task: Task, diff: str | bytes) -> tuple[dict[str, byte
     if not touched.writes and not touched.deletes:
         raise CandidatePatchError("the candidate's diff changes no file",
                                   hint="give a unified diff (git diff output) against the starter")
+    if touched.opaque_binaries:
+        raise CandidatePatchError(f"the candidate's diff changes the binary file {touched.opaque_binaries[0]!r} "
+                                  "without its contents ('Binary files ... differ')",
+                                  hint="write the diff with git diff --binary, which carries binary contents")
+    if touched.renames:
+        old, new = touched.renames[0]
+        raise CandidatePatchError(f"the candidate's diff renames {old!r} to {new!r}; a candidate overlays files "
+                                  f"on the starter and cannot remove {old!r}",
+                                  hint="write the new file as an added file (a copy: git diff -C, or no rename "
+                                       "detection: git diff --no-renames), leaving the old one")
     tests = task.test_files()
     for rel in (*touched.writes, *touched.deletes):
         if rel in tests or rel.split("/", 1)[0] in ("tests", "hidden_tests") or is_repository_test_file(task, rel):
