@@ -44,8 +44,9 @@ def result_file_names(glob: str) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def probe_context(task: Task) -> ProbeContext:
-    """What a probe knows of ``task``: the reference's editable text files and the results glob."""
+def probe_context(task: Task, wall_seconds: float | None = None) -> ProbeContext:
+    """What a probe knows of ``task``: the reference's editable text files and the results glob;
+    ``wall_seconds``, the probe run's wall limit where tighter than the task's."""
     files: dict[str, str] = {}
     for rel, data in solution_as_candidate(task).items():
         if not matches_any(task.editable, rel):
@@ -54,7 +55,8 @@ def probe_context(task: Task) -> ProbeContext:
             files[rel] = data.decode("utf-8")
         except UnicodeDecodeError:
             continue
-    return ProbeContext(task=task, files=files, result_names=result_file_names(task.test.results))
+    return ProbeContext(task=task, files=files, result_names=result_file_names(task.test.results),
+                        wall_limit=wall_seconds)
 
 
 def build_probe(probe: Probe, ctx: ProbeContext) -> dict[str, bytes] | None:
