@@ -31,7 +31,7 @@ def test_the_derived_limit_is_the_reference_time_scaled_within_the_tasks(tmp_pat
     assert derived_wall_seconds(task, 0.2) == MIN_TIMEOUT
     assert derived_wall_seconds(task, 10.0) == 42.0
     assert derived_wall_seconds(task, 60.0) == TASK_LIMIT
-    ((probe, request),) = probe_requests(task, frozenset({"sleep-past-timeout"}), "t", 7.0)
+    ((_probe, request),) = probe_requests(task, frozenset({"sleep-past-timeout"}), "t", 7.0)
     assert request.wall_seconds == 7.0
     assert b"time.sleep(12)" in next(iter((request.candidate or {}).values()))
 
