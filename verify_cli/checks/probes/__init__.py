@@ -7,6 +7,7 @@ result was taken as one). On a sound task with a sound harness, every probe scor
 
 from __future__ import annotations
 
+from verify_cli.checks.probes.git_probes import git_history_probe
 from verify_cli.checks.probes.harbor_probes import HARBOR_PROBES
 from verify_cli.checks.probes.js_probes import JS_PROBES
 from verify_cli.checks.probes.model import Probe, ProbeContext, ProbeTarget
@@ -16,7 +17,10 @@ from verify_cli.grading.workspace import solution_as_candidate
 from verify_cli.tasks.model import Task
 from verify_cli.tasks.paths import matches_any
 
-BATTERY: dict[str, tuple[Probe, ...]] = {"python": PYTHON_PROBES, "javascript": JS_PROBES, "shell": HARBOR_PROBES}
+#: Each language's battery; repository tasks' .git-mining probe is in those of Python and JavaScript.
+BATTERY: dict[str, tuple[Probe, ...]] = {"python": (*PYTHON_PROBES, git_history_probe("python")),
+                                         "javascript": (*JS_PROBES, git_history_probe("javascript")),
+                                         "shell": HARBOR_PROBES}
 
 
 def probe_names(language: str | None = None) -> list[str]:
