@@ -69,3 +69,38 @@ def test_a_scrubbed_history_gives_the_probe_nothing(tmp_path: Path) -> None:
     assert build_probe(probe, probe_context(task)) is None
     shutil.rmtree(task.root / "starter" / ".git")
     assert build_probe(probe, probe_context(load_task(task.root))) is None
+
+
+def test_the_same_history_imported_as_a_row_is_clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clone whose history holds the fix (a later commit and a tag) imported as a SWE-bench row
+    at its base: the task's starter carries no .git, so there is nothing to mine."""
+    import json
+
+    from verify_cli.checks.git_history import git_history_findings
+    from verify_cli.importers import import_rows
+
+    monkeypatch.setenv("VERIFY_REPO_CACHE", str(tmp_path / "cache"))
+    clone = tmp_path / "repos" / "acme__total"
+    clone.mkdir(parents=True)
+    (clone / "solution.py").write_text(BASE_FILES["starter/solution.py"])
+    (clone / "tests").mkdir()
+    (clone / "tests" / "test_total.py").write_text(BASE_FILES["tests/test_solution.py"])
+    git(clone, "init", "-q")
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "base")
+    base = git(clone, "rev-parse", "HEAD").strip()
+    (clone / "solution.py").write_text(BASE_FILES["solution/solution.py"])
+    gold = git(clone, "diff")
+    git(clone, "commit", "-qam", "the fix")
+    git(clone, "tag", "v-fixed")
+    row = {"instance_id": "acme__total-1", "repo": "acme/total", "base_commit": base, "patch": gold,
+           "test_patch": "", "FAIL_TO_PASS": ["tests/test_total.py::test_several"],
+           "PASS_TO_PASS": ["tests/test_total.py::test_empty"]}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    report = import_rows(str(tmp_path / "rows.jsonl"), tmp_path / "out", preset="swebench", repos=tmp_path / "repos")
+    assert report.failures == []
+    task = load_task(tmp_path / "out" / "swebench" / "acme__total-1")
+    assert not any(rel.split("/", 1)[0] == ".git" for rel in task.starter_files())
+    assert git_history_findings(task) is None
+    (probe,) = probes_for("python", {PROBE})
+    assert build_probe(probe, probe_context(task)) is None
