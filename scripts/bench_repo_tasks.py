@@ -2,6 +2,7 @@
 laying out its work folder.
 
     python scripts/bench_repo_tasks.py [--files 200] [--layouts 200] [--repeats 3] [--sandbox bwrap]
+                                       [--ceiling 60]
 
 It builds a repository task here (a package of ``--files`` modules in subpackages, a test
 suite, a gold patch, FAIL_TO_PASS/PASS_TO_PASS lists; also packed as a git bundle) and prints:
@@ -13,6 +14,11 @@ suite, a gold patch, FAIL_TO_PASS/PASS_TO_PASS lists; also packed as a git bundl
   ratios to the plain copy measured in the same run. Hard links are shown only as the floor:
   the trust rule forbids them (a candidate-writable file linked to the task's pristine file
   would let a candidate rewrite the task).
+
+- audit's hanging probe (``sleep-past-timeout``) on the task with its wall limit raised to
+  ``--ceiling`` seconds (an imported repository task has 900 s): its run under the task's ceiling
+  (the baseline: how probes ran before) against its run under the limit audit now derives from
+  the reference's measured time, as a ratio.
 
 Timings on a shared machine are noisy; the ratios are what to read.
 """
@@ -31,6 +37,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from verify_cli.checks import CheckOptions, check_tasks
+from verify_cli.checks.audit.mutation import derived_wall_seconds
+from verify_cli.checks.audit.probing import probe_requests
 from verify_cli.grading import Grader, Phase, lay_out
 from verify_cli.sandbox import create_sandbox
 from verify_cli.tasks import Task, load_task
@@ -203,12 +211,36 @@ def timed() -> Iterator[list[float]]:
     out.append(time.perf_counter() - started)
 
 
+def hanging_probe(task: Task, box: object, ceiling: float) -> None:
+    """audit's sleep-past-timeout probe under the task's ceiling, then under the derived limit."""
+    from dataclasses import replace
+
+    from verify_cli.grading import GradeRequest
+
+    raised = replace(task, limits=replace(task.limits, wall_seconds=ceiling))
+    with Grader(box) as grader:  # type: ignore[arg-type]
+        reference = grader.grade(GradeRequest(raised, Phase.REFERENCE))
+        derived = derived_wall_seconds(raised, reference.run.wall_seconds)
+        print(f"\naudit's hanging probe (task ceiling {ceiling:g} s; reference {reference.run.wall_seconds:.2f} s, "
+              f"derived limit {derived:.1f} s):")
+        base = None
+        for label, wall in (("task's ceiling (baseline)", None), ("derived limit (now)", derived)):
+            ((_probe, request),) = probe_requests(raised, frozenset({"sleep-past-timeout"}), "bench", wall)
+            with timed() as t:
+                result = grader.grade(request)
+            base = base or t[0]
+            print(f"  {label:<26} {t[0]:7.2f} s  {t[0] / base:5.2f}x  score {result.score}  "
+                  f"({result.run.verdict.value})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--layouts", type=int, default=200, help="Layouts timed per method.")
     parser.add_argument("--repeats", type=int, default=3, help="check-tasks reference runs.")
     parser.add_argument("--sandbox", default="bwrap")
+    parser.add_argument("--ceiling", type=float, default=60.0,
+                        help="The task's wall limit for the hanging-probe measure (seconds).")
     args = parser.parse_args()
     shm = "/dev/shm" if Path("/dev/shm").is_dir() else None  # where grading lays out work folders
     work = Path(tempfile.mkdtemp(prefix="verify-bench-repo-", dir=shm))
@@ -250,6 +282,7 @@ def main() -> None:
                 how = f", {stats}" if stats is not None else ""
                 print(f"  {label:<5} {t[0]:6.2f} s  verdict {report.verdict.value}  "
                       f"({t[0] / (args.repeats + 1) * 1000:.0f} ms a run{how})")
+            hanging_probe(plain, box, args.ceiling)
     finally:
         for dirpath, _dirs, _files in os.walk(work):
             os.chmod(dirpath, 0o755)
