@@ -320,3 +320,18 @@ def test_a_swe_rebench_row_installs_its_frozen_pins_and_its_requirement_files(
     assert pinned.setup == ("pip install -e .",) and pinned.python == "3.9"
     unpinned = load_task(tmp_path / "out" / "swebench" / "acme__calc-2").environment
     assert unpinned.setup == ("python -m pip install -r requirements/test.txt", "pip install -e .")
+
+
+def test_a_gold_patch_that_renames_a_file_is_refused_with_the_remedy(dataset: tuple[Path, Path],
+                                                                      tmp_path: Path) -> None:
+    data, repos = dataset
+    clone = repos / "acme__calc"
+    row = json.loads(data.read_text().splitlines()[0])
+    git(clone, "mv", "calc/ops.py", "calc/operations.py")
+    renamed = git(clone, "diff", "--cached", "-M")
+    git(clone, "reset", "-q", "--hard")
+    (tmp_path / "rows.jsonl").write_text(json.dumps({**row, "patch": renamed}) + "\n")
+    report = import_rows(str(tmp_path / "rows.jsonl"), tmp_path / "out", preset="swebench", repos=repos)
+    (failure,) = report.failures
+    assert "renames 'calc/ops.py' to 'calc/operations.py'" in failure.reason
+    assert "--no-renames" in failure.reason

@@ -239,6 +239,12 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
     p2p = _id_list(fields, "pass_to_pass", columns["pass_to_pass"])
     if not f2p:
         raise RowError(f"column {columns['fail_to_pass']!r} lists no test: nothing would judge the patch")
+    touched = patch_files(patch)
+    if touched.renames or touched.opaque_binaries:
+        what = (f"renames {touched.renames[0][0]!r} to {touched.renames[0][1]!r}" if touched.renames
+                else f"changes the binary file {touched.opaque_binaries[0]!r} without its contents")
+        raise RowError(f"the patch {what}, which a task's reference (files overlaid on the starter) cannot "
+                       "express; regenerate it with git diff --no-renames --binary")
     modes: set[str] = set()
     tree = _tree_files(clone, commit, modes)
     try:

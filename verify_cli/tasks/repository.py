@@ -377,6 +377,11 @@ def applied_solution(task_root: Path, starter: dict[str, Path]) -> Path:
         raise TaskFormatError(str(patch_path), f"the gold patch deletes {touched.deletes[0]!r}; a reference "
                               "overlays files on the starter and cannot delete one",
                               hint="leave the file in place (empty it) or move the deletion out of the patch")
+    if touched.renames or touched.opaque_binaries:
+        what = (f"renames {touched.renames[0][0]!r} to {touched.renames[0][1]!r}" if touched.renames
+                else f"changes the binary file {touched.opaque_binaries[0]!r} without its contents")
+        raise TaskFormatError(str(patch_path), f"the gold patch {what}; a reference overlays files on the "
+                              "starter, whole", hint="write the diff with git diff --no-renames --binary")
     inputs = {rel: starter[rel].read_bytes() for rel in touched.reads if rel in starter}
     key = _digest(patch, *(rel.encode() + b"\0" + data for rel, data in sorted(inputs.items())))
     final = cache_root() / "solutions" / key
