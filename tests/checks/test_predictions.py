@@ -103,6 +103,9 @@ def test_a_malformed_predictions_file_names_the_line(tmp_path: Path) -> None:
     listed = tmp_path / "p.json"
     listed.write_text(json.dumps({"a": {"model_patch": "d", "model_name_or_path": "m"}}))
     assert read_predictions(listed) == [Prediction("a", "m", "d")]
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps({"instance_id": "b", "model_name_or_path": "m", "model_patch": None}) + "\n")
+    assert read_predictions(one) == [Prediction("b", "m", None)]
 
 
 def test_check_tasks_writes_the_gold_patchs_report_beside_its_own(repo_tasks: tuple[Path, dict[str, str]],

@@ -58,8 +58,14 @@ def read_predictions(path: Path) -> list[Prediction]:
             document = json.loads(text)
         except ValueError as e:
             raise TaskFormatError(str(path), f"not JSON: {e}") from None
-        rows = ([(f"/{i}", r) for i, r in enumerate(document)] if isinstance(document, list)
-                else [(f"/{k}", {"instance_id": k, **v} if isinstance(v, dict) else v) for k, v in document.items()])
+        if isinstance(document, list):
+            rows = [(f"/{i}", r) for i, r in enumerate(document)]
+        elif isinstance(document, dict) and "instance_id" in document:  # one prediction (one-line JSONL)
+            rows = [("line 1", document)]
+        elif isinstance(document, dict):
+            rows = [(f"/{k}", {"instance_id": k, **v} if isinstance(v, dict) else v) for k, v in document.items()]
+        else:
+            raise TaskFormatError(str(path), "the predictions are neither JSONL, a JSON list nor a JSON object")
     else:
         rows = []
         for number, line in enumerate(text.splitlines(), start=1):
