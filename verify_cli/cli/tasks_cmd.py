@@ -156,8 +156,8 @@ def evaluate_command(
     """Grade a file of predictions against repository tasks, writing SWE-bench's report.json per
     instance (resolved, FAIL_TO_PASS / PASS_TO_PASS success and failure)."""
     from verify_cli.checks.predictions import evaluate_predictions, read_predictions
+    from verify_cli.cli.executor_setup import open_executor
     from verify_cli.cli.options import default_jobs
-    from verify_cli.grading.grader import Grader
     from verify_cli.report.swebench import run_summary, write_instance_report
     from verify_cli.tasks.loader import load_task_set
     from verify_cli.tasks.model import Task
@@ -166,8 +166,10 @@ def evaluate_command(
         console.use_stderr()
     preds = read_predictions(predictions)
     tasks = [t for t in load_task_set(path) if isinstance(t, Task)]
-    with create_sandbox(sandbox_spec(sandbox, sandbox_options())) as box, Grader(box) as grader:
-        evaluated = evaluate_predictions(tasks, preds, grader, jobs=jobs or default_jobs())
+    runner = open_executor("local", sandbox=sandbox, warm=True, ray_address="auto",
+                           sandbox_options=sandbox_options())
+    with runner:
+        evaluated = evaluate_predictions(tasks, preds, runner, jobs=jobs or default_jobs())
     table = Table(title=f"{len(evaluated)} prediction(s) against {len(tasks)} task(s)", title_justify="left")
     for name in ("instance", "model", "resolved", "note"):
         table.add_column(name)
