@@ -39,9 +39,17 @@ def future_commits(git_dir: Path) -> list[str]:
                if line.endswith(" commit") and line.split()[0] not in past]
     if not commits:
         return []
-    dated = _git(git_dir, "show", "-s", "--format=%ct %H", *commits)
+    # Dated through stdin: a full clone at an old HEAD holds thousands of later commits.
+    dated = subprocess.run(["git", "--git-dir", str(git_dir), "-c", "core.hooksPath=/dev/null", "log", "--no-walk",
+                            "--stdin", "--format=%ct %H"], input="\n".join(commits) + "\n", capture_output=True,
+                           text=True, timeout=300, check=False, env=_env(git_dir))
     order = sorted((line.split() for line in dated.stdout.splitlines() if len(line.split()) == 2), reverse=True)
     return [sha for _, sha in order]
+
+
+def _env(git_dir: Path) -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(git_dir),
+            "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
 
 
 def read_fix_from_git_history(ctx: ProbeContext) -> dict[str, bytes] | None:
@@ -71,9 +79,7 @@ def read_fix_from_git_history(ctx: ProbeContext) -> dict[str, bytes] | None:
 
 def _git_bytes(git_dir: Path, spec: str) -> bytes | None:
     done = subprocess.run(["git", "--git-dir", str(git_dir), "-c", "core.hooksPath=/dev/null", "cat-file", "blob",
-                           spec], capture_output=True, timeout=120, check=False,
-                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
-                               "HOME": str(git_dir), "LC_ALL": "C"})
+                           spec], capture_output=True, timeout=120, check=False, env=_env(git_dir))
     return done.stdout if done.returncode == 0 else None
 
 
