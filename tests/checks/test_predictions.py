@@ -41,6 +41,9 @@ def repo_tasks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
         diffs[name] = git(clone, "diff")
         git(clone, "checkout", "-q", "--", ".")
     diffs["stale"] = diffs["gold"].replace("return max(lo, x)", "return max(lo, y)")
+    write(clone, {"tests/test_ops.py": TESTS_BASE + "\n\ndef test_mine():\n    assert True\n"})
+    diffs["test_only"] = git(clone, "diff")
+    git(clone, "checkout", "-q", "--", ".")
     write(clone, {"tests/test_ops.py": TESTS_NEW + "\n\ndef test_clamp_below():\n    from calc.ops import clamp\n"
                                                    "    assert clamp(-3, 0, 5) == 0\n"})
     test_patch = git(clone, "diff")
@@ -118,3 +121,21 @@ def test_check_tasks_writes_the_gold_patchs_report_beside_its_own(repo_tasks: tu
     body = report["acme__calc-1"]
     assert body["resolved"] is True and body["patch_exists"] is True
     assert body["tests_status"]["FAIL_TO_PASS"]["success"] == ["tests/test_ops.py::test_clamp_above"]
+
+
+def test_edits_of_test_files_are_dropped_as_swebench_drops_them(repo_tasks: tuple[Path, dict[str, str]],
+                                                                 process_sandbox: Sandbox) -> None:
+    """A model's diff that also edits a test file: SWE-bench checks the test files out again
+    before the test patch, so the rest is graded (here: resolved); a diff of test files alone
+    applies nothing and resolves nothing."""
+    tasks_dir, diffs = repo_tasks
+    tasks = [t for t in load_task_set(tasks_dir) if isinstance(t, Task)]
+    preds = [Prediction("acme__calc-1", "m", diffs["gold"] + diffs["test_only"]),
+             Prediction("acme__calc-1", "t", diffs["test_only"])]
+    both, tests_only = evaluate_predictions(tasks, preds, Grader(process_sandbox))
+    assert both.dropped_tests == ("tests/test_ops.py",) and both.error == ""
+    assert both.report["acme__calc-1"]["resolved"] is True  # type: ignore[index]
+    body = tests_only.report["acme__calc-1"]  # type: ignore[index]
+    assert body["patch_successfully_applied"] is True and body["resolved"] is False
+    assert body["tests_status"]["FAIL_TO_PASS"]["failure"] == ["tests/test_ops.py::test_clamp_above"]
+

@@ -3,9 +3,11 @@
 
 A prediction's diff is applied as SWE-bench applies one (strict ``git apply``, then the
 permissive fallbacks: :func:`verify_cli.grading.apply_candidate_patch`) and the files it leaves
-are graded as a candidate, in a sandbox, by the trusted grader. A diff that does not apply, or
-that edits a test file, is reported as not applied (``patch_successfully_applied: false``) and
-counted as an error, as SWE-bench counts it.
+are graded as a candidate, in a sandbox, by the trusted grader. A diff's sections that edit the
+task's test files are dropped first, as SWE-bench's harness checks test files out again before it
+applies the test patch (the rest is graded; ``dropped_tests`` names them). A diff that does not
+apply, or edits a file outside the task's editable globs, is reported as not applied
+(``patch_successfully_applied: false``) and counted as an error, as SWE-bench counts one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.errors import TaskFormatError
-from verify_cli.grading.candidate_patch import CandidatePatchError, apply_candidate_patch
+from verify_cli.grading.candidate_patch import CandidatePatchError, apply_candidate_patch, drop_test_file_sections
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.report.swebench import instance_id, instance_report
@@ -41,6 +43,9 @@ class EvaluatedPrediction:
     #: Why the instance is an error (no task, a diff that does not apply, the sandbox failed).
     error: str = ""
     result: GradeResult | None = None
+    #: Test files the diff edited, whose sections were dropped before it was applied (as
+    #: SWE-bench's harness checks test files out again): the rest was graded.
+    dropped_tests: tuple[str, ...] = ()
 
 
 def read_predictions(path: Path) -> list[Prediction]:
@@ -114,7 +119,7 @@ def evaluate_predictions(tasks: Sequence[Task], predictions: Iterable[Prediction
     find = task_for(tasks)
     done: dict[int, EvaluatedPrediction] = {}
     requests: list[GradeRequest] = []
-    pending: dict[str, tuple[int, Prediction, Task]] = {}
+    pending: dict[str, tuple[int, Prediction, Task, tuple[str, ...]]] = {}
 
     def finish(i: int, item: EvaluatedPrediction) -> None:
         done[i] = item
@@ -130,21 +135,22 @@ def evaluate_predictions(tasks: Sequence[Task], predictions: Iterable[Prediction
         if not (pred.patch and pred.patch.strip()):
             finish(i, EvaluatedPrediction(pred, instance_report(task, None, patch=pred.patch, applied=False)))
             continue
+        diff, dropped = drop_test_file_sections(task, pred.patch)
         try:
-            files, _how = apply_candidate_patch(task, pred.patch)
+            files = apply_candidate_patch(task, diff)[0] if diff.strip() else {}
         except CandidatePatchError as e:
             finish(i, EvaluatedPrediction(pred, instance_report(task, None, patch=pred.patch, applied=False),
-                                          f"the patch does not apply: {e.message}"))
+                                          f"the patch does not apply: {e.message}", dropped_tests=dropped))
             continue
         label = f"prediction {i}"
-        pending[label] = (i, pred, task)
+        pending[label] = (i, pred, task, dropped)
         requests.append(GradeRequest(task, Phase.CANDIDATE, candidate=files, label=label))
     for result in grader.grade_many(requests, jobs=jobs):
-        i, pred, task = pending[result.label]
+        i, pred, task, dropped = pending[result.label]
         if result.status is GradeStatus.INFRA_ERROR:
             finish(i, EvaluatedPrediction(pred, instance_report(task, None, patch=pred.patch, applied=True),
-                                          "; ".join(result.problems) or "the sandbox failed", result))
+                                          "; ".join(result.problems) or "the sandbox failed", result, dropped))
         else:
             finish(i, EvaluatedPrediction(pred, instance_report(task, result.tests, patch=pred.patch, applied=True),
-                                          "", result))
+                                          "", result, dropped))
     return [done[i] for i in range(len(preds))]

@@ -180,8 +180,9 @@ def evaluate_command(
         if item.report is not None:
             write_instance_report(report_dir / _safe(item.prediction.model) / _safe(item.prediction.instance_id),
                                   item.report)
-        table.add_row(item.prediction.instance_id, item.prediction.model, "yes" if resolved else "no",
-                      item.error or "-")
+        note = "; ".join(n for n in (item.error, f"test file edits dropped: {', '.join(item.dropped_tests)}"
+                                     if item.dropped_tests else "") if n)
+        table.add_row(item.prediction.instance_id, item.prediction.model, "yes" if resolved else "no", note or "-")
     console.out.print(table)
     summaries = {}
     for model, items in by_model.items():
