@@ -5,6 +5,7 @@ PASS_TO_PASS success and failure lists) and the run's summary."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,14 @@ from verify_cli.tasks import load_task_set
 from verify_cli.tasks.model import Task
 
 OPS_WRONG = OPS_BASE.replace("return max(lo, x)", "return min(hi, x)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _private_repo_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Applied gold patches are cached in this module's folder, never the user's cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VERIFY_REPO_CACHE", str(tmp_path_factory.mktemp("repo-cache")))
+        yield
 
 
 @pytest.fixture(scope="module")
