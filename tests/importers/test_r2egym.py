@@ -105,6 +105,7 @@ def test_an_r2e_gym_row_imports_sound(r2e_row: tuple[dict[str, Any], Path], tmp_
     assert task.prompt.strip() == "clamp ignores its upper bound"
     source = json.loads((task.root / "source.json").read_text())
     assert source["data_source"] == "r2e-gym" and source["image"] == row["docker_image"]
+    assert source["expected_not_passing_left_out"] == 0
     (checked,) = check_tasks([task], Grader(process_sandbox), CheckOptions(repeats=1))
     assert checked.verdict is TaskVerdict.SOUND, [c.to_dict() for c in checked.checks]
 

@@ -156,11 +156,11 @@ def convert_r2egym(row: Row, columns: Mapping[str, str], prefix: str, repos: Pat
                                         *before_status)}
     f2p: list[str] = []
     p2p: list[str] = []
-    expected_failing = 0
+    expected_not_passing = 0
     for raw_key, status in sorted(expected.items()):
         key = _COLOR.sub("", str(raw_key)).split(" - ")[0]
         if status != "PASSED":
-            expected_failing += 1
+            expected_not_passing += 1
             continue
         node = node_ids.get(key)
         if node is None:
@@ -195,7 +195,7 @@ def convert_r2egym(row: Row, columns: Mapping[str, str], prefix: str, repos: Pat
     issue = _ISSUE.search(statement)
     prompt = (issue.group(1) if issue else statement).strip() or f"Resolve the issue fixed by {new[:12]} in {repo}."
     source: dict[str, Any] = {"data_source": "r2e-gym", "index": row.index, "repo": repo, "base_commit": old,
-                              "commit_hash": new, "expected_failing_left_out": expected_failing}
+                              "commit_hash": new, "expected_not_passing_left_out": expected_not_passing}
     if fields.get("id"):
         source["original_id"] = fields["id"]
     if fields.get("image"):
