@@ -81,8 +81,8 @@ class _TaskState:
     reruns: list[GradeResult] = field(default_factory=list)
     reference_trace: Trace | None = None
     baseline: GradeResult | None = None
-    #: The reference's measured run time (the baseline's, else a timing run's): the probes' wall
-    #: limit is derived from it.
+    #: The reference's measured run time (an untraced timing run's): the probes' wall limit is
+    #: derived from it.
     reference_seconds: float | None = None
 
 
@@ -165,9 +165,10 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
         if options.probes:
             state.audit.probes = []
             stream.total += len(probe_requests(task, options.probe_names, task.id))  # built after wave 1
-            if not (options.mutants and state.mutants and state.mutants.mutants):  # no baseline to time
-                wave1.append(stream.add(GradeRequest(task, Phase.REFERENCE, label=task.id), "reference timing",
-                                        _on_timing(state)))
+            # Timed untraced: the mutants' baseline traces coverage, which can make it many times
+            # slower (a project's whole test file under sys.settrace) and the probes' limit as loose.
+            wave1.append(stream.add(GradeRequest(task, Phase.REFERENCE, label=task.id), "reference timing",
+                                    _on_timing(state)))
         if options.labelled:
             runs = labelled_requests(task, task.id)
             if runs:
@@ -304,7 +305,6 @@ def _on_baseline(state: _TaskState, options: AuditOptions) -> Callable[[GradeRes
             return
         if result.status is GradeStatus.GRADED:
             state.baseline = result
-            state.reference_seconds = result.run.wall_seconds
             state.audit.baseline_failures = sorted(t.id for t in result.tests if not t.outcome.ok)
         plan = plan_mutants(state.task, state.mutants, result, options)
         if isinstance(plan, str):
