@@ -2,6 +2,7 @@
 laying out its work folder.
 
     python scripts/bench_repo_tasks.py [--files 200] [--layouts 200] [--repeats 3] [--sandbox bwrap]
+                                       [--ceiling 60]
 
 It builds a repository task here (a package of ``--files`` modules in subpackages, a test
 suite, a gold patch, FAIL_TO_PASS/PASS_TO_PASS lists; also packed as a git bundle) and prints:
@@ -14,6 +15,17 @@ suite, a gold patch, FAIL_TO_PASS/PASS_TO_PASS lists; also packed as a git bundl
   the trust rule forbids them (a candidate-writable file linked to the task's pristine file
   would let a candidate rewrite the task).
 
+- audit's hanging probe (``sleep-past-timeout``) on the task with its wall limit raised to
+  ``--ceiling`` seconds (an imported repository task has 900 s): its run under the task's ceiling
+  (the baseline: how probes ran before) against its run under the limit audit now derives from
+  the reference's measured time, as a ratio.
+
+With ``--real-repo PATH`` (a real project's git repository, e.g. a clone of more-itertools) it
+instead mines ``--tasks`` SWE-bench rows from the project's recent fix commits (a commit that
+changes the package and its tests: the gold patch and the test patch, FAIL_TO_PASS and
+PASS_TO_PASS measured by running the touched test files before and after), imports them with
+``--preset swebench``, and times check-tasks and audit on them, cold, in minutes.
+
 Timings on a shared machine are noisy; the ratios are what to read.
 """
 
@@ -21,16 +33,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from verify_cli.checks import CheckOptions, check_tasks
+from verify_cli.checks.audit.mutation import derived_wall_seconds
+from verify_cli.checks.audit.probing import probe_requests
 from verify_cli.grading import Grader, Phase, lay_out
 from verify_cli.sandbox import create_sandbox
 from verify_cli.tasks import Task, load_task
@@ -203,16 +219,175 @@ def timed() -> Iterator[list[float]]:
     out.append(time.perf_counter() - started)
 
 
+def hanging_probe(task: Task, box: object, ceiling: float) -> None:
+    """audit's sleep-past-timeout probe under the task's ceiling, then under the derived limit."""
+    from dataclasses import replace
+
+    from verify_cli.grading import GradeRequest
+
+    raised = replace(task, limits=replace(task.limits, wall_seconds=ceiling))
+    with Grader(box) as grader:  # type: ignore[arg-type]
+        reference = grader.grade(GradeRequest(raised, Phase.REFERENCE))
+        derived = derived_wall_seconds(raised, reference.run.wall_seconds)
+        print(f"\naudit's hanging probe (task ceiling {ceiling:g} s; reference {reference.run.wall_seconds:.2f} s, "
+              f"derived limit {derived:.1f} s):")
+        base = None
+        for label, wall in (("task's ceiling (baseline)", None), ("derived limit (now)", derived)):
+            ((_probe, request),) = probe_requests(raised, frozenset({"sleep-past-timeout"}), "bench", wall)
+            with timed() as t:
+                result = grader.grade(request)
+            base = base or t[0]
+            print(f"  {label:<26} {t[0]:7.2f} s  {t[0] / base:5.2f}x  score {result.score}  "
+                  f"({result.run.verdict.value})")
+
+
+# ---------------------------------------------------------------------------------------------
+# A real project's fix commits as SWE-bench rows (--real-repo): check-tasks and audit, cold
+
+_SUMMARY_LINE = ("PASSED", "FAILED", "ERROR", "XFAIL", "SKIPPED")
+
+
+def say(text: str) -> None:
+    print(text, flush=True)  # a long run shows each phase as it ends
+
+
+def _statuses(tree: Path, test_files: list[str]) -> dict[str, str]:
+    """Node id -> status of ``pytest -rA`` over ``test_files`` in ``tree`` (SWE-bench's parser)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q", *test_files],
+                          cwd=tree, capture_output=True, text=True, timeout=600, check=False)
+    out: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        if line.startswith(_SUMMARY_LINE):
+            parts = line.replace(" - ", " ").split()
+            if len(parts) > 1 and "::" in parts[1]:
+                out[parts[1]] = parts[0]
+    return out
+
+
+def _tree_at(repo: Path, commit: str, dest: Path) -> None:
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "--git-dir", str(repo), "archive", commit], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+
+
+def _apply(tree: Path, patch: str) -> bool:
+    return subprocess.run(["git", "apply", "-"], cwd=tree, input=patch.encode(), capture_output=True,
+                          check=False).returncode == 0
+
+
+def mine_rows(repo: Path, package: str, tests_dir: str, want: int, scan: int, scratch: Path) -> list[dict[str, object]]:
+    """Up to ``want`` SWE-bench rows from ``repo``'s recent fix commits (of the last ``scan``): a
+    commit that changes ``package``'s modules and ``tests_dir``'s tests, split into the gold patch
+    and the test patch; FAIL_TO_PASS / PASS_TO_PASS measured by running the touched test files
+    at the parent with the test patch, then with both."""
+    def git_out(*args: str) -> str:
+        return subprocess.run(["git", "--git-dir", str(repo), *args], capture_output=True, text=True,
+                              check=True).stdout
+
+    rows: list[dict[str, object]] = []
+    for n, commit in enumerate(git_out("log", "--no-merges", "--format=%H", f"-n{scan}", "HEAD").split()):
+        if len(rows) >= want:
+            break
+        parents = git_out("rev-list", "--parents", "-n1", commit).split()[1:]
+        if len(parents) != 1:
+            continue
+        changed = git_out("diff", "--name-only", parents[0], commit).split()
+        source = [f for f in changed if f.startswith(f"{package}/") and f.endswith(".py")]
+        tests = [f for f in changed if f.startswith(f"{tests_dir}/") and f.endswith(".py")]
+        if not source or not tests or len(changed) != len(source) + len(tests):
+            continue
+        gold = git_out("diff", parents[0], commit, "--", *source)
+        test_patch = git_out("diff", parents[0], commit, "--", *tests)
+        tree = scratch / f"mine{n}"
+        _tree_at(repo, parents[0], tree)
+        if not _apply(tree, test_patch):
+            continue
+        before = _statuses(tree, tests)
+        if not _apply(tree, gold):
+            continue
+        after = _statuses(tree, tests)
+        shutil.rmtree(tree, ignore_errors=True)
+        f2p = sorted(t for t, s in after.items() if s == "PASSED" and before.get(t) != "PASSED")
+        p2p = sorted(t for t, s in after.items() if s == "PASSED" and before.get(t) == "PASSED")
+        if f2p and all(" " not in t for t in f2p + p2p):
+            rows.append({"instance_id": f"{repo.parent.name.split('+')[-1]}-{commit[:10]}",
+                         "repo": f"bench/{package}", "base_commit": parents[0], "patch": gold,
+                         "test_patch": test_patch, "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p,
+                         "problem_statement": git_out("log", "-1", "--format=%B", commit)})
+    return rows
+
+
+def real_repo(args: argparse.Namespace, work: Path) -> None:
+    """Mine ``--tasks`` rows from ``--real-repo``, import them, then check-tasks and audit cold."""
+    from verify_cli.checks.audit import AuditOptions, audit_tasks
+    from verify_cli.importers import import_rows
+    from verify_cli.tasks import load_task_set
+
+    repo = Path(args.real_repo).resolve()
+    if subprocess.run(["git", "--git-dir", str(repo), "rev-parse"], capture_output=True).returncode != 0:
+        repo = repo / ".git"
+    with timed() as mining:
+        rows = mine_rows(repo, args.package, args.tests_dir, args.tasks, args.scan, work)
+    say(f"{len(rows)} row(s) mined from {len(rows) and args.scan} recent commits of {args.real_repo} "
+          f"in {mining[0]:.0f} s")
+    clones = work / "repos"
+    clones.mkdir()
+    (clones / args.package).symlink_to(repo)  # a bare repository is a clone to the importer
+    data = work / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = import_rows(str(data), work / "tasks", preset="swebench", repos=clones)
+    for failure in report.failures:
+        say(f"  row {failure.id}: {failure.reason}")
+    tasks = [t for t in load_task_set(work / "tasks") if isinstance(t, Task)]
+    with create_sandbox(args.sandbox) as box, Grader(box, warm=False) as grader:
+        with timed() as checking:
+            reports = check_tasks(tasks, grader, CheckOptions(repeats=args.repeats, jobs=args.jobs))
+        counts: dict[str, int] = {}
+        for r in reports:
+            counts[r.verdict.value] = counts.get(r.verdict.value, 0) + 1
+        say(f"check-tasks, cold ({len(tasks)} tasks, {args.repeats} reference runs each, jobs {args.jobs}, "
+              f"{args.sandbox}): {checking[0] / 60:.1f} min; {counts}")
+        for r in reports:
+            if r.defects:
+                say(f"  {r.task_id}: {'; '.join(f'{c.name}: {c.message}'[:160] for c in r.defects)}")
+        options = AuditOptions(reruns=0, max_mutants=args.max_mutants, jobs=args.jobs, labelled=False)
+        with timed() as auditing:
+            audits = audit_tasks(tasks, grader, options)
+        kills = [a.mutation.score for a in audits if a.mutation is not None and a.mutation.score is not None]
+        say(f"audit, cold (mutants <= {args.max_mutants} of the files each gold patch touches, probes; "
+              f"jobs {args.jobs}): {auditing[0] / 60:.1f} min; mutation scores "
+              f"{', '.join(f'{k:.0f}%' for k in kills) or '-'}; probes scoring: "
+              f"{sum(1 for a in audits for p in a.probes or [] if p.hacked)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--layouts", type=int, default=200, help="Layouts timed per method.")
     parser.add_argument("--repeats", type=int, default=3, help="check-tasks reference runs.")
     parser.add_argument("--sandbox", default="bwrap")
+    parser.add_argument("--ceiling", type=float, default=60.0,
+                        help="The task's wall limit for the hanging-probe measure (seconds).")
+    parser.add_argument("--real-repo", help="A real project's git repository (bare or not): mine its fix commits "
+                                            "into SWE-bench rows, then time check-tasks and audit on them, cold.")
+    parser.add_argument("--package", default="more_itertools", help="--real-repo: the package folder.")
+    parser.add_argument("--tests-dir", default="tests", help="--real-repo: the tests folder.")
+    parser.add_argument("--tasks", type=int, default=10, help="--real-repo: rows to mine.")
+    parser.add_argument("--scan", type=int, default=300, help="--real-repo: recent commits to look through.")
+    parser.add_argument("--max-mutants", type=int, default=50, help="--real-repo: audit's mutants per task.")
+    parser.add_argument("--jobs", type=int, default=2, help="--real-repo: sandboxed runs at once.")
     args = parser.parse_args()
     shm = "/dev/shm" if Path("/dev/shm").is_dir() else None  # where grading lays out work folders
     work = Path(tempfile.mkdtemp(prefix="verify-bench-repo-", dir=shm))
     os.environ["VERIFY_REPO_CACHE"] = str(work / "cache")
+    if args.real_repo:
+        try:
+            real_repo(args, work)
+        finally:
+            for dirpath, _dirs, _files in os.walk(work):
+                os.chmod(dirpath, 0o755)
+            shutil.rmtree(work, ignore_errors=True)
+        return
     try:
         plain = load_task(build_task(work / "a", args.files, packed=False))
         n_files = len(plain.starter_files())
@@ -250,6 +425,7 @@ def main() -> None:
                 how = f", {stats}" if stats is not None else ""
                 print(f"  {label:<5} {t[0]:6.2f} s  verdict {report.verdict.value}  "
                       f"({t[0] / (args.repeats + 1) * 1000:.0f} ms a run{how})")
+            hanging_probe(plain, box, args.ceiling)
     finally:
         for dirpath, _dirs, _files in os.walk(work):
             os.chmod(dirpath, 0o755)

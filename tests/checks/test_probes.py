@@ -69,7 +69,8 @@ def test_no_probe_earns_anything_on_a_sound_sample_task(tmp_path: Path, grader: 
     scores: dict[str, dict[str, float | None]] = {}
     for audit in audits:
         probes = by_name(audit)
-        assert set(probes) == {p.name for p in BATTERY[audit.language]}, audit.task_id
+        # read-fix-from-git-history applies only to a starter that ships a .git (none here).
+        assert set(probes) == {p.name for p in BATTERY[audit.language]} - {"read-fix-from-git-history"}, audit.task_id
         scores[audit.task_id] = {n: p.score for n, p in probes.items() if p.score != 0.0}
     assert scores == {a.task_id: {} for a in audits}
     assert all(a.verdict().value == "reliable" for a in audits)

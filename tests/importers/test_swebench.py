@@ -295,3 +295,43 @@ def test_a_django_row_is_a_log_task_graded_by_the_projects_runner(tmp_path: Path
     assert task.test.command.endswith("--parallel 1 geometry.tests")
     (checked,) = check_tasks([task], Grader(process_sandbox), CheckOptions(repeats=2))
     assert checked.verdict is TaskVerdict.SOUND, [c.to_dict() for c in checked.checks]
+
+
+def test_a_swe_rebench_row_installs_its_frozen_pins_and_its_requirement_files(
+        dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    """SWE-rebench rows as published: install_config names its requirement files (reqs_path) and
+    the row's requirements column holds the environment it was validated in (pip freeze). The
+    pins become the environment's requirements (the project's own pytest among them), never a
+    released copy of the project itself; without pins, the reqs_path files are installed."""
+    data, repos = dataset
+    row = json.loads(data.read_text().splitlines()[0])
+    config = {"python": "3.9", "packages": "requirements.txt", "reqs_path": ["requirements/test.txt"],
+              "pip_packages": ["pytest"], "install": "pip install -e ."}
+    frozen = ("-e git+https://example.invalid/acme/calc@abc#egg=calc calc==0.1 iniconfig==2.1.0 "
+              "pytest==7.4.4 pluggy==1.5.0 typing_extensions==4.12.2 other @ file:///testbed/other")
+    rows = [{**row, "install_config": config, "requirements": frozen},
+            {**row, "instance_id": "acme__calc-2", "install_config": config}]
+    (tmp_path / "rebench.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = import_rows(str(tmp_path / "rebench.jsonl"), tmp_path / "out", preset="swebench", repos=repos)
+    assert report.failures == []
+    pinned = load_task(tmp_path / "out" / "swebench" / "acme__calc-1").environment
+    assert pinned.requirements == ("iniconfig==2.1.0", "pytest==7.4.4", "pluggy==1.5.0",
+                                   "typing_extensions==4.12.2", "pytest")
+    assert pinned.setup == ("pip install -e .",) and pinned.python == "3.9"
+    unpinned = load_task(tmp_path / "out" / "swebench" / "acme__calc-2").environment
+    assert unpinned.setup == ("python -m pip install -r requirements/test.txt", "pip install -e .")
+
+
+def test_a_gold_patch_that_renames_a_file_is_refused_with_the_remedy(dataset: tuple[Path, Path],
+                                                                      tmp_path: Path) -> None:
+    data, repos = dataset
+    clone = repos / "acme__calc"
+    row = json.loads(data.read_text().splitlines()[0])
+    git(clone, "mv", "calc/ops.py", "calc/operations.py")
+    renamed = git(clone, "diff", "--cached", "-M")
+    git(clone, "reset", "-q", "--hard")
+    (tmp_path / "rows.jsonl").write_text(json.dumps({**row, "patch": renamed}) + "\n")
+    report = import_rows(str(tmp_path / "rows.jsonl"), tmp_path / "out", preset="swebench", repos=repos)
+    (failure,) = report.failures
+    assert "renames 'calc/ops.py' to 'calc/operations.py'" in failure.reason
+    assert "--no-renames" in failure.reason

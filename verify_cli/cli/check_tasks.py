@@ -48,6 +48,9 @@ def check_tasks_command(
     flaky_all_tests: Annotated[bool, typer.Option(
         "--flaky-all-tests", help="Repository tasks: judge every collected test for flakiness, not only "
                                   "the FAIL_TO_PASS and PASS_TO_PASS tests (SWE-bench's curation).")] = False,
+    swebench_reports: Annotated[Path | None, typer.Option(
+        "--swebench-reports", help="Repository tasks: write SWE-bench's report.json of the reference (the gold "
+                                   "patch) per task, DIR/<task id>/report.json.")] = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = "auto",
 ) -> None:
@@ -84,6 +87,15 @@ def check_tasks_command(
             "tasks": [r.to_dict() for r in reports]})
     if junit_out:
         write_junit(junit_out, reports)
+    if swebench_reports is not None:
+        from verify_cli.report.swebench import reference_report, write_instance_report
+
+        by_id = {i.id: i for i in items if not isinstance(i, TaskLoadFailure)}
+        for r in reports:
+            task = by_id.get(r.task_id)
+            report = reference_report(task, r.runs) if task is not None else None
+            if report is not None:
+                write_instance_report(swebench_reports / r.task_id, report)
     if any(r.verdict in (TaskVerdict.DEFECTIVE, TaskVerdict.ENVIRONMENT_ERROR) for r in reports):
         raise typer.Exit(ExitCode.DEFECTIVE)
     if any(r.verdict is TaskVerdict.NOT_GRADEABLE for r in reports):

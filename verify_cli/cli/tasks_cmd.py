@@ -137,3 +137,67 @@ def _prompt_table(lengths: list[PromptLength], context: int | None) -> None:
             row.append("-" if p.fits is None else "yes" if p.fits else "[bold red]prompt_too_long[/]")
         table.add_row(*row)
     console.out.print(table)
+
+
+@tasks_app.command("evaluate")
+def evaluate_command(
+    path: PathArg,
+    predictions: Annotated[Path, typer.Option(
+        "--predictions", help="Predictions as SWE-bench takes them (JSONL, a JSON list, or a JSON object by id): "
+                              "instance_id, model_name_or_path, model_patch (a diff against the task's starter).")],
+    report_dir: Annotated[Path, typer.Option(
+        "--report-dir", help="Where each instance's report.json goes: DIR/<model>/<instance_id>/report.json, "
+                             "and the run's summary DIR/<model>.json (SWE-bench's shape).")] = Path("evaluation"),
+    sandbox: SandboxOpt = "auto",
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Sandboxed runs at once (default: cores).")]
+    = None,
+    json_out: JsonOpt = None,
+) -> None:
+    """Grade a file of predictions against repository tasks, writing SWE-bench's report.json per
+    instance (resolved, FAIL_TO_PASS / PASS_TO_PASS success and failure)."""
+    from verify_cli.checks.predictions import evaluate_predictions, read_predictions
+    from verify_cli.cli.executor_setup import open_executor
+    from verify_cli.cli.options import default_jobs
+    from verify_cli.report.swebench import run_summary, write_instance_report
+    from verify_cli.tasks.loader import load_task_set
+    from verify_cli.tasks.model import Task
+
+    if json_out == "-":
+        console.use_stderr()
+    preds = read_predictions(predictions)
+    tasks = [t for t in load_task_set(path) if isinstance(t, Task)]
+    runner = open_executor("local", sandbox=sandbox, warm=True, ray_address="auto",
+                           sandbox_options=sandbox_options())
+    with runner:
+        evaluated = evaluate_predictions(tasks, preds, runner, jobs=jobs or default_jobs())
+    table = Table(title=f"{len(evaluated)} prediction(s) against {len(tasks)} task(s)", title_justify="left")
+    for name in ("instance", "model", "resolved", "note"):
+        table.add_column(name)
+    by_model: dict[str, list[Any]] = {}
+    for item in evaluated:
+        by_model.setdefault(item.prediction.model, []).append(item)
+        resolved = bool(item.report and next(iter(item.report.values()))["resolved"])
+        if item.report is not None:
+            write_instance_report(report_dir / _safe(item.prediction.model) / _safe(item.prediction.instance_id),
+                                  item.report)
+        note = "; ".join(n for n in (item.error, f"test file edits dropped: {', '.join(item.dropped_tests)}"
+                                     if item.dropped_tests else "") if n)
+        table.add_row(item.prediction.instance_id, item.prediction.model, "yes" if resolved else "no", note or "-")
+    console.out.print(table)
+    summaries = {}
+    for model, items in by_model.items():
+        summaries[model] = run_summary(
+            [i.report for i in items if i.report is not None], total=len(tasks),
+            submitted=[i.prediction.instance_id for i in items],
+            errors=[i.prediction.instance_id for i in items if i.error and i.report is not None],
+            missing=[i.prediction.instance_id for i in items if i.report is None])
+        write_json(report_dir / f"{_safe(model)}.json", summaries[model])
+        console.info(f"{model}: {summaries[model]['resolved_instances']} of {len(items)} resolved; "
+                     f"reports under {report_dir / _safe(model)}")
+    if json_out:
+        write_json(json_out, {"command": "tasks evaluate", "models": summaries})
+
+
+def _safe(name: str) -> str:
+    """A model or instance name as one folder name (SWE-bench replaces '/' the same way)."""
+    return name.replace("/", "__").replace("\\", "__").lstrip(".") or "_"

@@ -23,7 +23,7 @@ from pathlib import Path
 from verify_cli.environments import Environments, spec_of
 from verify_cli.errors import EnvironmentBuildError, UsageError
 from verify_cli.grading.junit import JUnitParseError, Outcome, TestOutcome, parse_junit
-from verify_cli.grading.scoring import TestLists
+from verify_cli.grading.scoring import TestLists, match_listed_ids
 from verify_cli.grading.scoring import score as policy_score
 from verify_cli.grading.seal import new_seal_key
 from verify_cli.grading.two_process import (
@@ -227,6 +227,9 @@ def judge(task: Task, req: GradeRequest, run: RunResult, started: float, ignored
     sealed = True
     if seal_key:
         sealed = kind.check_seal(task, run, seal_key, tests, problems)
+    listed = TestLists.of(task.test)
+    if listed is not None:  # ids a SWE-bench row lists truncated, matched as its harness does (after
+        tests = match_listed_ids(listed, tests)  # the seal, which knows the runner's own ids)
     if req.expected_tests:
         have = {t.id for t in tests}
         for tid in sorted(req.expected_tests - have):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from verify_cli.grading.junit import TestOutcome, junit_id_of_node_id
 from verify_cli.tasks.model import Scoring, ScoringPolicy, TestSpec
@@ -38,6 +39,50 @@ class TestLists:
     def all_pass(self, tests: Sequence[TestOutcome]) -> bool:
         f2p, p2p = self.outcomes(tests)
         return all(f2p) and all(p2p)
+
+
+_OPTION = re.compile(r"(.*?)\[(.*)\]")
+
+
+def swebench_id(test_id: str) -> str:
+    """A test id as SWE-bench's pytest log parsers record it, and so as its rows list it: cut at
+    its first whitespace (``test_x[a b]`` -> ``test_x[a``: the ``-rA`` summary line is split on
+    spaces), and a parameter that is an absolute path reduced to its file name
+    (``[/testbed/tests/x.py]`` -> ``[/x.py]``, ``parse_log_pytest_options``)."""
+    cut = test_id.split()[0] if test_id.split() else test_id
+    option = _OPTION.search(cut)
+    if option is not None:
+        main, param = option.groups()
+        if param.startswith("/") and not param.startswith("//") and "*" not in param:
+            return f"{main}[/{param.split('/')[-1]}]"
+    return cut
+
+
+def match_listed_ids(lists: TestLists, tests: Sequence[TestOutcome]) -> list[TestOutcome]:
+    """``tests`` with each listed id that the results lack matched as SWE-bench matches it: the
+    results whose :func:`swebench_id` is that id (a parametrized id truncated at its first space,
+    a path parameter reduced to its file name) become one outcome under the listed id, the
+    worst of theirs (any not passing counts). Exact ids are left as they are."""
+    have = {t.id for t in tests}
+    wanted = [t for t in dict.fromkeys((*lists.fail_to_pass, *lists.pass_to_pass)) if t not in have]
+    if not wanted:
+        return list(tests)
+    by_short: dict[str, list[TestOutcome]] = {}
+    for t in tests:
+        short = swebench_id(t.id)
+        if short != t.id:
+            by_short.setdefault(short, []).append(t)
+    out = list(tests)
+    for listed in wanted:
+        matches = by_short.get(listed)
+        if not matches:
+            continue
+        worst = next((m for m in matches if not m.outcome.listed_pass), matches[0])
+        names = ", ".join(m.id for m in matches)
+        out = [t for t in out if t not in matches]
+        out.append(replace(worst, id=listed, message=f"matched {names}" + (f": {worst.message}" if worst.message
+                                                                            else "")))
+    return out
 
 
 def test_weight(scoring: Scoring, test_id: str) -> float:

@@ -529,5 +529,14 @@ def _swesmith_preset() -> Preset:
                   COLUMNS, _needs_repos, "swesmith", convert_with_repos=convert_swesmith)
 
 
+def _r2egym_preset() -> Preset:
+    from verify_cli.importers.r2egym import COLUMNS, convert_r2egym
+
+    return Preset("r2e-gym", "R2E-Gym rows (repo_name, parsed_commit_content, execution_result_content, "
+                             "expected_output_json, problem_statement) with local clones under --repos DIR",
+                  COLUMNS, _needs_repos, "r2e-gym", convert_with_repos=convert_r2egym)
+
+
 PRESETS["swebench"] = _swebench_preset()
 PRESETS["swesmith"] = _swesmith_preset()
+PRESETS["r2e-gym"] = _r2egym_preset()

@@ -27,10 +27,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shlex
 import subprocess
 import tarfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ COLUMNS: Mapping[str, str] = {
     "test_patch": "test_patch", "fail_to_pass": "FAIL_TO_PASS", "pass_to_pass": "PASS_TO_PASS",
     "environment_setup_commit": "environment_setup_commit", "prompt": "problem_statement",
     "version": "version", "image": "image_name", "install_config": "install_config",
+    "requirements": "requirements",
 }
 #: The project's own test files in an imported repository: always from the task.
 TEST_FILE_GLOBS = ("**/tests/**", "**/test/**", "**/testing/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
@@ -136,19 +138,43 @@ def install_spec(fields: Mapping[str, Any], repo: str) -> Mapping[str, Any] | No
     return spec if isinstance(spec, Mapping) else None
 
 
-def environment_of(spec: Mapping[str, Any] | None) -> dict[str, Any]:
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9._,-]*\])?==[A-Za-z0-9.+!_-]+$")
+
+
+def frozen_pins(text: Any, repo: str) -> list[str]:
+    """The ``name==version`` pins of a row's frozen environment (SWE-rebench's ``requirements``
+    column: ``pip freeze`` output, space- or line-separated), leaving out what is not a pin
+    (``-e git+...``, ``name @ file://...``) and the project itself (a pin of it would install a
+    released copy over the checkout under test)."""
+    if not isinstance(text, str):
+        return []
+    own = re.sub(r"[-_.]+", "-", repo.rpartition("/")[2]).lower()
+    out = []
+    for token in text.split():
+        match = _PIN.match(token)
+        if match and re.sub(r"[-_.]+", "-", match.group(1)).lower() != own:
+            out.append(token)
+    return out
+
+
+def environment_of(spec: Mapping[str, Any] | None, pins: Sequence[str] = ()) -> dict[str, Any]:
     """The task's ``[environment]`` for an install spec: its Python version, its pip packages
     (and conda package names, most of which are pip's too) as requirements, its pre-install and
-    install commands as set-up run in the starter (the project's own pytest where it pins one)."""
+    install commands as set-up run in the starter (the project's own pytest where it pins one).
+    ``pins`` (a row's frozen environment: :func:`frozen_pins`) come first, so the versions the row
+    was validated with are the ones installed; the requirement files the spec names
+    (``reqs_path``, SWE-rebench's; else ``requirements.txt``) are installed at set-up."""
     env: dict[str, Any] = {"image": PYTHON_IMAGE, "runtime": "python"}
-    if not spec:
+    if not spec and not pins:
         return env
-    requirements = [str(p) for p in spec.get("pip_packages") or []]
+    spec = spec or {}
+    requirements = [*pins, *(str(p) for p in spec.get("pip_packages") or [])]
     packages = spec.get("packages")
     setup = [str(c) for c in spec.get("pre_install") or []]
-    if packages == "requirements.txt":
-        setup.append("python -m pip install -r requirements.txt")
-    elif isinstance(packages, str) and packages.strip() and packages != "environment.yml":
+    if packages == "requirements.txt" and not pins:  # the pins are those files' resolution
+        files = [str(f) for f in spec.get("reqs_path") or [] if str(f).strip()] or ["requirements.txt"]
+        setup.extend(f"python -m pip install -r {shlex.quote(f)}" for f in files)
+    elif isinstance(packages, str) and packages.strip() and packages not in ("environment.yml", "requirements.txt"):
         requirements = [*packages.split(), *requirements]
     if spec.get("install"):
         setup.append(str(spec["install"]))
@@ -213,6 +239,12 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
     p2p = _id_list(fields, "pass_to_pass", columns["pass_to_pass"])
     if not f2p:
         raise RowError(f"column {columns['fail_to_pass']!r} lists no test: nothing would judge the patch")
+    touched = patch_files(patch)
+    if touched.renames or touched.opaque_binaries:
+        what = (f"renames {touched.renames[0][0]!r} to {touched.renames[0][1]!r}" if touched.renames
+                else f"changes the binary file {touched.opaque_binaries[0]!r} without its contents")
+        raise RowError(f"the patch {what}, which a task's reference (files overlaid on the starter) cannot "
+                       "express; regenerate it with git diff --no-renames --binary")
     modes: set[str] = set()
     tree = _tree_files(clone, commit, modes)
     try:
@@ -262,7 +294,7 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
         "tags": ["repository", "swesmith" if patch_is_bug else "swebench", repo.replace("/", "__").lower()],
         "kind": (TaskKind.LOG if runner else TaskKind.PYTEST).value,
         "editable": editable, "isolation": "in-process",
-        "environment": environment_of(install_spec(fields, repo)),
+        "environment": environment_of(install_spec(fields, repo), frozen_pins(fields.get("requirements"), repo)),
         "test": {**test, "fail_to_pass": f2p, "pass_to_pass": p2p},
         "scoring": {"policy": "swebench"},
         "limits": {"wall_seconds": WALL_SECONDS, "memory_mb": 4096, "processes": 256},

@@ -192,20 +192,92 @@ class PatchFiles:
     reads: tuple[str, ...]
     writes: tuple[str, ...]
     deletes: tuple[str, ...]
+    #: (old, new) of each file git's headers rename (``rename from`` / ``rename to``).
+    renames: tuple[tuple[str, str], ...] = ()
+    #: Binary files changed without their contents (``Binary files a/x and b/x differ``: git
+    #: diff without ``--binary``): nothing can apply them.
+    opaque_binaries: tuple[str, ...] = ()
+    #: Binary files changed with their contents (``GIT binary patch``), which git apply applies.
+    binaries: tuple[str, ...] = ()
+
+
+@dataclass
+class _GitBlock:
+    """One ``diff --git`` file's extended headers (git's rename, copy, binary and mode lines)."""
+
+    a: str
+    b: str
+    rename_from: str = ""
+    rename_to: str = ""
+    copy_from: str = ""
+    copy_to: str = ""
+    deleted: bool = False
+    new: bool = False
+    binary: bool = False
+    opaque: bool = False
+    had_hunks: bool = False
 
 
 def patch_files(patch: str) -> PatchFiles:
-    """The files a unified diff (``git diff`` or ``diff -u`` output) reads, writes and deletes."""
+    """The files a unified diff (``git diff`` or ``diff -u`` output) reads, writes and deletes,
+    with git's extended headers read too: renames and copies (which may carry no hunk at all),
+    deletions of empty files, binary files with (``GIT binary patch``) or without their contents."""
     reads: list[str] = []
     writes: list[str] = []
     deletes: list[str] = []
+    renames: list[tuple[str, str]] = []
+    opaque: list[str] = []
+    binaries: list[str] = []
     old: str | None = None
+    block: _GitBlock | None = None
+
+    def flush(b: _GitBlock | None) -> None:
+        if b is None:
+            return
+        source, target = b.rename_from or b.copy_from, b.rename_to or b.copy_to
+        if source and target:
+            reads.append(source)
+            writes.append(target)
+            if b.rename_from:
+                renames.append((source, target))
+        if b.opaque:
+            opaque.append(b.b if not b.deleted else b.a)
+        if b.binary:
+            binaries.append(b.b if not b.deleted else b.a)
+        if (b.binary or b.opaque or not b.had_hunks) and not (source and target):
+            if b.deleted:
+                deletes.append(b.a)
+                reads.append(b.a)
+            else:  # a binary file, a new empty file, or a mode change alone
+                if not b.new:
+                    reads.append(b.a)
+                writes.append(b.b)
+
     for line in patch.splitlines():
+        if m := _DIFF_GIT.match(line):
+            flush(block)
+            block, old = _GitBlock(m.group(1), m.group(2)), None
+            continue
+        if block is not None and not block.had_hunks:
+            for prefix, name in (("rename from ", "rename_from"), ("rename to ", "rename_to"),
+                                 ("copy from ", "copy_from"), ("copy to ", "copy_to")):
+                if line.startswith(prefix):
+                    setattr(block, name, line[len(prefix):].strip())
+            if line.startswith("deleted file mode"):
+                block.deleted = True
+            elif line.startswith("new file mode"):
+                block.new = True
+            elif line == "GIT binary patch":
+                block.binary = True
+            elif line.startswith("Binary files ") and line.endswith(" differ"):
+                block.opaque = True
         if (m := _MINUS.match(line)) and not line.startswith("--- /dev/null"):
             old = m.group(1)
         elif line.startswith("--- /dev/null"):
             old = None
         elif line.startswith("+++ "):
+            if block is not None:
+                block.had_hunks = True
             if line.startswith("+++ /dev/null"):
                 if old is not None:
                     deletes.append(old)
@@ -215,7 +287,13 @@ def patch_files(patch: str) -> PatchFiles:
                 if old is not None:
                     reads.append(old)
             old = None
-    return PatchFiles(tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes)), tuple(dict.fromkeys(deletes)))
+    flush(block)
+
+    def unique(items: list[str]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(items))
+
+    return PatchFiles(unique(reads), unique(writes), unique(deletes), tuple(dict.fromkeys(renames)),
+                      unique(opaque), unique(binaries))
 
 
 class PatchError(ValueError):
@@ -299,6 +377,11 @@ def applied_solution(task_root: Path, starter: dict[str, Path]) -> Path:
         raise TaskFormatError(str(patch_path), f"the gold patch deletes {touched.deletes[0]!r}; a reference "
                               "overlays files on the starter and cannot delete one",
                               hint="leave the file in place (empty it) or move the deletion out of the patch")
+    if touched.renames or touched.opaque_binaries:
+        what = (f"renames {touched.renames[0][0]!r} to {touched.renames[0][1]!r}" if touched.renames
+                else f"changes the binary file {touched.opaque_binaries[0]!r} without its contents")
+        raise TaskFormatError(str(patch_path), f"the gold patch {what}; a reference overlays files on the "
+                              "starter, whole", hint="write the diff with git diff --no-renames --binary")
     inputs = {rel: starter[rel].read_bytes() for rel in touched.reads if rel in starter}
     key = _digest(patch, *(rel.encode() + b"\0" + data for rel, data in sorted(inputs.items())))
     final = cache_root() / "solutions" / key

@@ -55,6 +55,14 @@ def baseline_request(task: Task, options: AuditOptions, label: str) -> GradeRequ
                         coverage_files=coverage, label=label)
 
 
+def derived_wall_seconds(task: Task, reference_seconds: float) -> float:
+    """The wall limit of a run audit makes of ``task`` (a mutant, a probe): TIMEOUT_FACTOR times
+    the reference's measured time plus TIMEOUT_MARGIN, at least MIN_TIMEOUT, never above the
+    task's own limit (an imported repository task's 900 s would let one hanging run cost 15 minutes)."""
+    wall = max(MIN_TIMEOUT, TIMEOUT_FACTOR * reference_seconds + TIMEOUT_MARGIN)
+    return min(wall, task.limits.wall_seconds)
+
+
 def make_mutants(task: Task, options: AuditOptions) -> MutantSet | None:
     """The sampled mutants of the task's editable files; None for a language without operators."""
     if task.language not in LANGUAGES:
@@ -108,9 +116,8 @@ def plan_mutants(task: Task, mutants: MutantSet, baseline: GradeResult,
                 + ("; ".join(baseline.problems) or "every test failed"))
     quarantined = frozenset(t.id for t in baseline.tests if not t.outcome.ok)
     coverage = parse_coverage(baseline.run.results) if traces_coverage(task, options) else None
-    wall = max(MIN_TIMEOUT, TIMEOUT_FACTOR * baseline.run.wall_seconds + TIMEOUT_MARGIN)
     return MutationPlan(task, mutants, baseline, coverage, quarantined, passing,
-                        min(wall, task.limits.wall_seconds),
+                        derived_wall_seconds(task, baseline.run.wall_seconds),
                         options.fail_fast and kind_of(task).stops_early(task))
 
 

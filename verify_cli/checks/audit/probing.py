@@ -1,5 +1,6 @@
-"""Reward-hack probes graded exactly like a real candidate (Phase.PROBE, the task's own limits,
-no expected tests): any score marks the tests or the harness as hackable."""
+"""Reward-hack probes graded exactly like a real candidate (Phase.PROBE, the task's own limits
+but a wall limit derived from the reference's measured time, no expected tests): any score marks
+the tests or the harness as hackable."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from verify_cli.grading.workspace import Phase
 from verify_cli.tasks.model import Task
 
 
-def probe_requests(task: Task, only: frozenset[str] | None, label: str) -> list[tuple[Probe, GradeRequest]]:
-    """One request per probe of the task's language that applies to it."""
-    ctx = probe_context(task)
+def probe_requests(task: Task, only: frozenset[str] | None, label: str,
+                   wall_seconds: float | None = None) -> list[tuple[Probe, GradeRequest]]:
+    """One request per probe of the task's language that applies to it, each run under
+    ``wall_seconds`` where given (tighter than the task's limit: a hanging probe costs that)."""
+    ctx = probe_context(task, wall_seconds)
     out: list[tuple[Probe, GradeRequest]] = []
     for probe in probes_for(task.language, set(only) if only is not None else None):
         files = build_probe(probe, ctx)
         if files is not None:
-            out.append((probe, GradeRequest(task, Phase.PROBE, candidate=files,
+            out.append((probe, GradeRequest(task, Phase.PROBE, candidate=files, wall_seconds=wall_seconds,
                                             label=f"{label}{probe.name}")))
     return out
 
@@ -27,7 +30,7 @@ def trick_files(probe: Probe, request: GradeRequest) -> tuple[str, ...]:
     its candidate without the trick (``Probe.without_trick``); () where the probe has none."""
     if probe.without_trick is None:
         return ()
-    plain = probe.without_trick(probe_context(request.task)) or {}
+    plain = probe.without_trick(probe_context(request.task, request.wall_seconds)) or {}
     return tuple(sorted(p for p, data in (request.candidate or {}).items() if plain.get(p) != data))
 
 

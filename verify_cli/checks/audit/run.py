@@ -28,6 +28,7 @@ from verify_cli.checks.audit.model import (
 from verify_cli.checks.audit.mutation import (
     MutationPlan,
     baseline_request,
+    derived_wall_seconds,
     judge_mutant,
     make_mutants,
     plan_mutants,
@@ -80,6 +81,9 @@ class _TaskState:
     reruns: list[GradeResult] = field(default_factory=list)
     reference_trace: Trace | None = None
     baseline: GradeResult | None = None
+    #: The reference's measured run time (an untraced timing run's): the probes' wall limit is
+    #: derived from it.
+    reference_seconds: float | None = None
 
 
 class _Stream:
@@ -160,9 +164,11 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
                 wave2.append(stream.add(req, "rerun", state.reruns.append))
         if options.probes:
             state.audit.probes = []
-            for probe, req in probe_requests(task, options.probe_names, task.id):
-                (idle if probe.idle else wave2).append(
-                    stream.add(req, f"probe {probe.name}", _on_probe(state, probe, trick_files(probe, req))))
+            stream.total += len(probe_requests(task, options.probe_names, task.id))  # built after wave 1
+            # Timed untraced: the mutants' baseline traces coverage, which can make it many times
+            # slower (a project's whole test file under sys.settrace) and the probes' limit as loose.
+            wave1.append(stream.add(GradeRequest(task, Phase.REFERENCE, label=task.id), "reference timing",
+                                    _on_timing(state)))
         if options.labelled:
             runs = labelled_requests(task, task.id)
             if runs:
@@ -171,8 +177,16 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
                 wave2.append(stream.add(req, f"labelled {kind}/{name}", _on_labelled(state, kind, name)))
     stream.total += len(wave1) + len(wave2) + len(idle)
 
-    beside = stream.run_beside(idle)
     stream.run(wave1)
+    for state in live:  # probes under a wall limit derived from the reference's measured time
+        if state.audit.probes is None:
+            continue
+        measured = state.reference_seconds
+        wall = derived_wall_seconds(state.task, measured) if measured is not None else None
+        for probe, req in probe_requests(state.task, options.probe_names, state.task.id, wall):
+            (idle if probe.idle else wave2).append(
+                stream.add(req, f"probe {probe.name}", _on_probe(state, probe, trick_files(probe, req))))
+    beside = stream.run_beside(idle)
     for state in live:  # mutants no test executes survive without a run
         if state.plan is None and state.mutants is not None:
             stream.total -= len(state.mutants.mutants)  # the baseline failed: none will run
@@ -299,6 +313,13 @@ def _on_baseline(state: _TaskState, options: AuditOptions) -> Callable[[GradeRes
                 state.audit.problems.append(f"mutation check: {plan}")
         else:
             state.plan = plan
+    return handle
+
+
+def _on_timing(state: _TaskState) -> Callable[[GradeResult], None]:
+    def handle(result: GradeResult) -> None:
+        if result.status is GradeStatus.GRADED:
+            state.reference_seconds = result.run.wall_seconds
     return handle
 
 

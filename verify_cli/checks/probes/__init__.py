@@ -7,6 +7,7 @@ result was taken as one). On a sound task with a sound harness, every probe scor
 
 from __future__ import annotations
 
+from verify_cli.checks.probes.git_probes import git_history_probe
 from verify_cli.checks.probes.harbor_probes import HARBOR_PROBES
 from verify_cli.checks.probes.js_probes import JS_PROBES
 from verify_cli.checks.probes.model import Probe, ProbeContext, ProbeTarget
@@ -16,7 +17,10 @@ from verify_cli.grading.workspace import solution_as_candidate
 from verify_cli.tasks.model import Task
 from verify_cli.tasks.paths import matches_any
 
-BATTERY: dict[str, tuple[Probe, ...]] = {"python": PYTHON_PROBES, "javascript": JS_PROBES, "shell": HARBOR_PROBES}
+#: Each language's battery; repository tasks' .git-mining probe is in those of Python and JavaScript.
+BATTERY: dict[str, tuple[Probe, ...]] = {"python": (*PYTHON_PROBES, git_history_probe("python")),
+                                         "javascript": (*JS_PROBES, git_history_probe("javascript")),
+                                         "shell": HARBOR_PROBES}
 
 
 def probe_names(language: str | None = None) -> list[str]:
@@ -44,8 +48,9 @@ def result_file_names(glob: str) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def probe_context(task: Task) -> ProbeContext:
-    """What a probe knows of ``task``: the reference's editable text files and the results glob."""
+def probe_context(task: Task, wall_seconds: float | None = None) -> ProbeContext:
+    """What a probe knows of ``task``: the reference's editable text files and the results glob;
+    ``wall_seconds``, the probe run's wall limit where tighter than the task's."""
     files: dict[str, str] = {}
     for rel, data in solution_as_candidate(task).items():
         if not matches_any(task.editable, rel):
@@ -54,7 +59,8 @@ def probe_context(task: Task) -> ProbeContext:
             files[rel] = data.decode("utf-8")
         except UnicodeDecodeError:
             continue
-    return ProbeContext(task=task, files=files, result_names=result_file_names(task.test.results))
+    return ProbeContext(task=task, files=files, result_names=result_file_names(task.test.results),
+                        wall_limit=wall_seconds)
 
 
 def build_probe(probe: Probe, ctx: ProbeContext) -> dict[str, bytes] | None:

@@ -28,10 +28,14 @@ class ProbeContext:
     task: Task
     files: Mapping[str, str]
     result_names: tuple[str, ...]
+    #: The probe's run's wall limit where audit set a tighter one than the task's (derived from
+    #: the reference's measured time); None: the task's own.
+    wall_limit: float | None = None
 
     @property
     def wall_seconds(self) -> float:
-        return self.task.limits.wall_seconds
+        """The wall limit the probe's run has (a probe that must outlast it sleeps past this)."""
+        return self.wall_limit if self.wall_limit is not None else self.task.limits.wall_seconds
 
 
 #: Builds the candidate's files (path to bytes), or None where the probe does not apply.
