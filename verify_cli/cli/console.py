@@ -316,7 +316,9 @@ def _mutation_lines(audit: Any) -> list[Any]:
     lines.append(Text.from_markup(
         f"[bold]mutation[/]  {_score_bar(m.score)}  {m.killed} killed, {len(m.survived)} survived"
         f" of {len(m.mutants)}" + (f", {m.errors} lost to the sandbox" if m.errors else "")
-        + f" [dim]({m.dropped_uncompilable} uncompilable dropped; {escape(m.selection)}"
+        + f" [dim]({m.dropped_uncompilable} uncompilable dropped"
+        + (f" of those drawn from {sum(m.by_operator.values())} edits" if m.drawn_first else "")
+        + f"; {escape(m.selection)}"
         + ("; fail-fast" if m.fail_fast else "") + ")[/]"))
     for reason, why in (("bytecode", "they compile to the reference's bytecode"),
                         ("observed", "every call the tests made answered as the reference's did")):

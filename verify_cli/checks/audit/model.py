@@ -94,6 +94,7 @@ class MutationReport:
     equivalent: list[MutantResult] = field(default_factory=list)  # reported apart, never counted
     dropped_uncompilable: int = 0
     by_operator: dict[str, int] = field(default_factory=dict)
+    drawn_first: bool = False  # too many edits to check each: drawn first, by_operator counts edits
     per_test_kills: dict[str, int] = field(default_factory=dict)
     selection: str = "all tests"  # how each mutant's tests were chosen
     fail_fast: bool = False
@@ -130,7 +131,7 @@ class MutationReport:
                 "errors": self.errors, "total": len(self.mutants),
                 "equivalent": [m.to_dict() for m in self.equivalent],
                 "dropped_uncompilable": self.dropped_uncompilable, "by_operator": self.by_operator,
-                "selection": self.selection, "fail_fast": self.fail_fast,
+                "drawn_first": self.drawn_first, "selection": self.selection, "fail_fast": self.fail_fast,
                 "per_test_kills": self.per_test_kills, "suspect_tests": self.suspect_tests,
                 "quarantined": self.quarantined, "skipped": self.skipped,
                 "wall_seconds": round(self.wall_seconds, 3),

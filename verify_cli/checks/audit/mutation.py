@@ -166,7 +166,7 @@ def summarise(plan: MutationPlan | None, mutants: MutantSet, results: Iterable[M
     ordered = [m for m in ranked if m.status is not MutantStatus.EQUIVALENT]
     observed = [m for m in ranked if m.status is MutantStatus.EQUIVALENT]  # equivalent by their traces
     report = MutationReport(mutants=ordered, dropped_uncompilable=mutants.dropped_uncompilable,
-                            by_operator=dict(mutants.by_operator), skipped=skipped,
+                            by_operator=dict(mutants.by_operator), drawn_first=mutants.drawn_first, skipped=skipped,
                             equivalent=[equivalent_result(m) for m in mutants.equivalent] + observed)
     if plan is None:
         return report

@@ -15,6 +15,11 @@ from verify_cli.checks.mutation.model import Edit, LineIndex, Mutant, MutantSet
 from verify_cli.checks.mutation.python_ops import PYTHON_OPERATORS, python_compiles, python_edits
 from verify_cli.errors import UsageError
 
+#: Above this many edits (with a sample size asked for), mutants are drawn before they are built
+#: and checked: each drawn one is built, compiled and proven distinct until the sample is full.
+#: Below it every mutant is built and checked first, so the counts are exact.
+DRAW_FIRST_ABOVE = 2000
+
 FindEdits = Callable[[str, str, Sequence[str]], dict[str, list[Edit]] | None]
 CheckCompiles = Callable[[Mapping[str, str], Sequence[tuple[str, str]]], list[bool | None]]
 
@@ -83,36 +88,54 @@ def _check_limit(name: str, value: int | None) -> None:
         raise UsageError(f"{name} must be 0 or more, not {value}")
 
 
-def _file_mutants(
+@dataclass(frozen=True)
+class _Site:
+    """One edit an operator proposes, located and named, with its file not yet rewritten (a
+    real project's module has tens of thousands: building each whole mutated file first costs
+    gigabytes)."""
+
+    rank: int  # the operator's place in listing order
+    id: str
+    path: str
+    operator: str
+    line: int
+    col: int
+    edit: Edit
+    source: str
+
+    def build(self) -> Mutant:
+        return Mutant(id=self.id, path=self.path, operator=self.operator, line=self.line, col=self.col,
+                      description=self.edit.description, original_source=self.source,
+                      mutated_source=self.edit.apply(self.source))
+
+
+def _file_sites(
     path: str, source: str, edits: Mapping[str, list[Edit]], operators: Sequence[str]
-) -> list[Mutant]:
-    """The file's mutants in source order; ids are numbered before duplicates are dropped."""
+) -> list[_Site]:
+    """The file's edits in operator order; ids number each operator's edits of a line in
+    source order."""
     index = LineIndex(source)
-    numbered: list[tuple[int, int, Mutant]] = []
+    sites: list[_Site] = []
     for rank, operator in enumerate(operators):
         per_line: dict[int, int] = {}
         for edit in sorted(edits[operator], key=lambda e: (e.start, e.end)):
             line, col = index.position(edit.start)
             k = per_line.get(line, 0)
             per_line[line] = k + 1
-            mutant = Mutant(
-                id=f"{path}:{line}:{operator}:{k}",
-                path=path,
-                operator=operator,
-                line=line,
-                col=col,
-                description=edit.description,
-                original_source=source,
-                mutated_source=edit.apply(source),
-            )
-            numbered.append((rank, edit.start, mutant))
-    seen = {source}
+            sites.append(_Site(rank, f"{path}:{line}:{operator}:{k}", path, operator, line, col, edit, source))
+    return sites
+
+
+def _file_mutants(sites: Sequence[_Site]) -> list[Mutant]:
+    """One file's mutants in source order; ids are numbered before duplicates are dropped."""
+    seen = {site.source for site in sites[:1]}
     unique: list[tuple[int, int, Mutant]] = []
-    for item in numbered:  # in operator order, so the earlier operator keeps a duplicate
-        if item[2].mutated_source not in seen:
-            seen.add(item[2].mutated_source)
-            unique.append(item)
-    unique.sort(key=lambda item: (item[1], item[0]))
+    for site in sites:  # in operator order, so the earlier operator keeps a duplicate
+        mutant = site.build()
+        if mutant.mutated_source not in seen:
+            seen.add(mutant.mutated_source)
+            unique.append((site.edit.start, site.rank, mutant))
+    unique.sort(key=lambda item: (item[0], item[1]))
     return [mutant for _, _, mutant in unique]
 
 
@@ -167,7 +190,7 @@ def generate_mutants(
     _check_limit("max_per_operator", max_per_operator)
 
     originals: dict[str, str] = {}
-    candidates: list[Mutant] = []
+    sites: dict[str, list[_Site]] = {}
     skipped: list[str] = []
     for path in sorted(files):
         if not path.endswith(spec.suffixes):
@@ -178,7 +201,11 @@ def generate_mutants(
             skipped.append(path)
             continue
         originals[path] = source
-        candidates.extend(_file_mutants(path, source, edits, selected))
+        sites[path] = _file_sites(path, source, edits, selected)
+    if max_mutants is not None and sum(map(len, sites.values())) > DRAW_FIRST_ABOVE:
+        return _drawn_first(spec, originals, [s for path in sorted(sites) for s in sites[path]], selected,
+                            random.Random(seed), max_per_operator, max_mutants, skipped)
+    candidates = [mutant for path in sorted(sites) for mutant in _file_mutants(sites[path])]
 
     verdicts = spec.check_compiles(originals, [(m.path, m.mutated_source) for m in candidates])
     compilable = [m for m, ok in zip(candidates, verdicts, strict=True) if ok is not False]
@@ -202,3 +229,63 @@ def generate_mutants(
         compile_unchecked=sum(1 for m in chosen if id(m) in unchecked),
         skipped_files=skipped,
     )
+
+
+def _drawn_first(
+    spec: Language,
+    originals: Mapping[str, str],
+    sites: list[_Site],
+    operators: Sequence[str],
+    rng: random.Random,
+    max_per_operator: int | None,
+    max_mutants: int,
+    skipped: list[str],
+) -> MutantSet:
+    """The sample of a large set of edits (a real project's modules): edits are drawn as
+    :func:`_sample` draws mutants (an equal share per operator, round-robin over shuffled
+    operators), and each drawn one is built, compile-checked and proven distinct in batches until
+    ``max_mutants`` are kept. ``by_operator`` then counts edits, not compilable mutants, and
+    ``dropped_uncompilable`` only the drawn ones that failed."""
+    groups: dict[str, list[_Site]] = {}
+    for site in sites:
+        groups.setdefault(site.operator, []).append(site)
+    names = sorted(groups)
+    if max_per_operator is not None:
+        for name in names:
+            if len(groups[name]) > max_per_operator:
+                groups[name] = rng.sample(groups[name], max_per_operator)
+    queues = [rng.sample(groups[name], len(groups[name])) for name in rng.sample(names, len(names))]
+    drawn = (site for site in itertools.chain.from_iterable(itertools.zip_longest(*queues)) if site is not None)
+    seen = {path: {source} for path, source in originals.items()}
+    chosen: list[Mutant] = []
+    equivalent: list[Mutant] = []
+    unchecked: set[int] = set()
+    dropped = 0
+    while len(chosen) < max_mutants:
+        batch: list[Mutant] = []
+        for site in itertools.islice(drawn, 2 * (max_mutants - len(chosen)) + 8):
+            mutant = site.build()
+            if mutant.mutated_source not in seen[mutant.path]:
+                seen[mutant.path].add(mutant.mutated_source)
+                batch.append(mutant)
+        if not batch:
+            break
+        verdicts = spec.check_compiles(originals, [(m.path, m.mutated_source) for m in batch])
+        for mutant, ok in zip(batch, verdicts, strict=True):
+            if ok is False:
+                dropped += 1
+            elif spec.equivalent is not None and spec.equivalent(mutant.path, mutant.original_source,
+                                                                 mutant.mutated_source):
+                equivalent.append(mutant)
+            elif len(chosen) < max_mutants:
+                chosen.append(mutant)
+                if ok is None:
+                    unchecked.add(id(mutant))
+    by_operator = dict.fromkeys(operators, 0)
+    for site in sites:
+        by_operator[site.operator] += 1
+    order = {site.id: n for n, site in enumerate(sorted(sites, key=lambda s: (s.path, s.edit.start, s.rank)))}
+    chosen.sort(key=lambda m: order[m.id])
+    return MutantSet(mutants=chosen, equivalent=equivalent, dropped_uncompilable=dropped, by_operator=by_operator,
+                     compile_unchecked=sum(1 for m in chosen if id(m) in unchecked), skipped_files=skipped,
+                     drawn_first=True)

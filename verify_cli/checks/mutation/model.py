@@ -66,6 +66,9 @@ class MutantSet:
     JavaScript when ``node`` is missing or cannot parse the original file);
     ``skipped_files`` lists files of the language whose original source did not parse;
     ``equivalent`` holds the mutants proven to behave as the original (never to be graded).
+    ``drawn_first``: there were too many edits to build and check every one (a real project's
+    modules), so mutants were drawn first and only the drawn ones checked: ``by_operator`` then
+    counts edits, and ``dropped_uncompilable`` and ``equivalent`` only drawn mutants.
     """
 
     mutants: list[Mutant]
@@ -74,6 +77,7 @@ class MutantSet:
     by_operator: dict[str, int] = field(default_factory=dict)
     compile_unchecked: int = 0
     skipped_files: list[str] = field(default_factory=list)
+    drawn_first: bool = False
 
 
 class LineIndex:
