@@ -45,8 +45,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from verify_cli.checks import CheckOptions, check_tasks
-from verify_cli.checks.audit.mutation import derived_wall_seconds
-from verify_cli.checks.audit.probing import probe_requests
 from verify_cli.grading import Grader, Phase, lay_out
 from verify_cli.sandbox import create_sandbox
 from verify_cli.tasks import Task, load_task
@@ -220,25 +218,29 @@ def timed() -> Iterator[list[float]]:
 
 
 def hanging_probe(task: Task, box: object, ceiling: float) -> None:
-    """audit's sleep-past-timeout probe under the task's ceiling, then under the derived limit."""
+    """A candidate that sleeps past its limit under the task's ceiling (what audit's
+    sleep-past-timeout probe cost before), then audit's own probe under its derived limit."""
     from dataclasses import replace
 
+    from verify_cli import AuditOptions, audit_tasks
     from verify_cli.grading import GradeRequest
 
     raised = replace(task, limits=replace(task.limits, wall_seconds=ceiling))
+    sleeper = {name: b"import time\ntime.sleep(10 ** 6)\n" for name in sorted(task.solution_files())[:1]}
+    print(f"\naudit's hanging probe (task ceiling {ceiling:g} s):")
     with Grader(box) as grader:  # type: ignore[arg-type]
-        reference = grader.grade(GradeRequest(raised, Phase.REFERENCE))
-        derived = derived_wall_seconds(raised, reference.run.wall_seconds)
-        print(f"\naudit's hanging probe (task ceiling {ceiling:g} s; reference {reference.run.wall_seconds:.2f} s, "
-              f"derived limit {derived:.1f} s):")
-        base = None
-        for label, wall in (("task's ceiling (baseline)", None), ("derived limit (now)", derived)):
-            ((_probe, request),) = probe_requests(raised, frozenset({"sleep-past-timeout"}), "bench", wall)
-            with timed() as t:
-                result = grader.grade(request)
-            base = base or t[0]
-            print(f"  {label:<26} {t[0]:7.2f} s  {t[0] / base:5.2f}x  score {result.score}  "
-                  f"({result.run.verdict.value})")
+        with timed() as t:
+            result = grader.grade(GradeRequest(raised, Phase.PROBE, candidate=sleeper))
+        base = t[0]
+        print(f"  {'task ceiling (baseline)':<26} {base:7.2f} s  1.00x  score {result.score}  "
+              f"({result.run.verdict.value})")
+        options = AuditOptions(mutants=False, flaky=False, labelled=False,
+                               probe_names=frozenset({"sleep-past-timeout"}))
+        with timed() as t:
+            (audit,) = audit_tasks([raised], grader, options)
+        (probe,) = audit.probes or []
+        print(f"  {'audit, derived limit (now)':<26} {t[0]:7.2f} s  {t[0] / base:5.2f}x  score {probe.score}  "
+              f"(includes the reference's timing run)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,7 +321,7 @@ def mine_rows(repo: Path, package: str, tests_dir: str, want: int, scan: int, sc
 
 def real_repo(args: argparse.Namespace, work: Path) -> None:
     """Mine ``--tasks`` rows from ``--real-repo``, import them, then check-tasks and audit cold."""
-    from verify_cli.checks.audit import AuditOptions, audit_tasks
+    from verify_cli import AuditOptions, audit_tasks
     from verify_cli.importers import import_rows
     from verify_cli.tasks import load_task_set
 

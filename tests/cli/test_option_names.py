@@ -28,6 +28,8 @@ DISTINCT = {
                                                   "--adaptive's samples per round",
     frozenset({"--list-probes", "--probe"}): "audit: list the probes; run one probe",
     frozenset({"--plot", "--port"}): "difficulty's histogram; serve's port",
+    frozenset({"--language", "--run-code-languages"}): "new-task: the task's language; serve: the "
+                                                        "compiled languages /run_code builds toolchains for",
     frozenset({"--check", "--checks"}): "difficulty: run check-tasks first; --checks is the alias of "
                                         "tasks' --check-report",
 }

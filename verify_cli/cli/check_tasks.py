@@ -50,7 +50,7 @@ def check_tasks_command(
                                   "the FAIL_TO_PASS and PASS_TO_PASS tests (SWE-bench's curation).")] = False,
     swebench_reports: Annotated[Path | None, typer.Option(
         "--swebench-reports", help="Repository tasks: write SWE-bench's report.json of the reference (the gold "
-                                   "patch) per task, DIR/<task id>/report.json.")] = None,
+                                   "patch) per task, DIR/TASK_ID/report.json.")] = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = "auto",
 ) -> None:

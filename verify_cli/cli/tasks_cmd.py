@@ -146,8 +146,8 @@ def evaluate_command(
         "--predictions", help="Predictions as SWE-bench takes them (JSONL, a JSON list, or a JSON object by id): "
                               "instance_id, model_name_or_path, model_patch (a diff against the task's starter).")],
     report_dir: Annotated[Path, typer.Option(
-        "--report-dir", help="Where each instance's report.json goes: DIR/<model>/<instance_id>/report.json, "
-                             "and the run's summary DIR/<model>.json (SWE-bench's shape).")] = Path("evaluation"),
+        "--report-dir", help="Where each instance's report.json goes: DIR/MODEL/INSTANCE_ID/report.json, "
+                             "and the run's summary DIR/MODEL.json (SWE-bench's shape).")] = Path("evaluation"),
     sandbox: SandboxOpt = "auto",
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Sandboxed runs at once (default: cores).")]
     = None,
