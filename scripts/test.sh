@@ -5,6 +5,12 @@
 # Docker set-up is skipped only when VERIFY_SKIP_DOCKER=1. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# --full: also the extended tier (tests/conftest.py EXTENDED: the Ray cluster, the toolchain image,
+# docker parity matrices, the toy trainings), about 5 more minutes; the default stays under 15.
+if [ "${1:-}" = "--full" ]; then
+  shift
+  export VERIFY_TESTS_FULL=1
+fi
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/verify-cli-test.XXXXXX")"
 started=$SECONDS
 
