@@ -7,6 +7,7 @@ import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TypeVar
 
 from verify_cli.checks.mutation.equivalence import python_equivalent
 from verify_cli.checks.mutation.js_check import javascript_compiles
@@ -139,20 +140,31 @@ def _file_mutants(sites: Sequence[_Site]) -> list[Mutant]:
     return [mutant for _, _, mutant in unique]
 
 
+_Drawn = TypeVar("_Drawn", Mutant, "_Site")
+
+
+def _per_operator(
+    items: Sequence[_Drawn], rng: random.Random, max_per_operator: int | None
+) -> tuple[dict[str, list[_Drawn]], list[str]]:
+    """``items`` grouped by operator (names sorted), each group cut to ``max_per_operator``."""
+    groups: dict[str, list[_Drawn]] = {}
+    for item in items:
+        groups.setdefault(item.operator, []).append(item)
+    names = sorted(groups)
+    if max_per_operator is not None:
+        for name in names:
+            if len(groups[name]) > max_per_operator:
+                groups[name] = rng.sample(groups[name], max_per_operator)
+    return groups, names
+
+
 def _sample(
     mutants: list[Mutant],
     rng: random.Random,
     max_per_operator: int | None,
     max_mutants: int | None,
 ) -> list[Mutant]:
-    groups: dict[str, list[Mutant]] = {}
-    for mutant in mutants:
-        groups.setdefault(mutant.operator, []).append(mutant)
-    names = sorted(groups)
-    if max_per_operator is not None:
-        for name in names:
-            if len(groups[name]) > max_per_operator:
-                groups[name] = rng.sample(groups[name], max_per_operator)
+    groups, names = _per_operator(mutants, rng, max_per_operator)
     chosen = [mutant for name in names for mutant in groups[name]]
     if max_mutants is not None and len(chosen) > max_mutants:
         # Round-robin over shuffled operators, so each gets an equal share while it lasts.
@@ -246,14 +258,7 @@ def _drawn_first(
     operators), and each drawn one is built, compile-checked and proven distinct in batches until
     ``max_mutants`` are kept. ``by_operator`` then counts edits, not compilable mutants, and
     ``dropped_uncompilable`` only the drawn ones that failed."""
-    groups: dict[str, list[_Site]] = {}
-    for site in sites:
-        groups.setdefault(site.operator, []).append(site)
-    names = sorted(groups)
-    if max_per_operator is not None:
-        for name in names:
-            if len(groups[name]) > max_per_operator:
-                groups[name] = rng.sample(groups[name], max_per_operator)
+    groups, names = _per_operator(sites, rng, max_per_operator)
     queues = [rng.sample(groups[name], len(groups[name])) for name in rng.sample(names, len(names))]
     drawn = (site for site in itertools.chain.from_iterable(itertools.zip_longest(*queues)) if site is not None)
     seen = {path: {source} for path, source in originals.items()}
