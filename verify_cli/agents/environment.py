@@ -242,7 +242,8 @@ class TaskEnvironment:
             if built.layer is not None:
                 more["layer"] = built.layer
         limits = session_limits(task, command_seconds=command_seconds)
-        own = kind_of(task).open_session(task, image, limits)  # a Harbor task's container, at its workdir
+        # a Harbor task's container, at its workdir
+        own = kind_of(task).open_session(task, image, limits, layer=built.layer if built is not None else None)
         session = own if own is not None else sandbox.open_session(
             session_workspace(task), limits, image=image,
             labels={"verify-cli.task": task.id, "verify-cli.phase": "episode"}, **more)

@@ -189,7 +189,8 @@ class Kind:
         :meth:`runs_itself`)."""
         raise NotImplementedError(f"{self.name} runs its tasks' test command")
 
-    def open_session(self, task: Task, image: str | None, limits: SessionLimits) -> Session | None:
+    def open_session(self, task: Task, image: str | None, limits: SessionLimits, *,
+                     layer: RuntimeLayer | None = None) -> Session | None:
         """An agent's session in ``task``'s environment where the kind opens its own (Harbor: a
         container of the task's image at its workdir); None: the backend's session."""
         return None

@@ -73,11 +73,17 @@ class HarborKind(Kind):
         return OwnRun(trial.run, trial.ignored, SHARED_VERIFIER if shared else ISOLATED_VERIFIER,
                       ((SHARED_NOTE,) if shared else (IN_VERIFIER_NOTE,)) + trial.notes)
 
-    def open_session(self, task: Task, image: str | None, limits: SessionLimits) -> Session | None:
+    def open_session(self, task: Task, image: str | None, limits: SessionLimits, *,
+                     layer: RuntimeLayer | None = None) -> Session | None:
         from verify_cli.formats.harbor.session import HarborSession
+        from verify_cli.sandbox.sessions.base import SessionsUnsupportedError
 
         if task.harbor is None:
             return None
+        if layer is not None and layer.root is not None:
+            raise SessionsUnsupportedError(
+                f"{task.id}: agent sessions in a Harbor task run in a container of its image; on bwrap only its "
+                "trials (check-tasks, audit, one-shot candidates) are built", hint="use --sandbox docker")
         return HarborSession.open(task, image or task.environment.image, limits, self.trials)
 
     def score(self, task: Task, tests: list[TestOutcome], run: RunResult) -> float | None:

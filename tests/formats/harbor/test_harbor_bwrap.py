@@ -159,3 +159,14 @@ def test_infrastructure_is_never_scored_on_bwrap(grader: Grader, tmp_path: Path)
     timed_out = grader.grade(GradeRequest(slow, Phase.CANDIDATE, candidate={AGENT_SCRIPT: b"sleep 30\n"}))
     assert timed_out.status is GradeStatus.GRADED and timed_out.score == 0.0
     assert "the agent phase ran past 1s" in timed_out.run.message
+
+
+def test_an_agent_session_in_a_harbor_task_on_bwrap_says_to_use_docker(grader: Grader) -> None:
+    """Sessions in a Harbor task are containers of its image (docs/harbor.md): on bwrap they are
+    refused with what to do, never opened in another image."""
+    from verify_cli.agents.environment import TaskEnvironment
+    from verify_cli.sandbox.sessions.base import SessionsUnsupportedError
+
+    with pytest.raises(SessionsUnsupportedError, match="Harbor task run in a container") as info:
+        TaskEnvironment.open(load_task(SOUND / "fix-sum"), grader.sandbox, grader)
+    assert info.value.hint == "use --sandbox docker"
