@@ -57,7 +57,8 @@ def test_sound_harbor_tasks_are_sound_on_bwrap(grader: Grader) -> None:
         assert report.isolation == "isolated-verifier"
     reference = grader.grade(GradeRequest(load_task(SOUND / "fix-sum"), Phase.REFERENCE))
     assert reference.run is not None and reference.run.backend == "bwrap"
-    assert any("the verifier's root: a private overlayfs" in n for n in reference.isolation_notes), reference.isolation_notes
+    notes = reference.isolation_notes
+    assert any("the verifier's root: a private overlayfs" in n for n in notes), notes
 
 
 def test_every_planted_defect_is_caught_for_its_own_reason_on_bwrap(grader: Grader) -> None:

@@ -41,7 +41,8 @@ def test_check_tasks_on_bwrap_grades_harbor_and_terminal_bench_folders_over_thei
     out = tmp_path / "report.json"
     shutil.copytree(FIXTURES / "sound" / "fix-sum", tmp_path / "tasks" / "fix-sum")
     shutil.copytree(FIXTURES.parent / "terminal-bench" / "hello-file", tmp_path / "tasks" / "hello-file")
-    code = main(["check-tasks", str(tmp_path / "tasks"), "--sandbox", "bwrap", "--repeats", "1", "--no-cache", "--json", str(out)])
+    code = main(["check-tasks", str(tmp_path / "tasks"), "--sandbox", "bwrap", "--repeats", "1", "--no-cache",
+                 "--json", str(out)])
     doc = json.loads(out.read_text())
     assert code == 0, doc
     assert {t["task_id"]: t["verdict"] for t in doc["tasks"]} == {"fix-sum": "sound", "hello-file": "sound"}
