@@ -75,7 +75,8 @@ def test_a_runs_changes_under_a_folder_are_read_from_the_host(tmp_path: Path, mo
         assert set(changes.deleted) == {"old.txt", "gone" if mode == OVERLAY else "gone/b.py"}
         assert changes.refused == ["link"]
         # what it changed outside the folder is not in the account, and the exported root is untouched
-        assert root.host_path("/usr/bin/tool").read_text() == "trojan\n"
+        usr_bin = root.host_path("/usr/bin")
+        assert usr_bin is not None and (usr_bin / "tool").read_text() == "trojan\n"
         with pytest.raises(TooMuchWork):
             root.changes("/app", max_bytes=10)
         folder = root.folder
@@ -91,3 +92,26 @@ def test_each_root_is_fresh_and_a_run_sees_what_an_earlier_one_wrote(tmp_path: P
         with WritableRoot(str(lower), parent=str(tmp_path)) as second:
             assert _run_in(second, 'test -e "$1/srv/app/new.txt" || echo absent').stdout == b"absent\n"
             assert second.changes("/app", max_bytes=1 << 20).files == {}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_folder_made_a_link_is_never_followed_on_the_host(tmp_path: Path, mode: str) -> None:
+    """A run that replaces the folder (or its log folder) with a link to a host folder gets
+    nothing of the host read as its work: the link is refused, what the image had is deleted."""
+    if mode == OVERLAY and overlay_unavailable(str(tmp_path)):
+        pytest.skip(f"no overlay here: {overlay_unavailable(str(tmp_path))}")
+    lower = _lower(tmp_path)
+    (lower / "logs").mkdir()
+    host = tmp_path / "host-secrets"
+    host.mkdir()
+    (host / "reward.txt").write_text("1\n")
+    with WritableRoot(str(lower), parent=str(tmp_path), force_copy=mode == COPY) as root:
+        _run_in(root, f'rm -rf "$1/srv/app" && ln -s {host} "$1/srv/app" && rm -rf "$1/logs" && ln -s {host} "$1/logs"')
+        changes = root.changes("/app", max_bytes=1 << 20)
+        assert changes.files == {} and changes.refused == ["."]
+        assert changes.deleted == ["calc.py", "gone", "keep.txt", "old.txt", "pkg"]
+        assert root.host_path("/logs") is None
+    with WritableRoot(str(lower), parent=str(tmp_path), force_copy=mode == COPY) as root:
+        _run_in(root, 'rm -rf "$1/srv/app"')
+        gone = root.changes("/app", max_bytes=1 << 20)
+        assert gone.files == {} and gone.refused == [] and len(gone.deleted) == 5

@@ -154,6 +154,11 @@ def test_infrastructure_is_never_scored_on_bwrap(grader: Grader, tmp_path: Path)
     assert "healthcheck 'test -e /nowhere' never passed" in result.problems[0]
     toml.write_text(toml.read_text().replace("test -e /nowhere", "test -d /app"))
     assert _grade(grader, load_task(folder), None, Phase.REFERENCE).score == 1.0
+    stranger = load_task(folder)
+    assert stranger.harbor is not None
+    stranger = replace(stranger, harbor=replace(stranger.harbor, agent_user="no-such-user"))
+    unknown = grader.grade(GradeRequest(stranger, Phase.REFERENCE))
+    assert unknown.status is GradeStatus.INFRA_ERROR and "'no-such-user' is not in the image's" in unknown.problems[0]
     slow = load_task(folder)
     assert slow.harbor is not None
     slow = replace(slow, harbor=replace(slow.harbor, agent_timeout_sec=1.0))

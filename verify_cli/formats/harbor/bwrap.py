@@ -84,49 +84,41 @@ class _OneRun(LocalSandbox):
         return self._prepare(scratch)
 
 
-def _user_ids(root: Path, user: str | None) -> tuple[int, int]:
-    """(uid, gid) of ``user`` (a name, a number, ``user:group``) in the root's /etc/passwd; root
-    where none is named. TrialInfraError where the image has no such user."""
-    if not user:
-        return 0, 0
-    name, _, group = user.partition(":")
-
-    def lookup(path: str, key: str) -> tuple[int, int] | None:
+def _user_ids(root: Path, user: str | None) -> tuple[int, int, str]:
+    """(uid, gid, home) of ``user`` (a name, a number, ``user:group``) in the root's /etc/passwd;
+    root where none is named. TrialInfraError where the image has no such user."""
+    def lookup(path: str, key: str, column: int) -> list[str] | None:
         try:
             lines = (root / path).read_text(errors="replace").splitlines()
         except OSError:
             return None
         for line in lines:
             parts = line.split(":")
-            if len(parts) >= 4 and parts[0] == key:
-                try:
-                    return int(parts[2]), int(parts[3])
-                except ValueError:
-                    return None
+            if len(parts) >= 4 and parts[column] == key:
+                return parts
         return None
 
+    name, _, group = (user or "0").partition(":")
+    found = lookup("etc/passwd", name, 2 if name.isdigit() else 0)
     if name.isdigit():
-        uid, gid = int(name), int(name)
+        uid, gid = int(name), int(found[3]) if found is not None and found[3].isdigit() else int(name)
+    elif found is None or not (found[2].isdigit() and found[3].isdigit()):
+        raise TrialInfraError(f"the user {name!r} is not in the image's /etc/passwd")
     else:
-        found = lookup("etc/passwd", name)
-        if found is None:
-            raise TrialInfraError(f"the user {name!r} is not in the image's /etc/passwd")
-        uid, gid = found
+        uid, gid = int(found[2]), int(found[3])
+    home = found[5] if found is not None and len(found) > 5 and found[5] else "/"
     if group:
-        if group.isdigit():
-            gid = int(group)
-        else:
-            g = lookup("etc/group", group)
-            if g is None:
-                raise TrialInfraError(f"the group {group!r} is not in the image's /etc/group")
-            gid = g[0]
-    return uid, gid
+        g = [group, "", group] if group.isdigit() else lookup("etc/group", group, 0)
+        if g is None or len(g) < 3 or not g[2].isdigit():
+            raise TrialInfraError(f"the group {group!r} is not in the image's /etc/group")
+        gid = int(g[2])
+    return uid, gid, home
 
 
-def _image_env(root: Path, extra: Mapping[str, str]) -> dict[str, str]:
-    """The environment of a run: the image's ``Env`` (kept beside its exported root), HOME, and
-    ``extra`` over them."""
-    env: dict[str, str] = {"PATH": DEFAULT_IMAGE_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
+def _image_env(root: Path, extra: Mapping[str, str], home: str) -> dict[str, str]:
+    """The environment of a run: the image's ``Env`` (kept beside its exported root), the user's
+    HOME, and ``extra`` over them."""
+    env: dict[str, str] = {"PATH": DEFAULT_IMAGE_PATH, "HOME": home}
     for item in image_config(root).get("Env") or ():
         if isinstance(item, str) and "=" in item:
             k, v = item.split("=", 1)
@@ -177,7 +169,8 @@ class BwrapTrials:
              scratch: Path) -> RunResult:
         """``script`` (a POSIX shell script, with ``args``) in a sandbox over ``root``, at the
         workdir. ``binds``: (host path, path inside, writable). INFRA_ERROR verdicts are raised."""
-        uid, gid = _user_ids(lower, user)
+        uid, gid, home = _user_ids(lower, user)
+        run_env = _image_env(lower, env, home)
         hosts = scratch / "hosts"
         hosts.write_text(SANDBOX_HOSTS)
 
@@ -192,7 +185,7 @@ class BwrapTrials:
                      f"printf {SANDBOX_STARTED.decode()} >&{MARKER_FD} || exit 125\nexec {MARKER_FD}>&-\n{script}",
                      "sh", *args]
             read_end, write_end = os.pipe()
-            return Prepared(argv=argv, env=_image_env(lower, env), cwd="/", results_dir=run_scratch / "results",
+            return Prepared(argv=argv, env=run_env, cwd="/", results_dir=run_scratch / "results",
                             signal_from_status=True, results_pipe=(read_end, write_end), results_archive_limit=64,
                             start_markers=ROOT_READY + SANDBOX_STARTED,
                             start_stages=(f"the writable root ({root.mode})", "the trial's sandbox (bwrap)"))
@@ -337,7 +330,8 @@ class BwrapTrials:
                       f"{verifier_exports}exec bash {TESTS_MOUNT}/test.sh </dev/null\n")
             run = self._run(root, lower, spec, script, user=self._user(lower, spec.agent_user or spec.verifier_user),
                             env={}, wall=timeout + spec.verifier_timeout_sec, binds=binds, scratch=tmp)
-            logs = read_logs(root.host_path(VERIFIER_LOGS))
+            found = root.host_path(VERIFIER_LOGS)
+            logs = read_logs(found) if found is not None else {}
         total = time.monotonic() - t0
         stderr = run.stderr.head + run.stderr.tail
         if run.exit_code == _AGENT_TIMEOUT_STATUS and AGENT_TIMEOUT_LINE.encode() in stderr:

@@ -216,17 +216,56 @@ class WritableRoot:
         return [*unshare, "/bin/sh", "-c", _overlay_script(), "sh", str(self.lower), str(self.folder / "upper"),
                 str(self.folder / "work"), str(self.path)]
 
-    def host_path(self, path: str) -> Path:
-        """Where the files the runs wrote at ``path`` (absolute, inside) are on the host, between
-        runs: the upper layer (overlay: only what was written) or the copy."""
-        return self.changed / _resolve(self.lower, path).lstrip("/")
+    def _real_folder(self, rel: str) -> Path | None:
+        """``rel`` under :attr:`changed` where each step to it is a folder of the runs' own (never
+        a link they made: it could point anywhere on the host), else None."""
+        here = self.changed
+        for part in [p for p in rel.split("/") if p]:
+            here = here / part
+            try:
+                if not stat.S_ISDIR(os.lstat(here).st_mode):
+                    return None
+            except OSError:
+                return None
+        return here
+
+    def _replaced(self, rel: str) -> bool:
+        """Whether a step to ``rel`` under :attr:`changed` is there and not a folder (a whiteout,
+        a link, a file the runs made in its place)."""
+        here = self.changed
+        for part in [p for p in rel.split("/") if p]:
+            here = here / part
+            try:
+                if not stat.S_ISDIR(os.lstat(here).st_mode):
+                    return True
+            except OSError:
+                return False
+        return False
+
+    def host_path(self, path: str) -> Path | None:
+        """Where the files the runs wrote at the folder ``path`` (absolute, inside) are on the host,
+        between runs: in the upper layer (overlay: only what was written) or the copy. None where
+        it is not a folder there, or is reached through a link of the runs' (never followed)."""
+        return self._real_folder(_resolve(self.lower, path).lstrip("/"))
 
     def changes(self, under: str, *, max_bytes: int) -> RootChanges:
         """What the runs changed under ``under`` (absolute, inside): read from the host, never
-        following a link of the run's. :class:`TooMuchWork` past ``max_bytes`` of files."""
+        following a link of the run's. :class:`TooMuchWork` past ``max_bytes`` of files. Where the
+        runs removed ``under`` itself (or a folder on the way) or made it a link or a file, nothing
+        of it is work: ``deleted`` names every entry the image had there (and ``refused`` is
+        ``["."]`` where something else stands in its place)."""
         rel_under = _resolve(self.lower, under).lstrip("/")
         out = RootChanges()
-        top = self.changed / rel_under
+        top = self._real_folder(rel_under)
+        if top is None:
+            if self.mode == OVERLAY and not self._replaced(rel_under):
+                return out  # nothing written under it
+            # removed, or made a link or a file: none of it is work, and what the image had is gone
+            lower = self.lower / rel_under
+            out.deleted = sorted(os.listdir(lower)) if lower.is_dir() and not lower.is_symlink() else []
+            if os.path.lexists(self.changed / rel_under) and not _whiteout(self.changed / rel_under):
+                out.refused.append(".")
+            return out
         if self.mode == OVERLAY:
             self._overlay_changes(top, "", out, [0], max_bytes)
         else:
@@ -254,14 +293,20 @@ class WritableRoot:
             path = folder / name
             rel = f"{prefix}{name}"
             st = os.lstat(path)
+            try:
+                was: int | None = os.lstat(self.lower / path.relative_to(self.changed)).st_mode
+            except OSError:
+                was = None
             if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
                 out.deleted.append(rel)  # a whiteout
             elif stat.S_ISDIR(st.st_mode):
-                if any(_xattr(path, a) == b"y" for a in _OPAQUE_XATTRS) and (self.lower / path.relative_to(
-                        self.changed)).exists():
-                    out.deleted.append(rel)  # removed and made again: the lower one's entries are gone
+                if was is not None and (not stat.S_ISDIR(was) or any(_xattr(path, a) == b"y"
+                                                                     for a in _OPAQUE_XATTRS)):
+                    out.deleted.append(rel)  # a file made a folder, or removed and made again (opaque)
                 self._overlay_changes(path, f"{rel}/", out, total, max_bytes)
             elif stat.S_ISREG(st.st_mode):
+                if was is not None and stat.S_ISDIR(was):
+                    out.deleted.append(rel)  # a folder made a file
                 self._take(path, rel, out, total, max_bytes)
             else:
                 out.refused.append(rel)
@@ -306,6 +351,14 @@ class WritableRoot:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _whiteout(path: Path) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
 
 
 def _xattr(path: Path, name: str) -> bytes | None:
