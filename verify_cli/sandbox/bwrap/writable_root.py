@@ -174,13 +174,17 @@ class WritableRoot:
     it as a context manager) to remove everything it holds."""
 
     def __init__(self, lower: str, *, parent: str | None = None, force_copy: bool = False) -> None:
+        """``parent``: where the root's own folders go (default: the system's temporary folder). A
+        copy goes beside ``lower`` where that folder is writable (the same file system: a clone
+        where it shares extents, and never a RAM-backed scratch folder), else under ``parent``."""
         self.lower = Path(lower)
-        self.folder = Path(tempfile.mkdtemp(prefix="verify-root-", dir=parent))
+        why = "asked for a copy" if force_copy else overlay_unavailable(parent)
+        self.mode = OVERLAY if why is None else COPY
+        #: Why the root is a copy (the overlay's failure), "" for an overlay.
+        self.why_copy = why or ""
+        beside = str(self.lower.parent) if os.access(self.lower.parent, os.W_OK) else parent
+        self.folder = Path(tempfile.mkdtemp(prefix="verify-root-", dir=parent if self.mode == OVERLAY else beside))
         try:
-            why = "asked for a copy" if force_copy else overlay_unavailable(parent)
-            self.mode = OVERLAY if why is None else COPY
-            #: Why the root is a copy (the overlay's failure), "" for an overlay.
-            self.why_copy = why or ""
             if self.mode == OVERLAY:
                 for name in ("upper", "work", "merged"):
                     (self.folder / name).mkdir()
