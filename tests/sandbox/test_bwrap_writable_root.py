@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,69 @@ def test_a_folder_made_a_link_is_never_followed_on_the_host(tmp_path: Path, mode
         _run_in(root, 'rm -rf "$1/srv/app"')
         gone = root.changes("/app", max_bytes=1 << 20)
         assert gone.files == {} and gone.refused == [] and len(gone.deleted) == 5
+
+
+def test_a_folder_overlayfs_cannot_name_gets_a_copy_saying_why(tmp_path: Path) -> None:
+    odd = tmp_path / "a,b"
+    odd.mkdir()
+    lower = _lower(odd)
+    with WritableRoot(str(lower), parent=str(tmp_path)) as root:
+        assert root.mode == COPY and "holds ','" in root.describe()
+        _run_in(root, 'echo x > "$1/srv/app/new.txt"')
+        assert root.changes("/app", max_bytes=1 << 20).files == {"new.txt": b"x\n"}
+
+
+def test_an_overlay_that_does_not_mount_never_announces_the_root(tmp_path: Path) -> None:
+    if overlay_unavailable(str(tmp_path)):
+        pytest.skip(f"no overlay here: {overlay_unavailable(str(tmp_path))}")
+    with WritableRoot(str(_lower(tmp_path)), parent=str(tmp_path)) as root:
+        (root.folder / "work").rmdir()  # overlayfs refuses a missing work folder
+        read_end, write_end = os.pipe()
+        try:
+            proc = subprocess.run([*root.launch_prefix(), "/bin/sh", "-c", "echo ran"], capture_output=True,
+                                  close_fds=False, timeout=60, preexec_fn=lambda: os.dup2(write_end, 8))
+        finally:
+            os.close(write_end)
+        assert os.read(read_end, 16) == b"" and proc.returncode == 125 and proc.stdout == b""
+        os.close(read_end)
+        assert b"mount" in proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switches to an unprivileged user (needs root)")
+def test_an_unprivileged_user_gets_an_overlay_in_a_user_namespace_of_its_own(tmp_path: Path) -> None:
+    """Where the caller is not root, the overlay is mounted in a user namespace of its own (Linux
+    >= 5.11), or else the root is a copy: either way the same account of the run's changes."""
+    import shutil
+    import tempfile
+
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    base = Path(tempfile.mkdtemp(prefix="verify-unpriv-", dir="/tmp"))
+    try:
+        lower = _lower(base)
+        subprocess.run(["chown", "-R", "65534:65534", str(base)], check=True)
+        script = (
+            "import os, subprocess, sys\n"
+            "from verify_cli.sandbox.bwrap.writable_root import WritableRoot\n"
+            f"root = WritableRoot({str(lower)!r}, parent={str(base)!r})\n"
+            "r, w = os.pipe()\n"
+            "work = 'echo hi > \"$1/srv/app/new.txt\"; rm \"$1/srv/app/old.txt\"'\n"
+            "subprocess.run([*root.launch_prefix(), '/bin/sh', '-c', work, 'sh', str(root.path)], close_fds=False,\n"
+            "               preexec_fn=lambda: os.dup2(w, 8), check=True)\n"
+            "c = root.changes('/app', max_bytes=1 << 20)\n"
+            "print(root.mode, sorted(c.files), c.deleted)\n"
+            "root.close()\n")
+        repo = Path(__file__).resolve().parents[2]
+        proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                               sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                              cwd=str(base), env={**os.environ, "PYTHONPATH": str(repo), "HOME": str(base)})
+        if proc.returncode != 0 and "Permission denied" in proc.stderr and str(repo) in proc.stderr:
+            pytest.skip("the checkout is not readable by an unprivileged user")
+        assert proc.returncode == 0, proc.stderr
+        mode, rest = proc.stdout.split(" ", 1)
+        assert mode in (OVERLAY, COPY) and rest.strip() == "['new.txt'] ['old.txt']"
+        if overlay_unavailable(str(tmp_path)) is None:
+            assert mode == OVERLAY, proc.stdout
+        assert [p.name for p in base.iterdir()] == ["lower"]
+    finally:
+        subprocess.run(["rm", "-rf", str(base)], check=False)

@@ -22,10 +22,11 @@ from verify_cli.environments import Environments
 from verify_cli.environments.store import EnvironmentStore
 from verify_cli.formats.harbor.bwrap import BwrapTrials
 from verify_cli.formats.harbor.spec import AGENT_SCRIPT
-from verify_cli.formats.harbor.verifier import AgentPhase
+from verify_cli.formats.harbor.verifier import AgentPhase, TrialInfraError
 from verify_cli.grading.grader import Grader, GradeRequest, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.sandbox.base import Verdict
+from verify_cli.sandbox.bwrap.writable_root import WritableRoot, overlay_unavailable
 from verify_cli.sandbox.registry import create_sandbox
 from verify_cli.tasks import load_task, load_task_set
 
@@ -162,9 +163,22 @@ def test_infrastructure_is_never_scored_on_bwrap(grader: Grader, tmp_path: Path)
     slow = load_task(folder)
     assert slow.harbor is not None
     slow = replace(slow, harbor=replace(slow.harbor, agent_timeout_sec=1.0))
-    timed_out = grader.grade(GradeRequest(slow, Phase.CANDIDATE, candidate={AGENT_SCRIPT: b"sleep 30\n"}))
-    assert timed_out.status is GradeStatus.GRADED and timed_out.score == 0.0
-    assert "the agent phase ran past 1s" in timed_out.run.message
+    for timed in (slow, _shared(slow)):
+        timed_out = grader.grade(GradeRequest(timed, Phase.CANDIDATE, candidate={AGENT_SCRIPT: b"sleep 30\n"}))
+        assert timed_out.status is GradeStatus.GRADED and timed_out.score == 0.0
+        assert "the agent phase ran past 1s" in timed_out.run.message
+
+
+def test_a_writable_root_that_does_not_mount_is_infrastructure(grader: Grader, tmp_path: Path) -> None:
+    task = load_task(SOUND / "fix-sum")
+    assert task.harbor is not None
+    lower = _root_of(grader, SOUND / "fix-sum")
+    if overlay_unavailable(str(tmp_path)):
+        pytest.skip(f"no overlay here: {overlay_unavailable(str(tmp_path))}")
+    with WritableRoot(lower, parent=str(tmp_path)) as root:
+        (root.folder / "work").rmdir()  # overlayfs refuses a missing work folder
+        with pytest.raises(TrialInfraError, match=r"the writable root \(overlay\) never began\): .*mount"):
+            BwrapTrials()._run(root, Path(lower), task.harbor, "true", user=None, env={}, wall=30, scratch=tmp_path)
 
 
 def test_an_agent_session_in_a_harbor_task_on_bwrap_says_to_use_docker(grader: Grader) -> None:

@@ -179,6 +179,9 @@ class WritableRoot:
         where it shares extents, and never a RAM-backed scratch folder), else under ``parent``."""
         self.lower = Path(lower)
         why = "asked for a copy" if force_copy else overlay_unavailable(parent)
+        odd = [c for c in ",:\\" if c in f"{self.lower}{parent or tempfile.gettempdir()}"]
+        if why is None and odd:  # overlayfs's mount options separate paths by them
+            why = f"an overlay cannot take a folder whose path holds {odd[0]!r}"
         self.mode = OVERLAY if why is None else COPY
         #: Why the root is a copy (the overlay's failure), "" for an overlay.
         self.why_copy = why or ""
