@@ -56,10 +56,15 @@ class HarborKind(Kind):
                 f"{task.id}: kind 'harbor' is for Harbor task folders (instruction.md, tests/test.sh, "
                 "solution/solve.sh), read as they are")))
         root = layer.root if layer is not None else None
-        if not sandbox.runs_in_image and (not sandbox.runs_over_root or root is None):
+        if not sandbox.runs_in_image and not sandbox.runs_over_root:
             return OwnRun(RunResult(Verdict.SETUP_ERROR, sandbox.name, message=(
                 f"a Harbor task runs in its environment's image: grade {task.id} with --sandbox docker, or "
                 "--sandbox bwrap (over the image's exported root file system)")))
+        if not sandbox.runs_in_image and root is None:
+            return OwnRun(RunResult(Verdict.SETUP_ERROR, sandbox.name, message=(
+                f"{task.id} names a prebuilt image ([environment] docker_image) and no environment/Dockerfile: "
+                f"{sandbox.name} runs over the root file systems of images verify-cli builds; grade it with "
+                "--sandbox docker, or add an environment/Dockerfile (FROM that image)")))
         files = dict(candidate or {})
         script = files.pop(AGENT_SCRIPT, None)
         agent = {Phase.REFERENCE: AgentPhase(oracle=True), Phase.STARTER: AgentPhase()}.get(

@@ -190,3 +190,14 @@ def test_an_agent_session_in_a_harbor_task_on_bwrap_says_to_use_docker(grader: G
     with pytest.raises(SessionsUnsupportedError, match="Harbor task run in a container") as info:
         TaskEnvironment.open(load_task(SOUND / "fix-sum"), grader.sandbox, grader)
     assert info.value.hint == "use --sandbox docker"
+
+
+def test_a_prebuilt_image_without_a_dockerfile_says_to_use_docker_on_bwrap(grader: Grader, tmp_path: Path) -> None:
+    folder = tmp_path / "prebuilt"
+    shutil.copytree(SOUND / "fix-sum", folder)
+    shutil.rmtree(folder / "environment")
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace("[environment]", '[environment]\ndocker_image = "verify-cli/python:3.11"'))
+    result = grader.grade(GradeRequest(load_task(folder), Phase.REFERENCE))
+    assert result.status is not GradeStatus.GRADED and result.score is None
+    assert "names a prebuilt image" in " ".join(result.problems) and "--sandbox docker" in " ".join(result.problems)

@@ -69,6 +69,9 @@ DEFAULT_IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 #: The line a shared trial's wrapper writes on stderr when the agent phase runs past its timeout.
 AGENT_TIMEOUT_LINE = "verify-cli: the agent phase ran past its timeout"
 _AGENT_TIMEOUT_STATUS = 124
+#: The output a run may write before it is stopped (docker's exec keeps it all: a solve.sh that
+#: installs packages or builds prints a lot; the trial keeps its head and tail).
+OUTPUT_BYTES = 64 << 20
 
 
 class _OneRun(LocalSandbox):
@@ -190,7 +193,7 @@ class BwrapTrials:
                             start_markers=ROOT_READY + SANDBOX_STARTED,
                             start_stages=(f"the writable root ({root.mode})", "the trial's sandbox (bwrap)"))
 
-        limits = Limits(wall_seconds=wall, memory_mb=spec.memory_mb, processes=4096, output_bytes=4 << 20,
+        limits = Limits(wall_seconds=wall, memory_mb=spec.memory_mb, processes=4096, output_bytes=OUTPUT_BYTES,
                         file_bytes=max(spec.storage_mb, 1) << 20)
         run = _OneRun(prepare).run(RunSpec(command=[], workdir=scratch, limits=limits))
         if run.verdict in (Verdict.INFRA_ERROR, Verdict.SETUP_ERROR):
