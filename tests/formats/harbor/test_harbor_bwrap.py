@@ -6,6 +6,7 @@ they did, and the fallback where no overlay mounts (a full copy of the root) gra
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -120,6 +121,10 @@ def test_a_scripted_agent_earns_what_its_changes_earn_on_bwrap(grader: Grader) -
     fixed = b"def total(numbers):\n    return sum(numbers)\n"
     planted = _grade(grader, fix_sum, {"calc.py": fixed, "conftest.py": b"raise SystemExit(1)\n"})
     assert planted.score == 1.0 and planted.ignored_files == ("conftest.py",)
+    # a shared trial's files are not filtered by the isolated rule, but none leaves its folder on the host
+    escape = Path("/tmp") / f"verify-harbor-escape-{os.getpid()}"
+    shared = _grade(grader, _shared(fix_sum), {"calc.py": fixed, "../" * 12 + str(escape).lstrip("/"): b"x"})
+    assert shared.score == 1.0 and not escape.exists()
     # a file the agent deletes is gone for the verifier too (the overlay's whiteout, carried)
     deleted = _grade(grader, fix_sum, {AGENT_SCRIPT: b"rm calc.py\n"})
     assert deleted.score == 0.0 and "No module named 'calc'" in deleted.run.stdout.head.decode()

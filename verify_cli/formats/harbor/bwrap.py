@@ -55,6 +55,7 @@ from verify_cli.sandbox.bwrap.writable_root import MARKER_FD, ROOT_READY, TooMuc
 from verify_cli.sandbox.environment import scratch_root
 from verify_cli.sandbox.local import LocalSandbox, Prepared
 from verify_cli.tasks.model import Task
+from verify_cli.tasks.paths import unsafe_relative_path
 
 _BACKEND = "bwrap"
 #: Where the agent's files (a candidate's, or the work carried to the verifier) are bound for the
@@ -131,8 +132,13 @@ def _image_env(root: Path, extra: Mapping[str, str], home: str) -> dict[str, str
 
 
 def _write_folder(folder: Path, files: Mapping[str, bytes], mode: int = 0o644) -> Path:
+    """``files`` written under ``folder`` (a path that would leave it is not written: a shared
+    trial's candidate files are not filtered by :func:`admit`, and this is the host)."""
     folder.mkdir(parents=True, exist_ok=True)
     for rel, data in files.items():
+        rel = rel.replace("\\", "/").lstrip("/")
+        if not rel or unsafe_relative_path(rel):
+            continue
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
@@ -208,8 +214,8 @@ class BwrapTrials:
         failures = 0
         started = time.monotonic()
         while time.monotonic() < deadline:
-            run = self._run(root, lower, spec, f"exec /bin/sh -c {shlex.quote(check.command)}", user=spec.agent_user,
-                            env={}, wall=check.timeout_sec, scratch=scratch)
+            run = self._run(root, lower, spec, f"exec /bin/sh -c {shlex.quote(check.command)}",
+                            user=self._user(lower, spec.agent_user), env={}, wall=check.timeout_sec, scratch=scratch)
             if run.verdict is Verdict.OK:
                 return
             if time.monotonic() - started >= check.start_period_sec:
