@@ -81,14 +81,13 @@ class HarborKind(Kind):
     def open_session(self, task: Task, image: str | None, limits: SessionLimits, *,
                      layer: RuntimeLayer | None = None) -> Session | None:
         from verify_cli.formats.harbor.session import HarborSession
-        from verify_cli.sandbox.sessions.base import SessionsUnsupportedError
 
         if task.harbor is None:
             return None
-        if layer is not None and layer.root is not None:
-            raise SessionsUnsupportedError(
-                f"{task.id}: agent sessions in a Harbor task run in a container of its image; on bwrap only its "
-                "trials (check-tasks, audit, one-shot candidates) are built", hint="use --sandbox docker")
+        if layer is not None and layer.root is not None:  # bwrap: a writable root over the image's exported one
+            from verify_cli.formats.harbor.bwrap_session import HarborBwrapSession
+
+            return HarborBwrapSession.open(task, layer.root, limits, self.bwrap_trials)
         return HarborSession.open(task, image or task.environment.image, limits, self.trials)
 
     def score(self, task: Task, tests: list[TestOutcome], run: RunResult) -> float | None:

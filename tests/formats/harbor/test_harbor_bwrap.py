@@ -183,18 +183,42 @@ def test_a_writable_root_that_does_not_mount_is_infrastructure(grader: Grader, t
     with WritableRoot(lower, parent=str(tmp_path)) as root:
         (root.folder / "work").rmdir()  # overlayfs refuses a missing work folder
         with pytest.raises(TrialInfraError, match=r"the writable root \(overlay\) never began\): .*mount"):
-            BwrapTrials()._run(root, Path(lower), task.harbor, "true", user=None, env={}, wall=30, scratch=tmp_path)
+            BwrapTrials().run_in_root(root, Path(lower), task.harbor, "true", user=None, env={}, wall=30,
+                                      scratch=tmp_path)
 
 
-def test_an_agent_session_in_a_harbor_task_on_bwrap_says_to_use_docker(grader: Grader) -> None:
-    """Sessions in a Harbor task are containers of its image (docs/harbor.md): on bwrap they are
-    refused with what to do, never opened in another image."""
+def test_an_agent_session_in_a_harbor_task_on_bwrap_works_in_a_writable_root(grader: Grader) -> None:
+    """A session is a writable root over the image's exported one, kept for the episode: what a
+    command writes stays, the workdir's changes are the work, graded by the isolated verifier."""
     from verify_cli.agents.environment import TaskEnvironment
-    from verify_cli.sandbox.sessions.base import SessionsUnsupportedError
+    from verify_cli.sandbox.sessions.base import ExecVerdict, SessionFileError
 
-    with pytest.raises(SessionsUnsupportedError, match="Harbor task run in a container") as info:
-        TaskEnvironment.open(load_task(SOUND / "fix-sum"), grader.sandbox, grader)
-    assert info.value.hint == "use --sandbox docker"
+    task = load_task(SOUND / "fix-sum")
+    env = TaskEnvironment.open(task, grader.sandbox, grader)
+    session = env.session
+    try:
+        assert session.backend == "bwrap" and session.workdir == "/app"
+        where = session.exec("pwd; id -u; cat calc.py")
+        assert where.ok and where.stdout.text.startswith("/app\n0\ndef total"), where
+        assert session.exec((SOUND / "fix-sum" / "solution" / "solve.sh").read_text()).ok
+        session.write_file("notes/todo.txt", "done\n")
+        assert session.exec("echo trojan > /usr/local/bin/curl && chmod +x /usr/local/bin/curl").ok
+        assert session.read_file("notes/todo.txt") == b"done\n"
+        assert session.read_file("/usr/local/bin/curl") == b"trojan\n"  # the whole root is writable
+        assert "sum(numbers)" in session.read_file("calc.py").decode()
+        assert {e.path for e in session.list_files(".")} >= {"calc.py", "notes", "notes/todo.txt"}
+        with pytest.raises(SessionFileError, match="is not a file"):
+            session.read_file("notes")
+        slow = session.exec("sleep 10", timeout=0.5)
+        assert slow.verdict is ExecVerdict.TIMEOUT
+        assert session.snapshot() == {"calc.py": b"def total(numbers):\n    return sum(numbers)\n",
+                                      "notes/todo.txt": b"done\n"}
+        graded = _grade(grader, task, session.snapshot())
+        assert graded.score == 1.0 and graded.isolation == "isolated-verifier"
+        scratch = session.scratch  # type: ignore[attr-defined]
+    finally:
+        env.close()
+    assert not scratch.exists() and session.exec("true").verdict is ExecVerdict.SESSION_DEAD
 
 
 def test_a_prebuilt_image_without_a_dockerfile_says_to_use_docker_on_bwrap(grader: Grader, tmp_path: Path) -> None:

@@ -173,11 +173,13 @@ class BwrapTrials:
 
     # -- one run --------------------------------------------------------------------------------
 
-    def _run(self, root: WritableRoot, lower: Path, spec: HarborSpec, script: str, *, args: Sequence[str] = (),
+    def run_in_root(self, root: WritableRoot, lower: Path, spec: HarborSpec, script: str, *, args: Sequence[str] = (),
              user: str | None, env: Mapping[str, str], wall: float, binds: Sequence[tuple[str, str, bool]] = (),
-             scratch: Path) -> RunResult:
+             scratch: Path, stdin: bytes | None = None, output_bytes: int = OUTPUT_BYTES,
+             memory_mb: int | None = None) -> RunResult:
         """``script`` (a POSIX shell script, with ``args``) in a sandbox over ``root``, at the
-        workdir. ``binds``: (host path, path inside, writable). INFRA_ERROR verdicts are raised."""
+        workdir. ``binds``: (host path, path inside, writable). INFRA_ERROR verdicts are raised
+        as :class:`TrialInfraError`."""
         uid, gid, home = _user_ids(lower, user)
         run_env = _image_env(lower, env, home)
         hosts = scratch / "hosts"
@@ -199,14 +201,15 @@ class BwrapTrials:
                             start_markers=ROOT_READY + SANDBOX_STARTED,
                             start_stages=(f"the writable root ({root.mode})", "the trial's sandbox (bwrap)"))
 
-        limits = Limits(wall_seconds=wall, memory_mb=spec.memory_mb, processes=4096, output_bytes=OUTPUT_BYTES,
-                        file_bytes=max(spec.storage_mb, 1) << 20)
-        run = _OneRun(prepare).run(RunSpec(command=[], workdir=scratch, limits=limits))
+        limits = Limits(wall_seconds=wall, memory_mb=memory_mb or spec.memory_mb, processes=4096,
+                        output_bytes=output_bytes, file_bytes=max(spec.storage_mb, 1) << 20)
+        run = _OneRun(prepare).run(RunSpec(command=[], workdir=scratch, limits=limits, stdin=stdin))
         if run.verdict in (Verdict.INFRA_ERROR, Verdict.SETUP_ERROR):
             raise TrialInfraError(run.message or "the trial's sandbox failed")
         return run
 
-    def _healthy(self, root: WritableRoot, lower: Path, spec: HarborSpec, scratch: Path) -> None:
+    def healthy(self, root: WritableRoot, lower: Path, spec: HarborSpec, scratch: Path) -> None:
+        """Run the task's healthcheck in ``root`` until it passes (TrialInfraError where it never does)."""
         check = spec.healthcheck
         if check is None:
             return
@@ -214,8 +217,8 @@ class BwrapTrials:
         failures = 0
         started = time.monotonic()
         while time.monotonic() < deadline:
-            run = self._run(root, lower, spec, f"exec /bin/sh -c {shlex.quote(check.command)}",
-                            user=self._user(lower, spec.agent_user), env={}, wall=check.timeout_sec, scratch=scratch)
+            run = self.run_in_root(root, lower, spec, f"exec /bin/sh -c {shlex.quote(check.command)}",
+                            user=self.user(lower, spec.agent_user), env={}, wall=check.timeout_sec, scratch=scratch)
             if run.verdict is Verdict.OK:
                 return
             if time.monotonic() - started >= check.start_period_sec:
@@ -225,7 +228,8 @@ class BwrapTrials:
             time.sleep(check.interval_sec)
         raise TrialInfraError(f"the healthcheck {check.command!r} never passed ({failures} failures)")
 
-    def _user(self, lower: Path, user: str | None) -> str | None:
+    def user(self, lower: Path, user: str | None) -> str | None:
+        """``user`` (a task's), else the image's ``USER`` (kept beside its exported root)."""
         configured = image_config(lower).get("User")
         return user or (str(configured) if configured else None)
 
@@ -263,11 +267,11 @@ class BwrapTrials:
             ignored += refused
             with WritableRoot(str(lower), parent=str(tmp), force_copy=self.force_copy) as root:
                 notes.append(f"the agent's root: {root.describe()}")
-                self._healthy(root, lower, spec, tmp)
+                self.healthy(root, lower, spec, tmp)
                 binds, lines, env = self._agent_binds(task, AgentPhase(agent.script, files, agent.oracle), files, tmp)
                 timeout = spec.agent_timeout_sec or 600.0
-                run = self._run(root, lower, spec, lines or "true\n", user=self._user(lower, spec.agent_user), env=env,
-                                wall=timeout, binds=binds, scratch=tmp)
+                run = self.run_in_root(root, lower, spec, lines or "true\n", user=self.user(lower, spec.agent_user),
+                                       env=env, wall=timeout, binds=binds, scratch=tmp)
                 # the sandbox has ended: every process the agent started is gone with it
                 changes = root.changes(spec.workdir, max_bytes=MAX_WORK_BYTES)
             agent_seconds = time.monotonic() - t0
@@ -295,8 +299,8 @@ class BwrapTrials:
         workdir = spec.workdir.rstrip("/")
         with WritableRoot(str(lower), parent=str(tmp), force_copy=self.force_copy) as root:
             notes.append(f"the verifier's root: {root.describe()} (fresh)")
-            run = self._run(root, lower, spec, lines, args=[f"{workdir}/{d}" for d in deleted],
-                            user=self._user(lower, spec.verifier_user), env=spec.verifier_env,
+            run = self.run_in_root(root, lower, spec, lines, args=[f"{workdir}/{d}" for d in deleted],
+                            user=self.user(lower, spec.verifier_user), env=spec.verifier_env,
                             wall=spec.verifier_timeout_sec, binds=binds, scratch=tmp)
         wall = time.monotonic() - t1
         result, reward = self._judge(run, read_logs(logs), wall, spec)
@@ -320,7 +324,7 @@ class BwrapTrials:
         timeout = spec.agent_timeout_sec or 600.0
         with WritableRoot(str(lower), parent=str(tmp), force_copy=self.force_copy) as root:
             notes = [f"the shared root: {root.describe()}"]
-            self._healthy(root, lower, spec, tmp)
+            self.healthy(root, lower, spec, tmp)
             binds, lines, agent_env = self._agent_binds(task, agent, dict(agent.files), tmp)
             tests = _write_folder(tmp / "tests", verifier_files(task), 0o755)
             binds.append((str(tests), SHARED_TESTS_MOUNT, False))
@@ -337,8 +341,9 @@ class BwrapTrials:
                       f"mkdir -p {TESTS_MOUNT} {VERIFIER_LOGS} && cp -R {SHARED_TESTS_MOUNT}/. {TESTS_MOUNT}/ "
                       "|| exit 125\n"
                       f"{verifier_exports}exec bash {TESTS_MOUNT}/test.sh </dev/null\n")
-            run = self._run(root, lower, spec, script, user=self._user(lower, spec.agent_user or spec.verifier_user),
-                            env={}, wall=timeout + spec.verifier_timeout_sec, binds=binds, scratch=tmp)
+            run = self.run_in_root(root, lower, spec, script,
+                                   user=self.user(lower, spec.agent_user or spec.verifier_user), env={},
+                                   wall=timeout + spec.verifier_timeout_sec, binds=binds, scratch=tmp)
             found = root.host_path(VERIFIER_LOGS)
             logs = read_logs(found) if found is not None else {}
         total = time.monotonic() - t0
