@@ -431,8 +431,9 @@ class Grader:
                 "the task with a kind that needs none (command, node)"), started)
         if kind.runs_itself(task):
             image = realised.image if realised and realised.image else task.environment.image
-            own = kind.run_phase(task, req.phase, req.candidate, sandbox=self.sandbox, image=image,
-                                 layer=realised.layer if realised else None)
+            # the layer only where there is one: a plugin kind written before it keeps its signature
+            over = {"layer": realised.layer} if realised is not None and realised.layer is not None else {}
+            own = kind.run_phase(task, req.phase, req.candidate, sandbox=self.sandbox, image=image, **over)
             result = judge(task, req, own.run, started, own.ignored,
                            isolation=IsolationPlan(own.isolation or IN_PROCESS, own.notes))
             return replace(result, environment=realised.identity) if realised else result
