@@ -131,7 +131,9 @@ def test_a_scripted_agent_earns_what_its_changes_earn_on_bwrap(grader: Grader) -
 
 
 def test_the_full_copy_fallback_grades_the_same(grader: Grader) -> None:
-    """Where no overlay can be mounted, each writable root is a full copy of the exported root."""
+    """Where no overlay can be mounted, each writable root is a full copy of the exported root (one
+    oracle trial: two copies; the copy's account of a run's changes is tested on a small root in
+    tests/sandbox/test_bwrap_writable_root.py)."""
     task = load_task(SOUND / "fix-sum")
     root = _root_of(grader, SOUND / "fix-sum")
     trials = BwrapTrials(force_copy=True)
@@ -139,11 +141,6 @@ def test_the_full_copy_fallback_grades_the_same(grader: Grader) -> None:
     assert oracle.reward is not None and oracle.reward.score == 1.0, oracle.run.message
     assert oracle.carried == ("calc.py",)
     assert any("a full copy of the image's exported root file system" in n for n in oracle.notes), oracle.notes
-    nothing = trials.trial(task, root, AgentPhase())
-    assert nothing.reward is not None and nothing.reward.score == 0.0
-    hack = (Path(__file__).resolve().parents[2] / "fixtures/kinds/harbor/hacks/trojan-python3.sh").read_text()
-    trojan = trials.trial(task, root, AgentPhase(script=hack))
-    assert trojan.reward is not None and trojan.reward.score == 0.0
 
 
 def test_infrastructure_is_never_scored_on_bwrap(grader: Grader, tmp_path: Path) -> None:

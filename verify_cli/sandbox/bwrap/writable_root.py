@@ -61,19 +61,19 @@ def _unshare_argv() -> list[str] | None:
     return argv
 
 
-_PROBED: dict[int, str | None] = {}
+_PROBED: dict[tuple[int, int], str | None] = {}
 
 
-def _overlay_works(parent: str) -> str | None:
-    """None where an overlay with its upper folder under ``parent`` can be mounted here, else why
-    not (asked once per file system)."""
-    device = os.stat(parent).st_dev
-    if device not in _PROBED:
-        _PROBED[device] = _probe_overlay(parent)
-    return _PROBED[device]
+def _overlay_works(parent: str, lower: str | None) -> str | None:
+    """None where an overlay over ``lower`` with its upper folder under ``parent`` can be mounted
+    here, else why not (asked once per pair of file systems)."""
+    key = (os.stat(parent).st_dev, os.stat(lower).st_dev if lower else -1)
+    if key not in _PROBED:
+        _PROBED[key] = _probe_overlay(parent, lower)
+    return _PROBED[key]
 
 
-def _probe_overlay(parent: str) -> str | None:
+def _probe_overlay(parent: str, lower: str | None) -> str | None:
     unshare = _unshare_argv()
     if unshare is None:
         return "unshare (util-linux) is not installed"
@@ -82,9 +82,10 @@ def _probe_overlay(parent: str) -> str | None:
         for name in ("lower", "upper", "work", "merged"):
             (probe / name).mkdir()
         (probe / "lower" / "f").write_text("x")
+        lowerdir = lower or str(probe / "lower")  # the real one where given: its file system counts too
         script = _overlay_script().replace(f" >&{MARKER_FD}", "")
-        proc = subprocess.run([*unshare, "/bin/sh", "-c", script, "sh", *(str(probe / n) for n in
-                              ("lower", "upper", "work", "merged")), "/bin/sh", "-c", f"test -f {probe}/merged/f"],
+        proc = subprocess.run([*unshare, "/bin/sh", "-c", script, "sh", lowerdir, *(str(probe / n) for n in
+                              ("upper", "work", "merged")), "/bin/sh", "-c", f"test -d {probe}/merged/."],
                               capture_output=True, timeout=30)
         if proc.returncode != 0:
             return (proc.stderr.decode("utf-8", "replace").strip().splitlines() or [f"exit {proc.returncode}"])[-1]
@@ -95,11 +96,12 @@ def _probe_overlay(parent: str) -> str | None:
         _remove(probe)
 
 
-def overlay_unavailable(parent: str | None = None) -> str | None:
-    """Why no overlay can be mounted for a writable root under ``parent`` (default: the system's
-    temporary folder), or None where one can."""
+def overlay_unavailable(parent: str | None = None, lower: str | None = None) -> str | None:
+    """Why no overlay over ``lower`` (a folder; default: one of the probe's own) can be mounted
+    for a writable root under ``parent`` (default: the system's temporary folder), or None where
+    one can."""
     with _PROBE_LOCK:
-        return _overlay_works(parent or tempfile.gettempdir())
+        return _overlay_works(parent or tempfile.gettempdir(), lower)
 
 
 def _remove(path: Path) -> None:
@@ -178,10 +180,13 @@ class WritableRoot:
         copy goes beside ``lower`` where that folder is writable (the same file system: a clone
         where it shares extents, and never a RAM-backed scratch folder), else under ``parent``."""
         self.lower = Path(lower)
-        why = "asked for a copy" if force_copy else overlay_unavailable(parent)
         odd = [c for c in ",:\\" if c in f"{self.lower}{parent or tempfile.gettempdir()}"]
-        if why is None and odd:  # overlayfs's mount options separate paths by them
+        if force_copy:
+            why: str | None = "asked for a copy"
+        elif odd:  # overlayfs's mount options separate paths by them
             why = f"an overlay cannot take a folder whose path holds {odd[0]!r}"
+        else:
+            why = overlay_unavailable(parent, str(self.lower))
         self.mode = OVERLAY if why is None else COPY
         #: Why the root is a copy (the overlay's failure), "" for an overlay.
         self.why_copy = why or ""
