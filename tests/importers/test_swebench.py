@@ -322,16 +322,34 @@ def test_a_swe_rebench_row_installs_its_frozen_pins_and_its_requirement_files(
     assert unpinned.setup == ("python -m pip install -r requirements/test.txt", "pip install -e .")
 
 
-def test_a_gold_patch_that_renames_a_file_is_refused_with_the_remedy(dataset: tuple[Path, Path],
-                                                                      tmp_path: Path) -> None:
+def test_a_gold_patch_that_renames_and_deletes_imports_and_its_reference_removes_the_files(
+        dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    """A gold patch written with rename detection (git diff -M) and a deletion imports as it is:
+    the reference lays out the renamed file (with its hunk) and neither old file, the deleted
+    non-Python file is editable (a candidate may delete it too), and the export writes both back."""
+    from verify_cli.exporters.swebench import swebench_row
+    from verify_cli.grading.workspace import Phase, lay_out
+
     data, repos = dataset
     clone = repos / "acme__calc"
     row = json.loads(data.read_text().splitlines()[0])
     git(clone, "mv", "calc/ops.py", "calc/operations.py")
+    write(clone, {"calc/operations.py": OPS_FIXED})
+    git(clone, "rm", "-q", "README.md")
+    git(clone, "add", "-A")
     renamed = git(clone, "diff", "--cached", "-M")
     git(clone, "reset", "-q", "--hard")
+    assert "rename from calc/ops.py" in renamed and "deleted file mode" in renamed
     (tmp_path / "rows.jsonl").write_text(json.dumps({**row, "patch": renamed}) + "\n")
     report = import_rows(str(tmp_path / "rows.jsonl"), tmp_path / "out", preset="swebench", repos=repos)
-    (failure,) = report.failures
-    assert "renames 'calc/ops.py' to 'calc/operations.py'" in failure.reason
-    assert "--no-renames" in failure.reason
+    assert report.failures == []
+    task = load_task(tmp_path / "out" / "swebench" / "acme__calc-1")
+    assert set(task.solution_removals()) == {"calc/ops.py", "README.md"}
+    assert "README.md" in task.editable
+    work = tmp_path / "work"
+    work.mkdir()
+    lay_out(task, Phase.REFERENCE, work)
+    assert (work / "calc" / "operations.py").read_text() == OPS_FIXED
+    assert not (work / "calc" / "ops.py").exists() and not (work / "README.md").exists()
+    exported = swebench_row(task, tmp_path / "exported")["patch"]
+    assert "deleted file mode" in exported and "calc/operations.py" in exported

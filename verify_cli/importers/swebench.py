@@ -240,11 +240,12 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
     if not f2p:
         raise RowError(f"column {columns['fail_to_pass']!r} lists no test: nothing would judge the patch")
     touched = patch_files(patch)
-    if touched.renames or touched.opaque_binaries:
-        what = (f"renames {touched.renames[0][0]!r} to {touched.renames[0][1]!r}" if touched.renames
-                else f"changes the binary file {touched.opaque_binaries[0]!r} without its contents")
-        raise RowError(f"the patch {what}, which a task's reference (files overlaid on the starter) cannot "
-                       "express; regenerate it with git diff --no-renames --binary")
+    if touched.opaque_binaries:
+        raise RowError(f"the patch changes the binary file {touched.opaque_binaries[0]!r} without its contents, "
+                       "which nothing can apply; regenerate it with git diff --binary")
+    if patch_is_bug and touched.renames:  # the starter is the repository with files edited
+        raise RowError(f"the bug patch renames {touched.renames[0][0]!r} to {touched.renames[0][1]!r}: a starter "
+                       "is the repository with files edited; regenerate it with git diff --no-renames")
     modes: set[str] = set()
     tree = _tree_files(clone, commit, modes)
     try:
@@ -280,7 +281,9 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
         files.update({f"solution/{rel}": data for rel, data in solution.items()})
     else:
         files["solution.patch"] = patch if patch.endswith("\n") else patch + "\n"
-    editable = ["**/*.py", *sorted(rel for rel in solution if not rel.endswith(".py"))]
+    # The files the gold patch writes or removes (a deletion, a rename's old side) are editable.
+    editable = ["**/*.py", *sorted(rel for rel in {*solution, *(() if patch_is_bug else touched.removes)}
+                                   if not rel.endswith(".py"))]
     test_paths = " ".join(shlex.quote(p) for p in (sorted(hidden) if hidden else listed) if p.endswith(".py"))
     pytest = 'python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
     test: dict[str, Any] = {"command": pytest + (test_paths or "."), "results": "junit.xml"}
