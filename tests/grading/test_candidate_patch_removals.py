@@ -170,7 +170,7 @@ def test_a_diff_that_deletes_or_renames_a_test_file_is_refused(built: tuple[Task
     task, _ = built
     deleted = ("diff --git a/hidden_tests/test_app.py b/hidden_tests/test_app.py\ndeleted file mode 100644\n"
                "--- a/hidden_tests/test_app.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-import os\n")
-    with pytest.raises(CandidatePatchError, match="deletes the test file 'hidden_tests/test_app.py'"):
+    with pytest.raises(CandidatePatchError, match=r"deletes the test file 'hidden_tests/test_app\.py'"):
         apply_candidate_patch(task, deleted)
     renamed = ("diff --git a/hidden_tests/test_app.py b/app/stolen.py\nsimilarity index 100%\n"
                "rename from hidden_tests/test_app.py\nrename to app/stolen.py\n")
