@@ -17,7 +17,8 @@ An R2E-Gym row carries, as R2E-Gym's own runtime reads it (``r2egym.agenthub.run
   ``commit_hash``.
 
 The starter is the clone's tree at ``old_commit_hash`` (its files checked against the row's old
-contents), the reference the non-test files' new contents, the hidden tests ``r2e_tests/``.
+contents), the reference the non-test files' new contents (``solution/``; ``solution.patch``,
+git's diff of the fix, where it deletes a file), the hidden tests ``r2e_tests/``.
 FAIL_TO_PASS are the tests expected to pass that did not pass at the old commit, PASS_TO_PASS
 those that passed at both (the node ids come from the logs' ``-rA`` summaries). R2E-Gym also
 rewards a test expected to *fail* still failing; verify-cli does not grade that (as SWE-bench
@@ -29,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ from verify_cli.importers.sources import Row
 from verify_cli.importers.swebench import (
     TEST_FILE_GLOBS,
     WALL_SECONDS,
+    _git,
     _nested_first,
     _tree_files,
     environment_of,
@@ -60,6 +63,34 @@ _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+\.py::\
 _COLOR = re.compile(r"\x1b\[[0-9;]*m")
 _ISSUE = re.compile(r"\[ISSUE\](.*)\[/ISSUE\]", re.S)
 
+
+
+def _fix_as_patch(tree: Mapping[str, bytes], written: Mapping[str, bytes], deleted: list[str],
+                  executable: set[str]) -> bytes:
+    """The fix as ``git diff --binary`` of the files it writes and deletes against ``tree`` (the
+    starter): what ``solution.patch`` holds where a ``solution/`` folder cannot say a deletion."""
+    with tempfile.TemporaryDirectory(prefix="verify-r2e-fix-") as tmp:
+        root = Path(tmp)
+        for rel in (*written, *deleted):
+            if rel in tree:
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_bytes(tree[rel])
+                if rel in executable:
+                    (root / rel).chmod(0o755)
+        _git(root, "init", "-q")
+        _git(root, "add", "-A")
+        base = _git(root, "write-tree").stdout.decode().strip()
+        for rel, data in written.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        for rel in deleted:
+            (root / rel).unlink()
+        _git(root, "add", "-A")
+        diff = _git(root, "diff", "--cached", "--binary", "--no-renames", base)
+        if diff.returncode != 0 or not diff.stdout.strip():
+            raise RowError("the fix could not be written as a patch: "
+                           + diff.stderr.decode("utf-8", "replace").strip()[:300])
+        return diff.stdout
 
 def _json_field(fields: Mapping[str, Any], name: str, columns: Mapping[str, str]) -> Any:
     value = fields.get(name)
@@ -122,6 +153,7 @@ def convert_r2egym(row: Row, columns: Mapping[str, str], prefix: str, repos: Pat
     tree = _tree_files(clone, old, modes)
 
     solution: dict[str, bytes] = {}
+    deleted: list[str] = []
     for diff in _key("file_diffs", commit, ccol):
         path = str(((diff.get("header") or {}).get("file") or {}).get("path") or "")
         if not path:
@@ -135,9 +167,12 @@ def convert_r2egym(row: Row, columns: Mapping[str, str], prefix: str, repos: Pat
             raise RowError(f"{path!r} in the clone at {old[:12]} is not the row's old content "
                            "(the clone holds another history: fetch the project's own)")
         if after is None or "deleted file" in str((diff.get("header") or {}).get("misc_line") or ""):
-            raise RowError(f"the fix deletes {path!r}: a reference here is files written, not removed")
+            if path not in tree:
+                raise RowError(f"the fix deletes {path!r}, which the clone at {old[:12]} does not have")
+            deleted.append(path)
+            continue
         solution[path] = str(after).encode()
-    if not solution:
+    if not solution and not deleted:
         raise RowError(f"column {ccol!r}: the fix changes no non-test file")
 
     names = _key("test_file_names", execution, ecol)
@@ -173,8 +208,11 @@ def convert_r2egym(row: Row, columns: Mapping[str, str], prefix: str, repos: Pat
     tid = task_id(fields.get("id") or f"{repo}-{(new or old)[:12]}", prefix)
     files: dict[str, str | bytes] = {f"starter/{rel}": data for rel, data in tree.items()}
     files.update({f"hidden_tests/{rel}": data for rel, data in hidden.items()})
-    files.update({f"solution/{rel}": data for rel, data in solution.items()})
-    editable = ["**/*.py", *sorted(rel for rel in solution if not rel.endswith(".py"))]
+    if deleted:  # a solution/ folder only writes files: the fix as a gold patch, which removes them too
+        files["solution.patch"] = _fix_as_patch(tree, solution, deleted, modes)
+    else:
+        files.update({f"solution/{rel}": data for rel, data in solution.items()})
+    editable = ["**/*.py", *sorted(rel for rel in (*solution, *deleted) if not rel.endswith(".py"))]
     command = ('python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
                + shlex.quote(TESTS_DIR))
     doc: dict[str, Any] = {
