@@ -55,7 +55,8 @@ def test_script_is_executable():
 '''
 STARTER = {"app/__init__.py": "", "app/old_name.py": OLD, "app/legacy.py": "LEGACY = True\n",
            "app/only/gone.py": "GONE = True\n", "tools/check.sh": "#!/bin/sh\nexit 0\n",
-           "conftest.py": "# the project's own conftest\n", "README.md": "app\n"}
+           "conftest.py": "# the project's own conftest\n", "README.md": "app\n",
+           "tools/run.sh": "#!/bin/sh\necho run\nexit 0\n"}
 TEST_IDS = ("hidden_tests.test_app::test_renamed_module_answers", "hidden_tests.test_app::test_old_name_is_gone",
             "hidden_tests.test_app::test_deleted_files_are_gone", "hidden_tests.test_app::test_script_is_executable")
 
@@ -72,8 +73,12 @@ class Repo:
     def __init__(self, clone: Path) -> None:
         self.clone = clone
 
-    def diff(self, *, rename: bool = True, delete: bool = True, chmod: bool = True, extra: str = "") -> str:
+    def diff(self, *, rename: bool = True, delete: bool = True, chmod: bool = True, extra: str = "",
+             rename_script: bool = False) -> str:
         c = self.clone
+        if rename_script:
+            git(c, "mv", "tools/run.sh", "tools/go.sh")
+            (c / "tools" / "go.sh").write_text("#!/bin/sh\necho run\nexit 0\n# renamed\n")
         if rename:
             git(c, "mv", "app/old_name.py", "app/new_name.py")
             (c / "app" / "new_name.py").write_text(NEW)
@@ -104,6 +109,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, repo_cache: None) -> tuple[T
     root = tmp_path_factory.mktemp("removals")
     clone = root / "clone"
     _write(clone, STARTER)
+    (clone / "tools" / "run.sh").chmod(0o755)
     git(clone, "init", "-q")
     git(clone, "config", "core.fileMode", "true")
     git(clone, "add", "-A")
@@ -115,7 +121,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, repo_cache: None) -> tuple[T
                       "solution.patch": repo.diff()})
     doc: dict[str, Any] = {
         "schema_version": 1, "id": "demo/removals", "title": "Removals", "domain": "coding", "language": "python",
-        "kind": "pytest", "isolation": "in-process", "editable": ["**/*.py", "tools/check.sh"],
+        "kind": "pytest", "isolation": "in-process", "editable": ["**/*.py", "tools/*.sh"],
         "environment": {"image": "verify-cli/python:3.11", "runtime": "python"},
         "test": {"command": PYTEST_COMMAND.replace(" tests", " hidden_tests"), "results": "junit.xml"},
         "scoring": {"policy": "all-or-nothing"},
@@ -141,6 +147,21 @@ def test_a_git_diff_with_a_rename_deletions_and_a_mode_change_becomes_the_candid
     assert isinstance(files["app/new_name.py"], ModedFile) and not files["app/new_name.py"].executable
 
 
+def test_a_renamed_executable_keeps_its_mode_strict_or_fuzzed(built: tuple[Task, Repo]) -> None:
+    """A rename with an edit of a 100755 file: the new file is executable and the old removed,
+    whether strict git apply takes the diff or, its context drifted, patch with fuzz does."""
+    task, repo = built
+    diff = repo.diff(rename=False, delete=False, chmod=False, rename_script=True)
+    assert "rename from tools/run.sh" in diff and "index" in diff and "100755" in diff
+    drifted = diff.replace(" echo run\n", " echo drifted\n")  # a context line the starter does not have
+    for text, how in ((diff, "git apply"), (drifted, "patch --fuzz=5")):
+        files, method = apply_candidate_patch(task, text)
+        assert method == how
+        assert files["tools/go.sh"] == b"#!/bin/sh\necho run\nexit 0\n# renamed\n"
+        assert isinstance(files["tools/go.sh"], ModedFile) and files["tools/go.sh"].executable
+        assert is_removed(files["tools/run.sh"])
+
+
 def test_the_gold_patch_removes_and_renames_in_the_reference(built: tuple[Task, Repo], tmp_path: Path) -> None:
     task, _ = built
     assert set(task.solution_removals()) == {"app/old_name.py", "app/legacy.py", "app/only/gone.py"}
@@ -156,7 +177,7 @@ def test_the_gold_patch_removes_and_renames_in_the_reference(built: tuple[Task, 
 
 @pytest.mark.parametrize(("extra", "why"), [
     ("conftest.py", "deletes 'conftest.py', which would configure the test runner"),
-    ("README.md", "deletes 'README.md', which is outside the editable globs (**/*.py, tools/check.sh)"),
+    ("README.md", "deletes 'README.md', which is outside the editable globs (**/*.py, tools/*.sh)"),
 ])
 def test_a_diff_that_deletes_what_a_candidate_may_not_is_refused_for_its_reason(built: tuple[Task, Repo],
                                                                                extra: str, why: str) -> None:
