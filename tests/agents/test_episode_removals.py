@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TaskFactory
+from tests.conftest import SandboxFor, TaskFactory
 from verify_cli.agents.environment import TaskEnvironment
 from verify_cli.agents.tools import tool_call
 from verify_cli.grading.grader import Grader
@@ -73,8 +73,10 @@ def _episode(task: Task, sandbox: Sandbox, command: str) -> tuple[dict[str, byte
             env.close()
 
 
-def test_a_file_the_agent_removes_is_absent_from_its_grade(task: Task, process_sandbox: Sandbox) -> None:
-    files, outcome = _episode(task, process_sandbox, "rm extra.py README.md")
+@pytest.mark.parametrize("backend", [pytest.param("process"), pytest.param("bwrap", marks=pytest.mark.bwrap),
+                                     pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_file_the_agent_removes_is_absent_from_its_grade(task: Task, sandbox_for: SandboxFor, backend: str) -> None:
+    files, outcome = _episode(task, sandbox_for(backend), "rm extra.py README.md")
     assert is_removed(files["extra.py"]) and "README.md" not in files
     assert (outcome.status, outcome.score) == ("passed", 1.0), outcome.reason
     assert outcome.grade.ignored_files == ()
