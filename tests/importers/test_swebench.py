@@ -192,6 +192,43 @@ def test_swesmith_rows_and_rows_without_a_test_patch_import_the_right_way_round(
     assert source["data_source"] == "swesmith" and source["image"] == "swesmith/acme__calc:1"
 
 
+def test_a_swesmith_bug_that_deletes_and_adds_files_imports_sound(tmp_path: Path, process_sandbox: Sandbox) -> None:
+    """A SWE-smith bug mirrored from a pull request may delete a file and add others: the starter
+    lacks the one and has the others, the reference (a gold patch here, since it removes files)
+    writes the deleted file back and removes the added ones, and the task is sound."""
+    repos = tmp_path / "repos"
+    clone = repos / "acme__calc"
+    clone.mkdir(parents=True)
+    git(clone, "init", "-q")
+    ops = ("def add(a, b):\n    return a + b\n\n\ndef clamp(x, lo, hi):\n    from calc.limits import upper\n"
+           "    return upper(max(lo, x), hi)\n")
+    tests = TESTS_NEW + ("\n\ndef test_no_stale_module():\n    import os\n    here = os.path.dirname(__file__)\n"
+                         "    assert not os.path.exists(os.path.join(here, '..', 'calc', 'stale.py'))\n")
+    limits = "def upper(x, hi):\n    return min(hi, x)\n"
+    write(clone, {"calc/__init__.py": "", "calc/ops.py": ops, "calc/limits.py": limits, "tests/test_ops.py": tests})
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "clean")
+    git(clone, "rm", "-q", "calc/limits.py")
+    write(clone, {"calc/stale.py": "STALE = True\n", "calc/NOTES.txt": "stale\n"})
+    git(clone, "add", "-A")
+    bug = git(clone, "diff", "--cached")
+    git(clone, "reset", "-q", "--hard")
+    git(clone, "clean", "-qfd")
+    row = {"instance_id": "acme__calc.pr_mirror__1", "repo": "acme/calc", "patch": bug,
+           "FAIL_TO_PASS": ["tests/test_ops.py::test_clamp_above", "tests/test_ops.py::test_no_stale_module"],
+           "PASS_TO_PASS": ["tests/test_ops.py::test_add"]}
+    (tmp_path / "smith.jsonl").write_text(json.dumps(row) + "\n")
+    report = import_rows(str(tmp_path / "smith.jsonl"), tmp_path / "out", preset="swesmith", repos=repos)
+    assert report.failures == []
+    task = load_task(tmp_path / "out" / "swesmith" / "acme__calc.pr_mirror__1")
+    starter = task.starter_files()
+    assert "calc/limits.py" not in starter and "calc/stale.py" in starter
+    assert task.solution_is_patch and set(task.solution_removals()) == {"calc/stale.py", "calc/NOTES.txt"}
+    assert "limits.py" in (task.root / "solution.patch").read_text() and "calc/NOTES.txt" in task.editable
+    (checked,) = check_tasks([task], Grader(process_sandbox), CheckOptions(repeats=1))
+    assert checked.verdict is TaskVerdict.SOUND, [c.to_dict() for c in checked.checks]
+
+
 @pytest.mark.bwrap
 def test_a_rows_install_spec_becomes_its_environment(tmp_path: Path) -> None:
     """A row's install_config (SWE-rebench's shape: python, pip_packages, pre_install, install)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,9 +40,9 @@ from verify_cli.importers.sources import Row
 from verify_cli.importers.swebench import (
     TEST_FILE_GLOBS,
     WALL_SECONDS,
-    _git,
     _nested_first,
     _tree_files,
+    diff_of_fix,
     environment_of,
     find_clone,
 )
@@ -63,34 +62,6 @@ _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+\.py::\
 _COLOR = re.compile(r"\x1b\[[0-9;]*m")
 _ISSUE = re.compile(r"\[ISSUE\](.*)\[/ISSUE\]", re.S)
 
-
-
-def _fix_as_patch(tree: Mapping[str, bytes], written: Mapping[str, bytes], deleted: list[str],
-                  executable: set[str]) -> bytes:
-    """The fix as ``git diff --binary`` of the files it writes and deletes against ``tree`` (the
-    starter): what ``solution.patch`` holds where a ``solution/`` folder cannot say a deletion."""
-    with tempfile.TemporaryDirectory(prefix="verify-r2e-fix-") as tmp:
-        root = Path(tmp)
-        for rel in (*written, *deleted):
-            if rel in tree:
-                (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                (root / rel).write_bytes(tree[rel])
-                if rel in executable:
-                    (root / rel).chmod(0o755)
-        _git(root, "init", "-q")
-        _git(root, "add", "-A")
-        base = _git(root, "write-tree").stdout.decode().strip()
-        for rel, data in written.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_bytes(data)
-        for rel in deleted:
-            (root / rel).unlink()
-        _git(root, "add", "-A")
-        diff = _git(root, "diff", "--cached", "--binary", "--no-renames", base)
-        if diff.returncode != 0 or not diff.stdout.strip():
-            raise RowError("the fix could not be written as a patch: "
-                           + diff.stderr.decode("utf-8", "replace").strip()[:300])
-        return diff.stdout
 
 def _json_field(fields: Mapping[str, Any], name: str, columns: Mapping[str, str]) -> Any:
     value = fields.get(name)
@@ -209,7 +180,7 @@ def convert_r2egym(row: Row, columns: Mapping[str, str], prefix: str, repos: Pat
     files: dict[str, str | bytes] = {f"starter/{rel}": data for rel, data in tree.items()}
     files.update({f"hidden_tests/{rel}": data for rel, data in hidden.items()})
     if deleted:  # a solution/ folder only writes files: the fix as a gold patch, which removes them too
-        files["solution.patch"] = _fix_as_patch(tree, solution, deleted, modes)
+        files["solution.patch"] = diff_of_fix(tree, solution, deleted, modes)
     else:
         files.update({f"solution/{rel}": data for rel, data in solution.items()})
     editable = ["**/*.py", *sorted(rel for rel in (*solution, *deleted) if not rel.endswith(".py"))]
