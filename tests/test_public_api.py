@@ -54,6 +54,7 @@ PINNED: dict[str, set[str]] = {
     },
     "verify_cli.grading": {
         "CandidatePatchError", "GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase",
+        "REMOVED_FILE", "ModedFile", "is_removed",
         "TestOutcome", "WarmRunner", "apply_candidate_patch", "candidate_from_patch", "judge", "junit_id_of_node_id",
         "lay_out",
         "parse_junit", "parse_pytest_command", "run_environment",

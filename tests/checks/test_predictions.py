@@ -50,6 +50,11 @@ def repo_tasks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
         diffs[name] = git(clone, "diff")
         git(clone, "checkout", "-q", "--", ".")
     diffs["stale"] = diffs["gold"].replace("return max(lo, x)", "return max(lo, y)")
+    git(clone, "mv", "calc/ops.py", "calc/operations.py")
+    write(clone, {"calc/operations.py": OPS_BASE.replace("return max(lo, x)", "return min(hi, max(lo, x))")})
+    git(clone, "add", "-A")
+    diffs["renamed"] = git(clone, "diff", "--cached", "-M")  # the fix, in a module of another name
+    git(clone, "reset", "-q", "--hard")
     write(clone, {"tests/test_ops.py": TESTS_BASE + "\n\ndef test_mine():\n    assert True\n"})
     diffs["test_only"] = git(clone, "diff")
     git(clone, "checkout", "-q", "--", ".")
@@ -89,6 +94,20 @@ def test_each_prediction_gets_swebench_report(repo_tasks: tuple[Path, dict[str, 
     assert "does not apply" in stale.error
     assert none.report["acme__calc-1"]["patch_is_None"] is True  # type: ignore[index]
     assert unknown.report is None and "no task has instance id 'acme__other-2'" in unknown.error
+
+
+def test_a_prediction_that_renames_the_module_is_applied_and_the_old_module_is_gone(
+        repo_tasks: tuple[Path, dict[str, str]], process_sandbox: Sandbox) -> None:
+    """A model's diff written with rename detection applies (SWE-bench applies it too): the old
+    module is absent when the tests run, so even the PASS_TO_PASS test that imports it fails."""
+    tasks_dir, diffs = repo_tasks
+    assert "rename from calc/ops.py" in diffs["renamed"]
+    tasks = [t for t in load_task_set(tasks_dir) if isinstance(t, Task)]
+    (renamed,) = evaluate_predictions(tasks, [Prediction("acme__calc-1", "renamed", diffs["renamed"])],
+                                      Grader(process_sandbox))
+    body = renamed.report["acme__calc-1"]  # type: ignore[index]
+    assert renamed.error == "" and body["patch_successfully_applied"] is True and body["resolved"] is False
+    assert "tests/test_ops.py::test_add" in body["tests_status"]["PASS_TO_PASS"]["failure"]
 
 
 def test_the_command_writes_report_json_where_swebench_does(repo_tasks: tuple[Path, dict[str, str]],

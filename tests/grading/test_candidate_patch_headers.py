@@ -1,6 +1,6 @@
 """Candidate diffs as git writes them: a copy applies, a binary file's ``GIT binary patch``
-applies byte for byte, and a rename, a binary change without its contents and a deletion are
-refused with what to do instead."""
+applies byte for byte, and a binary change without its contents is refused with what to do
+instead (renames and deletions: test_candidate_patch_removals.py)."""
 
 from __future__ import annotations
 
@@ -77,11 +77,8 @@ def test_a_binary_patch_applies_byte_for_byte(task_and_diff: tuple[Task, Any]) -
 
 
 @pytest.mark.parametrize(("edit", "options", "reason"), [
-    (lambda c: (c / "solution.py").rename(c / "total.py"), "-M",
-     "renames 'solution.py' to 'total.py'; a candidate overlays files on the starter and cannot remove 'solution.py'"),
     (lambda c: (c / "data.bin").write_bytes(BLOB[::-1]), "",
      "changes the binary file 'data.bin' without its contents"),
-    (lambda c: (c / "data.bin").unlink(), "--binary", "deletes 'data.bin'"),
 ])
 def test_what_cannot_be_applied_is_refused_with_a_remedy(task_and_diff: tuple[Task, Any], edit: Any, options: str,
                                                          reason: str) -> None:

@@ -110,6 +110,26 @@ def test_an_r2e_gym_row_imports_sound(r2e_row: tuple[dict[str, Any], Path], tmp_
     assert checked.verdict is TaskVerdict.SOUND, [c.to_dict() for c in checked.checks]
 
 
+def test_a_fix_that_deletes_a_file_imports_as_a_gold_patch_that_removes_it(
+        r2e_row: tuple[dict[str, Any], Path], tmp_path: Path, process_sandbox: Sandbox,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A solution/ folder cannot say a deletion: such a fix becomes solution.patch (git's diff of
+    the fix against the starter), whose reference has the file removed, and the task is sound."""
+    monkeypatch.setenv("VERIFY_REPO_CACHE", str(tmp_path / "repo-cache"))
+    row, repos = r2e_row
+    commit = json.loads(row["parsed_commit_content"])
+    header = {"file": {"path": "calc/__init__.py"}, "misc_line": "deleted file mode 100644"}
+    commit["file_diffs"].append({"header": header, "old_file_content": "", "new_file_content": None, "hunks": []})
+    (tmp_path / "r2e.jsonl").write_text(json.dumps({**row, "parsed_commit_content": json.dumps(commit)}) + "\n")
+    report = import_rows(str(tmp_path / "r2e.jsonl"), tmp_path / "out", preset="r2e-gym", repos=repos)
+    assert report.failures == []
+    task = load_task(tmp_path / "out" / report.written[0])
+    assert task.solution_is_patch and task.solution_removals() == ("calc/__init__.py",)
+    assert task.solution_files()["calc/ops.py"].read_text() == OPS_FIXED
+    (checked,) = check_tasks([task], Grader(process_sandbox), CheckOptions(repeats=1))
+    assert checked.verdict is TaskVerdict.SOUND, [c.to_dict() for c in checked.checks]
+
+
 @pytest.mark.parametrize(("change", "reason"), [
     ({"expected_output_json": None}, "column 'expected_output_json' (expected) is missing"),
     ({"parsed_commit_content": "{not json"}, "column 'parsed_commit_content' (commit) is not JSON"),

@@ -192,6 +192,43 @@ def test_swesmith_rows_and_rows_without_a_test_patch_import_the_right_way_round(
     assert source["data_source"] == "swesmith" and source["image"] == "swesmith/acme__calc:1"
 
 
+def test_a_swesmith_bug_that_deletes_and_adds_files_imports_sound(tmp_path: Path, process_sandbox: Sandbox) -> None:
+    """A SWE-smith bug mirrored from a pull request may delete a file and add others: the starter
+    lacks the one and has the others, the reference (a gold patch here, since it removes files)
+    writes the deleted file back and removes the added ones, and the task is sound."""
+    repos = tmp_path / "repos"
+    clone = repos / "acme__calc"
+    clone.mkdir(parents=True)
+    git(clone, "init", "-q")
+    ops = ("def add(a, b):\n    return a + b\n\n\ndef clamp(x, lo, hi):\n    from calc.limits import upper\n"
+           "    return upper(max(lo, x), hi)\n")
+    tests = TESTS_NEW + ("\n\ndef test_no_stale_module():\n    import os\n    here = os.path.dirname(__file__)\n"
+                         "    assert not os.path.exists(os.path.join(here, '..', 'calc', 'stale.py'))\n")
+    limits = "def upper(x, hi):\n    return min(hi, x)\n"
+    write(clone, {"calc/__init__.py": "", "calc/ops.py": ops, "calc/limits.py": limits, "tests/test_ops.py": tests})
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "clean")
+    git(clone, "rm", "-q", "calc/limits.py")
+    write(clone, {"calc/stale.py": "STALE = True\n", "calc/NOTES.txt": "stale\n"})
+    git(clone, "add", "-A")
+    bug = git(clone, "diff", "--cached")
+    git(clone, "reset", "-q", "--hard")
+    git(clone, "clean", "-qfd")
+    row = {"instance_id": "acme__calc.pr_mirror__1", "repo": "acme/calc", "patch": bug,
+           "FAIL_TO_PASS": ["tests/test_ops.py::test_clamp_above", "tests/test_ops.py::test_no_stale_module"],
+           "PASS_TO_PASS": ["tests/test_ops.py::test_add"]}
+    (tmp_path / "smith.jsonl").write_text(json.dumps(row) + "\n")
+    report = import_rows(str(tmp_path / "smith.jsonl"), tmp_path / "out", preset="swesmith", repos=repos)
+    assert report.failures == []
+    task = load_task(tmp_path / "out" / "swesmith" / "acme__calc.pr_mirror__1")
+    starter = task.starter_files()
+    assert "calc/limits.py" not in starter and "calc/stale.py" in starter
+    assert task.solution_is_patch and set(task.solution_removals()) == {"calc/stale.py", "calc/NOTES.txt"}
+    assert "limits.py" in (task.root / "solution.patch").read_text() and "calc/NOTES.txt" in task.editable
+    (checked,) = check_tasks([task], Grader(process_sandbox), CheckOptions(repeats=1))
+    assert checked.verdict is TaskVerdict.SOUND, [c.to_dict() for c in checked.checks]
+
+
 @pytest.mark.bwrap
 def test_a_rows_install_spec_becomes_its_environment(tmp_path: Path) -> None:
     """A row's install_config (SWE-rebench's shape: python, pip_packages, pre_install, install)
@@ -322,16 +359,34 @@ def test_a_swe_rebench_row_installs_its_frozen_pins_and_its_requirement_files(
     assert unpinned.setup == ("python -m pip install -r requirements/test.txt", "pip install -e .")
 
 
-def test_a_gold_patch_that_renames_a_file_is_refused_with_the_remedy(dataset: tuple[Path, Path],
-                                                                      tmp_path: Path) -> None:
+def test_a_gold_patch_that_renames_and_deletes_imports_and_its_reference_removes_the_files(
+        dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    """A gold patch written with rename detection (git diff -M) and a deletion imports as it is:
+    the reference lays out the renamed file (with its hunk) and neither old file, the deleted
+    non-Python file is editable (a candidate may delete it too), and the export writes both back."""
+    from verify_cli.exporters.swebench import swebench_row
+    from verify_cli.grading.workspace import Phase, lay_out
+
     data, repos = dataset
     clone = repos / "acme__calc"
     row = json.loads(data.read_text().splitlines()[0])
     git(clone, "mv", "calc/ops.py", "calc/operations.py")
+    write(clone, {"calc/operations.py": OPS_FIXED})
+    git(clone, "rm", "-q", "README.md")
+    git(clone, "add", "-A")
     renamed = git(clone, "diff", "--cached", "-M")
     git(clone, "reset", "-q", "--hard")
+    assert "rename from calc/ops.py" in renamed and "deleted file mode" in renamed
     (tmp_path / "rows.jsonl").write_text(json.dumps({**row, "patch": renamed}) + "\n")
     report = import_rows(str(tmp_path / "rows.jsonl"), tmp_path / "out", preset="swebench", repos=repos)
-    (failure,) = report.failures
-    assert "renames 'calc/ops.py' to 'calc/operations.py'" in failure.reason
-    assert "--no-renames" in failure.reason
+    assert report.failures == []
+    task = load_task(tmp_path / "out" / "swebench" / "acme__calc-1")
+    assert set(task.solution_removals()) == {"calc/ops.py", "README.md"}
+    assert "README.md" in task.editable
+    work = tmp_path / "work"
+    work.mkdir()
+    lay_out(task, Phase.REFERENCE, work)
+    assert (work / "calc" / "operations.py").read_text() == OPS_FIXED
+    assert not (work / "calc" / "ops.py").exists() and not (work / "README.md").exists()
+    exported = swebench_row(task, tmp_path / "exported")["patch"]
+    assert "deleted file mode" in exported and "calc/operations.py" in exported

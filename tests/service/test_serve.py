@@ -106,6 +106,20 @@ def test_async_client_grades_a_completion_and_a_task_path(served: Served) -> Non
     assert (empty["status"], empty["score"], empty["tests"]) == ("parse_error", 0.0, [])
 
 
+def test_a_patch_is_applied_as_swebench_applies_one(served: Served) -> None:
+    """A candidate given as a unified diff: the gold patch of a repository task passes; a diff
+    that deletes the task's test file is the candidate's parse_error, its reason named."""
+    gold = (SAMPLE_TASKS / "repo-inventory-package" / "solution.patch").read_text()
+    deletes_test = ("diff --git a/tests/test_pricing.py b/tests/test_pricing.py\ndeleted file mode 100644\n"
+                    "--- a/tests/test_pricing.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-import pytest\n")
+    with VerifyClient(served.url, token=TOKEN) as client:
+        good = client.grade("repository/inventory-package", patch=gold)
+        bad = client.grade("repository/inventory-package", patch=deletes_test)
+    assert (good["status"], good["score"], good["passed"]) == ("graded", 1.0, True), good
+    assert (bad["status"], bad["score"]) == ("parse_error", 0.0)
+    assert "deletes the test file 'tests/test_pricing.py'" in bad["problems"][0]
+
+
 def test_openapi_lists_the_endpoints_and_models(served: Served) -> None:
     schema = httpx.get(f"{served.url}/openapi.json").json()
     assert {"/v1/grade", "/run_code", "/healthz", "/metrics", "/v1/tasks"} <= set(schema["paths"])

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from verify_cli.agents.tools import Observation, ToolCall, check_call, clean_text, truncate
 from verify_cli.grading.failure_text import is_collection_failure
 from verify_cli.grading.grader import GradeRequest, GradeResult, GradeStatus
-from verify_cli.grading.workspace import Phase
+from verify_cli.grading.workspace import Phase, candidate_path_refusal
 from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import RuntimeLayer
 from verify_cli.sandbox.sessions.base import (
@@ -41,6 +41,7 @@ from verify_cli.sandbox.sessions.base import (
     Snapshot,
     Workspace,
 )
+from verify_cli.tasks.file_states import REMOVED_FILE
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, SOLUTION_DIR, Task
 from verify_cli.tasks.paths import matches_any
 from verify_cli.tasks.repository import SOLUTION_PATCH
@@ -399,7 +400,9 @@ class TaskEnvironment:
             return EpisodeOutcome("infra_error", None, f"the machinery failed: {e}")
 
     def editable_files(self) -> dict[str, bytes]:
-        """The session's editable files, by value (a :class:`Snapshot`). SessionFileError when
+        """The session's editable files, by value (a :class:`Snapshot`), with
+        :data:`~verify_cli.tasks.file_states.REMOVED_FILE` for each editable starter file the
+        agent removed. SessionFileError when
         they are more than :attr:`max_files`: a grader lays each out (one mount each, on some
         backends), and how many files an agent writes must never decide whether its episode can
         be graded."""
@@ -408,6 +411,13 @@ class TaskEnvironment:
             raise SessionFileError(f"the editable globs match {len(files)} files, more than the {self.max_files} "
                                    f"a grade takes (the starter's and {MAX_NEW_FILES} more): nothing was graded",
                                    path="")
+        if not kind_of(self.task).runs_itself(self.task):  # (a kind that runs itself takes files only)
+            # A starter file the agent removed (rm, git mv, or replaced by a link, which is never
+            # taken) stays removed in the grade, as a candidate diff's deletion does.
+            tests = self.task.test_files()
+            for rel in self.task.starter_files():
+                if rel not in files and not candidate_path_refusal(self.task, rel, test_paths=tests):
+                    files[rel] = REMOVED_FILE
         return files
 
     def close(self) -> None:

@@ -62,8 +62,8 @@ class ServiceUnavailableError(Exception):
 
 def candidate(task_id: str | None = None, *, task_path: str | None = None, files: Mapping[str, str] | None = None,
               files_base64: Mapping[str, str] | None = None, completion: str | None = None, seed: int | None = None,
-              id: str | None = None, label: str = "") -> dict[str, Any]:
-    """One candidate as ``/v1/grade`` takes it."""
+              id: str | None = None, label: str = "", patch: str | None = None) -> dict[str, Any]:
+    """One candidate as ``/v1/grade`` takes it (``patch``: a unified diff against the task's starter)."""
     out: dict[str, Any] = {"id": id or uuid.uuid4().hex, "label": label}
     if task_id is not None:
         out["task_id"] = task_id
@@ -75,6 +75,8 @@ def candidate(task_id: str | None = None, *, task_path: str | None = None, files
         out["files_base64"] = dict(files_base64)
     if completion is not None:
         out["completion"] = completion
+    if patch is not None:
+        out["patch"] = patch
     if seed is not None:
         out["seed"] = seed
     return out

@@ -79,6 +79,8 @@ def swebench_row(task: Task, repos: Path) -> dict[str, Any]:
     _git(folder, "commit", "-q", "--allow-empty", "-m", f"{task.id}: starter")
     base = _git(folder, "rev-parse", "HEAD").strip()
     _overlay(folder, task.solution_files())
+    for rel in task.solution_removals():  # a gold patch's deletions and renames stay in the row's patch
+        (folder / rel).unlink(missing_ok=True)
     patch = _staged_diff(folder, base)
     _overlay(folder, task.test_files())
     test_patch = _staged_diff(folder, base)

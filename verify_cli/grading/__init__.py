@@ -14,8 +14,9 @@ from verify_cli.grading.junit import Outcome, TestOutcome, junit_id_of_node_id, 
 from verify_cli.grading.warm import WarmRunner
 from verify_cli.grading.workspace import Phase, lay_out, solution_as_candidate
 from verify_cli.kinds.pytest_command import parse_pytest_command
+from verify_cli.tasks.file_states import REMOVED_FILE, ModedFile, is_removed
 
-__all__ = ["CandidatePatchError", "GradeRequest", "GradeResult", "GradeStatus", "Grader", "Outcome", "Phase",
-           "TestOutcome", "WarmRunner", "apply_candidate_patch", "candidate_from_patch", "judge", "junit_id_of_node_id",
-           "lay_out",
-           "parse_junit", "parse_pytest_command", "run_environment", "solution_as_candidate", "task_limits"]
+__all__ = ["REMOVED_FILE", "CandidatePatchError", "GradeRequest", "GradeResult", "GradeStatus", "Grader", "ModedFile",
+           "Outcome", "Phase", "TestOutcome", "WarmRunner", "apply_candidate_patch", "candidate_from_patch",
+           "is_removed", "judge", "junit_id_of_node_id", "lay_out", "parse_junit", "parse_pytest_command",
+           "run_environment", "solution_as_candidate", "task_limits"]

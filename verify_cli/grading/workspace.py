@@ -2,17 +2,22 @@
 
 Order matters: starter first, then the phase's files (only the editable paths of a candidate),
 then the pristine tests and hidden tests last, so nothing a candidate ships can replace them.
+A candidate's :data:`~verify_cli.tasks.file_states.REMOVED_FILE` removes a starter file under the
+same guards as an edit; a reference's ``solution.patch`` removes the files it deletes or renames
+away. Every backend runs over the folder laid out here, so all of them see the same files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from verify_cli.tasks.file_states import REMOVED_FILE, ModedFile, is_removed, stated_executable
 from verify_cli.tasks.model import HIDDEN_TESTS_DIR, TESTS_DIR, Task
 from verify_cli.tasks.paths import matches_any, unsafe_relative_path
 
@@ -129,12 +134,31 @@ def is_repository_test_file(task: Task, rel: str) -> bool:
     return task.repository is not None and matches_any(task.repository.test_files, rel)
 
 
+def candidate_path_refusal(task: Task, rel: str, *, test_paths: Mapping[str, object] | None = None,
+                           trusted: Mapping[str, bytes] | None = None) -> str:
+    """Why a candidate may not write or remove ``rel`` (a clause: "is a test file of the task"),
+    or "" where it may. The one rule of :func:`lay_out`, also used to refuse a candidate's diff
+    with its reason."""
+    if why := unsafe_relative_path(rel):
+        return why
+    tests = task.test_files() if test_paths is None else test_paths
+    if rel in tests or _in_test_folders(rel) or is_repository_test_file(task, rel):
+        return "is a test file of the task (tests always come from the task)"
+    if _controls_the_harness(rel, task.editable):
+        return "would configure the test runner or Python (conftest.py, sitecustomize.py, a .pth, a harness module)"
+    if trusted is not None and rel in trusted:
+        return "is a file the task's runner lays out itself"
+    if not matches_any(task.editable, rel):
+        return f"is outside the editable globs ({', '.join(task.editable)})"
+    return ""
+
+
 def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes] | None = None,
             *, trusted: Mapping[str, bytes] | None = None) -> LaidOut:
     """Fill the empty folder ``root`` with the work folder of ``phase``; ``trusted`` (default:
     the task kind's :meth:`~verify_cli.kinds.base.Kind.trusted_files`, the configuration its
     runs' environment names) last of all, and a candidate file of one of their paths is never
-    taken."""
+    taken. A mutant (the reference, mutated) starts from the reference's removals."""
     if trusted is None:
         from verify_cli.kinds.registry import kind_of  # kinds build on grading: imported late
 
@@ -146,19 +170,24 @@ def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes]
     if phase is Phase.REFERENCE:
         for rel, src in task.solution_files().items():
             _copy(root, rel, src, made)
-    elif phase is not Phase.STARTER:
+    if phase in (Phase.REFERENCE, Phase.MUTANT):
+        for rel in task.solution_removals():
+            if not unsafe_relative_path(rel):
+                _remove(root, rel, made)
+    if phase not in (Phase.REFERENCE, Phase.STARTER):
         test_paths = task.test_files()
         for rel, data in sorted((candidate or {}).items()):
             rel = rel.replace("\\", "/")
             while rel.startswith("./"):
                 rel = rel[2:]
-            if (unsafe_relative_path(rel) or rel in test_paths or _in_test_folders(rel)
-                    or not matches_any(task.editable, rel) or _controls_the_harness(rel, task.editable)
-                    or is_repository_test_file(task, rel) or rel in trusted):
+            if candidate_path_refusal(task, rel, test_paths=test_paths, trusted=trusted):
                 ignored.append(rel)
                 continue
             try:
-                _write(root, rel, data, made)
+                if is_removed(data):
+                    _remove(root, rel, made)
+                else:
+                    _write_candidate(root, rel, data, made)
             except OSError:  # clashes with a folder or file already laid out: the candidate's fault
                 ignored.append(rel)
     for rel, src in task.test_files().items():
@@ -168,6 +197,47 @@ def lay_out(task: Task, phase: Phase, root: Path, candidate: Mapping[str, bytes]
     return LaidOut(root, tuple(ignored))
 
 
+def _write_candidate(root: Path, rel: str, data: bytes, made: set[str]) -> None:
+    """A candidate's file, executable where it says so (a :class:`ModedFile`) or, for plain
+    bytes, where the starter file it replaces was (editing ``runtests.py`` keeps it runnable)."""
+    executable = stated_executable(data)
+    if executable is None:
+        try:
+            st = os.lstat(os.path.join(root, rel))
+            executable = stat.S_ISREG(st.st_mode) and bool(st.st_mode & 0o100)
+        except OSError:
+            executable = False
+    _write(root, rel, data, made)
+    if executable:
+        os.chmod(os.path.join(root, rel), 0o755)
+
+
+def _remove(root: Path, rel: str, made: set[str]) -> None:
+    """Remove the file ``root / rel`` where there is one, and the folders it leaves empty (as
+    git does: an emptied package folder must not linger as a namespace package). A folder at
+    ``rel`` is an OSError: a removal names files."""
+    dest = os.path.join(root, rel)
+    if not os.path.lexists(dest):
+        return
+    if os.path.isdir(dest) and not os.path.islink(dest):
+        raise IsADirectoryError(dest)
+    os.unlink(dest)
+    folder = os.path.dirname(rel)
+    while folder:
+        path = os.path.join(root, folder)
+        try:
+            os.rmdir(path)
+        except OSError:  # not empty (or not there): stop
+            break
+        made.discard(path)  # a later file of this folder makes it again
+        folder = os.path.dirname(folder)
+
+
 def solution_as_candidate(task: Task) -> dict[str, bytes]:
-    """The reference solution's files, as a candidate would submit them."""
-    return {rel: p.read_bytes() for rel, p in task.solution_files().items()}
+    """The reference solution's files, as a candidate would submit them: each with its mode (a
+    :class:`ModedFile`), and :data:`REMOVED_FILE` for each starter file the reference removes."""
+    out: dict[str, bytes] = {rel: ModedFile(p.read_bytes(), bool(p.stat().st_mode & 0o100))
+                             for rel, p in task.solution_files().items()}
+    for rel in task.solution_removals():
+        out.setdefault(rel, REMOVED_FILE)
+    return out

@@ -17,7 +17,8 @@ An R2E-Gym row carries, as R2E-Gym's own runtime reads it (``r2egym.agenthub.run
   ``commit_hash``.
 
 The starter is the clone's tree at ``old_commit_hash`` (its files checked against the row's old
-contents), the reference the non-test files' new contents, the hidden tests ``r2e_tests/``.
+contents), the reference the non-test files' new contents (``solution/``; ``solution.patch``,
+git's diff of the fix, where it deletes a file), the hidden tests ``r2e_tests/``.
 FAIL_TO_PASS are the tests expected to pass that did not pass at the old commit, PASS_TO_PASS
 those that passed at both (the node ids come from the logs' ``-rA`` summaries). R2E-Gym also
 rewards a test expected to *fail* still failing; verify-cli does not grade that (as SWE-bench
@@ -41,6 +42,7 @@ from verify_cli.importers.swebench import (
     WALL_SECONDS,
     _nested_first,
     _tree_files,
+    diff_of_fix,
     environment_of,
     find_clone,
 )
@@ -122,6 +124,7 @@ def convert_r2egym(row: Row, columns: Mapping[str, str], prefix: str, repos: Pat
     tree = _tree_files(clone, old, modes)
 
     solution: dict[str, bytes] = {}
+    deleted: list[str] = []
     for diff in _key("file_diffs", commit, ccol):
         path = str(((diff.get("header") or {}).get("file") or {}).get("path") or "")
         if not path:
@@ -135,9 +138,12 @@ def convert_r2egym(row: Row, columns: Mapping[str, str], prefix: str, repos: Pat
             raise RowError(f"{path!r} in the clone at {old[:12]} is not the row's old content "
                            "(the clone holds another history: fetch the project's own)")
         if after is None or "deleted file" in str((diff.get("header") or {}).get("misc_line") or ""):
-            raise RowError(f"the fix deletes {path!r}: a reference here is files written, not removed")
+            if path not in tree:
+                raise RowError(f"the fix deletes {path!r}, which the clone at {old[:12]} does not have")
+            deleted.append(path)
+            continue
         solution[path] = str(after).encode()
-    if not solution:
+    if not solution and not deleted:
         raise RowError(f"column {ccol!r}: the fix changes no non-test file")
 
     names = _key("test_file_names", execution, ecol)
@@ -173,8 +179,11 @@ def convert_r2egym(row: Row, columns: Mapping[str, str], prefix: str, repos: Pat
     tid = task_id(fields.get("id") or f"{repo}-{(new or old)[:12]}", prefix)
     files: dict[str, str | bytes] = {f"starter/{rel}": data for rel, data in tree.items()}
     files.update({f"hidden_tests/{rel}": data for rel, data in hidden.items()})
-    files.update({f"solution/{rel}": data for rel, data in solution.items()})
-    editable = ["**/*.py", *sorted(rel for rel in solution if not rel.endswith(".py"))]
+    if deleted:  # a solution/ folder only writes files: the fix as a gold patch, which removes them too
+        files["solution.patch"] = diff_of_fix(tree, solution, deleted, modes)
+    else:
+        files.update({f"solution/{rel}": data for rel, data in solution.items()})
+    editable = ["**/*.py", *sorted(rel for rel in (*solution, *deleted) if not rel.endswith(".py"))]
     command = ('python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
                + shlex.quote(TESTS_DIR))
     doc: dict[str, Any] = {

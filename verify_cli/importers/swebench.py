@@ -31,6 +31,7 @@ import re
 import shlex
 import subprocess
 import tarfile
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from verify_cli.errors import TaskFormatError
 from verify_cli.importers.model import RowError, TaskDraft, task_id
 from verify_cli.importers.sources import Row
 from verify_cli.importers.writer import PYTHON_IMAGE, dumps_toml
+from verify_cli.tasks.file_states import stated_executable
 from verify_cli.tasks.loader import validate_document
 from verify_cli.tasks.model import TaskKind
 from verify_cli.tasks.repository import PatchError, apply_patch, patch_files
@@ -59,6 +61,35 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False,
                           env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C",
                                "GIT_TERMINAL_PROMPT": "0"})
+
+
+def diff_of_fix(base: Mapping[str, bytes], written: Mapping[str, bytes], removed: Sequence[str],
+                executable: set[str]) -> bytes:
+    """A fix as ``git diff --binary`` against ``base`` (the starter's files): ``written`` written,
+    ``removed`` deleted. What ``solution.patch`` holds where a ``solution/`` folder cannot say a
+    deletion."""
+    with tempfile.TemporaryDirectory(prefix="verify-fix-") as tmp:
+        root = Path(tmp)
+        for rel in (*written, *removed):
+            if rel in base:
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_bytes(base[rel])
+                if rel in executable:
+                    (root / rel).chmod(0o755)
+        _git(root, "init", "-q")
+        _git(root, "add", "-A")
+        tree = _git(root, "write-tree").stdout.decode().strip()
+        for rel, data in written.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        for rel in removed:
+            (root / rel).unlink(missing_ok=True)
+        _git(root, "add", "-A")
+        diff = _git(root, "diff", "--cached", "--binary", "--no-renames", tree)
+        if diff.returncode != 0 or not diff.stdout.strip():
+            raise RowError("the fix could not be written as a patch: "
+                           + diff.stderr.decode("utf-8", "replace").strip()[:300])
+        return diff.stdout
 
 
 def find_clone(repos: Path, repo: str) -> Path:
@@ -240,11 +271,9 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
     if not f2p:
         raise RowError(f"column {columns['fail_to_pass']!r} lists no test: nothing would judge the patch")
     touched = patch_files(patch)
-    if touched.renames or touched.opaque_binaries:
-        what = (f"renames {touched.renames[0][0]!r} to {touched.renames[0][1]!r}" if touched.renames
-                else f"changes the binary file {touched.opaque_binaries[0]!r} without its contents")
-        raise RowError(f"the patch {what}, which a task's reference (files overlaid on the starter) cannot "
-                       "express; regenerate it with git diff --no-renames --binary")
+    if touched.opaque_binaries:
+        raise RowError(f"the patch changes the binary file {touched.opaque_binaries[0]!r} without its contents, "
+                       "which nothing can apply; regenerate it with git diff --binary")
     modes: set[str] = set()
     tree = _tree_files(clone, commit, modes)
     try:
@@ -253,14 +282,19 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
         changed = apply_patch(patch.encode(), {rel: tree[rel] for rel in patch_files(patch).reads if rel in tree})
     except PatchError as e:
         raise RowError(f"a patch does not apply at {commit[:12]}: {e}") from None
+    fix_removes: tuple[str, ...] = touched.removes  # what the reference removes from the starter
+    fix_patch = b""
     if patch_is_bug:
-        deleted = patch_files(patch).deletes
-        added = sorted(set(changed) - set(tree))
-        if deleted or added:
-            raise RowError(f"the bug patch adds or deletes a file ({(deleted or added)[0]!r}): a starter is the "
-                           "repository with files edited")
-        solution = {rel: tree[rel] for rel in changed}  # the clean files undo the bug
-        tree = {**tree, **changed}
+        # The starter is the clean tree with the bug applied, the fix the clean files: those the bug
+        # changed or removed (a mirrored PR's reverted additions) written back, those it added
+        # removed (then the fix is a gold patch: a solution/ folder only writes files).
+        bug_removes = [rel for rel in touched.removes if rel in tree]
+        fix_removes = tuple(sorted(set(changed) - set(tree)))
+        solution = {rel: tree[rel] for rel in (*changed, *bug_removes) if rel in tree}
+        modes.update(rel for rel in fix_removes if stated_executable(changed[rel]))
+        tree = {**{rel: data for rel, data in tree.items() if rel not in bug_removes}, **changed}
+        if fix_removes:
+            fix_patch = diff_of_fix(tree, solution, fix_removes, modes)
     else:
         solution = changed
     runner = LOG_RUNNERS.get(repo.strip().lower())
@@ -276,11 +310,14 @@ def _convert(row: Row, columns: Mapping[str, str], prefix: str, repos: Path, *, 
     tid = task_id(instance, prefix)
     files: dict[str, str | bytes] = {f"starter/{rel}": data for rel, data in tree.items()}
     files.update({f"hidden_tests/{rel}": data for rel, data in hidden.items()})
-    if patch_is_bug:
+    if fix_patch:
+        files["solution.patch"] = fix_patch
+    elif patch_is_bug:
         files.update({f"solution/{rel}": data for rel, data in solution.items()})
     else:
         files["solution.patch"] = patch if patch.endswith("\n") else patch + "\n"
-    editable = ["**/*.py", *sorted(rel for rel in solution if not rel.endswith(".py"))]
+    # The files the gold patch writes or removes (a deletion, a rename's old side) are editable.
+    editable = ["**/*.py", *sorted(rel for rel in {*solution, *fix_removes} if not rel.endswith(".py"))]
     test_paths = " ".join(shlex.quote(p) for p in (sorted(hidden) if hidden else listed) if p.endswith(".py"))
     pytest = 'python -m pytest -p no:cacheprovider -rA --junitxml="$VERIFY_RESULTS_DIR/junit.xml" '
     test: dict[str, Any] = {"command": pytest + (test_paths or "."), "results": "junit.xml"}

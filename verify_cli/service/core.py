@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from verify_cli.executors import Executor, create_executor
+from verify_cli.grading.candidate_patch import CandidatePatchError, apply_candidate_patch
 from verify_cli.grading.grader import Grader, GradeRequest, GradeResult, GradeStatus
 from verify_cli.grading.workspace import Phase
 from verify_cli.models.prompts import extract_for_task, files_to_candidate
@@ -388,6 +389,8 @@ class GradingService:
             ident: dict[str, Any] = {"task": task.id, "seed": cand.seed,
                                      "files": {k: base64.b64encode(v).decode() for k, v in sorted(files.items())},
                                      "completion": cand.completion}
+            if cand.patch is not None:  # (only then: the digests of other candidates stay as journalled)
+                ident["patch"] = cand.patch
             digest = candidate_digest(ident)
             prep = Prepared(i, cand, task, digest)
             if cand.id is not None:
@@ -405,6 +408,13 @@ class GradingService:
                     out.append(prep)
                     continue
                 files = files_to_candidate(extraction.files)
+            if cand.patch is not None:
+                try:
+                    files = apply_candidate_patch(task, cand.patch)[0]
+                except CandidatePatchError as e:  # the candidate's answer, never the service's fault
+                    prep.answer = self._parse_error(prep, f"the patch does not apply: {e.message}")
+                    out.append(prep)
+                    continue
             prep.request = GradeRequest(task=task, phase=Phase.CANDIDATE, candidate=files, seed=cand.seed,
                                         label=cand.label)
             out.append(prep)

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 class Candidate(BaseModel):
     """One thing to grade: a task (``task_id`` or ``task_path``) and the candidate's answer
-    (``files``/``files_base64``, or ``completion`` to extract the files from as ``difficulty``
-    does)."""
+    (``files``/``files_base64``, ``completion`` to extract the files from as ``difficulty``
+    does, or ``patch``, a unified diff against the starter)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -32,6 +32,12 @@ class Candidate(BaseModel):
     completion: str | None = Field(None, description=(
         "A model's reply: files are taken from its fenced code blocks (the answer format of the "
         "prompt verify-cli builds). No file found: status 'parse_error', score 0."))
+    patch: str | None = Field(None, description=(
+        "A unified diff against the task's starter (git diff output: a model's patch), applied as "
+        "SWE-bench applies one (strict git apply, then with rejects, then patch with fuzz); its "
+        "deletions and renames remove files, its mode changes apply. A diff that does not apply, or "
+        "touches a test or a file outside the editable globs: status 'parse_error', score 0, the "
+        "reason in problems."))
     seed: int | None = Field(None, description="Shuffle the test order and pin PYTHONHASHSEED.")
     label: str = Field("", max_length=200)
 
@@ -39,9 +45,10 @@ class Candidate(BaseModel):
     def _one_task_one_answer(self) -> Candidate:
         if (self.task_id is None) == (self.task_path is None):
             raise ValueError("give exactly one of task_id and task_path")
-        answers = [self.files is not None or self.files_base64 is not None, self.completion is not None]
+        answers = [self.files is not None or self.files_base64 is not None, self.completion is not None,
+                   self.patch is not None]
         if sum(answers) != 1:
-            raise ValueError("give either files (files and/or files_base64) or completion, not both or neither")
+            raise ValueError("give one of files (files and/or files_base64), completion or patch")
         return self
 
 

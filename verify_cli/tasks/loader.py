@@ -39,7 +39,13 @@ from verify_cli.tasks.model import (
     TestSpec,
 )
 from verify_cli.tasks.paths import escaping_symlinks, list_files, matches_any, unsafe_relative_path
-from verify_cli.tasks.repository import SOLUTION_PATCH, RepositorySpec, read_test_ids, unpacked_starter
+from verify_cli.tasks.repository import (
+    SOLUTION_PATCH,
+    RepositorySpec,
+    read_test_ids,
+    solution_patch_removals,
+    unpacked_starter,
+)
 from verify_cli.tasks.schema import task_schema, task_validator
 
 
@@ -418,10 +424,18 @@ def load_task(folder: Path) -> Task:
     # With a patch, applying it to the starter (cached) gives the files; TaskFormatError names
     # a hunk that does not apply.
     solution = _build(folder, data, kind, notes).solution_files() if has_patch else list_files(folder / SOLUTION_DIR)
-    if not solution:
+    # The files a gold patch deletes or renames away are the reference's too: editable, as a
+    # candidate must be able to remove them the same way.
+    removed = solution_patch_removals(folder) if has_patch else ()
+    if not solution and not removed:
         raise TaskFormatError(str(folder / SOLUTION_DIR), "the reference solution folder is empty")
+    outside_removed = [rel for rel in removed if not matches_any(data["editable"], rel)]
+    if outside_removed:
+        raise TaskFormatError(str(folder / SOLUTION_PATCH), f"the gold patch removes {outside_removed[0]!r}, which "
+                              "no editable glob covers, so no candidate could do the same",
+                              hint="add a glob for it to 'editable' in task.toml")
     for i, pattern in enumerate(data["editable"]):
-        if not any(matches_any([pattern], rel) for rel in solution):
+        if not any(matches_any([pattern], rel) for rel in (*solution, *removed)):
             raise TaskFormatError(str(task_file), f"editable glob {pattern!r} matches no file in solution/",
                                   pointer=f"/editable/{i}",
                                   hint=f"solution/ has: {', '.join(sorted(solution)[:8])}")

@@ -15,6 +15,7 @@ from verify_cli.tasks.repository import (
     RepositorySpec,
     applied_solution,
     repository_files,
+    solution_patch_removals,
     unpacked_starter,
 )
 
@@ -224,6 +225,11 @@ class Task:
         if self.solution_is_patch:
             return list_files(applied_solution(self.root, self.starter_files()))
         return list_files(self.root / SOLUTION_DIR)
+
+    def solution_removals(self) -> tuple[str, ...]:
+        """The starter files the reference removes: those ``solution.patch`` deletes or renames
+        away (a ``solution/`` folder only adds and replaces files)."""
+        return solution_patch_removals(self.root) if self.solution_is_patch else ()
 
     def test_files(self) -> dict[str, Path]:
         """Visible and hidden tests, keyed by their path in the work folder (``tests/...``, or

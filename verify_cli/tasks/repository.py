@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verify_cli.errors import TaskFormatError
+from verify_cli.tasks.file_states import ModedFile, stated_executable
 from verify_cli.tasks.paths import list_files, unsafe_relative_path
 
 #: The gold patch's file name in a task folder (instead of ``solution/``).
@@ -73,9 +74,11 @@ def _digest(*parts: bytes) -> str:
 
 
 def _make_read_only(folder: Path) -> None:
+    """Read-only for everyone; an executable file (a project's ``./runtests.py``) stays executable."""
     for dirpath, _dirnames, filenames in os.walk(folder):
         for name in filenames:
-            os.chmod(os.path.join(dirpath, name), 0o444)
+            path = os.path.join(dirpath, name)
+            os.chmod(path, 0o555 if os.lstat(path).st_mode & 0o100 else 0o444)
         os.chmod(dirpath, 0o555)
 
 
@@ -200,6 +203,14 @@ class PatchFiles:
     #: Binary files changed with their contents (``GIT binary patch``), which git apply applies.
     binaries: tuple[str, ...] = ()
 
+    @property
+    def removes(self) -> tuple[str, ...]:
+        """The files the diff leaves absent: those it deletes and the old side of each rename
+        (unless the diff writes that path again)."""
+        written = set(self.writes)
+        return tuple(dict.fromkeys(rel for rel in (*self.deletes, *(old for old, _new in self.renames))
+                                   if rel not in written))
+
 
 @dataclass
 class _GitBlock:
@@ -308,7 +319,10 @@ LENIENT_APPLY = ("git apply --reject", "patch --fuzz=5")
 
 def apply_patch(patch: bytes, files: dict[str, bytes]) -> dict[str, bytes]:
     """The files ``patch`` writes, after applying it to ``files`` (path -> bytes; the starter
-    files it reads). All hunks apply or PatchError names the first that does not."""
+    files it reads, a :class:`~verify_cli.tasks.file_states.ModedFile` for an executable one).
+    Each written file is a ModedFile with the executable bit the patch left it (a rename keeps
+    its file's mode, ``new mode 100755`` sets it); the files the patch removes are not in the
+    result (:attr:`PatchFiles.removes`). All hunks apply or PatchError names the first that does not."""
     return apply_patch_by(patch, files)[0]
 
 
@@ -329,11 +343,13 @@ def apply_patch_by(patch: bytes, files: dict[str, bytes], *, lenient: bool = Fal
                     dest = root / rel
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     dest.write_bytes(files[rel])
+                    if stated_executable(files[rel]):
+                        dest.chmod(0o755)
             (root / ".patch").write_bytes(patch)
             failed = _apply(method, root, patch)
             if failed is None:
-                return ({rel: (root / rel).read_bytes() for rel in touched.writes if (root / rel).is_file()},
-                        method)
+                return ({rel: ModedFile((root / rel).read_bytes(), bool((root / rel).stat().st_mode & 0o100))
+                         for rel in touched.writes if (root / rel).is_file()}, method)
             strict_error = strict_error or failed
     raise PatchError(strict_error)
 
@@ -368,22 +384,33 @@ def _patch_failure(stderr: str) -> str:
     return "; ".join(parts) or detail or stderr.strip()[:300] or "git apply refused the patch"
 
 
+def starter_inputs(starter: dict[str, Path], paths: tuple[str, ...]) -> dict[str, bytes]:
+    """The starter files of ``paths`` by value, each with its executable bit (what a diff reads)."""
+    out: dict[str, bytes] = {}
+    for rel in paths:
+        if rel in starter:
+            out[rel] = ModedFile(starter[rel].read_bytes(), bool(starter[rel].stat().st_mode & 0o100))
+    return out
+
+
+def solution_patch_removals(task_root: Path) -> tuple[str, ...]:
+    """The starter files ``solution.patch`` removes (its deletions and the old side of its renames)."""
+    patch = (task_root / SOLUTION_PATCH).read_bytes()
+    return patch_files(patch.decode("utf-8", "replace")).removes
+
+
 def applied_solution(task_root: Path, starter: dict[str, Path]) -> Path:
-    """The folder of the files ``solution.patch`` writes, applied to ``starter`` (cached)."""
+    """The folder of the files ``solution.patch`` writes, applied to ``starter`` (cached), each with
+    the mode the patch leaves it; the files it removes are :func:`solution_patch_removals`."""
     patch_path = task_root / SOLUTION_PATCH
     patch = patch_path.read_bytes()
     touched = patch_files(patch.decode("utf-8", "replace"))
-    if touched.deletes:
-        raise TaskFormatError(str(patch_path), f"the gold patch deletes {touched.deletes[0]!r}; a reference "
-                              "overlays files on the starter and cannot delete one",
-                              hint="leave the file in place (empty it) or move the deletion out of the patch")
-    if touched.renames or touched.opaque_binaries:
-        what = (f"renames {touched.renames[0][0]!r} to {touched.renames[0][1]!r}" if touched.renames
-                else f"changes the binary file {touched.opaque_binaries[0]!r} without its contents")
-        raise TaskFormatError(str(patch_path), f"the gold patch {what}; a reference overlays files on the "
-                              "starter, whole", hint="write the diff with git diff --no-renames --binary")
-    inputs = {rel: starter[rel].read_bytes() for rel in touched.reads if rel in starter}
-    key = _digest(patch, *(rel.encode() + b"\0" + data for rel, data in sorted(inputs.items())))
+    if touched.opaque_binaries:
+        raise TaskFormatError(str(patch_path), f"the gold patch changes the binary file {touched.opaque_binaries[0]!r} "
+                              "without its contents", hint="write the diff with git diff --binary")
+    inputs = starter_inputs(starter, touched.reads)
+    key = _digest(patch, *(rel.encode() + b"\0" + (b"x" if stated_executable(data) else b"-") + data
+                           for rel, data in sorted(inputs.items())))
     final = cache_root() / "solutions" / key
     if final.is_dir():
         return final
@@ -401,6 +428,8 @@ def applied_solution(task_root: Path, starter: dict[str, Path]) -> Path:
             dest = build / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
+            if stated_executable(data):
+                dest.chmod(0o755)
         _publish(build, final)
     return final
 

@@ -95,3 +95,29 @@ def test_row_exports_leave_harbor_folders_out_saying_why(tmp_path: Path, capsys:
     assert "a Harbor task folder" in " ".join(capsys.readouterr().err.split())
     assert main(["export", str(TB1), "--format", "harbor", "--out", str(tmp_path / "again")]) == 2
     assert "already Harbor task folders" in capsys.readouterr().err
+
+
+def test_the_oracle_removes_what_the_gold_patch_deletes(tmp_path: Path) -> None:
+    """A task whose solution.patch deletes a file exports a solve.sh that removes it in the workdir
+    (run here with its two absolute folders pointed at temporary ones)."""
+    import subprocess
+
+    from tests.conftest import write_task
+    from verify_cli.formats.harbor.convert import WORKDIR, to_harbor
+
+    gold = ("diff --git a/extra.py b/extra.py\ndeleted file mode 100644\n--- a/extra.py\n+++ /dev/null\n"
+            "@@ -1 +0,0 @@\n-EXTRA = 1\n"
+            "diff --git a/solution.py b/solution.py\n--- a/solution.py\n+++ b/solution.py\n@@ -1,2 +1,2 @@\n"
+            " def total(values):\n-    raise NotImplementedError\n+    return sum(values)\n")
+    root = write_task(tmp_path / "task", mutate=lambda d: d.update(editable=["*.py"]),
+                      files={"starter/extra.py": "EXTRA = 1\n", "solution.patch": gold})
+    shutil.rmtree(root / "solution")
+    to_harbor(load_task(root), tmp_path / "harbor")
+    work = tmp_path / "work"
+    shutil.copytree(root / "starter", work)
+    script = (tmp_path / "harbor" / "solution" / "solve.sh").read_text()
+    script = script.replace("/solution/files", str(tmp_path / "harbor" / "solution" / "files")).replace(
+        WORKDIR, str(work))
+    subprocess.run(["bash", "-c", script], check=True)
+    assert sorted(p.name for p in work.iterdir()) == ["solution.py"]
+    assert "sum(values)" in (work / "solution.py").read_text()

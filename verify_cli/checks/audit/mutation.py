@@ -20,6 +20,7 @@ from verify_cli.grading.junit import Outcome
 from verify_cli.grading.workspace import Phase, is_repository_test_file, solution_as_candidate
 from verify_cli.kinds.registry import kind_of
 from verify_cli.sandbox.base import Verdict
+from verify_cli.tasks.file_states import is_removed
 from verify_cli.tasks.model import Task
 from verify_cli.tasks.paths import matches_any
 
@@ -35,7 +36,8 @@ def editable_sources(task: Task) -> dict[str, str]:
     globs may reach its tests; mutating them would measure nothing)."""
     out: dict[str, str] = {}
     for rel, data in solution_as_candidate(task).items():
-        if matches_any(task.editable, rel) and not is_repository_test_file(task, rel):
+        # A file the reference removes stays removed: a mutant's layout starts from its removals.
+        if matches_any(task.editable, rel) and not is_repository_test_file(task, rel) and not is_removed(data):
             try:
                 out[rel] = data.decode("utf-8")
             except UnicodeDecodeError:

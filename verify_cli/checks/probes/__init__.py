@@ -14,6 +14,7 @@ from verify_cli.checks.probes.model import Probe, ProbeContext, ProbeTarget
 from verify_cli.checks.probes.python_probes import PYTHON_PROBES
 from verify_cli.errors import UsageError
 from verify_cli.grading.workspace import solution_as_candidate
+from verify_cli.tasks.file_states import is_removed
 from verify_cli.tasks.model import Task
 from verify_cli.tasks.paths import matches_any
 
@@ -53,7 +54,7 @@ def probe_context(task: Task, wall_seconds: float | None = None) -> ProbeContext
     ``wall_seconds``, the probe run's wall limit where tighter than the task's."""
     files: dict[str, str] = {}
     for rel, data in solution_as_candidate(task).items():
-        if not matches_any(task.editable, rel):
+        if not matches_any(task.editable, rel) or is_removed(data):
             continue
         try:
             files[rel] = data.decode("utf-8")

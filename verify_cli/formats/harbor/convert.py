@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import tomllib
 from dataclasses import dataclass, field
@@ -130,9 +131,12 @@ def _test_script(task: Task) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _solve_script() -> str:
-    return ("#!/bin/bash\n# The reference's files, copied over the starter in the workdir.\n"
-            f"cp -r /solution/files/. {WORKDIR}/\n")
+def _solve_script(removed: tuple[str, ...] = ()) -> str:
+    """The oracle: the reference's files over the starter, and the files its gold patch removes
+    (a deletion, a rename's old side) removed."""
+    script = ("#!/bin/bash\n# The reference's files, copied over the starter in the workdir.\n"
+              f"cp -r /solution/files/. {WORKDIR}/\n")
+    return script + "".join(f"rm -f -- {shlex.quote(f'{WORKDIR}/{rel}')}\n" for rel in removed)
 
 
 def _dockerfile(image: str) -> str:
@@ -188,7 +192,7 @@ def to_harbor(task: Task, out: Path) -> Conversion:
         (out / STARTER_CONTEXT / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, out / STARTER_CONTEXT / rel)
     (out / "solution").mkdir()
-    (out / "solution" / "solve.sh").write_text(_solve_script())
+    (out / "solution" / "solve.sh").write_text(_solve_script(task.solution_removals()))
     (out / SOLUTION_FILES).mkdir()
     for rel, src in task.solution_files().items():  # a solution.patch applied: the files it writes
         (out / SOLUTION_FILES / rel).parent.mkdir(parents=True, exist_ok=True)
