@@ -81,11 +81,14 @@ def test_every_planted_defect_is_caught_for_its_own_reason_on_bwrap(grader: Grad
     assert failed["git-history"] == {}
 
 
-def test_audit_reads_the_fix_from_the_images_git_history_on_bwrap(grader: Grader) -> None:
+def test_audit_reads_the_fix_from_the_images_git_history_and_nothing_on_a_sound_task_on_bwrap(grader: Grader) -> None:
     options = AuditOptions(mutants=False, flaky=False, labelled=False, jobs=2)
     (leaky,) = audit_tasks(load_task_set(DEFECTS / "git-history"), grader, options)
     assert leaky.probes is not None
     assert {p.name for p in leaky.probes if p.score} == {"read-fix-from-git-parent"}
+    (sound,) = audit_tasks(load_task_set(SOUND / "fix-sum"), grader, options)
+    assert sound.probes is not None and len(sound.probes) == len(probes_for("shell"))
+    assert [p.name for p in sound.probes if p.score] == []  # nothing else flagged
 
 
 def test_classic_hacks_earn_nothing_isolated_and_the_reward_shared_on_bwrap(grader: Grader) -> None:
