@@ -52,7 +52,6 @@ from verify_cli.formats.harbor.verifier import (
 from verify_cli.sandbox.base import Limits, RunResult, RunSpec, Verdict
 from verify_cli.sandbox.bwrap.sandbox import RUN_NAMESPACES, SANDBOX_HOSTS
 from verify_cli.sandbox.bwrap.writable_root import MARKER_FD, ROOT_READY, TooMuchWork, WritableRoot
-from verify_cli.sandbox.environment import scratch_root
 from verify_cli.sandbox.local import LocalSandbox, Prepared
 from verify_cli.tasks.model import Task
 from verify_cli.tasks.paths import unsafe_relative_path
@@ -162,7 +161,9 @@ class BwrapTrials:
         try:
             if not Path(root).is_dir():
                 raise TrialInfraError(f"the exported root file system {root} is gone")
-            with tempfile.TemporaryDirectory(prefix="verify-harbor-", dir=scratch_root()) as tmp:
+            # On disk (the system's temporary folder), not the RAM-backed scratch folder: a root's
+            # upper layer holds all a trial writes, as a container's layer does on docker.
+            with tempfile.TemporaryDirectory(prefix="verify-harbor-") as tmp:
                 if mode is VerifierMode.SHARED:
                     return self._shared(task, spec, Path(root), agent, Path(tmp))
                 return self._isolated(task, spec, Path(root), agent, Path(tmp))

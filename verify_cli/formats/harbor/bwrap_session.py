@@ -26,7 +26,6 @@ from verify_cli.formats.harbor.spec import HarborSpec
 from verify_cli.formats.harbor.verifier import MAX_WORK_BYTES, TrialInfraError, admit
 from verify_cli.sandbox.base import RunResult, Verdict
 from verify_cli.sandbox.bwrap.writable_root import TooMuchWork, WritableRoot
-from verify_cli.sandbox.environment import scratch_root
 from verify_cli.sandbox.plumbing.captured import CapturedOutput
 from verify_cli.sandbox.sessions.base import (
     ExecResult,
@@ -89,7 +88,7 @@ class HarborBwrapSession(Session):
         trials = trials or BwrapTrials()
         if not Path(lower).is_dir():
             raise SessionInfraError(f"the exported root file system {lower} is gone")
-        scratch = Path(tempfile.mkdtemp(prefix="verify-harbor-session-", dir=scratch_root()))
+        scratch = Path(tempfile.mkdtemp(prefix="verify-harbor-session-"))  # on disk, as a trial's
         root: WritableRoot | None = None
         try:
             root = WritableRoot(lower, parent=str(scratch), force_copy=trials.force_copy)
