@@ -198,8 +198,8 @@ def test_an_agent_session_in_a_harbor_task_on_bwrap_works_in_a_writable_root(gra
     session = env.session
     try:
         assert session.backend == "bwrap" and session.workdir == "/app"
-        where = session.exec("pwd; id -u; cat calc.py")
-        assert where.ok and where.stdout.text.startswith("/app\n0\ndef total"), where
+        where = session.exec('pwd; id -u; echo "$LANG"; cat calc.py')  # the image's USER and ENV
+        assert where.ok and where.stdout.text.startswith("/app\n0\nC.UTF-8\ndef total"), where
         assert session.exec((SOUND / "fix-sum" / "solution" / "solve.sh").read_text()).ok
         session.write_file("notes/todo.txt", "done\n")
         assert session.exec("echo trojan > /usr/local/bin/curl && chmod +x /usr/local/bin/curl").ok
@@ -230,3 +230,21 @@ def test_a_prebuilt_image_without_a_dockerfile_says_to_use_docker_on_bwrap(grade
     result = grader.grade(GradeRequest(load_task(folder), Phase.REFERENCE))
     assert result.status is not GradeStatus.GRADED and result.score is None
     assert "names a prebuilt image" in " ".join(result.problems) and "--sandbox docker" in " ".join(result.problems)
+
+
+def test_the_images_user_is_the_agents_where_the_task_names_none(grader: Grader, tmp_path: Path) -> None:
+    """The image's USER (kept beside its exported root) runs the agent, as on docker; the oracle
+    still passes (a user namespace maps it to the caller: every file of the root is its own)."""
+    from verify_cli.agents.environment import TaskEnvironment
+
+    folder = tmp_path / "as-1000"
+    shutil.copytree(SOUND / "fix-sum", folder)
+    dockerfile = folder / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "USER 1000\n")
+    task = load_task(folder)
+    assert _grade(grader, task, None, Phase.REFERENCE).score == 1.0
+    env = TaskEnvironment.open(task, grader.sandbox, grader)
+    try:
+        assert env.session.exec("id -u").stdout.text == "1000\n"
+    finally:
+        env.close()
