@@ -99,6 +99,7 @@ SLOW_MODULES: dict[str, float] = {  # worker-seconds of the last full run (--jun
     "environments/test_rootfs.py": 90,  # 53-78 s alone: image builds and root exports, docker and bwrap
     "kinds/test_contract.py": 91,
     "formats/harbor/test_harbor_docker.py": 90,  # estimate: Harbor images, isolated verifiers
+    "formats/harbor/test_harbor_bwrap.py": 55,  # 26-55 s alone (load): 9 images exported, ~80 trials
     "sandbox/test_conformance.py": 89,
     "adapters/test_verifiers_framework.py": 84,  # vf-eval twice (scripts/extras/verifiers.txt)
     "sandbox/test_session_cases.py": 80,  # estimate: the hostile-agent cases on every backend

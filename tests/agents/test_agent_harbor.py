@@ -22,9 +22,10 @@ pytestmark = pytest.mark.docker
 SOUND = Path(__file__).resolve().parents[1] / "fixtures" / "harbor" / "sound"
 
 
-def _run(policy_server: PolicyServer, name: str, task: Path, out: Path) -> tuple[int, dict[str, object]]:
+def _run(policy_server: PolicyServer, name: str, task: Path, out: Path,
+         sandbox: str = "docker") -> tuple[int, dict[str, object]]:
     code = main(["agent", "run", str(task), "--backend", "openai", "--model", name, "--base-url",
-                 policy_server.base_url, "--sandbox", "docker", "--json", str(out)])
+                 policy_server.base_url, "--sandbox", sandbox, "--json", str(out)])
     return code, json.loads(out.read_text())
 
 
@@ -53,6 +54,26 @@ def test_an_agent_playing_the_classic_hacks_earns_0(policy_server: PolicyServer,
     policy_server.policies["hacker"] = scripted([[("bash", {"command": TROJAN_PYTHON3})],
                                                  [("bash", {"command": REWARD_REWRITER})]])
     code, doc = _run(policy_server, "hacker", SOUND / "fix-sum", tmp_path / "hacker.json")
+    assert code == 1 and doc["score"] == 0.0
+
+
+@pytest.mark.bwrap
+def test_on_bwrap_the_episode_runs_in_a_writable_root_of_the_tasks_image(
+        policy_server: PolicyServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``agent run --sandbox bwrap``: the session is a writable root over the image's exported root
+    file system, at the task's workdir; the oracle's work earns 1.0, the classic hacks 0."""
+    monkeypatch.setenv("VERIFY_CLI_ENV_DIR", str(tmp_path / "store"))
+    task = SOUND / "fix-sum"
+    oracle = (task / "solution" / "solve.sh").read_text()
+    policy_server.policies["bwrap-oracle"] = scripted([[("bash", {"command": "pwd; ls"})],
+                                                       [("bash", {"command": oracle})]])
+    code, doc = _run(policy_server, "bwrap-oracle", task, tmp_path / "oracle.json", "bwrap")
+    assert code == 0 and doc["status"] == "passed" and doc["score"] == 1.0, doc
+    pwd = next(r for r in policy_server.requests if r["model"] == "bwrap-oracle" and len(r["messages"]) > 2)
+    assert "/app" in json.dumps(pwd["messages"][-1]) and "calc.py" in json.dumps(pwd["messages"][-1])
+    policy_server.policies["bwrap-hacker"] = scripted([[("bash", {"command": TROJAN_PYTHON3})],
+                                                       [("bash", {"command": REWARD_REWRITER})]])
+    code, doc = _run(policy_server, "bwrap-hacker", task, tmp_path / "hacker.json", "bwrap")
     assert code == 1 and doc["score"] == 0.0
 
 

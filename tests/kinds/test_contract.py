@@ -12,7 +12,9 @@ batteries to grade (``contract.toml``). The suite proves, for every kind:
   warm grader's counters say which runs went warm);
 - a kind that has a two-process runtime is graded two-process.
 
-A kind whose tasks run only in an image (``Kind.needs_image``: harbor) is graded on docker.
+A kind whose tasks run only in an image (``Kind.needs_image``: harbor) is graded on bwrap over the
+image's exported root file system (Docker builds and exports it: such a kind's cases are marked
+docker); tests/formats/harbor/test_harbor_docker.py grades it on docker.
 
 A kind registered without a fixture fails here, with a message saying to add one.
 """
@@ -100,8 +102,8 @@ def bwrap() -> Iterator[Sandbox]:
 
 @pytest.fixture(scope="module")
 def boxes(bwrap: Sandbox) -> Iterator[dict[str, Sandbox]]:
-    """The backend each kind is graded on: bwrap, docker for kinds that need an image (made on
-    first use)."""
+    """The backend each kind is graded on: bwrap (over an image's exported root for kinds that
+    need one); another made on first use where bwrap could not grade a kind."""
     made: dict[str, Sandbox] = {"bwrap": bwrap}
     yield made
     if "docker" in made:
@@ -109,7 +111,7 @@ def boxes(bwrap: Sandbox) -> Iterator[dict[str, Sandbox]]:
 
 
 def box_for(kind: str, boxes: dict[str, Sandbox]) -> Sandbox:
-    name = "docker" if KINDS.get(kind).needs_image else "bwrap"
+    name = "docker" if KINDS.get(kind).needs_image and not boxes["bwrap"].runs_over_root else "bwrap"
     if name not in boxes:
         boxes[name] = create_sandbox(name)
         boxes[name].start()

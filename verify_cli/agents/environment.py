@@ -243,7 +243,9 @@ class TaskEnvironment:
             if built.layer is not None:
                 more["layer"] = built.layer
         limits = session_limits(task, command_seconds=command_seconds)
-        own = kind_of(task).open_session(task, image, limits)  # a Harbor task's container, at its workdir
+        # a Harbor task's container, at its workdir
+        over = {"layer": built.layer} if built is not None and built.layer is not None else {}
+        own = kind_of(task).open_session(task, image, limits, **over)
         session = own if own is not None else sandbox.open_session(
             session_workspace(task), limits, image=image,
             labels={"verify-cli.task": task.id, "verify-cli.phase": "episode"}, **more)

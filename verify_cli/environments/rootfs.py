@@ -9,6 +9,7 @@ the store.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -21,6 +22,9 @@ from verify_cli.sandbox.bwrap.rootfs import file_in_root, prepare_root
 
 #: The folder of an environment's store folder that holds the exported root file system.
 ROOTFS_DIR = "rootfs"
+#: The file beside an exported root that keeps what its image's configuration says and a root
+#: file system cannot: its ``Env``, ``User`` and ``WorkingDir`` (a JSON object of those keys).
+IMAGE_CONFIG = "image-config.json"
 #: Where an image's Python interpreter is looked for, in order (paths inside the root).
 PYTHON_CANDIDATES = ("/usr/local/bin/python3", "/usr/bin/python3", "/usr/local/bin/python", "/usr/bin/python")
 
@@ -76,12 +80,27 @@ def export_rootfs(client: Any, image: str, folder: Path, log: IO[str], log_path:
     except ValueError as e:
         remove_tree(partial)
         raise EnvironmentBuildError(identity, str(e), log=str(log_path)) from None
+    config: dict[str, Any] = {}
+    with contextlib.suppress(DockerException, KeyError, TypeError):
+        raw = client.images.get(image).attrs.get("Config") or {}
+        config = {k: raw.get(k) for k in ("Env", "User", "WorkingDir")}
+    (folder / IMAGE_CONFIG).write_text(json.dumps(config, sort_keys=True))
     remove_tree(dest)
     os.replace(partial, dest)
     python = find_python(dest)
     log.write(f"root file system: {dest} (python: {python or 'none'})\n")
     log.flush()
     return {"rootfs": str(dest), "rootfs_python": python}
+
+
+def image_config(root: str | Path) -> dict[str, Any]:
+    """What the image of the exported root ``root`` was configured with (:data:`IMAGE_CONFIG`):
+    ``Env`` (a list of ``NAME=value``), ``User``, ``WorkingDir``; empty where it was not kept."""
+    try:
+        data = json.loads((Path(root).parent / IMAGE_CONFIG).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def find_python(root: Path) -> str:
@@ -92,4 +111,4 @@ def find_python(root: Path) -> str:
     return ""
 
 
-__all__ = ["PYTHON_CANDIDATES", "ROOTFS_DIR", "export_rootfs", "find_python"]
+__all__ = ["IMAGE_CONFIG", "PYTHON_CANDIDATES", "ROOTFS_DIR", "export_rootfs", "find_python", "image_config"]

@@ -413,13 +413,13 @@ class Grader:
         started = time.monotonic()
         task = req.task
         kind = kind_of(task)
-        if kind.needs_image and not self.sandbox.runs_in_image:
-            # Such a kind runs itself in a container: nothing to build here (not even a root).
+        if kind.needs_image and not (self.sandbox.runs_in_image or self.sandbox.runs_over_root):
+            # Such a kind runs itself in a container or over an image's root: nothing to build here.
             declared = spec_of(task) if task.environment.declared else None
             return environment_error(req, self.sandbox.name, EnvironmentBuildError(
                 declared.id if declared is not None else task.id,
                 f"kind '{kind.name}' runs in its environment's image: grade {task.id} with --sandbox docker "
-                f"(its trials on {self.sandbox.name} are not built yet)"), started)
+                f"or bwrap (its trials on {self.sandbox.name} are not built)"), started)
         try:
             realised = self.environments.realise(task)
         except EnvironmentBuildError as e:
@@ -431,7 +431,9 @@ class Grader:
                 "the task with a kind that needs none (command, node)"), started)
         if kind.runs_itself(task):
             image = realised.image if realised and realised.image else task.environment.image
-            own = kind.run_phase(task, req.phase, req.candidate, sandbox=self.sandbox, image=image)
+            # the layer only where there is one: a plugin kind written before it keeps its signature
+            over = {"layer": realised.layer} if realised is not None and realised.layer is not None else {}
+            own = kind.run_phase(task, req.phase, req.candidate, sandbox=self.sandbox, image=image, **over)
             result = judge(task, req, own.run, started, own.ignored,
                            isolation=IsolationPlan(own.isolation or IN_PROCESS, own.notes))
             return replace(result, environment=realised.identity) if realised else result

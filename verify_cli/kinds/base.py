@@ -41,7 +41,7 @@ _PYTHON_WORD = re.compile(r"(?:^|[\s;&|(`'\"/])python(?:3(?:\.\d+)?)?(?=[\s;&|)`
 if TYPE_CHECKING:  # grading imports this module: its own modules are imported where used
     from verify_cli.grading.junit import TestOutcome
     from verify_cli.grading.workspace import Phase
-    from verify_cli.sandbox.base import Sandbox
+    from verify_cli.sandbox.base import RuntimeLayer, Sandbox
     from verify_cli.sandbox.sessions.base import Session, SessionLimits
 
 
@@ -183,12 +183,14 @@ class Kind:
         return False
 
     def run_phase(self, task: Task, phase: Phase, candidate: Mapping[str, bytes] | None, *, sandbox: Sandbox,
-                  image: str | None) -> OwnRun:
-        """Run one phase of ``task`` in the built environment ``image`` (only where
+                  image: str | None, layer: RuntimeLayer | None = None) -> OwnRun:
+        """Run one phase of ``task`` in the built environment: ``image`` (a backend that runs in
+        images), or ``layer`` (its exported root, on a backend that runs over one) (only where
         :meth:`runs_itself`)."""
         raise NotImplementedError(f"{self.name} runs its tasks' test command")
 
-    def open_session(self, task: Task, image: str | None, limits: SessionLimits) -> Session | None:
+    def open_session(self, task: Task, image: str | None, limits: SessionLimits, *,
+                     layer: RuntimeLayer | None = None) -> Session | None:
         """An agent's session in ``task``'s environment where the kind opens its own (Harbor: a
         container of the task's image at its workdir); None: the backend's session."""
         return None

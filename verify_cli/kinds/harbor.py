@@ -1,6 +1,7 @@
 """The ``harbor`` kind: a Harbor task folder read as it is (:mod:`verify_cli.formats.harbor`).
 
-Its phases run themselves, on docker, as Harbor trials: the reference is the oracle
+Its phases run themselves, on docker or on bwrap (over the image's exported root file system:
+:mod:`verify_cli.formats.harbor.bwrap`), as Harbor trials: the reference is the oracle
 (``solution/solve.sh``) run in the environment, the starter is doing nothing, a candidate is the
 agent's files laid into the working directory; the verifier (``tests/test.sh``) then runs in a
 fresh container with only that work carried in (or, declared, in the agent's own: shared). The
@@ -13,6 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import ClassVar
 
+from verify_cli.formats.harbor.bwrap import BwrapTrials
 from verify_cli.formats.harbor.dockerfile import baked_in
 from verify_cli.formats.harbor.spec import AGENT_SCRIPT, VerifierMode
 from verify_cli.formats.harbor.verifier import REWARD_RESULT, AgentPhase, HarborTrials
@@ -20,7 +22,7 @@ from verify_cli.grading.junit import TestOutcome
 from verify_cli.grading.workspace import Phase
 from verify_cli.kinds.base import Kind, OwnRun
 from verify_cli.kinds.registry import register_kind
-from verify_cli.sandbox.base import RunResult, Sandbox, Verdict
+from verify_cli.sandbox.base import RunResult, RuntimeLayer, Sandbox, Verdict
 from verify_cli.sandbox.sessions.base import Session, SessionLimits
 from verify_cli.tasks.model import Task
 
@@ -36,41 +38,56 @@ IN_VERIFIER_NOTE = ("test.sh runs the agent's files in the verifier's container:
 class HarborKind(Kind):
     name: ClassVar[str] = "harbor"
     summary: ClassVar[str] = ("a Harbor task folder: the oracle or the agent's work, then tests/test.sh in a fresh "
-                              "container writing /logs/verifier/reward.json|txt")
+                              "container (or root) writing /logs/verifier/reward.json|txt")
     needs_image: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__()
         self.trials = HarborTrials()
+        self.bwrap_trials = BwrapTrials()
 
     def runs_itself(self, task: Task) -> bool:
         return True
 
     def run_phase(self, task: Task, phase: Phase, candidate: Mapping[str, bytes] | None, *, sandbox: Sandbox,
-                  image: str | None) -> OwnRun:
+                  image: str | None, layer: RuntimeLayer | None = None) -> OwnRun:
         if task.harbor is None:
             return OwnRun(RunResult(Verdict.SETUP_ERROR, sandbox.name, message=(
                 f"{task.id}: kind 'harbor' is for Harbor task folders (instruction.md, tests/test.sh, "
                 "solution/solve.sh), read as they are")))
-        if not sandbox.runs_in_image:
+        root = layer.root if layer is not None else None
+        if not sandbox.runs_in_image and not sandbox.runs_over_root:
             return OwnRun(RunResult(Verdict.SETUP_ERROR, sandbox.name, message=(
-                f"a Harbor task runs in its environment's image: grade {task.id} with --sandbox docker "
-                "(Harbor trials on bwrap are not built yet: a trial writes its whole container, an image's root "
-                "file system is read-only there)")))
+                f"a Harbor task runs in its environment's image: grade {task.id} with --sandbox docker, or "
+                "--sandbox bwrap (over the image's exported root file system)")))
+        if not sandbox.runs_in_image and root is None:
+            return OwnRun(RunResult(Verdict.SETUP_ERROR, sandbox.name, message=(
+                f"{task.id} names a prebuilt image ([environment] docker_image) and no environment/Dockerfile: "
+                f"{sandbox.name} runs over the root file systems of images verify-cli builds; grade it with "
+                "--sandbox docker, or add an environment/Dockerfile (FROM that image)")))
         files = dict(candidate or {})
         script = files.pop(AGENT_SCRIPT, None)
         agent = {Phase.REFERENCE: AgentPhase(oracle=True), Phase.STARTER: AgentPhase()}.get(
             phase, AgentPhase(script=script.decode("utf-8", "replace") if script is not None else None, files=files))
-        trial = self.trials.trial(task, image or task.environment.image, agent)
+        if sandbox.runs_in_image:
+            trial = self.trials.trial(task, image or task.environment.image, agent)
+        else:
+            assert root is not None
+            trial = self.bwrap_trials.trial(task, root, agent)
         shared = trial.mode is VerifierMode.SHARED
         return OwnRun(trial.run, trial.ignored, SHARED_VERIFIER if shared else ISOLATED_VERIFIER,
-                      (SHARED_NOTE,) if shared else (IN_VERIFIER_NOTE,))
+                      ((SHARED_NOTE,) if shared else (IN_VERIFIER_NOTE,)) + trial.notes)
 
-    def open_session(self, task: Task, image: str | None, limits: SessionLimits) -> Session | None:
+    def open_session(self, task: Task, image: str | None, limits: SessionLimits, *,
+                     layer: RuntimeLayer | None = None) -> Session | None:
         from verify_cli.formats.harbor.session import HarborSession
 
         if task.harbor is None:
             return None
+        if layer is not None and layer.root is not None:  # bwrap: a writable root over the image's exported one
+            from verify_cli.formats.harbor.bwrap_session import HarborBwrapSession
+
+            return HarborBwrapSession.open(task, layer.root, limits, self.bwrap_trials)
         return HarborSession.open(task, image or task.environment.image, limits, self.trials)
 
     def score(self, task: Task, tests: list[TestOutcome], run: RunResult) -> float | None:

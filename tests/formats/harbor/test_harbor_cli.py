@@ -4,6 +4,7 @@ their task.toml: "unknown field 'agent'", exit 1)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,14 +34,30 @@ def test_check_tasks_on_a_planted_defect_exits_1(tmp_path: Path) -> None:
 
 
 @pytest.mark.bwrap
-def test_on_bwrap_a_harbor_task_is_an_environment_error_saying_why(tmp_path: Path) -> None:
+@pytest.mark.docker
+def test_check_tasks_on_bwrap_grades_harbor_and_terminal_bench_folders_over_their_roots(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VERIFY_CLI_ENV_DIR", str(tmp_path / "store"))
     out = tmp_path / "report.json"
-    code = main(["check-tasks", str(FIXTURES / "sound" / "fix-sum"), "--sandbox", "bwrap", "--repeats", "1",
+    shutil.copytree(FIXTURES / "sound" / "fix-sum", tmp_path / "tasks" / "fix-sum")
+    shutil.copytree(FIXTURES.parent / "terminal-bench" / "hello-file", tmp_path / "tasks" / "hello-file")
+    code = main(["check-tasks", str(tmp_path / "tasks"), "--sandbox", "bwrap", "--repeats", "1", "--no-cache",
+                 "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert code == 0, doc
+    assert {t["task_id"]: t["verdict"] for t in doc["tasks"]} == {"fix-sum": "sound", "hello-file": "sound"}
+    runs = [r for t in doc["tasks"] for r in t["runs"]]
+    assert all(r["isolation"] == "isolated-verifier" and r["environment"] for r in runs)
+
+
+def test_on_the_process_backend_a_harbor_task_is_an_environment_error_saying_why(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    code = main(["check-tasks", str(FIXTURES / "sound" / "fix-sum"), "--sandbox", "process", "--repeats", "1",
                  "--no-cache", "--json", str(out)])
     assert code == 1
     (task,) = json.loads(out.read_text())["tasks"]
     assert task["verdict"] == "environment-error"
-    assert "--sandbox docker" in json.dumps(task["checks"])
+    assert "--sandbox docker or bwrap" in json.dumps(task["checks"])
 
 
 @pytest.mark.docker

@@ -82,13 +82,21 @@ done
 true
 """
 REWARD_WRITE = _REWARD_1 + "true\n"
-REWARD_REWRITER = f"""cat > /tmp/.rewriter.sh <<'LOOP'
+#: The rewriter replaces the files whole (a rename: never a truncated file, whenever it is read or
+#: stopped), and the agent waits until it has written once (however slowly it is scheduled).
+REWARD_REWRITER = """cat > /tmp/.rewriter.sh <<'LOOP'
 while :; do
-{_REWARD_1}sleep 0.01
+mkdir -p /logs/verifier 2>/dev/null
+if cd /logs/verifier 2>/dev/null; then
+echo 1 > .r.txt 2>/dev/null && mv -f .r.txt reward.txt 2>/dev/null
+echo '{"reward": 1}' > .r.json 2>/dev/null && mv -f .r.json reward.json 2>/dev/null
+fi
+sleep 0.01
 done
 LOOP
 nohup sh /tmp/.rewriter.sh >/dev/null 2>&1 &
-sleep 0.2
+i=0
+while [ ! -s /logs/verifier/reward.json ] && [ "$i" -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 """
 
 #: The fix read from the project's git history in the image: the parent of HEAD (an author who

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 
 from verify_cli.formats.harbor.spec import HarborSpec
-from verify_cli.formats.harbor.verifier import HarborTrials, TrialInfraError, _captured, _Exec, _tar
+from verify_cli.formats.harbor.verifier import HarborTrials, TrialInfraError, _Exec, _tar, captured
 from verify_cli.sandbox.sessions.base import (
     ExecResult,
     ExecVerdict,
@@ -101,7 +101,7 @@ class HarborSession(Session):
         if not done:
             return ExecResult(ExecVerdict.TIMEOUT, wall_seconds=wall, message=f"the command ran past {limit:g}s")
         verdict = ExecVerdict.OK if code == 0 else ExecVerdict.NONZERO_EXIT
-        return ExecResult(verdict, exit_code=code, stdout=_captured(ex.output), wall_seconds=wall)
+        return ExecResult(verdict, exit_code=code, stdout=captured(ex.output), wall_seconds=wall)
 
     def _archive(self, path: str) -> tarfile.TarFile:
         try:

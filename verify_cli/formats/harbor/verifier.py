@@ -95,9 +95,11 @@ class Trial:
     deleted: tuple[str, ...] = ()
     agent_seconds: float = 0.0
     verifier_seconds: float = 0.0
+    #: How the trial's environment was made, where a backend says (bwrap: its writable roots).
+    notes: tuple[str, ...] = ()
 
 
-def _captured(data: bytes) -> CapturedOutput:
+def captured(data: bytes) -> CapturedOutput:
     if len(data) <= 2 * _KEEP:
         return CapturedOutput(head=data, total_bytes=len(data))
     return CapturedOutput(head=data[:_KEEP], tail=data[-_KEEP:], total_bytes=len(data), truncated=True)
@@ -166,6 +168,37 @@ def admit(files: Mapping[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
         else:
             taken[rel] = data
     return taken, ignored
+
+
+def judge_verifier(verdict: Verdict, exit_code: int | None, logs: Mapping[str, bytes], output: bytes, wall: float,
+                   message: str, *, backend: str, digest: str | None = None) -> tuple[RunResult, Reward]:
+    """The verifier's run as evidence (on any backend): the reward read from ``logs`` (the files of
+    ``/logs/verifier``: reward.json first) as JUnit and as :data:`REWARD_RESULT`; the verdict is
+    the reward's (test.sh's exit status is not), a timeout with no reward says so."""
+    reward = read_reward(logs)
+    if verdict is Verdict.TIMEOUT and not reward.values:
+        reward = Reward({}, "", f"the verifier ran past its timeout_sec ({message})")
+    results = {RESULTS_FILE: reward_junit(reward, output_tail(output)),
+               REWARD_RESULT: json.dumps(reward.to_dict(), sort_keys=True).encode()}
+    if verdict is Verdict.OK:
+        # test.sh's exit status is not the verdict (the reward file is): keep the two consistent
+        verdict, exit_code = (Verdict.OK, 0) if reward.passed else (Verdict.NONZERO_EXIT, 1)
+    run = RunResult(verdict, backend, exit_code=exit_code, wall_seconds=wall, stdout=captured(output),
+                    results=results, message=message, image_digest=digest)
+    return run, reward
+
+
+def read_logs(folder: Path) -> dict[str, bytes]:
+    """The regular files (not links) of a host folder that was the verifier's ``/logs/verifier``."""
+    if not folder.is_dir() or folder.is_symlink():
+        return {}
+    return {p.name: p.read_bytes()[:1 << 20] for p in folder.iterdir() if p.is_file() and not p.is_symlink()}
+
+
+def agent_timeout_run(message: str, output: bytes, backend: str) -> RunResult:
+    """The run of a trial whose agent phase ran past its timeout (no verifier ran)."""
+    return RunResult(Verdict.TIMEOUT, backend, message=message, stdout=captured(output),
+                     results={RESULTS_FILE: reward_junit(Reward({}, "", message))})
 
 
 class _Exec:
@@ -357,20 +390,10 @@ class HarborTrials:
 
     def _judge(self, verdict: Verdict, exit_code: int | None, logs: Mapping[str, bytes], output: bytes,
                wall: float, message: str, image: str) -> tuple[RunResult, Reward]:
-        reward = read_reward(logs)
-        if verdict is Verdict.TIMEOUT and not reward.values:
-            reward = Reward({}, "", f"the verifier ran past its timeout_sec ({message})")
-        results = {RESULTS_FILE: reward_junit(reward, output_tail(output)),
-                   REWARD_RESULT: json.dumps(reward.to_dict(), sort_keys=True).encode()}
-        if verdict is Verdict.OK:
-            # test.sh's exit status is not the verdict (the reward file is): keep the two consistent
-            verdict, exit_code = (Verdict.OK, 0) if reward.passed else (Verdict.NONZERO_EXIT, 1)
         digest = None
         with suppress(Exception):
             digest = str(self.client.images.get(image).id)
-        run = RunResult(verdict, _BACKEND, exit_code=exit_code, wall_seconds=wall, stdout=_captured(output),
-                        results=results, message=message, image_digest=digest)
-        return run, reward
+        return judge_verifier(verdict, exit_code, logs, output, wall, message, backend=_BACKEND, digest=digest)
 
     def _isolated(self, task: Task, spec: HarborSpec, image: str, agent: AgentPhase) -> Trial:
         api = self.client.api
@@ -393,7 +416,7 @@ class HarborTrials:
                 ignored += refused
             agent_seconds = time.monotonic() - t0
             if verdict is Verdict.TIMEOUT:
-                run = RunResult(Verdict.TIMEOUT, _BACKEND, message=message, stdout=_captured(output),
+                run = RunResult(Verdict.TIMEOUT, _BACKEND, message=message, stdout=captured(output),
                                 results={RESULTS_FILE: reward_junit(Reward({}, "", message))})
                 return Trial(run, None, VerifierMode.ISOLATED, tuple(sorted(carried)), tuple(ignored),
                              tuple(deleted), agent_seconds)
@@ -432,7 +455,7 @@ class HarborTrials:
                 if state.get("OOMKilled"):
                     verdict, message = Verdict.MEMORY_LIMIT, f"test.sh ran out of {spec.memory_mb} MiB"
                 output = api.logs(cid, stdout=True, stderr=True) or b""
-            files = {p.name: p.read_bytes()[:1 << 20] for p in logs.iterdir() if p.is_file() and not p.is_symlink()}
+            files = read_logs(logs)
         wall = time.monotonic() - t1
         run, reward = self._judge(verdict, exit_code, files, output, wall,
                                   message or f"test.sh exited {exit_code}", image)
@@ -449,7 +472,7 @@ class HarborTrials:
             verdict, message, output = self._agent_phase(task, spec, cid, agent)
             agent_seconds = time.monotonic() - t0
             if verdict is Verdict.TIMEOUT:
-                run = RunResult(Verdict.TIMEOUT, _BACKEND, message=message, stdout=_captured(output),
+                run = RunResult(Verdict.TIMEOUT, _BACKEND, message=message, stdout=captured(output),
                                 results={RESULTS_FILE: reward_junit(Reward({}, "", message))})
                 return Trial(run, None, VerifierMode.SHARED, agent_seconds=agent_seconds)
             t1 = time.monotonic()
@@ -468,4 +491,5 @@ class HarborTrials:
 
 
 __all__ = ["MAX_WORK_BYTES", "REWARD_RESULT", "SHADOWING", "AgentPhase", "HarborTrials", "Trial", "TrialInfraError",
-           "admit", "oracle_files", "verifier_files"]
+           "admit", "agent_timeout_run", "captured", "judge_verifier", "oracle_files", "output_tail", "read_logs",
+           "verifier_files"]
