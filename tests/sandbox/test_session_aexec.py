@@ -72,8 +72,8 @@ def test_verdicts_output_and_leftovers_match_the_thread_form(session: ServerSess
         return [await session.aexec("echo out; echo err >&2; exit 3"),
                 await session.aexec("sleep 30", timeout=0.5),
                 await session.aexec("yes | head -c 5000000"),
-                await session.aexec("(sleep 60 &) ; echo started"),
-                await session.aexec("ps -eo comm | grep -c '^sleep$' || true"),
+                await session.aexec("(sleep 61.25 &) ; echo started"),
+                await session.aexec("ps -eo args | grep -c '^sleep 61.25$' || true"),
                 await session.aexec("cat", stdin=b"fed\n")]
 
     code, slow, flood, daemon, left, fed = asyncio.run(main())
