@@ -34,7 +34,11 @@ the event loop's longest stall (``/healthz`` ``loop_block_ms_max``) while a 5.9 
 head that never finishes and a trickled body, each cut after the service's timeout.
 
     python scripts/bench_serve.py [--requests 2000] [--clients 64] [--jobs 2] [--rounds 4]
-    python scripts/bench_serve.py --small-calls-only [--small-rounds 7] [--small-calls 100]
+    python scripts/bench_serve.py --small-calls-only [--small-rounds 7] [--small-calls 100] [--compare-checkout DIR]
+
+``--compare-checkout DIR`` starts the same service from another checkout (``git worktree add DIR
+REV``, or ``git archive REV | tar -x -C DIR``) and measures its exec in the same rounds: a
+change's before and after in one run.
 """
 
 from __future__ import annotations
@@ -199,11 +203,13 @@ def small_call_times(url: str, n: int) -> tuple[float, float]:
 SMALL_KINDS = ("in-process", "service", "through FastAPI", "/healthz")
 
 
-def small_call_rounds(url: str, sandbox: str, rounds: int, n: int) -> dict[str, list[float]]:
+def small_call_rounds(url: str, sandbox: str, rounds: int, n: int,
+                      compare_url: str | None = None) -> dict[str, list[float]]:
     """Per kind of :data:`SMALL_KINDS`, the median ms of each round of ``n`` calls of each
     (within a round the kinds take turns call by call, so that each sees the same load). The
     in-process session is opened as the service opens its own (the task's starter, its
-    limits), and driven by the thread form ``Session.exec``, as a library user calls it."""
+    limits), and driven by the thread form ``Session.exec``, as a library user calls it. With
+    ``compare_url`` (a service of another checkout), its exec is a kind of its own, "compared"."""
     from verify_cli.agents.environment import TaskEnvironment
     from verify_cli.sandbox import create_sandbox
 
@@ -212,10 +218,13 @@ def small_call_rounds(url: str, sandbox: str, rounds: int, n: int) -> dict[str, 
     box.start()
     grader = create_executor("local", sandbox=sandbox, warm=True)
     env = TaskEnvironment.open(load_task(TASK), box, grader)
-    out: dict[str, list[float]] = {k: [] for k in SMALL_KINDS}
+    kinds = (*SMALL_KINDS, "compared") if compare_url else SMALL_KINDS
+    out: dict[str, list[float]] = {k: [] for k in kinds}
     try:
-        with httpx.Client(base_url=url) as c:
+        with httpx.Client(base_url=url) as c, httpx.Client(base_url=compare_url or url) as other:
             sid = c.post("/v1/sessions", json={"task_id": "coding/interval-merge"}).json()["session_id"]
+            other_sid = (other.post("/v1/sessions", json={"task_id": "coding/interval-merge"}).json()["session_id"]
+                         if compare_url else "")
             calls = {
                 "in-process": lambda: env.session.exec("true"),
                 "service": lambda: c.post(f"/v1/sessions/{sid}/exec", content=exec_body,
@@ -223,21 +232,23 @@ def small_call_rounds(url: str, sandbox: str, rounds: int, n: int) -> dict[str, 
                 "through FastAPI": lambda: c.post(f"/v1/sessions/{sid}/exec", content=exec_body,
                                                   headers={"content-type": "application/vnd.api+json"}),
                 "/healthz": lambda: c.get("/healthz"),
+                "compared": lambda: other.post(f"/v1/sessions/{other_sid}/exec", content=exec_body,
+                                               headers={"content-type": "application/json"}),
             }
-            for call in calls.values():  # warm up every path
+            for kind in kinds:  # warm up every path
                 for _ in range(5):
-                    call()
+                    calls[kind]()
             check = calls["service"]()
             assert check.status_code == 200 and check.json()["verdict"] == "ok", check.text
             for _ in range(rounds):
                 # call by call in turn: every kind sees the same moment's load
-                times: dict[str, list[float]] = {k: [] for k in SMALL_KINDS}
+                times: dict[str, list[float]] = {k: [] for k in kinds}
                 for _ in range(n):
-                    for kind in SMALL_KINDS:
+                    for kind in kinds:
                         t0 = time.perf_counter()
                         calls[kind]()
                         times[kind].append((time.perf_counter() - t0) * 1000)
-                for kind in SMALL_KINDS:
+                for kind in kinds:
                     out[kind].append(_median(times[kind]))
             c.delete(f"/v1/sessions/{sid}")
     finally:
@@ -263,7 +274,7 @@ def without_nodelay(sandbox: str, n: int) -> tuple[float, float]:
         proc.wait(60)
 
 
-def small_calls(sandbox: str, rounds: int = 7, n: int = 100) -> bool:
+def small_calls(sandbox: str, rounds: int = 7, n: int = 100, compare: Path | None = None) -> bool:
     """Small-call round trips, a huge body and slow clients against one service; True when
     every target holds."""
     import socket
@@ -288,10 +299,23 @@ def small_calls(sandbox: str, rounds: int = 7, n: int = 100) -> bool:
         assert proc.stdout is not None
         url = next(line.rsplit("listening on ", 1)[1].strip() for line in proc.stdout if "listening on " in line)
         port = int(url.rsplit(":", 1)[1])
+        other: subprocess.Popen[str] | None = None
         try:
+            compare_url = None
+            if compare is not None:  # the same service from another checkout (the before of a change)
+                other = subprocess.Popen([*args[:5], "--port", "0", "--sandbox", sandbox, "--journal",
+                                          str(Path(tmp) / "j2.jsonl"), "--log-level", "warning"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                         env={**os.environ, "PYTHONPATH": str(compare)})
+                assert other.stdout is not None
+                compare_url = next(line.rsplit("listening on ", 1)[1].strip() for line in other.stdout
+                                   if "listening on " in line)
             load_before = os.getloadavg()[0]
-            small = small_call_rounds(url, sandbox, rounds, n)
+            small = small_call_rounds(url, sandbox, rounds, n, compare_url)
             load_after = os.getloadavg()[0]
+            if other is not None:
+                other.terminate()
+                other.wait(60)
             health, served = _median(small["/healthz"]), _median(small["service"])
             old_health, old_served = without_nodelay(sandbox, max(20, n // 4))
             body = json.dumps({"candidates": [{"id": f"c{i}", "task_id": "coding/interval-merge",
@@ -335,23 +359,31 @@ def small_calls(sandbox: str, rounds: int = 7, n: int = 100) -> bool:
                     head = sk.recv(4096).split(b"\r\n", 1)[0].decode()
                     cut[name] = (head, time.perf_counter() - t0)
         finally:
-            proc.terminate()
-            proc.wait(60)
+            for running in (proc, other):
+                if running is not None and running.poll() is None:
+                    running.terminate()
+                    running.wait(60)
     overheads = [svc - local for svc, local in zip(small["service"], small["in-process"], strict=True)]
     overhead = _median(overheads)
     in_process, routed = _median(small["in-process"]), _median(small["through FastAPI"])
-    print(f"small calls: {rounds} alternating rounds of {n} calls each; load average {load_before:.1f} before, "
-          f"{load_after:.1f} after, on {os.cpu_count()} cores; ms, the median of the rounds' medians "
-          f"(each round's in brackets):")
+    print(f"small calls: {rounds} rounds of {n} calls of each kind, in turn call by call; load average "
+          f"{load_before:.1f} before, {load_after:.1f} after, on {os.cpu_count()} cores; ms, the median of the "
+          f"rounds' medians (each round's in brackets):")
     for kind, label in (("in-process", "session exec of true, in-process (Session.exec)"),
                         ("service", "session exec of true, through the service"),
                         ("through FastAPI", "the same exec through FastAPI's route (no fast lane)"),
-                        ("/healthz", "/healthz round trip (the HTTP stack's floor)")):
+                        ("/healthz", "/healthz round trip (the HTTP stack's floor)"),
+                        ("compared", f"session exec of true, the service of {compare}")):
+        if kind not in small:
+            continue
         rounds_text = " ".join(f"{v:.2f}" for v in small[kind])
         print(f"  {label:55} {_median(small[kind]):6.2f}  [{rounds_text}]")
     print(f"session exec of true: service {served:.2f} ms, in-process {in_process:.2f} ms, overhead {overhead:.2f} ms "
           f"(median of the rounds' differences; target <= 2 ms: {'met' if overhead <= 2.0 else 'NOT met'}); "
           f"service/in-process = {served / in_process:.2f}")
+    if "compared" in small:
+        before = [b - local for b, local in zip(small["compared"], small["in-process"], strict=True)]
+        print(f"  the service of {compare}: overhead {_median(before):.2f} ms in the same rounds")
     print(f"  of the overhead, the HTTP round trip itself (/healthz) is {health:.2f} ms; the rest, "
           f"{overhead - health:.2f} ms, is the exec route's own; FastAPI's route instead of the fast lane adds "
           f"{routed - served:.2f} ms")
@@ -383,11 +415,14 @@ def main() -> int:
     parser.add_argument("--small-calls-only", action="store_true",
                         help="only the small-call, huge-body and slow-client measurements")
     parser.add_argument("--small-rounds", type=int, default=7,
-                        help="alternating rounds of the small calls (the median of the rounds is reported)")
+                        help="rounds of the small calls (the median of the rounds is reported)")
     parser.add_argument("--small-calls", type=int, default=100, help="calls of each kind per small-calls round")
+    parser.add_argument("--compare-checkout", type=Path, metavar="DIR",
+                        help="also measure the small calls of a service run from another checkout of verify-cli "
+                             "(its folder holding verify_cli/), in the same rounds: a change's before and after")
     args = parser.parse_args()
     if args.small_calls_only:
-        return 0 if small_calls(args.sandbox, args.small_rounds, args.small_calls) else 1
+        return 0 if small_calls(args.sandbox, args.small_rounds, args.small_calls, args.compare_checkout) else 1
     source = (TASK / "solution" / "intervals.py").read_text()
     files = {"intervals.py": source.encode()}
     per_round = max(1, args.requests // args.rounds)
