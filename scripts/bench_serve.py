@@ -382,8 +382,8 @@ def small_calls(sandbox: str, rounds: int = 7, n: int = 100, compare: Path | Non
           f"(median of the rounds' differences; target <= 2 ms: {'met' if overhead <= 2.0 else 'NOT met'}); "
           f"service/in-process = {served / in_process:.2f}")
     if "compared" in small:
-        before = [b - local for b, local in zip(small["compared"], small["in-process"], strict=True)]
-        print(f"  the service of {compare}: overhead {_median(before):.2f} ms in the same rounds")
+        compared = [b - local for b, local in zip(small["compared"], small["in-process"], strict=True)]
+        print(f"  the service of {compare}: overhead {_median(compared):.2f} ms in the same rounds")
     print(f"  of the overhead, the HTTP round trip itself (/healthz) is {health:.2f} ms; the rest, "
           f"{overhead - health:.2f} ms, is the exec route's own; FastAPI's route instead of the fast lane adds "
           f"{routed - served:.2f} ms")
