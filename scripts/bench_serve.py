@@ -210,7 +210,7 @@ def small_call_rounds(url: str, sandbox: str, rounds: int, n: int,
     in-process session is opened as the service opens its own (the task's starter, its
     limits), and driven by the thread form ``Session.exec``, as a library user calls it. With
     ``compare_url`` (a service of another checkout), its exec is a kind of its own, "compared"."""
-    from verify_cli.agents.environment import TaskEnvironment
+    from verify_cli.agents import TaskEnvironment
     from verify_cli.sandbox import create_sandbox
 
     exec_body = json.dumps({"command": "true"}).encode()
