@@ -203,13 +203,30 @@ def small_call_times(url: str, n: int) -> tuple[float, float]:
 SMALL_KINDS = ("in-process", "service", "through FastAPI", "/healthz")
 
 
-def small_call_rounds(url: str, sandbox: str, rounds: int, n: int,
-                      compare_url: str | None = None) -> dict[str, list[float]]:
+def _scheduled(pid: int) -> tuple[int, int]:
+    """CPU ns and times scheduled so far of every thread of process ``pid`` (Linux schedstat)."""
+    cpu = slices = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            ran, _waited, count = (int(x) for x in stat.read_text().split())
+        except (OSError, ValueError):
+            continue
+        cpu, slices = cpu + ran, slices + count
+    return cpu, slices
+
+
+def small_call_rounds(url: str, sandbox: str, rounds: int, n: int, pids: dict[str, int],
+                      compare_url: str | None = None) -> tuple[dict[str, list[float]], dict[str, tuple[float, float]]]:
     """Per kind of :data:`SMALL_KINDS`, the median ms of each round of ``n`` calls of each
     (within a round the kinds take turns call by call, so that each sees the same load). The
     in-process session is opened as the service opens its own (the task's starter, its
     limits), and driven by the thread form ``Session.exec``, as a library user calls it. With
-    ``compare_url`` (a service of another checkout), its exec is a kind of its own, "compared"."""
+    ``compare_url`` (a service of another checkout), its exec is a kind of its own, "compared".
+
+    Then, for each service of ``pids`` (by kind), ``n`` execs on their own: the CPU the
+    service process spent per exec (all its threads) and how many times its threads were
+    scheduled per exec (each a wake-up that waits for a core on a loaded machine); for
+    "in-process", the CPU of the calling thread per exec. These two do not depend on the load."""
     from verify_cli.agents import TaskEnvironment
     from verify_cli.sandbox import create_sandbox
 
@@ -250,12 +267,23 @@ def small_call_rounds(url: str, sandbox: str, rounds: int, n: int,
                         times[kind].append((time.perf_counter() - t0) * 1000)
                 for kind in kinds:
                     out[kind].append(_median(times[kind]))
+            cpu: dict[str, tuple[float, float]] = {}
+            started = time.thread_time()
+            for _ in range(n):
+                calls["in-process"]()
+            cpu["in-process"] = ((time.thread_time() - started) * 1e6 / n, float("nan"))
+            for kind, pid in pids.items():
+                before = _scheduled(pid)
+                for _ in range(n):
+                    calls[kind]()
+                after = _scheduled(pid)
+                cpu[kind] = ((after[0] - before[0]) / 1e3 / n, (after[1] - before[1]) / n)
             c.delete(f"/v1/sessions/{sid}")
     finally:
         env.close()
         grader.close()
         box.close()
-    return out
+    return out, cpu
 
 
 def _median(values: list[float]) -> float:
@@ -311,7 +339,8 @@ def small_calls(sandbox: str, rounds: int = 7, n: int = 100, compare: Path | Non
                 compare_url = next(line.rsplit("listening on ", 1)[1].strip() for line in other.stdout
                                    if "listening on " in line)
             load_before = os.getloadavg()[0]
-            small = small_call_rounds(url, sandbox, rounds, n, compare_url)
+            pids = {"service": proc.pid, **({"compared": other.pid} if other is not None else {})}
+            small, cpu = small_call_rounds(url, sandbox, rounds, n, pids, compare_url)
             load_after = os.getloadavg()[0]
             if other is not None:
                 other.terminate()
@@ -384,6 +413,10 @@ def small_calls(sandbox: str, rounds: int = 7, n: int = 100, compare: Path | Non
     if "compared" in small:
         compared = [b - local for b, local in zip(small["compared"], small["in-process"], strict=True)]
         print(f"  the service of {compare}: overhead {_median(compared):.2f} ms in the same rounds")
+    print(f"  CPU per exec: the service process {cpu['service'][0]:.0f} us, its threads scheduled "
+          f"{cpu['service'][1]:.1f} times" + (f"; the service of {compare}: {cpu['compared'][0]:.0f} us, "
+                                              f"{cpu['compared'][1]:.1f} times" if "compared" in cpu else "")
+          + f"; the calling thread in-process: {cpu['in-process'][0]:.0f} us (these do not depend on the load)")
     print(f"  of the overhead, the HTTP round trip itself (/healthz) is {health:.2f} ms; the rest, "
           f"{overhead - health:.2f} ms, is the exec route's own; FastAPI's route instead of the fast lane adds "
           f"{routed - served:.2f} ms")
