@@ -738,7 +738,12 @@ async def _drive_steps(steps: Generator[_Step, Any, ExecResult]) -> ExecResult:
                 if isinstance(step, _Wait):
                     value = await watch.ready(step.fds, step.timeout)
                 else:
-                    value = await loop.run_in_executor(session_executor(), functools.partial(step.fn, *step.args))
+                    watch.pause()  # output still pending must not keep waking the loop meanwhile
+                    try:
+                        value = await loop.run_in_executor(session_executor(),
+                                                           functools.partial(step.fn, *step.args))
+                    finally:
+                        watch.resume()
             except Exception as e:  # raised where the step was taken, as in a thread's exec
                 error = e
     finally:
@@ -754,7 +759,19 @@ class _Watch:
         self.epoll = select.epoll()
         self.known: set[int] = set()
         self.woken: asyncio.Future[None] | None = None
-        loop.add_reader(self.epoll.fileno(), self._wake)
+        self.watched = False
+        self.resume()
+
+    def resume(self) -> None:
+        """The loop watches the set (level-triggered: only while the exec waits or computes)."""
+        if not self.watched:
+            self.loop.add_reader(self.epoll.fileno(), self._wake)
+            self.watched = True
+
+    def pause(self) -> None:
+        if self.watched:
+            self.loop.remove_reader(self.epoll.fileno())
+            self.watched = False
 
     def _wake(self) -> None:
         if self.woken is not None and not self.woken.done():
@@ -787,7 +804,7 @@ class _Watch:
         return self._look(fds)
 
     def close(self) -> None:
-        self.loop.remove_reader(self.epoll.fileno())
+        self.pause()
         self.epoll.close()
 
 
