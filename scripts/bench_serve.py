@@ -340,7 +340,8 @@ def small_calls(sandbox: str, rounds: int = 7, n: int = 100, compare: Path | Non
                 other = subprocess.Popen([*args[:5], "--port", "0", "--sandbox", sandbox, "--journal",
                                           str(Path(tmp) / "j2.jsonl"), "--log-level", "warning"],
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                         env={**os.environ, "PYTHONPATH": str(compare)})
+                                         env={**os.environ, "PYTHONPATH": str(compare)},
+                                         cwd=compare)  # python -m looks in its working folder first
                 assert other.stdout is not None
                 compare_url = next(line.rsplit("listening on ", 1)[1].strip() for line in other.stdout
                                    if "listening on " in line)
