@@ -188,3 +188,17 @@ def test_session_calls_answer_alike_on_the_fast_lane_and_through_fastapi(served:
     statuses = [status for status, _ in answers["fast"]]
     assert statuses == [200, 200, 200, 422, 422, 404, 422]
     assert answers["fast"][2][1]["stdout"] == "é\n" and answers["fast"][2][1]["exit_code"] == 4  # type: ignore[index]
+
+
+def test_a_large_file_written_and_read_through_the_fast_lane_is_whole(served: Served) -> None:
+    """Bodies and answers past fastlane.LARGE are decoded and encoded on a worker thread."""
+    text = "".join(f"line {i} é\n" for i in range(120_000))  # about 1.4 MB
+    with VerifyClient(served.url) as client:
+        sid = client.open_session("coding/roman-numerals")["session_id"]
+        try:
+            client.session_write(sid, "big.txt", text)
+            assert client.session_read(sid, "big.txt") == text
+            counted = client.session_exec(sid, "wc -l < big.txt")
+        finally:
+            client.close_session(sid)
+    assert counted["stdout"].strip() == "120000"

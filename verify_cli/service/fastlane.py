@@ -13,6 +13,7 @@ in the app for the OpenAPI schema and for those requests.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -28,6 +29,9 @@ from verify_cli.service.models import ExecBody, ReadBody, WriteBody
 from verify_cli.service.sessions import SessionManager
 
 _PATH = re.compile(r"^/v1/sessions/([^/]+)/(exec|read|write)$")
+#: Bodies and answers larger than this are decoded and encoded on a worker thread, never on the
+#: event loop (a 16 MB file written or read would hold every other request meanwhile).
+LARGE = 256 * 1024
 
 
 def error_response(e: ServiceError) -> JSONResponse:
@@ -73,14 +77,18 @@ class FastLane:
             if not message.get("more_body", False):
                 break
         model, call = self.calls[found.group(2)]
+        raw = b"".join(chunks)
         try:
-            body = model.model_validate(json.loads(b"".join(chunks)))
+            body = (model.model_validate(json.loads(raw)) if len(raw) <= LARGE
+                    else await asyncio.to_thread(lambda: model.model_validate(json.loads(raw))))
         except (ValueError, ValidationError):  # FastAPI's own answer (422, the field named)
             await self.app(scope, _replay(chunks, receive), send)
             return
         response: JSONResponse
         try:
-            response = JSONResponse(await call(found.group(1), body))
+            out = await call(found.group(1), body)
+            large = len(str(out.get("content", ""))) > LARGE
+            response = await asyncio.to_thread(JSONResponse, out) if large else JSONResponse(out)
         except ServiceError as e:
             response = error_response(e)
         except UnicodeEncodeError:  # a lone surrogate reached text that must become UTF-8
