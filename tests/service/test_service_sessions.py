@@ -155,3 +155,50 @@ def test_run_tests_over_the_service_says_why_the_candidate_did_not_load(served: 
         assert ran["status"] == "graded" and ran["passed"] == 0, ran
         assert 'File "roman.py", line 1' in ran["why"] and "NameError" in ran["why"], ran
         client.session_submit(sid)
+
+
+def test_session_calls_answer_alike_on_the_fast_lane_and_through_fastapi(served: Served) -> None:
+    """A well-formed exec, read or write (application/json) skips FastAPI's stack; a JSON body
+    of another declared type (``+json``) goes through the route: the answers are the same."""
+    u = served.url
+    lanes = {"fast": {"content-type": "application/json"}, "route": {"content-type": "application/vnd.api+json"}}
+    with VerifyClient(served.url) as client:
+        sid = client.open_session("coding/roman-numerals")["session_id"]
+        try:
+            answers: dict[str, list[tuple[int, object]]] = {}
+            for lane, headers in lanes.items():
+                got = answers.setdefault(lane, [])
+                for path, body in ((f"/v1/sessions/{sid}/write", {"path": "n.txt", "content": "é\n"}),
+                                   (f"/v1/sessions/{sid}/read", {"path": "n.txt"}),
+                                   (f"/v1/sessions/{sid}/exec", {"command": "cat n.txt; echo e >&2; exit 4"}),
+                                   (f"/v1/sessions/{sid}/exec", {"command": "true", "timeout": 10_000}),
+                                   (f"/v1/sessions/{sid}/read", {"path": "missing.txt"}),
+                                   ("/v1/sessions/0123/exec", {"command": "true"})):
+                    r = httpx.post(f"{u}{path}", content=json.dumps(body).encode(), headers=headers)
+                    assert r.headers.get("x-request-id")
+                    data = r.json()
+                    if isinstance(data, dict):
+                        data.pop("wall_seconds", None)
+                    got.append((r.status_code, data))
+                bad = httpx.post(f"{u}/v1/sessions/{sid}/exec", content=b'{"command": ', headers=headers)
+                got.append((bad.status_code, bad.json()["error"]["code"]))
+        finally:
+            client.close_session(sid)
+    assert answers["fast"] == answers["route"]
+    statuses = [status for status, _ in answers["fast"]]
+    assert statuses == [200, 200, 200, 422, 422, 404, 422]
+    assert answers["fast"][2][1]["stdout"] == "é\n" and answers["fast"][2][1]["exit_code"] == 4  # type: ignore[index]
+
+
+def test_a_large_file_written_and_read_through_the_fast_lane_is_whole(served: Served) -> None:
+    """Bodies and answers past fastlane.LARGE are decoded and encoded on a worker thread."""
+    text = "".join(f"line {i} é\n" for i in range(120_000))  # about 1.4 MB
+    with VerifyClient(served.url) as client:
+        sid = client.open_session("coding/roman-numerals")["session_id"]
+        try:
+            client.session_write(sid, "big.txt", text)
+            assert client.session_read(sid, "big.txt") == text
+            counted = client.session_exec(sid, "wc -l < big.txt")
+        finally:
+            client.close_session(sid)
+    assert counted["stdout"].strip() == "120000"

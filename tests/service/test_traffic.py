@@ -111,10 +111,13 @@ def test_a_request_head_that_never_finishes_is_cut(bounded: Served) -> None:
     assert time.monotonic() - t0 < HEADER_TIMEOUT + 5
 
 
-def test_a_trickled_body_is_cut(bounded: Served) -> None:
+@pytest.mark.parametrize(("path", "start"), [(b"/v1/grade", b'{"candidates": ['),
+                                             (b"/v1/sessions/0123/exec", b'{"command": ')],  # the fast lane
+                         ids=["grade", "session-exec"])
+def test_a_trickled_body_is_cut(bounded: Served, path: bytes, start: bytes) -> None:
     with socket.create_connection(("127.0.0.1", bounded.port), timeout=BODY_TIMEOUT + 8) as s:
-        s.sendall(b"POST /v1/grade HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
-                  b"content-length: 1000\r\n\r\n{\"candidates\": [")
+        s.sendall(b"POST " + path + b" HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+                  b"content-length: 1000\r\n\r\n" + start)
         answer = b""
         while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
             chunk = s.recv(4096)

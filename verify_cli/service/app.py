@@ -25,6 +25,7 @@ from verify_cli._version import __version__
 from verify_cli.sandbox.base import Cancellation
 from verify_cli.service.bodies import parse_grade_body, surrogate_error
 from verify_cli.service.core import GradingService, ServiceError, pointer
+from verify_cli.service.fastlane import FastLane, error_response
 from verify_cli.service.gate import Gate
 from verify_cli.service.models import (
     ErrorBody,
@@ -57,9 +58,7 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large
                408: "body_timeout"}
 
 
-def _error(e: ServiceError) -> JSONResponse:
-    headers = {"Retry-After": str(int(e.retry_after))} if e.retry_after is not None else None
-    return JSONResponse(e.body(), status_code=e.status, headers=headers)
+_error = error_response
 
 
 def _validation_error(e: RequestValidationError) -> JSONResponse:
@@ -279,5 +278,7 @@ def create_app(service: GradingService) -> Gate:
         """Prometheus text format."""
         return PlainTextResponse(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    return Gate(app, token=service.config.token, max_body_bytes=service.config.max_body_bytes,
-                metrics=service.metrics, body_timeout=service.config.body_timeout)
+    # exec, read and write, well-formed, skip FastAPI's stack (the rest, and the schema, are its)
+    return Gate(FastLane(app, service.sessions), token=service.config.token,
+                max_body_bytes=service.config.max_body_bytes, metrics=service.metrics,
+                body_timeout=service.config.body_timeout)

@@ -192,13 +192,30 @@ class SessionManager:
         if timeout is not None and timeout > self.max_command_seconds:
             raise ServiceError(422, "invalid_field", f"timeout {timeout} exceeds the service's most, "
                                f"{self.max_command_seconds} s", field="/timeout")
-        out: dict[str, Any] = await self._call(sid, self._exec, command, timeout)
-        return out
+        live = self._take(sid)
+        try:
+            if not live.lock.acquire(blocking=False):
+                # another call of this session runs: wait for it in a thread, as every call does
+                out: dict[str, Any] = await self._blocking(self._locked, live, self._exec, command, timeout)
+                return out
+            try:
+                # On the event loop itself (a bwrap, process or docker session): no thread per
+                # command, no hand-over between threads; another backend's runs in a thread.
+                result = await live.env.session.aexec(command, timeout=timeout or live.env.command_seconds)
+            finally:
+                live.lock.release()
+            return self._exec_answer(live, result)
+        finally:
+            self._done(live)
+
+    @classmethod
+    def _exec(cls, live: _Live, command: str, timeout: float | None) -> dict[str, Any]:
+        env = live.env
+        return cls._exec_answer(live, env.session.exec(command, timeout=timeout or env.command_seconds))
 
     @staticmethod
-    def _exec(live: _Live, command: str, timeout: float | None) -> dict[str, Any]:
+    def _exec_answer(live: _Live, result: ExecResult) -> dict[str, Any]:
         env = live.env
-        result: ExecResult = env.session.exec(command, timeout=timeout or env.command_seconds)
         if result.verdict is ExecVerdict.SESSION_DEAD:
             env.dead = result.message or "the session's exec server died"
         elif result.verdict is ExecVerdict.INFRA_ERROR:

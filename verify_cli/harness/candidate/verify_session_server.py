@@ -9,9 +9,10 @@ memory, processes) from outside. Stdlib only.
 Requests (``op``) and the descriptors they carry:
 
 - ``exec`` (stdin, stdout, stderr): fork, start a new session, take the three descriptors, set
-  the command's rlimits, exec ``argv`` with ``env`` in ``cwd``; answer ``started``, then
-  ``exit`` (wait status, CPU seconds) once it ended. ``kill`` during a command kills it and
-  everything else the session runs; once a command ended, whatever it left running is killed.
+  the command's rlimits, exec ``argv`` with ``env`` in ``cwd``; answer ``exit`` (wait
+  status, CPU seconds) once it ended (nothing before: each message wakes the host). ``kill``
+  during a command kills it and everything else the session runs; once a command ended,
+  whatever it left running is killed.
 - ``read`` / ``list`` / ``snapshot`` (a pipe's write end): write the file's bytes / a JSON list
   of entries / a tar archive of the work folder's regular files matching ``globs`` to the pipe,
   close it, answer ``done`` or ``error``.
@@ -214,7 +215,6 @@ class Server:
                     os.write(2, f"verify session: cannot run {argv[:1]}: {e}\n".encode())
                 os._exit(127)
         _close(stdin, stdout, stderr)
-        _send(self.sock, {"op": "started", "pid": pid})
         pidfd = -1
         with contextlib.suppress(OSError, AttributeError):
             pidfd = os.pidfd_open(pid)

@@ -13,11 +13,12 @@ from typing import Any
 
 
 def send_job(ctl: socket.socket, request: Mapping[str, Any], fds: Sequence[int], *,
-             unreachable: Callable[[str], Exception]) -> None:
-    """Send ``request`` (JSON) with ``fds`` over ``ctl``; where the process cannot be reached,
-    raise ``unreachable(reason)`` (the caller's infrastructure error), chained to the OSError."""
+             unreachable: Callable[[str], Exception], flags: int = 0) -> None:
+    """Send ``request`` (JSON) with ``fds`` over ``ctl`` (``flags``: the send's, such as
+    ``MSG_DONTWAIT``); where the process cannot be reached, raise ``unreachable(reason)`` (the
+    caller's infrastructure error), chained to the OSError."""
     try:
-        socket.send_fds(ctl, [json.dumps(request).encode()], list(fds))
+        socket.send_fds(ctl, [json.dumps(request).encode()], list(fds), flags)
     except OSError as e:
         raise unreachable(str(e)) from e
 

@@ -11,6 +11,7 @@ command's wall clock and output, the session's cgroup, the server's own liveness
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -22,9 +23,9 @@ import tarfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verify_cli.harness.candidate.verify_session_server import glob_regex
 from verify_cli.sandbox.plumbing.cgroup import RunCgroup, oom_kills
@@ -46,7 +47,11 @@ from verify_cli.sandbox.sessions.base import (
     Snapshot,
     Workspace,
     encode_text,
+    session_executor,
 )
+
+if TYPE_CHECKING:
+    import asyncio
 
 MAX_MESSAGE = 1 << 16
 #: How long the server may take to answer a request that runs no command (a file call).
@@ -157,7 +162,7 @@ class ServerSession(Session):
         self._env = dict(env)
         self._on_close = on_close
         self._machinery_alive = machinery_alive or (lambda: True)
-        self._lock = threading.RLock()
+        self._lock = _SessionLock()
         self._state = SessionState.OPEN
         self._why = ""
         self._closing = False
@@ -221,6 +226,13 @@ class ServerSession(Session):
         if self._state is SessionState.OPEN and self._cgroup is not None:
             with contextlib.suppress(OSError):
                 kill_all_but(self._cgroup.pids, set(), timeout=KILL_GRACE)
+        if self._lock.held_by_loop_here():
+            # an aexec of this thread's event loop is in flight: it sees its server gone and
+            # ends the session (closed) itself
+            if self._cgroup is None:
+                with contextlib.suppress(OSError):
+                    os.kill(self._server_pid, signal.SIGKILL)
+            return
         with self._lock:
             self._end(SessionState.CLOSED, "closed")
 
@@ -249,7 +261,11 @@ class ServerSession(Session):
 
     # --- protocol --------------------------------------------------------------------------
     def _send(self, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
-        send_job(self._sock, msg, fds, unreachable=lambda why: _ServerGone(f"cannot reach the exec server: {why}"))
+        # Never waits: the host has at most two small messages (a request, a kill) unread by
+        # the server at a time, so a full socket is a server that stopped reading (and an
+        # exec on an event loop must not block it).
+        send_job(self._sock, msg, fds, flags=socket.MSG_DONTWAIT,
+                 unreachable=lambda why: _ServerGone(f"cannot reach the exec server: {why}"))
 
     def _recv(self, deadline: float) -> dict[str, Any]:
         if not _readable(self._sock.fileno(), deadline - time.monotonic()):
@@ -285,15 +301,68 @@ class ServerSession(Session):
             self.last_used = time.monotonic()
             self.commands += 1
             try:
-                return self._exec(command, timeout, stdin, env, cwd, output_bytes)
+                return _run_steps(self._exec_steps(command, timeout, stdin, env, cwd, output_bytes))
             except OSError as e:  # the host's own resources (pipes, descriptors)
                 return ExecResult(ExecVerdict.INFRA_ERROR, message=f"the host failed: {e}")
             finally:
                 self.last_used = time.monotonic()
 
-    def _exec(self, command: str | Sequence[str], timeout: float | None, stdin: bytes | None,
-              env: Mapping[str, str] | None, cwd: str | None,
-              output_bytes: int | None) -> ExecResult:
+    async def aexec(self, command: str | Sequence[str], *, timeout: float | None = None,
+                    stdin: bytes | None = None, env: Mapping[str, str] | None = None,
+                    cwd: str | None = None, output_bytes: int | None = None) -> ExecResult:
+        """:meth:`exec` driven by the running event loop: the command's socket and pipes are
+        watched by the loop itself, so a command costs no thread and no hand-over between
+        threads (the floor of a small command's round trip through ``verify-cli serve``). What
+        may block (killing a command, sweeping what it left, ending the session) runs in
+        :func:`~verify_cli.sandbox.sessions.base.session_executor`. A cancelled caller does
+        not stop the command: it ends as it would in a thread. With ``stdin``, or while another
+        call holds the session, or on a loop that cannot watch descriptors, it is :meth:`exec`
+        in a thread, as on every other backend."""
+        import asyncio  # here: importing the sandbox layer does not pay for asyncio
+
+        loop = asyncio.get_running_loop()
+        if stdin is not None or not _watches_descriptors(loop) or not self._lock.acquire_for_loop():
+            return await super().aexec(command, timeout=timeout, stdin=stdin, env=env, cwd=cwd,
+                                       output_bytes=output_bytes)
+        return await asyncio.shield(asyncio.ensure_future(
+            self._aexec_held(command, timeout, env, cwd, output_bytes)))
+
+    async def _aexec_held(self, command: str | Sequence[str], timeout: float | None,
+                          env: Mapping[str, str] | None, cwd: str | None,
+                          output_bytes: int | None) -> ExecResult:
+        """The body of :meth:`aexec`, its lock held by the loop's thread (released here)."""
+        import asyncio
+
+        try:
+            if self._state is not SessionState.OPEN:
+                return ExecResult(self._gone(), message=f"the session is {self._state.value}: "
+                                                        f"{self._why}")
+            self.last_used = time.monotonic()
+            self.commands += 1
+            try:
+                return await _drive_steps(self._exec_steps(command, timeout, None, env, cwd, output_bytes))
+            except OSError as e:  # the host's own resources (pipes, descriptors)
+                return ExecResult(ExecVerdict.INFRA_ERROR, message=f"the host failed: {e}")
+            except asyncio.CancelledError:
+                # the loop is going away mid-command: the session cannot be left talking
+                self._closing = True
+                session_executor().submit(self.close)
+                raise
+            finally:
+                self.last_used = time.monotonic()
+        finally:
+            self._lock.release_for_loop()
+
+    def _strays(self) -> bool:
+        """Whether the session runs anything but its server (a read of its cgroup's list)."""
+        return self._cgroup is not None and bool(self._cgroup.pids() - {self._server_pid})
+
+    def _exec_steps(self, command: str | Sequence[str], timeout: float | None, stdin: bytes | None,
+                    env: Mapping[str, str] | None, cwd: str | None,
+                    output_bytes: int | None) -> Generator[_Step, Any, ExecResult]:
+        """One command, as steps that a driver runs (:func:`_run_steps` in the caller's thread,
+        :func:`_drive_steps` on an event loop): each :class:`_Wait` is answered with the
+        descriptors ready, each :class:`_Blocking` with its call's value (or its exception)."""
         limits = self.limits
         start = time.monotonic()
         wall = limits.command_seconds if timeout is None else timeout
@@ -338,12 +407,13 @@ class ServerSession(Session):
                 flood = max(out_cap.total, err_cap.total) > limits.max_output_bytes
                 if killed_at is None and (now >= deadline or flood):
                     reason = ExecVerdict.OUTPUT_LIMIT if flood else ExecVerdict.TIMEOUT
-                    self._kill_command()
+                    yield _Blocking(self._kill_command)
                     killed_at = time.monotonic()
                 if killed_at is not None and time.monotonic() > killed_at + KILL_GRACE:
                     raise _ServerGone("the exec server did not report its killed command")
                 until = deadline if killed_at is None else killed_at + KILL_GRACE
-                for fd in _ready([self._sock.fileno(), *open_fds], until - time.monotonic()):
+                ready = yield _Wait([self._sock.fileno(), *open_fds], until - time.monotonic())
+                for fd in ready:
                     if fd == self._sock.fileno():
                         msg = self._recv(time.monotonic() + 1)
                         if msg.get("op") == "exit":
@@ -354,10 +424,11 @@ class ServerSession(Session):
                     elif not _drain_once(fd, caps[fd]):
                         open_fds.discard(fd)
                         os.close(fd)
-            self._sweep()
+            if self._strays():  # nothing of a command outlives it (daemons, orphans)
+                yield _Blocking(self._sweep)
             drain_end = time.monotonic() + DRAIN_GRACE
             while open_fds and time.monotonic() < drain_end:
-                for fd in _ready(list(open_fds), drain_end - time.monotonic()):
+                for fd in (yield _Wait(list(open_fds), drain_end - time.monotonic())):
                     if not _drain_once(fd, caps[fd]):
                         open_fds.discard(fd)
                         os.close(fd)
@@ -368,23 +439,23 @@ class ServerSession(Session):
                 if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)
-            if feeder is not None:
+            if feeder is not None:  # only in a thread's exec (aexec with stdin runs in one)
                 feeder.join(timeout=1)
         elapsed = time.monotonic() - start
         if dead:
-            state = self._died(dead)
+            state = yield _Blocking(self._died, dead)
             verdict = ExecVerdict.INFRA_ERROR if state is SessionState.BROKEN else ExecVerdict.SESSION_DEAD
             return ExecResult(verdict, stdout=out_cap.result(), stderr=err_cap.result(),
                               wall_seconds=elapsed, message=f"the session died: {self._why}")
         assert status is not None
         if self._closing:  # closed from another thread mid-command: the server may have reported
             # its killed command before it was killed itself; either way the session ended it
-            self._end(SessionState.CLOSED, "closed")
+            yield _Blocking(self._end, SessionState.CLOSED, "closed")
             return ExecResult(ExecVerdict.SESSION_DEAD, stdout=out_cap.result(), stderr=err_cap.result(),
                               wall_seconds=elapsed, message="the session was closed during the command")
         oom = oom_kills(self._cgroup) > ooms
         if reason is ExecVerdict.TIMEOUT and session_ends:
-            self._end(SessionState.RECLAIMED, "past the session's wall-clock limit")
+            yield _Blocking(self._end, SessionState.RECLAIMED, "past the session's wall-clock limit")
         return _judge(status, reason, oom, elapsed, out_cap, err_cap)
 
     # --- files -----------------------------------------------------------------------------
@@ -599,6 +670,196 @@ def _drain_once(fd: int, capture: BoundedCapture) -> bool:
         return False
     capture.feed(data)
     return True
+
+
+class _Wait:
+    """An exec's step: until one of ``fds`` is readable (or hung up), or ``timeout`` seconds."""
+
+    __slots__ = ("fds", "timeout")
+
+    def __init__(self, fds: list[int], timeout: float) -> None:
+        self.fds = fds
+        self.timeout = timeout
+
+
+class _Blocking:
+    """An exec's step that may block (kill, sweep, end the session): ``fn(*args)``."""
+
+    __slots__ = ("args", "fn")
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self.fn = fn
+        self.args = args
+
+
+_Step = _Wait | _Blocking
+
+
+def _run_steps(steps: Generator[_Step, Any, ExecResult]) -> ExecResult:
+    """An exec's steps in this thread: waits by poll, blocking calls inline."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as stop:
+            result: ExecResult = stop.value
+            return result
+        value, error = None, None
+        try:
+            value = _ready(step.fds, step.timeout) if isinstance(step, _Wait) else step.fn(*step.args)
+        except BaseException as e:  # raised where the step was taken, as a plain call would
+            error = e
+
+
+async def _drive_steps(steps: Generator[_Step, Any, ExecResult]) -> ExecResult:
+    """An exec's steps on the running event loop: waits by the loop's own watch, blocking calls
+    in :func:`session_executor` (the loop never waits on them).
+
+    The descriptors are watched through an epoll set of the exec's own, which the loop watches
+    as one descriptor: each wait costs one look at that set (none of the loop's when something
+    is ready already), and a descriptor closed meanwhile (the session ended by another thread)
+    simply leaves the set, never the loop's table."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    watch = _Watch(loop)
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                step = steps.throw(error) if error is not None else steps.send(value)
+            except StopIteration as stop:
+                result: ExecResult = stop.value
+                return result
+            value, error = None, None
+            try:
+                if isinstance(step, _Wait):
+                    value = await watch.ready(step.fds, step.timeout)
+                else:
+                    watch.pause()  # output still pending must not keep waking the loop meanwhile
+                    try:
+                        value = await loop.run_in_executor(session_executor(),
+                                                           functools.partial(step.fn, *step.args))
+                    finally:
+                        watch.resume()
+            except Exception as e:  # raised where the step was taken, as in a thread's exec
+                error = e
+    finally:
+        steps.close()  # cancelled mid-command: its descriptors are closed
+        watch.close()
+
+
+class _Watch:
+    """The descriptors one exec waits on, in an epoll set that the event loop watches."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.epoll = select.epoll()
+        self.known: set[int] = set()
+        self.woken: asyncio.Future[None] | None = None
+        self.watched = False
+        self.resume()
+
+    def resume(self) -> None:
+        """The loop watches the set (level-triggered: only while the exec waits or computes)."""
+        if not self.watched:
+            self.loop.add_reader(self.epoll.fileno(), self._wake)
+            self.watched = True
+
+    def pause(self) -> None:
+        if self.watched:
+            self.loop.remove_reader(self.epoll.fileno())
+            self.watched = False
+
+    def _wake(self) -> None:
+        if self.woken is not None and not self.woken.done():
+            self.woken.set_result(None)
+
+    def _look(self, fds: list[int]) -> list[int]:
+        wanted = set(fds)
+        return [fd for fd, _ in self.epoll.poll(0) if fd in wanted]
+
+    async def ready(self, fds: list[int], timeout: float) -> list[int]:
+        """The descriptors of ``fds`` readable (or hung up), waiting at most ``timeout`` s."""
+        wanted = set(fds)
+        for fd in self.known - wanted:  # no longer waited on: out, lest it keep waking the loop
+            with contextlib.suppress(OSError):  # gone already if it was closed
+                self.epoll.unregister(fd)
+        for fd in wanted - self.known:
+            # level-triggered; a descriptor closed meanwhile leaves the set by itself
+            self.epoll.register(fd, select.EPOLLIN)
+        self.known = wanted
+        ready = self._look(fds)
+        if ready or timeout <= 0:
+            return ready
+        self.woken = self.loop.create_future()
+        timer = self.loop.call_later(timeout, self._wake)
+        try:
+            await self.woken
+        finally:
+            timer.cancel()
+            self.woken = None
+        return self._look(fds)
+
+    def close(self) -> None:
+        self.pause()
+        self.epoll.close()
+
+
+def _watches_descriptors(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` can watch pipes and sockets (asyncio's selector loops, uvloop)."""
+    import asyncio
+
+    return isinstance(loop, asyncio.SelectorEventLoop) or type(loop).__module__.startswith("uvloop")
+
+
+class _SessionLock:
+    """A session's lock: re-entrant (its calls nest), and held by an :meth:`ServerSession.aexec`
+    across its awaits on the event loop's thread. A sync call of that same thread meanwhile
+    would re-enter it and talk over the command: it is refused (RuntimeError) instead of
+    corrupting the session; from any other thread it waits, as for a thread's exec."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._loop_thread: int | None = None
+
+    def acquire(self, blocking: bool = True) -> bool:
+        if not self._lock.acquire(blocking):
+            return False
+        if self._loop_thread == threading.get_ident():
+            self._lock.release()
+            if not blocking:  # held by another call, as from another thread
+                return False
+            raise RuntimeError("a sync call of a session from the thread of the event loop that awaits its "
+                               "aexec: await the aexec first (or make the call from another thread)")
+        return True
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> _SessionLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+    def acquire_for_loop(self) -> bool:
+        """Take it for an aexec of this thread's loop, without waiting; False when another call
+        (of any thread, this loop's other aexecs included) holds it."""
+        if self._loop_thread == threading.get_ident() or not self._lock.acquire(blocking=False):
+            return False
+        self._loop_thread = threading.get_ident()
+        return True
+
+    def release_for_loop(self) -> None:
+        self._loop_thread = None
+        self._lock.release()
+
+    def held_by_loop_here(self) -> bool:
+        return self._loop_thread == threading.get_ident()
 
 
 def _feed(fd: int, data: bytes) -> threading.Thread:
