@@ -328,10 +328,17 @@ def real_repo(args: argparse.Namespace, work: Path) -> None:
     repo = Path(args.real_repo).resolve()
     if subprocess.run(["git", "--git-dir", str(repo), "rev-parse"], capture_output=True).returncode != 0:
         repo = repo / ".git"
-    with timed() as mining:
-        rows = mine_rows(repo, args.package, args.tests_dir, args.tasks, args.scan, work)
-    say(f"{len(rows)} row(s) mined from {len(rows) and args.scan} recent commits of {args.real_repo} "
-          f"in {mining[0]:.0f} s")
+    saved = Path(args.rows) if args.rows else None
+    if saved is not None and saved.is_file():
+        rows = [json.loads(line) for line in saved.read_text().splitlines() if line.strip()][:args.tasks]
+        say(f"{len(rows)} row(s) read from {saved} (mined before)")
+    else:
+        with timed() as mining:
+            rows = mine_rows(repo, args.package, args.tests_dir, args.tasks, args.scan, work)
+        say(f"{len(rows)} row(s) mined from {len(rows) and args.scan} recent commits of {args.real_repo} "
+              f"in {mining[0]:.0f} s")
+        if saved is not None:
+            saved.write_text("".join(json.dumps(r) + "\n" for r in rows))
     clones = work / "repos"
     clones.mkdir()
     (clones / args.package).symlink_to(repo)  # a bare repository is a clone to the importer
@@ -378,6 +385,8 @@ def main() -> None:
     parser.add_argument("--scan", type=int, default=300, help="--real-repo: recent commits to look through.")
     parser.add_argument("--max-mutants", type=int, default=50, help="--real-repo: audit's mutants per task.")
     parser.add_argument("--jobs", type=int, default=2, help="--real-repo: sandboxed runs at once.")
+    parser.add_argument("--rows", help="--real-repo: a JSONL file of mined rows: read when it exists (no mining), "
+                                       "else written after mining, so a second run times the same set.")
     args = parser.parse_args()
     shm = "/dev/shm" if Path("/dev/shm").is_dir() else None  # where grading lays out work folders
     work = Path(tempfile.mkdtemp(prefix="verify-bench-repo-", dir=shm))

@@ -54,7 +54,8 @@ def audit_command(
         "--probe", help="Run only this probe (repeatable); see --list-probes.")] = None,
     list_probes: Annotated[bool, typer.Option("--list-probes", help="List the probes and exit.")] = False,
     no_fail_fast: Annotated[bool, typer.Option(
-        "--no-fail-fast", help="Run every selected test of a mutant (exact per-test kill counts).")] = False,
+        "--no-fail-fast", help="Run every selected test of a mutant (exact per-test kill "
+                                "counts) and of a probe (full tallies).")] = False,
     no_coverage: Annotated[bool, typer.Option(
         "--no-coverage", help="Run every test for every mutant (no coverage-based selection).")] = False,
     observed_equivalence: Annotated[bool, typer.Option(

@@ -65,7 +65,14 @@ class GradeRequest:
     #: (``verify-coverage.json`` in the run's results).
     select_tests: frozenset[str] | None = None
     fail_fast: bool = False
+    #: With ``fail_fast``: a test that runs longer than this many seconds fails (and so ends the
+    #: run), where a hang would otherwise hold it to the wall limit.
+    test_seconds: float | None = None
     coverage_files: tuple[str, ...] = ()
+    #: With ``coverage_files``: per file, the lines that matter; only the functions (code objects)
+    #: holding one of them are traced line by line (a whole project's tests under a line tracer
+    #: run many times slower). Empty: every function of the files.
+    coverage_lines: tuple[tuple[str, tuple[int, ...]], ...] = ()
     #: A tighter wall-clock limit than the task's (never a looser one).
     wall_seconds: float | None = None
     #: Two-process runs (the stand-in's) record every message crossing to and from the candidate
@@ -398,8 +405,10 @@ class Grader:
         reference): one its run does not report counts as failed, never as absent. Where the
         sandbox failed that reference run, the request is an ``infra_error`` too (it could not
         be graded soundly) and the next request asks again."""
+        # A mutant stopped at its first failure is judged by the tests that ran; any other
+        # phase is held to the declared tests even when it stops early (a missing one fails).
         if (req.phase in EXPECTING_PHASES and req.expected_tests is None and req.select_tests is None
-                and not req.fail_fast):
+                and not (req.fail_fast and req.phase is Phase.MUTANT)):
             expected, failure = self._expectation(req.task)
             if failure is not None:
                 return replace(failure, phase=req.phase, seed=req.seed, label=req.label, ignored_files=(),

@@ -75,8 +75,13 @@ class PytestKind(Kind):
             env["VERIFY_SELECT_TESTS"] = json.dumps(sorted(options.select_tests))
         if options.fail_fast:
             env["VERIFY_FAIL_FAST"] = "1"
+            if options.test_seconds:
+                env["VERIFY_TEST_TIMEOUT"] = f"{options.test_seconds:.3f}"
         if options.coverage_files:
-            env["VERIFY_COVERAGE"] = json.dumps(list(options.coverage_files))
+            wanted = dict(options.coverage_lines)
+            env["VERIFY_COVERAGE"] = json.dumps(
+                {f: sorted(wanted[f]) for f in options.coverage_files if f in wanted} if wanted
+                else list(options.coverage_files))
         return env
 
     def check_seal(self, task: Task, run: RunResult, key: str, tests: list[TestOutcome],

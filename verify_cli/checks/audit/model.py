@@ -21,7 +21,8 @@ class AuditOptions:
     ``max_mutants`` and ``max_per_operator`` sample mutants per task (deterministic for a
     ``seed``); ``reruns`` is the number of reference reruns for flakiness; ``fail_fast`` stops a
     mutant's run at its first failing test (pytest tasks), which makes per-test kill counts lower
-    bounds; ``select_by_coverage`` runs only the tests that execute a mutant's statement.
+    bounds, and a probe's where one failure scores 0 (``checks/audit/probing.stop_early``: its
+    score is unchanged); ``select_by_coverage`` runs only the tests that execute a mutant's statement.
     """
 
     mutants: bool = True

@@ -28,6 +28,12 @@ from verify_cli.tasks.paths import matches_any
 TIMEOUT_FACTOR = 4.0
 TIMEOUT_MARGIN = 2.0
 MIN_TIMEOUT = 5.0
+#: A test's limit in a run that stops at its first failure: TIMEOUT_FACTOR times the slowest
+#: test of the reference's run, plus this margin, at least MIN_TEST_TIMEOUT.
+TEST_TIMEOUT_MARGIN = 1.0
+MIN_TEST_TIMEOUT = 2.0
+#: How the pytest harness fails a test cut by its per-test limit (its plugin's own constant).
+TEST_TIMEOUT_MESSAGE = "the test ran past its time limit (VERIFY_TEST_TIMEOUT)"
 
 
 def editable_sources(task: Task) -> dict[str, str]:
@@ -49,12 +55,20 @@ def traces_coverage(task: Task, options: AuditOptions) -> bool:
     return options.select_by_coverage and kind_of(task).traces_coverage(task)
 
 
-def baseline_request(task: Task, options: AuditOptions, label: str) -> GradeRequest:
-    """The unmutated reference, laid out like a mutant, traced for coverage where possible."""
+def baseline_request(task: Task, options: AuditOptions, label: str,
+                     mutants: MutantSet | None = None) -> GradeRequest:
+    """The unmutated reference, laid out like a mutant, traced for coverage where possible:
+    given the sampled ``mutants``, only the functions that hold one of their statements (a
+    project's module runs untraced elsewhere, where a line tracer would slow every test)."""
     files = editable_sources(task)
     coverage = tuple(p for p in files if p.endswith(".py")) if traces_coverage(task, options) else ()
+    wanted: dict[str, set[int]] = {}
+    if coverage and mutants is not None:
+        for m in mutants.mutants:
+            wanted.setdefault(m.path, set()).update(statement_lines(m.original_source, m.line, m.col))
+    lines = tuple((p, tuple(sorted(wanted.get(p, ())))) for p in coverage) if wanted else ()
     return GradeRequest(task, Phase.MUTANT, candidate={k: v.encode() for k, v in files.items()},
-                        coverage_files=coverage, label=label)
+                        coverage_files=coverage, coverage_lines=lines, label=label)
 
 
 def derived_wall_seconds(task: Task, reference_seconds: float) -> float:
@@ -63,6 +77,17 @@ def derived_wall_seconds(task: Task, reference_seconds: float) -> float:
     task's own limit (an imported repository task's 900 s would let one hanging run cost 15 minutes)."""
     wall = max(MIN_TIMEOUT, TIMEOUT_FACTOR * reference_seconds + TIMEOUT_MARGIN)
     return min(wall, task.limits.wall_seconds)
+
+
+def derived_test_seconds(reference: GradeResult, wall_seconds: float) -> float | None:
+    """The per-test limit of a run audit makes that stops at its first failure (a mutant, a
+    probe), from ``reference``'s graded run: a test that hangs then ends the run in seconds
+    instead of holding it to ``wall_seconds``. None where the run reported no test durations."""
+    durations = [t.duration for t in reference.tests if t.outcome.ok]
+    if reference.status is not GradeStatus.GRADED or not durations:
+        return None
+    limit = max(MIN_TEST_TIMEOUT, TIMEOUT_FACTOR * max(durations) + TEST_TIMEOUT_MARGIN)
+    return limit if limit < wall_seconds else None
 
 
 def make_mutants(task: Task, options: AuditOptions) -> MutantSet | None:
@@ -85,6 +110,8 @@ class MutationPlan:
     baseline_tests: frozenset[str]
     wall_seconds: float
     fail_fast: bool
+    #: With ``fail_fast``: each test's limit (:func:`derived_test_seconds`).
+    test_seconds: float | None = None
 
     def selection(self, mutant: Mutant) -> frozenset[str] | None:
         """The tests to run for ``mutant`` (None: all of them)."""
@@ -104,7 +131,8 @@ class MutationPlan:
         files = {k: v.encode() for k, v in editable_sources(self.task).items()}
         files[mutant.path] = mutant.mutated_source.encode()
         return GradeRequest(self.task, Phase.MUTANT, candidate=files, select_tests=selected,
-                            fail_fast=self.fail_fast, wall_seconds=self.wall_seconds, label=label)
+                            fail_fast=self.fail_fast, wall_seconds=self.wall_seconds,
+                            test_seconds=self.test_seconds if self.fail_fast else None, label=label)
 
 
 def plan_mutants(task: Task, mutants: MutantSet, baseline: GradeResult,
@@ -118,9 +146,10 @@ def plan_mutants(task: Task, mutants: MutantSet, baseline: GradeResult,
                 + ("; ".join(baseline.problems) or "every test failed"))
     quarantined = frozenset(t.id for t in baseline.tests if not t.outcome.ok)
     coverage = parse_coverage(baseline.run.results) if traces_coverage(task, options) else None
-    return MutationPlan(task, mutants, baseline, coverage, quarantined, passing,
-                        derived_wall_seconds(task, baseline.run.wall_seconds),
-                        options.fail_fast and kind_of(task).stops_early(task))
+    wall = derived_wall_seconds(task, baseline.run.wall_seconds)
+    return MutationPlan(task, mutants, baseline, coverage, quarantined, passing, wall,
+                        options.fail_fast and kind_of(task).stops_early(task),
+                        derived_test_seconds(baseline, wall))
 
 
 def judge_mutant(plan: MutationPlan, mutant: Mutant, result: GradeResult | None,
@@ -139,7 +168,8 @@ def judge_mutant(plan: MutationPlan, mutant: Mutant, result: GradeResult | None,
     # or lost to a crash) is no evidence of what it would have caught.
     failed = tuple(t.id for t in result.tests if t.outcome in (Outcome.FAILED, Outcome.ERROR)
                    and t.id not in plan.quarantined)
-    if result.run.verdict is Verdict.TIMEOUT:
+    if result.run.verdict is Verdict.TIMEOUT or any(TEST_TIMEOUT_MESSAGE in t.message for t in result.tests
+                                                    if t.id in failed):
         status = MutantStatus.TIMEOUT
     elif result.passed:
         status = MutantStatus.SURVIVED

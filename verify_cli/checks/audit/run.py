@@ -28,6 +28,7 @@ from verify_cli.checks.audit.model import (
 from verify_cli.checks.audit.mutation import (
     MutationPlan,
     baseline_request,
+    derived_test_seconds,
     derived_wall_seconds,
     judge_mutant,
     make_mutants,
@@ -42,7 +43,7 @@ from verify_cli.checks.audit.observed import (
     reference_request,
     traceable,
 )
-from verify_cli.checks.audit.probing import judge_probe, probe_requests, trick_files
+from verify_cli.checks.audit.probing import judge_probe, probe_requests, stop_early, trick_files
 from verify_cli.checks.mutation import MutantSet
 from verify_cli.checks.probes import probes_for
 from verify_cli.checks.two_process_gaps import find_gaps
@@ -84,6 +85,8 @@ class _TaskState:
     #: The reference's measured run time (an untraced timing run's): the probes' wall limit is
     #: derived from it.
     reference_seconds: float | None = None
+    #: The timing run itself: which tests a probe may stop at, and each test's limit there.
+    reference_run: GradeResult | None = None
 
 
 class _Stream:
@@ -157,7 +160,7 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
                                                  skipped="no mutant could be made of the editable files")
             else:
                 stream.total += len(state.mutants.mutants)
-                wave1.append(stream.add(baseline_request(task, options, task.id), "baseline",
+                wave1.append(stream.add(baseline_request(task, options, task.id, state.mutants), "baseline",
                                         _on_baseline(state, options)))
         if options.flaky and options.reruns > 0:
             for req in rerun_requests(task, options.reruns, task.id):
@@ -183,9 +186,15 @@ def audit_tasks(items: Iterable[Task | TaskLoadFailure], grader: BatchGrader, op
             continue
         measured = state.reference_seconds
         wall = derived_wall_seconds(state.task, measured) if measured is not None else None
-        for probe, req in probe_requests(state.task, options.probe_names, state.task.id, wall):
+        timing = state.reference_run
+        early = None
+        if options.fail_fast:
+            early = stop_early(state.task, [t.id for t in timing.tests] if timing else None,
+                               derived_test_seconds(timing, wall) if timing and wall else None)
+        for probe, req in probe_requests(state.task, options.probe_names, state.task.id, wall, early):
             (idle if probe.idle else wave2).append(
-                stream.add(req, f"probe {probe.name}", _on_probe(state, probe, trick_files(probe, req))))
+                stream.add(req, f"probe {probe.name}",
+                           _on_probe(state, probe, trick_files(probe, req), early is not None)))
     beside = stream.run_beside(idle)
     for state in live:  # mutants no test executes survive without a run
         if state.plan is None and state.mutants is not None:
@@ -320,6 +329,7 @@ def _on_timing(state: _TaskState) -> Callable[[GradeResult], None]:
     def handle(result: GradeResult) -> None:
         if result.status is GradeStatus.GRADED:
             state.reference_seconds = result.run.wall_seconds
+            state.reference_run = result
     return handle
 
 
@@ -331,10 +341,11 @@ def _on_mutant(state: _TaskState, mutant: Any, selected: frozenset[str] | None) 
     return handle
 
 
-def _on_probe(state: _TaskState, probe: Any, tricks: tuple[str, ...]) -> Callable[[GradeResult], None]:
+def _on_probe(state: _TaskState, probe: Any, tricks: tuple[str, ...],
+              stopped_early: bool) -> Callable[[GradeResult], None]:
     def handle(result: GradeResult) -> None:
         if state.audit.probes is not None:
-            state.audit.probes.append(judge_probe(probe, result, tricks))
+            state.audit.probes.append(judge_probe(probe, result, tricks, stopped_early))
     return handle
 
 

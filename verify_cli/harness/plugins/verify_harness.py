@@ -15,10 +15,17 @@ gives every forked run its own state.
 - ``VERIFY_TEST_DIRS``: folders (relative to ``$VERIFY_WORKDIR``) whose files must not change.
 - ``VERIFY_SELECT_TESTS``: a JSON list of test ids (``classname::name``, as in the JUnit file):
   only those run, the rest are deselected.
-- ``VERIFY_FAIL_FAST=1``: stop at the first failing test (like ``-x``).
+- ``VERIFY_FAIL_FAST=1``: stop at the first failing test (like ``-x``), or at the first sign
+  of tampering (the run is untrusted whatever follows).
+- ``VERIFY_TEST_TIMEOUT``: seconds (with ``VERIFY_FAIL_FAST`` only): a test's call that runs
+  longer fails (SIGALRM in the main thread), which ends the run, instead of a hang holding it
+  to its wall limit. Never in a run that goes on after a failure: a test cut mid-call may leave
+  the candidate's end of a two-process call unanswered.
 - ``VERIFY_COVERAGE``: a JSON list of files (relative to ``$VERIFY_WORKDIR``) whose executed
   lines are recorded per test into ``$VERIFY_RESULTS_DIR/verify-coverage.json``, with the lines
-  run outside any test (imports) and the tests that started subprocesses (not traced).
+  run outside any test (imports) and the tests that started subprocesses (not traced). A JSON
+  object ``{file: [line, ...]}`` instead traces only the functions (code objects) that hold one
+  of the lines given: the rest of the file runs untraced.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import hashlib
 import hmac
 import json
 import os
+import signal
 import sys
 import threading
 from typing import Any
@@ -40,6 +48,11 @@ _loads = json.loads
 _hmac_new = hmac.new
 _sha256 = hashlib.sha256
 _open = open
+_signal = signal.signal
+_setitimer = signal.setitimer
+
+#: How a test cut by ``VERIFY_TEST_TIMEOUT`` fails (audit reads it: a mutant's timeout).
+TEST_TIMEOUT_MESSAGE = "the test ran past its time limit (VERIFY_TEST_TIMEOUT)"
 
 SEAL_KEY_ENV = "VERIFY_SEAL_KEY"
 SEAL_PREFIX = "verify-seal-"
@@ -161,15 +174,27 @@ class _Run:
             except ValueError:
                 self.select = None
         self.fail_fast = os.environ.get("VERIFY_FAIL_FAST") == "1"
+        self.test_timeout = 0.0
+        if self.fail_fast:
+            try:
+                self.test_timeout = max(0.0, float(os.environ.get("VERIFY_TEST_TIMEOUT") or 0))
+            except ValueError:
+                self.test_timeout = 0.0
         self.coverage: _Coverage | None = None
         cov = os.environ.get("VERIFY_COVERAGE")
         if cov:
+            wanted: dict[str, set[int]] | None = None
             try:
-                files = [str(f) for f in json.loads(cov)]
-            except ValueError:
+                doc = json.loads(cov)
+                if isinstance(doc, dict):
+                    wanted = {str(f): {int(n) for n in lines} for f, lines in doc.items()}
+                    files = list(wanted)
+                else:
+                    files = [str(f) for f in doc]
+            except (ValueError, TypeError):
                 files = []
             if files:
-                self.coverage = _Coverage(self.workdir, files)
+                self.coverage = _Coverage(self.workdir, files, wanted)
 
     # -- tamper evidence ----------------------------------------------------------------------
     def check_untouched(self, where: str) -> None:
@@ -220,6 +245,9 @@ class _Run:
     def _flag(self, message: str) -> None:
         if message not in self.tampered and len(self.tampered) < 50:
             self.tampered.append(message)
+        if self.fail_fast and self.session is not None:
+            # A tampered run is never trusted, whatever its tests say: stop it here.
+            self.session.shouldfail = "stopped: the test framework was tampered with (VERIFY_FAIL_FAST)"
 
     # -- the record ---------------------------------------------------------------------------
     def record(self, tid: str, outcome: str) -> None:
@@ -254,12 +282,13 @@ _RUN: _Run | None = None
 class _Coverage:
     """Lines of the watched files executed per test (sys.settrace; only those files are traced)."""
 
-    def __init__(self, workdir: str, files: list[str]) -> None:
+    def __init__(self, workdir: str, files: list[str], wanted: dict[str, set[int]] | None = None) -> None:
         self.workdir = workdir
         self.paths = {os.path.realpath(os.path.join(workdir, f)): f for f in files}
         self.current = OUTSIDE_TESTS
         self.lines: dict[str, dict[int, set[str]]] = {f: {} for f in files}
         self.spawners: set[str] = set()
+        self.wanted = wanted
         self._code_files: dict[Any, str | None] = {}
 
     def _file_of(self, code: Any) -> str | None:
@@ -267,8 +296,24 @@ class _Coverage:
             return self._code_files[code]
         except KeyError:
             rel = self.paths.get(os.path.realpath(code.co_filename))
+            if rel is not None and self.wanted is not None and not self._holds(code, self.wanted.get(rel, set())):
+                rel = None
             self._code_files[code] = rel
             return rel
+
+    @staticmethod
+    def _holds(code: Any, lines: set[int]) -> bool:
+        """Whether ``code``'s own instructions (not its nested functions') are on any of ``lines``."""
+        if not lines:
+            return False
+        try:
+            own = {n for _start, _end, n in code.co_lines() if n is not None}
+        except AttributeError:  # before Python 3.10
+            import dis
+
+            own = {n for _offset, n in dis.findlinestarts(code)}
+        own.add(code.co_firstlineno)
+        return not own.isdisjoint(lines)
 
     def _global(self, frame: Any, event: str, arg: Any) -> Any:
         rel = self._file_of(frame.f_code)
@@ -383,6 +428,25 @@ def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
 def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
     if _RUN is not None and _RUN.coverage is not None:
         _RUN.coverage.current = OUTSIDE_TESTS
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: Any) -> Any:
+    limit = _RUN.test_timeout if _RUN is not None else 0.0
+    if not limit or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        pytest.fail(f"{TEST_TIMEOUT_MESSAGE}: {limit:g} s", pytrace=False)
+
+    previous = _signal(signal.SIGALRM, expired)
+    _setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        _setitimer(signal.ITIMER_REAL, 0)
+        _signal(signal.SIGALRM, previous)
 
 
 def pytest_runtest_logreport(report: Any) -> None:
