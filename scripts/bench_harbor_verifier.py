@@ -28,8 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from verify_cli.environments import Environments  # noqa: E402
-from verify_cli.environments.store import EnvironmentStore  # noqa: E402
+from verify_cli.environments import Environments, EnvironmentStore  # noqa: E402
 from verify_cli.grading import Grader, GradeRequest, Phase  # noqa: E402
 from verify_cli.sandbox import create_sandbox  # noqa: E402
 from verify_cli.tasks import load_task  # noqa: E402
