@@ -145,6 +145,14 @@ EXTENDED: dict[str, str] = {
                                     "runs the loop, its updates and its shards",
     "agents/test_agent_toy_training.py": "GRPO over agent episodes over 10 steps; test_agent_train.py "
                                          "runs the agent loop and its rows",
+    "formats/harbor/test_harbor_docker.py::test_every_planted_defect_is_caught_for_its_own_reason":
+        "the same planted defects on docker; test_harbor_bwrap.py catches each for its reason, and "
+        "the docker trials' soundness, hacks and agents stay",
+    "formats/harbor/test_harbor_docker.py::test_audit_finds_the_fix_in_the_images_git_history_and_nothing_on_a_sound_task":
+        "the same audit on docker; test_harbor_bwrap.py runs it on bwrap",
+    "grading/test_docker_two_process.py::test_hacks_earn_nothing_warm_on_docker":
+        "the hack suite on warm docker nodes; the cold docker hacks and the trusted-process rule on "
+        "warm docker nodes (test_trusted_processes.py) stay",
 }
 
 
