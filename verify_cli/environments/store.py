@@ -8,41 +8,18 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
-import stat
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verify_cli.sandbox.plumbing.trees import remove_tree
+
 MANIFEST = "manifest.json"
 BUILD_LOG = "build.log"
 #: The environment's files (the venv of a "prefix" environment).
 PREFIX_DIR = "prefix"
-
-
-def remove_tree(path: Path) -> None:
-    """Remove ``path`` whole, folders its files left read-only included (an image's root holds
-    some: removing their entries needs them writable)."""
-    def writable_and_retry(func: Any, name: str, _exc: object) -> None:
-        parent = os.path.dirname(name)
-        try:
-            os.chmod(parent, os.stat(parent).st_mode | stat.S_IWUSR | stat.S_IXUSR)
-            if os.path.isdir(name) and not os.path.islink(name):
-                os.chmod(name, os.stat(name).st_mode | stat.S_IWUSR | stat.S_IXUSR)
-            func(name)
-        except OSError:
-            pass
-
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        if sys.version_info >= (3, 12):
-            shutil.rmtree(path, onexc=writable_and_retry)
-        else:
-            shutil.rmtree(path, onerror=writable_and_retry)
 
 
 def default_store_dir() -> Path:

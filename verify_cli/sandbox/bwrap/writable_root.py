@@ -25,11 +25,12 @@ import shlex
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from verify_cli.sandbox.plumbing.trees import remove_tree
 
 #: The two ways a writable root is made.
 OVERLAY, COPY = "overlay", "copy"
@@ -93,7 +94,7 @@ def _probe_overlay(parent: str, lower: str | None) -> str | None:
     except (OSError, subprocess.TimeoutExpired) as e:
         return str(e)
     finally:
-        _remove(probe)
+        remove_tree(probe)
 
 
 def overlay_unavailable(parent: str | None = None, lower: str | None = None) -> str | None:
@@ -102,31 +103,6 @@ def overlay_unavailable(parent: str | None = None, lower: str | None = None) -> 
     one can."""
     with _PROBE_LOCK:
         return _overlay_works(parent or tempfile.gettempdir(), lower)
-
-
-def _remove(path: Path) -> None:
-    """Remove ``path`` whole (overlayfs leaves its work folder without permissions; a copied
-    root holds read-only folders)."""
-    def writable_and_retry(func: object, name: str, _exc: object) -> None:
-        try:
-            parent = os.path.dirname(name)
-            os.chmod(parent, os.lstat(parent).st_mode | stat.S_IRWXU)
-            if os.path.isdir(name) and not os.path.islink(name):
-                os.chmod(name, os.lstat(name).st_mode | stat.S_IRWXU)
-            if os.path.isdir(name) and not os.path.islink(name):
-                shutil.rmtree(name, ignore_errors=True)
-            else:
-                os.unlink(name)
-        except OSError:
-            pass
-
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        if sys.version_info >= (3, 12):
-            shutil.rmtree(path, onexc=writable_and_retry)
-        else:
-            shutil.rmtree(path, onerror=writable_and_retry)
 
 
 @dataclass
@@ -206,7 +182,7 @@ class WritableRoot:
                     raise OSError(f"copying the root file system failed: "
                                   f"{proc.stderr.decode('utf-8', 'replace').strip()[-300:]}")
         except BaseException:
-            _remove(self.folder)
+            remove_tree(self.folder)
             raise
 
     def describe(self) -> str:
@@ -356,7 +332,7 @@ class WritableRoot:
                 out.refused.append(rel)
 
     def close(self) -> None:
-        _remove(self.folder)
+        remove_tree(self.folder)
 
     def __enter__(self) -> WritableRoot:
         return self
