@@ -298,15 +298,22 @@ class ServerSession(Session):
             kill_all_but(self._cgroup.pids, {self._server_pid}, timeout=KILL_GRACE)
 
     # --- exec ------------------------------------------------------------------------------
+    def _start_command(self) -> ExecResult | None:
+        """Count a command in (its lock held): None to run it, or the answer of a session that
+        is no longer open."""
+        if self._state is not SessionState.OPEN:
+            return ExecResult(self._gone(), message=f"the session is {self._state.value}: {self._why}")
+        self.last_used = time.monotonic()
+        self.commands += 1
+        return None
+
     def exec(self, command: str | Sequence[str], *, timeout: float | None = None,
              stdin: bytes | None = None, env: Mapping[str, str] | None = None,
              cwd: str | None = None, output_bytes: int | None = None) -> ExecResult:
         with self._lock:
-            if self._state is not SessionState.OPEN:
-                return ExecResult(self._gone(), message=f"the session is {self._state.value}: "
-                                                        f"{self._why}")
-            self.last_used = time.monotonic()
-            self.commands += 1
+            refused = self._start_command()
+            if refused is not None:
+                return refused
             try:
                 return _run_steps(self._exec_steps(command, timeout, stdin, env, cwd, output_bytes))
             except OSError as e:  # the host's own resources (pipes, descriptors)
@@ -341,11 +348,9 @@ class ServerSession(Session):
         import asyncio
 
         try:
-            if self._state is not SessionState.OPEN:
-                return ExecResult(self._gone(), message=f"the session is {self._state.value}: "
-                                                        f"{self._why}")
-            self.last_used = time.monotonic()
-            self.commands += 1
+            refused = self._start_command()
+            if refused is not None:
+                return refused
             try:
                 return await _drive_steps(self._exec_steps(command, timeout, None, env, cwd, output_bytes))
             except OSError as e:  # the host's own resources (pipes, descriptors)
