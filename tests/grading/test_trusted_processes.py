@@ -67,6 +67,9 @@ class Proc:
     exe: str
     seen: int = 1
     candidate: bool = False
+    #: Only a link in the parent chain: a process of the listing that was gone (or a zombie)
+    #: when its own files were read; never reported itself.
+    link_only: bool = False
 
     @property
     def name(self) -> str:
@@ -169,7 +172,14 @@ def snapshot() -> dict[int, Proc]:
     procs = {pid: p for pid in mine if (p := read_proc(pid)) is not None}
     # A child between fork and exec still shows this process's argv: it is not yet a run's process.
     own = procs[me].argv if me in procs else None
-    return {pid: p for pid, p in procs.items() if pid != me and p.argv != own}
+    out = {pid: p for pid, p in procs.items() if pid != me and p.argv != own}
+    # A process that ended (or became a zombie) between the listing and the reading of its files
+    # still links its children to their ancestors: without it, a candidate's last process seen
+    # while the run's server and init are ending (a loaded machine) would have no candidate root
+    # above it, and be taken for a trusted one.
+    for pid in mine - out.keys() - {me}:
+        out[pid] = Proc(pid, parents[pid], [], None, "", "", link_only=True)
+    return out
 
 
 def _is_candidate_root(p: Proc) -> bool:
@@ -202,6 +212,8 @@ class Sampler:
             now = self.source()
             classify(now)
             for p in now.values():
+                if p.link_only:
+                    continue
                 key = (p.pid, tuple(p.argv))
                 if key in self.seen:
                     old = self.seen[key]
