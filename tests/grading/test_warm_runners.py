@@ -139,3 +139,41 @@ def test_warm_runner_verdicts_match_cold(tmp_path: Path, graders: tuple[Grader, 
     assert stats is not None
     assert stats.warm_runs - before == len(candidates), stats
     assert stats.fallbacks == 0, stats.last_error
+
+
+def _calls_task_with(root: Path, task_id: str, check: str) -> Task:
+    draft = TaskDraft(id=task_id, prompt="p", kind=TaskKind.CALLS,
+                      files={"starter/solution.py": "def f(x):\n    raise NotImplementedError\n",
+                             "solution/solution.py": "def f(x):\n    return x * 2\n",
+                             "hidden_tests/check.py": check},
+                      editable=["solution.py"],
+                      table={"entry_point": "f", "module": "solution.py", "style": "check"},
+                      wall_seconds=20.0)
+    return load_task(write_task(draft, root))
+
+
+@pytest.mark.bwrap
+def test_a_calls_task_is_prepared_once_and_a_changed_task_again(tmp_path: Path,
+                                                                  graders: tuple[Grader, Grader]) -> None:
+    """The warm worker parses a task's test files once (after its first run) for the runs that
+    follow; another task is prepared again, and a run never takes another task's tests: the
+    same candidate passes task a and fails task b, whose check differs, however they alternate
+    (task b2 has a's id and configuration and b's check: its runs parse their own file)."""
+    warm, _ = graders
+    a = _calls_task_with(tmp_path / "a", "prep/a", "def check(candidate):\n    assert candidate(2) == 4\n")
+    b = _calls_task_with(tmp_path / "b", "prep/b", "def check(candidate):\n    assert candidate(2) == 5\n")
+    b2 = _calls_task_with(tmp_path / "b2", "prep/a", "def check(candidate):\n    assert candidate(2) == 5\n")
+    doubled = "def f(x):\n    return x * 2\n"
+    for task, passes in [(a, True), (a, True), (a, True), (b, False), (b, False), (a, True),
+                         (b2, False), (b2, False), (a, True)]:
+        got = _grade(warm, task, doubled, "solution.py")
+        assert got.passed is passes and not got.problems, (task.id, got.problems)
+    stats = warm.warm_stats
+    assert stats is not None
+    assert stats.fallbacks == 0, stats.last_error
+    # a, b, a again (one worker serves these runs one at a time; b2 counts as a: same key)
+    assert stats.prepared_tasks >= 3, stats
+    before = stats.prepared_tasks
+    for _ in range(3):
+        assert _grade(warm, a, doubled, "solution.py").passed
+    assert stats.prepared_tasks == before  # the same task: nothing prepared again
