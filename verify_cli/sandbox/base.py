@@ -270,9 +270,6 @@ class WarmStats:
     cold_candidates: int = 0
     #: Of the warm candidates, those a spare served (forked once the run before was over).
     spare_candidates: int = 0
-    #: Tasks whose runner set-up (a ``calls`` task's test files parsed) a warm worker did once
-    #: for the runs after the first, as of the last run's end (lever "trusted-prepared").
-    prepared_tasks: int = 0
 
 
 WarmHow = Literal["warm", "cold", "fallback"]

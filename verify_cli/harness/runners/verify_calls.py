@@ -59,25 +59,11 @@ def _on_alarm(signum: int, frame: Any) -> None:
 
 Test = tuple[CaseResult, Any]  # the case, and a function that runs it given the candidate
 
-#: The test files' parsed forms (compiled code, assert lists, table rows) made once per task by
-#: the warm worker's parent (:func:`prepare_task`, issue 40's lever "trusted-prepared") and
-#: inherited by each run it forks: (style, the file's path as the run sees it, SHA-256 of its
-#: bytes) -> parsed form. A run takes an entry only where the file it copied hashes the same
-#: (the digests it holds its test folders against anyway); any other file it parses itself.
-#: A run's changes to what it took stay in its own (forked) memory.
-PREPARED: dict[tuple[str, str, str], Any] = {}
-#: False in a run the host did not ask to take prepared forms (the lever off).
-USE_PREPARED = True
-#: What the parent reads of a task's test files to prepare: files larger than this in all are
-#: left to the runs (each parses its own, as without the lever).
-PREPARE_MAX_BYTES = 1 << 20
 
-
-def _parse_check(source: str, path: str) -> Any:
-    return compile(source, path, "exec")
-
-
-def _check_tests(rel: str, code: Any, entry: str) -> list[Test]:
+def _check_tests(rel: str, path: str, entry: str) -> list[Test]:
+    with open(path, encoding="utf-8") as fh:
+        source = fh.read()
+    code = compile(source, path, "exec")
     case = CaseResult(case_classname(rel), "check")
 
     def run(candidate: Any) -> None:
@@ -91,22 +77,19 @@ def _check_tests(rel: str, code: Any, entry: str) -> list[Test]:
     return [(case, run)]
 
 
-def _parse_asserts(source: str, path: str) -> Any:
+def _assert_tests(rel: str, path: str, entry: str) -> list[Test]:
     import ast
 
+    with open(path, encoding="utf-8") as fh:
+        source = fh.read()
     tree = ast.parse(source, path)
     setup = ast.Module(body=[n for n in tree.body if not isinstance(n, ast.Assert)], type_ignores=[])
-    codes = tuple(compile(ast.Module(body=[node], type_ignores=[]), path, "exec")
-                  for node in tree.body if isinstance(node, ast.Assert))
-    return compile(setup, path, "exec"), codes
-
-
-def _assert_tests(rel: str, parsed: Any, entry: str) -> list[Test]:
-    setup_code, codes = parsed
+    setup_code = compile(setup, path, "exec")
     namespace: dict[str, Any] = {"__name__": "verify_asserts"}
     state: dict[str, bool] = {}
     tests: list[Test] = []
-    for i, code in enumerate(codes, start=1):
+    for i, node in enumerate((n for n in tree.body if isinstance(n, ast.Assert)), start=1):
+        code = compile(ast.Module(body=[node], type_ignores=[]), path, "exec")
 
         def run(candidate: Any, code: Any = code) -> None:
             if not state:
@@ -139,11 +122,9 @@ def _same(got: Any, want: Any) -> bool:
     return bool(got == want)
 
 
-def _parse_table(source: str, path: str) -> Any:
-    return json.loads(source)
-
-
-def _table_tests(rel: str, rows: Any, entry: str) -> list[Test]:
+def _table_tests(rel: str, path: str, entry: str) -> list[Test]:
+    with open(path, encoding="utf-8") as fh:
+        rows = json.load(fh)
     tests: list[Test] = []
     for i, row in enumerate(rows if isinstance(rows, list) else [], start=1):
         def run(candidate: Any, row: Any = row) -> None:
@@ -160,84 +141,19 @@ def _table_tests(rel: str, rows: Any, entry: str) -> list[Test]:
     return tests
 
 
-#: Per style: how a test file's text is parsed (once per task where the parent prepares it), and
-#: how a run makes its tests of the parsed form.
-PARSERS = {"check": _parse_check, "asserts": _parse_asserts, "table": _parse_table}
 LOADERS = {"check": _check_tests, "asserts": _assert_tests, "table": _table_tests}
 
 
-def _parse_file(style: str, path: str) -> Any:
-    with open(path, encoding="utf-8") as fh:
-        source = fh.read()
-    return PARSERS[style](source, path)
-
-
-def load_tests(root: str, style: str, entry: str, digests: dict[str, str] | None = None) -> list[Test]:
-    """The tests of the style's files under the test folders. ``digests`` (the run's SHA-256 of
-    each test file, by relative path): a file whose digest the parent prepared is not parsed
-    again (:data:`PREPARED`)."""
+def load_tests(root: str, style: str, entry: str) -> list[Test]:
     tests: list[Test] = []
     for rel, path in find_files(root, STYLE_FILES.get(style, "check.py")):
         if os.path.basename(rel) != STYLE_FILES.get(style):
             continue
         try:
-            digest = digests.get(rel) if digests else None
-            parsed = PREPARED.get((style, path, digest)) if digest and USE_PREPARED else None
-            if parsed is None:
-                parsed = _parse_file(style, path)
-            tests.extend(LOADERS[style](rel, parsed, entry))
+            tests.extend(LOADERS[style](rel, path, entry))
         except (SyntaxError, ValueError, OSError) as e:
             tests.append((CaseResult(case_classname(rel), "load", "error", f"{rel}: {e}"), lambda c: None))
     return tests
-
-
-# --------------------------------------------------------------------------------------------
-# The per-task set-up done in the warm worker's parent (warm_worker.py calls these)
-
-
-def task_sources(job_root: str, env: dict[str, str]) -> tuple[Any, ...] | None:
-    """What :func:`prepare_task` needs of a run's task, read from its job folder (the host's copy
-    of the work folder, before the run starts): (style, the work folder as the run sees it,
-    ((relative path, bytes), ...)). None where nothing is to be prepared. Plain files only (a
-    link is left to the run, which then finds no prepared form of it)."""
-    try:
-        config = json.loads(env.get("VERIFY_RUNNER_CONFIG", "") or "{}")
-    except ValueError:
-        return None
-    style = str(config.get("style", "check")) if isinstance(config, dict) else ""
-    if style not in PARSERS:
-        return None
-    root = env.get("VERIFY_WORKDIR") or "/workspace"
-    files: list[tuple[str, bytes]] = []
-    total = 0
-    for rel, path in find_files(job_root, STYLE_FILES[style]):
-        if os.path.basename(rel) != STYLE_FILES[style] or os.path.islink(path):
-            continue
-        with open(path, "rb") as fh:
-            data = fh.read(PREPARE_MAX_BYTES + 1)
-        total += len(data)
-        if total > PREPARE_MAX_BYTES:
-            return None
-        files.append((rel, data))
-    return (style, root, tuple(files)) if files else None
-
-
-def prepare_task(sources: tuple[Any, ...]) -> int:
-    """Parse a task's test files (:func:`task_sources`) into :data:`PREPARED`, in place of the
-    last task's; the number of files prepared. Parsing runs nothing of the files (``compile``,
-    ``ast.parse``, ``json.loads``); a file that does not parse is left to the runs."""
-    import hashlib
-
-    style, root, files = sources
-    PREPARED.clear()
-    for rel, data in files:
-        path = os.path.join(root, rel)
-        try:
-            parsed = PARSERS[style](data.decode("utf-8"), path)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        PREPARED[(style, path, hashlib.sha256(data).hexdigest())] = parsed
-    return len(PREPARED)
 
 
 def start_local_server(root: str) -> tuple[Any, str]:
@@ -269,7 +185,7 @@ def main() -> None:
         local = start_local_server(root)
         os.environ[CHANNEL_ENV] = os.path.join(local[1], "channel.sock")
     pristine = hash_test_files(root)
-    tests = load_tests(root, style, entry, pristine)
+    tests = load_tests(root, style, entry)
     os.environ[MODULES_ENV] = json.dumps([module_name])
     signal.signal(signal.SIGALRM, _on_alarm)
     try:

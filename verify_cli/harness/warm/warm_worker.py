@@ -406,7 +406,6 @@ def run_child(job: dict[str, Any], out_fd: int, err_fd: int, job_sock: socket.so
     try:
         if job["mode"] == "runner":
             runner_main(job["program"])  # a runner this worker lacks is a setup error, not a score
-            _forget_prepared(job)
         _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # like any fresh process (the parent is not)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -559,62 +558,6 @@ def run_runner_as_command(module: str, argv0: str) -> int:
     return _run_as_main(start)
 
 
-class TaskPreparation:
-    """The runner's per-task set-up, done once per task in this (the parent) process and
-    inherited by every run forked after it (issue 40's lever "trusted-prepared", asked for by the
-    host with ``"prepare": true`` in a runner job). A runner module that has it defines
-    ``task_sources(job_root, env)`` (read, on the run's path, before the run's child exists:
-    cheap) and ``prepare_task(sources)`` (parse, after the run has ended, before the next spare
-    is forked). The parent reads only the host's copy of the task's test files and parses
-    them (``compile``, ``ast.parse``, ``json.loads``): it runs nothing of them and nothing of a
-    candidate, and nothing flows back from a run. A run uses the prepared form of a file only
-    where its own copy hashes the same. ``count``: the tasks prepared so far (reported to the
-    host with each run's exit status)."""
-
-    def __init__(self) -> None:
-        self.key: Any = None
-        self.sources: Any = None
-        self.count = 0
-
-    def read(self, job: dict[str, Any]) -> Any:
-        """The job's task's sources where the host names another task than the prepared one
-        (``"prepare"``: the task's key) and they differ from the prepared ones, else None."""
-        key = job.get("prepare")
-        if job.get("mode") != "runner" or not key or key == self.key:
-            return None
-        self.key = key
-        reader = getattr(sys.modules.get(str(job.get("program"))), "task_sources", None)
-        if reader is None:
-            return None
-        try:
-            sources = reader(f"{JOBS_MOUNT}/{job['id']}", dict(job.get("env", {})))
-        except Exception:  # unreadable: the runs parse for themselves
-            return None
-        return None if sources is None or sources == self.sources else sources
-
-    def prepare(self, job: dict[str, Any], sources: Any) -> None:
-        prepare_task = getattr(sys.modules.get(str(job.get("program"))), "prepare_task", None)
-        self.sources = None
-        if prepare_task is None:
-            return
-        try:
-            prepare_task(sources)
-        except Exception:
-            return
-        self.sources = sources
-        self.count += 1
-        import gc
-
-        gc.freeze()  # the prepared forms join the frozen heap: no run's collection walks them
-
-
-def _forget_prepared(job: dict[str, Any]) -> None:
-    """A run the host did not ask to prepare for takes nothing prepared (the lever off)."""
-    runner = sys.modules.get(str(job.get("program")))
-    if job.get("mode") == "runner" and not job.get("prepare") and hasattr(runner, "USE_PREPARED"):
-        runner.USE_PREPARED = False  # type: ignore[union-attr]
-
-
 def fork_spare(control: socket.socket, baseline: set[str]) -> tuple[int, socket.socket]:
     """Fork the next run's child ahead of its job (asked by the host once a run is over, so the
     fork is off the next run's path): it enters its namespaces, then waits on the returned socket
@@ -646,7 +589,6 @@ def serve(control: socket.socket, preload: list[str], runners: list[str] | None 
     ns.announce_ready(control, {"op": "ready", "pid": os.getpid(), "loaded": loaded,
                                 "failed": failed})
     spare: tuple[int, socket.socket] | None = None
-    prepared = TaskPreparation()
     while True:
         msg, fds = ns.next_request(control, ("run", "ping", "spare"), 3)
         if msg is None:
@@ -660,7 +602,6 @@ def serve(control: socket.socket, preload: list[str], runners: list[str] | None 
                 spare = fork_spare(control, baseline)
             continue
         out_fd, err_fd, sock_fd = fds
-        sources = prepared.read(msg)
         pid = 0
         if spare is not None:
             pid, handoff = spare
@@ -687,9 +628,7 @@ def serve(control: socket.socket, preload: list[str], runners: list[str] | None 
         os.close(err_fd)
         _, status, usage = os.wait4(pid, 0)
         ns.send(control, {"op": "exit", "id": msg["id"], "status": status,
-                        "cpu": usage.ru_utime + usage.ru_stime, "prepared": prepared.count})
-        if sources is not None:  # off the run's path, before the next spare is forked
-            prepared.prepare(msg, sources)
+                        "cpu": usage.ru_utime + usage.ru_stime})
 
 
 def main(argv: list[str]) -> int:

@@ -172,11 +172,9 @@ class WarmPool(WarmHost):
         imports: list[str] = []
         how: WarmHow = "fallback"  # the worker died with the run: re-run cold
         try:
-            prepared = worker.prepared_tasks
             result, imports = worker.run(spec, inv, env, report_imports)
             healthy = ran = worker.alive
             with self._cond:
-                self._stats.prepared_tasks += max(0, worker.prepared_tasks - prepared)
                 if worker.candidates.last == "warm":
                     self._stats.warm_candidates += 1
                     if worker.candidates.parent is not None and worker.candidates.parent.last_spared:

@@ -12,7 +12,6 @@ and evicts workers is :mod:`verify_cli.sandbox.bwrap.warm`.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -58,7 +57,6 @@ from verify_cli.sandbox.local import RESULTS_MAX_FILES, Prepared, read_results_d
 from verify_cli.sandbox.plumbing.cgroup import RunCgroup, cgroup_manager, oom_kills
 from verify_cli.sandbox.plumbing.job_send import recv_with_pid, send_job
 from verify_cli.sandbox.plumbing.killing import kill_all_but, stop_sandbox
-from verify_cli.sandbox.plumbing.levers import lever_on
 from verify_cli.sandbox.plumbing.output import BoundedCapture, start_drain
 from verify_cli.sandbox.plumbing.trusted_launch import TRUSTED_HOME
 
@@ -147,14 +145,6 @@ def _set_limits(cgroup: RunCgroup, memory_bytes: int, max_pids: int) -> None:
         (cgroup.pids_dir / "pids.max").write_text(str(max_pids))
 
 
-def _task_key(spec: RunSpec, env: Mapping[str, str]) -> str:
-    """The run's task as the trusted worker's per-task preparation knows it: the task's id and
-    the runner's configuration (a hint only: a run uses what was prepared only where its own
-    test files hash the same)."""
-    text = json.dumps([spec.labels.get("verify-cli.task", ""), env.get("VERIFY_RUNNER_CONFIG", "")])
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
 @dataclass(frozen=True)
 class WorkerKey:
     interpreter: str
@@ -200,9 +190,6 @@ class WarmWorker:
         self.submit: Callable[[Callable[[], None]], Any] | None = None
         #: The limits the worker's cgroup holds (memory bytes, processes), once a run set them.
         self._limits: tuple[int, int] | None = None
-        #: How many tasks the worker had prepared once for their runs, as of its last run's end
-        #: (the runner's per-task set-up, lever "trusted-prepared").
-        self.prepared_tasks = 0
 
     # Popen must happen on a thread that outlives the worker: bwrap's --die-with-parent fires
     # when the *thread* that started it ends.
@@ -347,10 +334,6 @@ class WarmWorker:
             "results_bytes": min(limits.file_bytes, RESULTS_FOLDER_BYTES),
             "results_files": RESULTS_MAX_FILES * 2, "report_imports": report_imports,
         }
-        if inv.mode == "runner" and lever_on("trusted-prepared"):
-            # Which task the run is of (its id and the runner's configuration): the worker reads
-            # and prepares a task's test files only when this changes.
-            request["prepare"] = _task_key(spec, env)
         parent = self.candidates.parent_for(spec.candidate, self.cgroup, self.infra, self.submit,
                                             layer=spec.layer)
         cand_out = cand_err = -1
@@ -549,7 +532,6 @@ class WarmWorker:
                     raise WorkerError("the warm worker exited during the run")
                 msg = json.loads(data)
                 if msg.get("op") == "exit" and msg.get("id") == job_id:
-                    self.prepared_tasks = int(msg.get("prepared", 0))
                     return int(msg["status"]), float(msg.get("cpu", 0.0))
                 raise WorkerError(f"unexpected worker message {data[:200]!r}")
             # The child ended but its parent does not say so: the worker is stopped or broken.

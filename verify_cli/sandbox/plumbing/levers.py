@@ -17,9 +17,6 @@ LEVERS_OFF_ENV = "VERIFY_LEVERS_OFF"
 LEVERS: dict[str, str] = {
     "candidate-spare": "the warm candidate parent forks the next run's candidate (its namespaces "
                        "entered, its server forked) once a run is over, off the next run's path",
-    "trusted-prepared": "the warm runner worker's parent parses a calls task's test files once per "
-                        "task (after its first run) and every later run it forks takes them parsed "
-                        "where its own copy hashes the same",
 }
 
 
