@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO))
 from verify_cli import Grader, create_sandbox, load_task_set  # noqa: E402
 from verify_cli.grading import GradeRequest, Phase, solution_as_candidate  # noqa: E402
 from verify_cli.importers import import_rows  # noqa: E402
+from verify_cli.sandbox import LEVERS  # noqa: E402
 from verify_cli.tasks import Task  # noqa: E402
 
 LEVERS_OFF_ENV = "VERIFY_LEVERS_OFF"  # verify_cli/sandbox/plumbing/levers.py
@@ -142,6 +143,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="with --perf: on/off alternations")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)  # one state, for --perf
     args = ap.parse_args()
+    if args.lever not in LEVERS:
+        ap.error(f"no speed lever {args.lever} (known: {', '.join(sorted(LEVERS))})")
     if args.perf:
         _perf(args)
         return 0
