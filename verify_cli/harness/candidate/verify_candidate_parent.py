@@ -169,13 +169,10 @@ _MAIN_GUARDS = ("__name__ == '__main__'", '__name__ == "__main__"')
 HANDOVER_FDS = 4
 
 
-def serve_run(server: types.ModuleType, env: dict[str, str], listener: int, here: bool = True) -> int:
+def serve_run(server: types.ModuleType, env: dict[str, str], listener: int) -> int:
     """The server (pid 2 of the run's pid namespace) as ``python verify_candidate_server.py``,
-    serving on ``listener`` (the channel's listening socket); ``here``: its first connection
-    on the thread that accepted it (the server's ``SERVE_ON_ACCEPTING_THREAD``; the host's
-    lever "first-connection-here")."""
-    server.__dict__["LISTENING_FD"] = listener  # the module globals its main() reads
-    server.__dict__["SERVE_ON_ACCEPTING_THREAD"] = here
+    serving on ``listener`` (the channel's listening socket)."""
+    server.__dict__["LISTENING_FD"] = listener  # the module global its main() reads
     os.chdir(WORKDIR)
     os.environ.clear()
     os.environ.update(env)
@@ -199,7 +196,7 @@ def serve_run(server: types.ModuleType, env: dict[str, str], listener: int, here
 
 
 def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: socket.socket,
-                   listener: int, here: bool = True) -> int:
+                   listener: int) -> int:
     """pid 1 of the run's pid namespace: start the server, say so on ``job_sock``, reap every
     orphan, exit with the server (which takes the whole namespace down). A session of its own,
     as bwrap's ``--new-session`` gives a cold candidate."""
@@ -207,7 +204,7 @@ def init_and_serve(server: types.ModuleType, env: dict[str, str], job_sock: sock
     child = os.fork()
     if child == 0:
         job_sock.close()
-        os._exit(serve_run(server, env, listener, here))
+        os._exit(serve_run(server, env, listener))
     os.close(listener)  # only the server accepts
     return _announce_and_reap(job_sock, child)
 
@@ -274,7 +271,7 @@ def run_child(job: dict[str, Any], fds: list[int], server: types.ModuleType, ids
     except BaseException as e:
         ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
     try:
-        status = init_and_serve(server, env, job_sock, listener, bool(job.get("here", True)))
+        status = init_and_serve(server, env, job_sock, listener)
     except BaseException as e:  # the server could not be forked: never a score
         ns.fail_setup(job_sock, e, SETUP_FAILED_EXIT)
     os._exit(status)
@@ -318,7 +315,7 @@ def spare_server(server: types.ModuleType, go: socket.socket) -> NoReturn:
         env = {str(k): str(v) for k, v in job["env"].items()}
     except BaseException:
         os._exit(SETUP_FAILED_EXIT)
-    os._exit(serve_run(server, env, listener, bool(job.get("here", True))))
+    os._exit(serve_run(server, env, listener))
 
 
 #: The largest message a spare's init sends its server (the run's environment and limits).
@@ -363,8 +360,7 @@ def spare_child(handoff: socket.socket, server: types.ModuleType, ids: tuple[int
                 tuple(str(p) for p in msg.get("protected", [])))
         for fd in (work_fd, tmp_fd, channel_fd):
             os.close(fd)
-        go = {"env": msg["env"], "cpu_seconds": msg["cpu_seconds"], "file_bytes": msg["file_bytes"],
-              "here": bool(msg.get("here", True))}
+        go = {"env": msg["env"], "cpu_seconds": msg["cpu_seconds"], "file_bytes": msg["file_bytes"]}
         socket.send_fds(go_init, [json.dumps(go).encode()], [1, 2, listener])
         go_init.close()
         os.close(listener)  # only the server accepts

@@ -27,7 +27,6 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 import types
 from typing import Any
 
@@ -628,50 +627,9 @@ def main() -> int:
         server.bind(tmp)
         server.listen(64)
         os.rename(tmp, path)  # the socket appears only once it is listening
-    if SERVE_ON_ACCEPTING_THREAD:
-        _accept_and_serve(server, main=True)
     while True:
         conn, _ = server.accept()
         threading.Thread(target=_serve_connection, args=(conn,), daemon=True).start()
-
-
-#: Serve a connection on the thread that accepted it, a thread started without waiting for it
-#: taking over the accepting (issue 40's lever "first-connection-here",
-#: verify_cli/sandbox/plumbing/levers.py): the tests' first connection is served at once, on this
-#: (the main) thread, where a call otherwise waited for a new thread to be scheduled (about 3 ms
-#: a run on a busy machine). False: each connection on a thread started for it, the accepting
-#: thread waiting until it runs. A warm candidate parent sets it for its run's server.
-SERVE_ON_ACCEPTING_THREAD = True
-#: How many threads wait in ``accept`` (an accepting thread serves what it accepted only with
-#: another left waiting, so that a second connection is never left in the backlog).
-_ACCEPTING = [0]
-_ACCEPTING_LOCK = threading.Lock()
-
-
-def _accept_and_serve(server: socket.socket, main: bool = False) -> None:
-    """Accept, make sure another thread accepts meanwhile, serve the connection, and again; a
-    thread other than the main one ends once it has served and another thread accepts."""
-    import _thread
-
-    while True:
-        with _ACCEPTING_LOCK:
-            _ACCEPTING[0] += 1
-        try:
-            conn, _ = server.accept()
-        finally:
-            with _ACCEPTING_LOCK:
-                _ACCEPTING[0] -= 1
-                alone = _ACCEPTING[0] == 0
-        if alone:
-            _thread.start_new_thread(_accept_and_serve, (server,))
-        try:
-            _serve_connection(conn)
-        except Exception:  # as a thread of its own would end: said, and the server goes on
-            traceback.print_exc()
-        if not main:
-            with _ACCEPTING_LOCK:
-                if _ACCEPTING[0]:
-                    return
 
 
 if __name__ == "__main__":

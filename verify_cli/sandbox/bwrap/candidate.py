@@ -234,7 +234,7 @@ class CandidateParent:
         self._job, self._job_id = host_job, job_id
         request = {"op": "run", "id": job_id, "env": candidate_env(extra_env, self.layer),
                    "cpu_seconds": cpu_seconds, "file_bytes": file_bytes, "held": list(held),
-                   "protected": list(protected), "here": lever_on("first-connection-here")}
+                   "protected": list(protected)}
         try:
             send_job(self.ctl, request, [out_fd, err_fd, child_job.fileno()],
                      unreachable=lambda why: CandidateParentError(f"cannot reach the candidate parent: {why}"))

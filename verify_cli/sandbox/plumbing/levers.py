@@ -17,9 +17,6 @@ LEVERS_OFF_ENV = "VERIFY_LEVERS_OFF"
 LEVERS: dict[str, str] = {
     "candidate-spare": "the warm candidate parent forks the next run's candidate (its namespaces "
                        "entered, its server forked) once a run is over, off the next run's path",
-    "first-connection-here": "the warm candidate server serves a connection on the thread that "
-                             "accepted it (a thread started without waiting takes over accepting), "
-                             "not on a new thread it waits to see running",
 }
 
 
