@@ -333,11 +333,16 @@ class BwrapTrials:
             verifier_exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in spec.verifier_env.items())
             # The agent phase under its timeout (a watchdog in the same sandbox: shared mode is Harbor's
             # own, where the agent reaches everything, its own timeout included), then the verifier where
-            # the agent ran, with whatever it left running.
+            # the agent ran, with whatever it left running. The watchdog says by its exit status whether
+            # it fired: once its sleep is over it ignores TERM, kills the agent and exits 99; stopped
+            # while it sleeps, it ends by TERM. (Asking whether it was still there to stop, as before,
+            # took a watchdog that had just killed the agent and not yet exited for one that never
+            # fired: a timed-out agent's work went on to the verifier on a loaded machine.)
             script = (f"( {exports}{lines or 'true'}\n) & agent=$!\n"
-                      f"( sleep {timeout:g}; kill -KILL $agent 2>/dev/null ) & watchdog=$!\n"
+                      f"( sleep {timeout:g}; trap '' TERM; kill -KILL $agent 2>/dev/null; exit 99 ) & watchdog=$!\n"
                       "wait $agent\n"
-                      "if ! kill $watchdog 2>/dev/null; then "
+                      "kill $watchdog 2>/dev/null; wait $watchdog\n"
+                      "if [ $? = 99 ]; then "
                       f"echo {shlex.quote(AGENT_TIMEOUT_LINE)} >&2; exit {_AGENT_TIMEOUT_STATUS}; fi\n"
                       f"mkdir -p {TESTS_MOUNT} {VERIFIER_LOGS} && cp -R {SHARED_TESTS_MOUNT}/. {TESTS_MOUNT}/ "
                       "|| exit 125\n"
