@@ -53,13 +53,13 @@ def _model(server: PolicyServer, name: str, policy: Any) -> Any:
 
 def test_the_wall_limit_bounds_every_call_of_one_reply(policy_server: PolicyServer, sandbox: Sandbox,
                                                        grader: Grader, task: Task) -> None:
-    # Six 8-second commands in one reply under a 15 s limit: ran 50 s before.
-    model = _model(policy_server, "six-sleeps", scripted([[("bash", {"command": "sleep 8"})] * 6]))
+    # Six 4-second commands in one reply under a 7 s limit: ran six times as long before.
+    model = _model(policy_server, "six-sleeps", scripted([[("bash", {"command": "sleep 4"})] * 6]))
     started = time.monotonic()
-    episode = run_episode(task, model, sandbox, grader, limits=EpisodeLimits(wall_seconds=15))
+    episode = run_episode(task, model, sandbox, grader, limits=EpisodeLimits(wall_seconds=7))
     elapsed = time.monotonic() - started  # its grade included
     assert episode.end_reason == "wall", episode.to_dict()
-    assert elapsed < 15 + 8, episode.to_dict()
+    assert elapsed < 7 + 8, episode.to_dict()
     texts = [o["text"] for o in episode.turns[0].observations]
     assert len(texts) == 6 and texts[0].startswith("exit code 0"), texts
     assert texts[1].startswith("timed out"), texts
