@@ -174,9 +174,9 @@ def snapshot() -> dict[int, Proc]:
     own = procs[me].argv if me in procs else None
     out = {pid: p for pid, p in procs.items() if pid != me and p.argv != own}
     # A process that ended (or became a zombie) between the listing and the reading of its files
-    # still links its children to their ancestors: without it, a candidate's last process seen
-    # while the run's server and init are ending (a loaded machine) would have no candidate root
-    # above it, and be taken for a trusted one.
+    # is kept as a link only, so that its children still reach their ancestors: without it, a
+    # candidate's last process seen while the run's server and init are ending (a loaded machine)
+    # would have no candidate root above it, and be taken for a trusted one.
     for pid in mine - out.keys() - {me}:
         out[pid] = Proc(pid, parents[pid], [], None, "", "", link_only=True)
     return out

@@ -10,6 +10,7 @@ run it, on the same connection.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import copy
 import dataclasses
@@ -628,7 +629,7 @@ def main() -> int:
         server.bind(tmp)
         server.listen(64)
         os.rename(tmp, path)  # the socket appears only once it is listening
-    _accept_and_serve(server, main=True)
+    _accept_and_serve(server, on_main_thread=True)
     return 0
 
 
@@ -638,7 +639,7 @@ _ACCEPTING = [0]
 _ACCEPTING_LOCK = threading.Lock()
 
 
-def _accept_and_serve(server: socket.socket, main: bool = False) -> None:
+def _accept_and_serve(server: socket.socket, on_main_thread: bool = False) -> None:
     """Accept, make sure another thread accepts meanwhile, serve the connection, and again; a
     thread other than the main one ends once it has served and another thread accepts.
 
@@ -647,9 +648,8 @@ def _accept_and_serve(server: socket.socket, main: bool = False) -> None:
     Python lets only the main thread set a signal handler, so a candidate that times itself out
     with ``signal.alarm`` or a module that installs a handler when imported (common in real
     projects) failed on every connection served by a thread of its own (``signal only works in
-    main thread``), graded as its own failure."""
-    import _thread
-
+    main thread``), graded as its own failure. (Acceptors start through ``_thread``: no wait for
+    the new thread to run, as ``threading.Thread.start`` would make before the connection is served.)"""
     while True:
         with _ACCEPTING_LOCK:
             _ACCEPTING[0] += 1
@@ -665,7 +665,7 @@ def _accept_and_serve(server: socket.socket, main: bool = False) -> None:
             _serve_connection(conn)
         except Exception:  # as a thread of its own would end: said, and the server goes on
             traceback.print_exc()
-        if not main:
+        if not on_main_thread:
             with _ACCEPTING_LOCK:
                 if _ACCEPTING[0]:
                     return
