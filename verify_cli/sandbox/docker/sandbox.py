@@ -124,7 +124,7 @@ from verify_cli.sandbox.docker.streams import (
     read_collector,
 )
 from verify_cli.sandbox.docker.verdicts import COPY_PREFIX, copy_error, judge_run, parse_counters
-from verify_cli.sandbox.docker.warm_host import DockerWarmHost
+from verify_cli.sandbox.docker.warm_host import DockerNodeWarmHost, DockerWarmHost
 from verify_cli.sandbox.docker.warm_nodes import WarmNodeEngine, warm_two_process
 from verify_cli.sandbox.environment import (
     SANDBOX_HARNESS,
@@ -134,6 +134,7 @@ from verify_cli.sandbox.environment import (
     harness_dir,
     pinned_environment,
 )
+from verify_cli.sandbox.plumbing.levers import lever_on
 from verify_cli.sandbox.plumbing.output import BoundedCapture
 from verify_cli.sandbox.registry import register_sandbox
 
@@ -493,17 +494,22 @@ class DockerSandbox(DockerExecs, Sandbox):
 
     def warm_host(self, *, workers_per_key: int = 2) -> WarmHost | None:
         """Warm pytest runs in this sandbox's pool (:mod:`verify_cli.sandbox.docker.warm_host`)."""
-        return DockerWarmHost(self) if self.warm_unavailable() is None else None
+        if self.warm_unavailable() is not None:
+            return None
+        if self._nodes is not None and lever_on("docker-warm-runner"):
+            return DockerNodeWarmHost(self)
+        return DockerWarmHost(self)
 
     def warm_environment(self, spec: RunSpec) -> dict[str, str]:
         """The variables of a run's command that the host knows (the image adds its own)."""
         return {**base_environment(), **spec.env}
 
     def run_warm_job(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
-                        preload: Sequence[str] = ()) -> tuple[RunResult, str]:
+                        preload: Sequence[str] = (), program: str = "") -> tuple[RunResult, str]:
         """Run ``spec`` (whose command is ``argv0 -m pytest ARGS``, mode "module", or the
-        ``pytest`` script ``argv0 ARGS``, mode "script") in a pooled container whose waiting
-        process has imported pytest already. Returns the result and how it ran: "warm", "cold"
+        ``pytest`` script ``argv0 ARGS``, mode "script"; in node mode also a built-in runner,
+        ``argv0 -m PROGRAM``, mode "runner") in a pooled container whose waiting
+        process has imported pytest (the runner) already. Returns the result and how it ran: "warm", "cold"
         (no warm container was ready, or the run cannot go warm), or "fallback" (the warm
         container died before the command started; the run went cold).
 
@@ -512,9 +518,10 @@ class DockerSandbox(DockerExecs, Sandbox):
         limits = spec.limits
         if (self._nodes is not None and not spec.stdin and spec.image and spec.workdir.is_dir()
                 and (spec.candidate is None or warm_two_process()) and "PATH" not in spec.env
-                and mode in ("module", "script") and argv0
-                and ("/" not in argv0 or argv0.startswith("/"))):
-            ran = self._nodes.run_warm(spec, mode=mode, argv0=argv0, args=args, preload=preload)
+                and (mode in ("module", "script") or (mode == "runner" and program.isidentifier()))
+                and argv0 and ("/" not in argv0 or argv0.startswith("/"))):
+            ran = self._nodes.run_warm(spec, mode=mode, argv0=argv0, args=args, preload=preload,
+                                       program=program)
             self.warm_last_error = self._nodes.warm_last_error or self.warm_last_error
             return ran
         if (self._nodes is not None or self._pool is None or spec.candidate is not None

@@ -34,7 +34,7 @@ class WarmSandbox(Protocol):
     def warm_environment(self, spec: RunSpec) -> dict[str, str]: ...
 
     def run_warm_job(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
-                        preload: Sequence[str] = ()) -> tuple[RunResult, str]: ...
+                        preload: Sequence[str] = (), program: str = "") -> tuple[RunResult, str]: ...
 
 
 class DockerWarmHost(WarmHost):
@@ -60,7 +60,7 @@ class DockerWarmHost(WarmHost):
             return WarmOutcome(self.sandbox.run(spec), "cold")
         result, how = self.sandbox.run_warm_job(
             spec, mode=invocation.mode, argv0=invocation.argv0, args=invocation.args,
-            preload=sorted(set(preload)))
+            preload=sorted(set(preload)), program=invocation.program)
         told: WarmHow = "warm" if how == "warm" else "fallback" if how == "fallback" else "cold"
         with self._lock:
             if told == "warm":
@@ -75,4 +75,11 @@ class DockerWarmHost(WarmHost):
         return WarmOutcome(result, told)
 
 
-__all__ = ["DockerWarmHost"]
+class DockerNodeWarmHost(DockerWarmHost):
+    """Warm jobs of a :class:`DockerSandbox` in node mode: also the built-in runners (``python
+    -m verify_calls``), on warm nodes that have imported the runner (:mod:`.warm_nodes`)."""
+
+    runs_harness_modules: ClassVar[bool] = True
+
+
+__all__ = ["DockerNodeWarmHost", "DockerWarmHost"]

@@ -47,10 +47,12 @@ _MIB = 1024 * 1024
 #: The warm supervisor (root has unpacked the harness before it starts): becomes
 #: docker_node_warm.py under the interpreter the command's first word (``$0``) names, as the
 #: command's shell finds it (a ``pytest`` script: its ``#!`` interpreter). ``$1`` the mode,
-#: ``$2`` the preload list, ``$3`` the node's job nonce.
+#: ``$2`` the preload list, ``$3`` the node's job nonce, ``$4`` the runner module (mode
+#: ``runner``: ``python -m verify_calls``, the interpreter found as the shell finds it).
 _WARM_SUPERVISOR = (
     'case "$1" in '
     f'module) exec "$0" -s {WARM_NODE_SCRIPT} module "$0" "$2" "$3" ;; '
+    f'runner) exec "$0" -s {WARM_NODE_SCRIPT} runner "$0" "$2" "$3" "$4" ;; '
     'script) s=$(command -v "$0") || exit 97; IFS= read -r l < "$s" || exit 97; '
     'case "$l" in "#!/"*) ;; *) exit 97 ;; esac; i=${l#??}; '
     'case "$i" in *" "*|*"	"*) exit 97 ;; esac; '
@@ -96,10 +98,10 @@ class WarmNodeEngine(NodeEngine):
     def _supervisor(self, shape: Shape, nonce: str) -> tuple[list[str], dict[str, str]]:
         if shape.warm is None:
             return super()._supervisor(shape, nonce)
-        mode, argv0, preload, startup = shape.warm
+        mode, argv0, preload, startup, program = shape.warm
         env = {"PATH": base_environment()["PATH"], **dict(startup)}
         argv = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), "/bin/sh", "-c",
-                _WARM_SUPERVISOR, argv0, mode, ",".join(preload), nonce]
+                _WARM_SUPERVISOR, argv0, mode, ",".join(preload), nonce, program]
         return argv, {"PATH": "/usr/local/bin:/usr/bin:/bin"}
 
     def _failed_start(self, shape: Shape, error: BaseException) -> None:
@@ -108,15 +110,17 @@ class WarmNodeEngine(NodeEngine):
             self.warm_last_error = short(error)
 
     def run_warm(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
-                 preload: Sequence[str] = ()) -> tuple[RunResult, str]:
-        """Run ``spec`` (``argv0 -m pytest ARGS`` or the ``pytest`` script ``argv0 ARGS``) on a
-        warm node; returns the result and how it ran ("warm", "cold" or "fallback")."""
+                 preload: Sequence[str] = (), program: str = "") -> tuple[RunResult, str]:
+        """Run ``spec`` (``argv0 -m pytest ARGS``, the ``pytest`` script ``argv0 ARGS``, or
+        the built-in runner ``argv0 -m PROGRAM``: mode "runner") on a warm node; returns the
+        result and how it ran ("warm", "cold" or "fallback")."""
         assert spec.image is not None
         # A two-process run's warm parent starts with the trusted side's HOME, as its forks run.
         env = {**base_environment(), **spec.env, **(two_process_env(spec.env) if spec.candidate else {})}
         startup = tuple(sorted((k, v) for k, v in env.items() if read_at_start(k)))
         shape = replace(Shape.of(spec.image, spec.limits),
-                        warm=(mode, argv0, tuple(sorted(set(preload))), startup))
+                        warm=(mode, argv0, tuple(sorted(set(preload))), startup,
+                              program if mode == "runner" else ""))
         with self._warm_lock:
             if self._warm_failures.get(shape, 0) >= WARM_MAX_FAILURES:
                 return self.run(spec), "cold"

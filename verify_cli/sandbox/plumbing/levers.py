@@ -17,6 +17,8 @@ LEVERS_OFF_ENV = "VERIFY_LEVERS_OFF"
 LEVERS: dict[str, str] = {
     "candidate-spare": "the warm candidate parent forks the next run's candidate (its namespaces "
                        "entered, its server forked) once a run is over, off the next run's path",
+    "docker-warm-runner": "docker's warm nodes also run the built-in runners (calls, stdio tasks) "
+                          "forked from a node that imported the runner, instead of cold",
 }
 
 
