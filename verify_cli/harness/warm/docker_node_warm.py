@@ -51,7 +51,8 @@ import threading
 import time
 from typing import Any
 
-import docker_warm  # same folder: sys.path[0]
+import docker_node_candidate as warm_candidates  # same folder: sys.path[0]
+import docker_warm
 import warm_worker
 
 READY_LINE = b"verify-node-ready\n"
@@ -226,7 +227,12 @@ def _run(job: dict[str, Any], tar_bytes: bytes) -> None:
         env["PWD"] = warm_worker.WORKDIR  # the cold run's shell exports it
         env = warm_worker._key_to_pipe(env)  # the seal key: in a pipe (not inherited), in no environment
         if candidate:
-            _lay_out_two_process(candidate, tar_bytes, env)
+            try:
+                _lay_out_two_process(candidate, tar_bytes, env)
+            except warm_candidates.Unavailable as e:  # before the tests: the host re-runs it cold
+                with contextlib.suppress(OSError):
+                    os.write(2, f"warm node setup failed: the warm candidate: {e}\n".encode())
+                os._exit(warm_candidates.CANDIDATE_UNAVAILABLE)
             warm_worker._drop_capabilities()
         else:
             _unpack(tar_bytes, env)
@@ -277,13 +283,19 @@ def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, 
     held = [str(rel) for rel in cand["held"]]
     for rel in held:  # the candidate's bubblewrap mounts its empty tmpfs here
         os.makedirs(os.path.join(shared, rel), exist_ok=True)
-    argv = [*map(str, cand["head"]), *_image_binds([str(d) for d in cand["skip"]]),
-            *map(str, cand["tail"])]
-    go_r, go_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        _start_candidate(go_r, go_w, argv)
-    os.close(go_r)
+    job_fd = cand.get("job_fd")
+    go_r = go_w = -1
+    handles: list[int] = []
+    if isinstance(job_fd, int):  # the node's candidate parent forks this run's candidate
+        handles = warm_candidates.export_mounts(shared, channel, str(env.get("VERIFY_CHANNEL", "")))
+    else:
+        argv = [*map(str, cand["head"]), *warm_candidates.image_binds([str(d) for d in cand["skip"]]),
+                *map(str, cand["tail"])]
+        go_r, go_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _start_candidate(go_r, go_w, argv)
+        os.close(go_r)
     try:
         ns.check(_libc.unshare(warm_worker._CLONE_NEWNS), "unshare")
         flags = warm_worker._MS_NOSUID | warm_worker._MS_NODEV
@@ -300,9 +312,16 @@ def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, 
         home = env.get("VERIFY_TRUSTED_HOME", "")
         if home and os.path.isdir(home):  # the trusted side's home, as the cold run's bwrap mounts it
             warm_worker._mount("tmpfs", home, "tmpfs", flags, "size=1048576,mode=0700")
-        os.write(go_w, b"go")
+        if isinstance(job_fd, int):
+            warm_candidates.hand_over(job_fd, handles)
+            handles = []
+        else:
+            os.write(go_w, b"go")
     finally:
-        os.close(go_w)
+        if go_w >= 0:
+            os.close(go_w)
+        for fd in handles:
+            os.close(fd)
 
 
 #: statvfs flags a read-only remount keeps from the source mount (the kernel refuses to clear
@@ -324,26 +343,6 @@ def _cover(target: str) -> None:
     warm_worker._mount("none", target, None, flags)
 
 
-def _image_binds(skip: list[str]) -> list[str]:
-    """The image's top-level folders (and those of /opt) for the candidate's root, read-only,
-    as the cold wrapper's ``for d in /* /opt/*`` lists them (dot-entries and ``skip`` left out)."""
-    out: list[str] = []
-    for parent in ("/", "/opt"):
-        try:
-            names = sorted(os.listdir(parent))
-        except OSError:
-            continue
-        for name in names:
-            path = os.path.join(parent, name)
-            if name.startswith(".") or path in skip:
-                continue
-            if os.path.islink(path):
-                out += ["--symlink", os.readlink(path), path]
-            elif os.path.exists(path):
-                out += ["--ro-bind", path, path]
-    return out
-
-
 def _start_candidate(go_r: int, go_w: int, argv: list[str]) -> None:
     """The starter (a child of P, still in the run's first mount namespace); never returns.
     It waits for P's view to be complete, then becomes the candidate's bubblewrap with no
@@ -363,14 +362,18 @@ def _start_candidate(go_r: int, go_w: int, argv: list[str]) -> None:
 
 
 def _child(job: dict[str, Any], tar_bytes: bytes, sock: socket.socket) -> None:
-    """The run's outer process (C), outside its pid namespace; never returns."""
+    """The run's outer process (C), outside its pid namespace; never returns. It keeps only
+    ``sock`` and, where the node's candidate parent serves the run, its job socket."""
     try:
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
-        keep = sock.fileno()
-        os.closerange(3, keep)
-        os.closerange(keep + 1, 1 << 16)
+        cand = job.get("candidate") or {}
+        low = 3
+        for keep in sorted({sock.fileno(), *([cand["job_fd"]] if isinstance(cand.get("job_fd"), int) else [])}):
+            os.closerange(low, keep)
+            low = keep + 1
+        os.closerange(low, 1 << 16)
         with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as fh:
             fh.write("1000")
         _isolate(job)
@@ -388,15 +391,51 @@ def _child(job: dict[str, Any], tar_bytes: bytes, sock: socket.socket) -> None:
     os._exit(_status_code(status))
 
 
+#: The node's warm candidate parent (two-process runs of the Python candidate server).
+CANDIDATES = warm_candidates.WarmCandidates()
+
+
+def _begin_candidate(job: dict[str, Any]) -> tuple[warm_candidates.NodeCandidateParent | None, socket.socket | None]:
+    """The node's candidate parent and the run's end of its job socket, where it serves this
+    run (the run's ``P`` then hands its candidate the run's folders: ``job_fd``)."""
+    cand = job.get("candidate")
+    if not cand or not cand.get("parent"):
+        return None, None
+    parent = CANDIDATES.parent_for(cand)
+    if parent is None:
+        return None, None
+    try:
+        sock = parent.begin(job, cand)
+    except warm_candidates.Unavailable:
+        CANDIDATES.drop()
+        return None, None
+    cand["job_fd"] = sock.fileno()
+    return parent, sock
+
+
+def _end_candidate(parent: warm_candidates.NodeCandidateParent | None, code: int) -> None:
+    """After the run: its candidate killed and its end reported, or the parent goes; where
+    the run could not set its warm candidate up, warm candidates are off in this node."""
+    if parent is None:
+        return
+    if not parent.finish():
+        CANDIDATES.drop()
+    if code == warm_candidates.CANDIDATE_UNAVAILABLE:
+        CANDIDATES.turn_off("a run could not set its warm candidate up")
+
+
 def serve_one(job: dict[str, Any], tar_bytes: bytes) -> bool:
     """One run; False when the host is out of step (the node must go)."""
     ooms = _oom_kills()
+    parent, job_sock = _begin_candidate(job)
     host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:
         host.close()
         _child(job, tar_bytes, child)
     child.close()
+    if job_sock is not None:
+        job_sock.close()
     results_fd: int | None = None
     with contextlib.suppress(OSError):
         _msg, fds, _flags, _addr = socket.recv_fds(host, 64, 1)
@@ -408,18 +447,21 @@ def serve_one(job: dict[str, Any], tar_bytes: bytes) -> bool:
         return False
     code = _status_code(status)
     cpu_ns = int((usage.ru_utime + usage.ru_stime) * 1e9)
-    n = _live_processes()
+    _end_candidate(parent, code)
+    n = _live_processes() - CANDIDATES.own_processes()  # the parent's processes are the node's
     for _ in range(50):  # the kernel may still be taking the run's namespace down
         if n <= 3:
             break
         time.sleep(0.01)
-        n = _live_processes()
+        n = _live_processes() - CANDIDATES.own_processes()
     data = _results_tar(results_fd)
     if results_fd is not None:
         os.close(results_fd)
     m = marker.strip().decode()
     os.write(2, f"\n{m}\n".encode())
-    head = f"\n{m} {code} {cpu_ns} {_oom_kills() - ooms} {n}\n{len(data)}\n".encode()
+    how = (" warm" if parent is not None and code != warm_candidates.CANDIDATE_UNAVAILABLE
+           else " cold" if job.get("candidate") else "")  # how the run's candidate started
+    head = f"\n{m} {code} {cpu_ns} {_oom_kills() - ooms} {n}{how}\n{len(data)}\n".encode()
     view = memoryview(head + data)
     while view:
         view = view[os.write(1, view):]

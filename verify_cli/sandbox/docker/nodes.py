@@ -144,6 +144,9 @@ class Node:
     nonce: str
     digest: str
     runs: int = 0
+    #: How its last run's candidate started, as a warm node reports it ("warm", "cold"; "" for
+    #: a run without one, or a node that does not say).
+    last_candidate: str = ""
 
 
 @dataclass
@@ -156,6 +159,8 @@ class _Trailer:
     #: The results archive was over MAX_RESULTS_ARCHIVE_BYTES (the run wrote into the channel
     #: its wrapper holds open: its /proc entry is the run's); the stream is out of step.
     flooded: bool = False
+    #: How the run's candidate started (warm nodes say it: "warm", "cold"); "" otherwise.
+    candidate: str = ""
 
 
 def bwrap_argv(spec: RunSpec, *, env: dict[str, str]) -> list[str]:
@@ -264,7 +269,8 @@ class _Splitter:
         self.pending = buf[keep_from:]
 
 
-_TRAILER = re.compile(rb"(\d+) (-?\d+) (-?\d+) (\d+)\n(\d+)\n")
+#: ``STATUS CPU_NS OOM_KILLS PROCESSES [CANDIDATE]`` then the results archive's size.
+_TRAILER = re.compile(rb"(\d+) (-?\d+) (-?\d+) (\d+)(?: (warm|cold))?\n(\d+)\n")
 
 
 def _read_job(reader: IO[bytes], out: _Splitter, err: _Splitter, on_end: Callable[[], None],
@@ -279,7 +285,7 @@ def _read_job(reader: IO[bytes], out: _Splitter, err: _Splitter, on_end: Callabl
                     on_end()
                 match = _TRAILER.match(bytes(out.rest[:200]))
                 if match is not None:
-                    size = int(match.group(5))
+                    size = int(match.group(6))
                     if size > MAX_RESULTS_ARCHIVE_BYTES:
                         return _Trailer(int(match.group(1)), int(match.group(2)),
                                         int(match.group(3)), int(match.group(4)), {}, flooded=True)
@@ -289,7 +295,8 @@ def _read_job(reader: IO[bytes], out: _Splitter, err: _Splitter, on_end: Callabl
                         data = bytes(out.rest[match.end():])
                         return _Trailer(int(match.group(1)), int(match.group(2)),
                                         int(match.group(3)), int(match.group(4)),
-                                        read_results_tar(io.BytesIO(data), stream=False))
+                                        read_results_tar(io.BytesIO(data), stream=False),
+                                        candidate=(match.group(5) or b"").decode())
                 elif len(out.rest) > 200:
                     return None
             header = reader.read(8)
@@ -500,6 +507,7 @@ class NodeEngine(DockerExecs):
                 if unsubscribe is not None:
                     unsubscribe()
             writer.join(timeout=5)
+        node.last_candidate = trailer.candidate if trailer is not None else ""
         # The job shell's two-process runs mark their tests' start (two_process.trusted_argv);
         # a warm node's job starts the tests itself.
         return self._judge(node, spec, trailer, killer, gate, elapsed, stdout, stderr, tests_mark=job is None)

@@ -504,6 +504,11 @@ class DockerSandbox(DockerExecs, Sandbox):
         """The variables of a run's command that the host knows (the image adds its own)."""
         return {**base_environment(), **spec.env}
 
+    def warm_candidate_start(self) -> str:
+        """How the candidate of this thread's last warm job started ("warm": forked by a warm
+        node's candidate parent; "cold"; "" without one, or not on a warm node)."""
+        return self._nodes.last_candidate if self._nodes is not None else ""
+
     def run_warm_job(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
                         preload: Sequence[str] = (), program: str = "") -> tuple[RunResult, str]:
         """Run ``spec`` (whose command is ``argv0 -m pytest ARGS``, mode "module", or the

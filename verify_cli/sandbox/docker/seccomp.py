@@ -5,7 +5,11 @@ container without ``CAP_SYS_ADMIN``, so bubblewrap cannot make a run's namespace
 profile allows exactly those on top of the ordinary system calls of programs (interpreters,
 compilers, test runners) and nothing else: no ``setns`` (no joining other namespaces), no
 ``keyctl``/``add_key``, ``bpf``, ``perf_event_open``, ``ptrace``, ``process_vm_*``, ``io_uring``,
-module, clock, swap, reboot or accounting calls, no ``open_by_handle_at``, no new mount API.
+module, clock, swap, reboot or accounting calls, no ``open_by_handle_at``. Of the new mount API
+only ``open_tree`` and ``move_mount`` (:data:`HANDOVER_CALLS`): a warm node hands a run's folders
+to its candidate with them; like ``mount``, both need ``CAP_SYS_ADMIN`` over the mount namespace,
+which a process has only in the user namespaces bubblewrap or the warm node made for its run (no
+``fsopen``, ``fsmount``, ``fspick``, ``fsconfig`` or ``mount_setattr``).
 Everything else fails with EPERM. The container itself still has every capability dropped and
 ``no-new-privileges``; the namespaces bubblewrap makes are user-owned (uid 1000 outside).
 """
@@ -19,6 +23,10 @@ import platform
 #: What bubblewrap needs beyond ordinary programs: new namespaces and its private mounts.
 BWRAP_CALLS = ("unshare", "clone", "clone3", "mount", "umount2", "pivot_root", "chroot",
                "sethostname", "setdomainname")
+
+#: A warm node's hand-over of a run's folders to its candidate child (detached copies made in the
+#: run's namespaces, attached in the candidate's: harness/warm/docker_node_candidate.py).
+HANDOVER_CALLS = ("open_tree", "move_mount")
 
 #: Ordinary programs (names of several architectures; unknown ones are skipped by the runtime).
 PROGRAM_CALLS = (
@@ -90,7 +98,7 @@ def node_profile() -> str:
     profile: dict[str, object] = {
         "defaultAction": "SCMP_ACT_ERRNO",
         "defaultErrnoRet": 1,  # EPERM
-        "syscalls": [{"names": sorted({*PROGRAM_CALLS, *BWRAP_CALLS}),
+        "syscalls": [{"names": sorted({*PROGRAM_CALLS, *BWRAP_CALLS, *HANDOVER_CALLS}),
                       "action": "SCMP_ACT_ALLOW"}],
     }
     arches = _ARCHES.get(platform.machine())
@@ -99,4 +107,4 @@ def node_profile() -> str:
     return json.dumps(profile, separators=(",", ":"))
 
 
-__all__ = ["BWRAP_CALLS", "PROGRAM_CALLS", "node_profile"]
+__all__ = ["BWRAP_CALLS", "HANDOVER_CALLS", "PROGRAM_CALLS", "node_profile"]

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from verify_cli.sandbox.base import RESULTS_ENV, CandidateProcess, RunSpec, protected_bind_args
+from verify_cli.sandbox.bwrap.candidate import PYTHON_SERVER_COMMAND
 from verify_cli.sandbox.bwrap.sandbox import SANDBOX_UID
 from verify_cli.sandbox.environment import (
     CHANNEL_SOCKET,
@@ -51,6 +52,7 @@ from verify_cli.sandbox.environment import (
     SANDBOX_WORKDIR,
     candidate_environment,
 )
+from verify_cli.sandbox.plumbing.levers import lever_on
 from verify_cli.sandbox.plumbing.trusted_launch import CLOSE_SEAL_FD, no_links_prefix
 
 #: The shared work folder and the test folders' stash, on the outer run's /workspace tmpfs.
@@ -64,8 +66,9 @@ TRUSTED_CHANNEL = f"{CHANNEL_HOLD}/{CHANNEL_SOCKET}"
 CANDIDATE_EXEC = shlex.join(["/bin/sh", f"{SANDBOX_HARNESS}/verify_candidate_exec.sh",
                              "--channel", TRUSTED_CHANNEL, "--"])
 #: Processes the two nested bubblewraps add to a run (the candidate's: bwrap, its pid 1; the
-#: tests': bwrap), on top of the run's own limit.
-NESTED_PIDS = 4
+#: tests': bwrap), on top of the run's own limit; and a warm node's candidate parent's own
+#: (its bubblewrap, that one's pid 1, the parent).
+NESTED_PIDS = 4 + 3
 
 #: Top-level paths of the container the candidate never sees (besides dot-entries, which the
 #: shell's ``/*`` never lists).
@@ -159,13 +162,44 @@ def candidate_argv_parts(candidate: CandidateProcess, *, held: list[str]) -> tup
         tail[-2:-2] = ["--perms", "0555", "--size", "4096", "--tmpfs", f"{SANDBOX_WORKDIR}/{rel}"]
     # after the work folder's bind, before --chdir
     tail[-2:-2] = protected_bind_args(candidate.protected, SHARED_WORK, SANDBOX_WORKDIR)
-    env = candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
-                                channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
-                                candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=DEFAULT_PATH,
-                                extra=candidate.env)
-    for name, value in sorted(env.items()):
+    for name, value in sorted(_candidate_env(candidate).items()):
         tail += ["--setenv", name, value]
     return head, [*tail, "--", *candidate.command]
+
+
+def _candidate_env(candidate: CandidateProcess) -> dict[str, str]:
+    """The candidate's whole environment (its bubblewrap clears the rest)."""
+    return candidate_environment(workdir=SANDBOX_WORKDIR, tmp_dir=SANDBOX_TMP,
+                                 channel=f"{SANDBOX_CHANNEL_DIR}/{CHANNEL_SOCKET}",
+                                 candidate_harness=SANDBOX_CANDIDATE_HARNESS, path=DEFAULT_PATH,
+                                 extra=candidate.env)
+
+
+#: What the candidate parent runs (``--control-fd N`` is added by the node).
+_PARENT_COMMAND = ["/bin/sh", "-c", f'exec python "{SANDBOX_CANDIDATE_HARNESS}/verify_candidate_parent.py" "$@"', "sh"]
+
+
+def warm_parent(candidate: CandidateProcess) -> dict[str, object] | None:
+    """The command line (around the image's folders, which the node lists) and environment of
+    a warm node's candidate parent for ``candidate`` (``harness/warm/docker_node_candidate.py``),
+    or None where its candidate starts cold (not the Python server; the lever
+    ``docker-warm-candidate`` off). Its sandbox is the cold candidate's, minus any run: the
+    same namespaces (user namespaces still allowed: it forks each run's child into new ones,
+    which forbid further ones), the image read-only, the candidate-side harness, its own
+    ``/proc``, empty mount points for a run's folders, and the candidate's environment."""
+    if tuple(candidate.command) != PYTHON_SERVER_COMMAND or not lever_on("docker-warm-candidate"):
+        return None
+    env = _candidate_env(candidate)
+    head = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "candidate", "--clearenv"]
+    tail = ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+            "--ro-bind", f"{SANDBOX_HARNESS}/candidate", SANDBOX_CANDIDATE_HARNESS]
+    for folder in (SANDBOX_TMP, SANDBOX_WORKDIR, SANDBOX_CHANNEL_DIR):
+        tail += ["--dir", folder]
+    for name, value in sorted(env.items()):
+        tail += ["--setenv", name, value]
+    tail += ["--remount-ro", "/", "--chdir", "/", "--", *_PARENT_COMMAND]
+    return {"head": head, "tail": tail, "env": env}
 
 
 def candidate_start(candidate: CandidateProcess, *, held: list[str]) -> str:
@@ -198,7 +232,8 @@ def warm_candidate(spec: RunSpec) -> dict[str, object]:
     head, tail = candidate_argv_parts(spec.candidate, held=held)
     return {"shared": SHARED_WORK, "held_dir": HELD_TESTS, "channel": CHANNEL_HOLD,
             "hidden": list(spec.candidate.hidden), "held": held, "covered": covered_files(spec),
-            "head": head, "tail": tail, "skip": list(NOT_FOR_THE_CANDIDATE)}
+            "head": head, "tail": tail, "skip": list(NOT_FOR_THE_CANDIDATE),
+            "protected": list(spec.candidate.protected), "parent": warm_parent(spec.candidate)}
 
 
 def two_process_env(task_env: Mapping[str, str]) -> dict[str, str]:
@@ -224,4 +259,5 @@ __all__ = [
     "two_process_env",
     "two_process_job",
     "warm_candidate",
+    "warm_parent",
 ]

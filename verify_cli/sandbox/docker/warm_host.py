@@ -33,6 +33,8 @@ class WarmSandbox(Protocol):
 
     def warm_environment(self, spec: RunSpec) -> dict[str, str]: ...
 
+    def warm_candidate_start(self) -> str: ...
+
     def run_warm_job(self, spec: RunSpec, *, mode: str, argv0: str, args: Sequence[str],
                         preload: Sequence[str] = (), program: str = "") -> tuple[RunResult, str]: ...
 
@@ -65,8 +67,11 @@ class DockerWarmHost(WarmHost):
         with self._lock:
             if told == "warm":
                 self._stats.warm_runs += 1
-                if spec.candidate is not None:  # its candidate started cold, in the warm node
-                    self._stats.cold_candidates += 1
+                if spec.candidate is not None:  # forked by the node's candidate parent, or cold
+                    if self.sandbox.warm_candidate_start() == "warm":
+                        self._stats.warm_candidates += 1
+                    else:
+                        self._stats.cold_candidates += 1
             elif told == "fallback":
                 self._stats.fallbacks += 1
             else:

@@ -94,6 +94,12 @@ class WarmNodeEngine(NodeEngine):
         self._warm_failures: dict[Shape, int] = {}
         self._warm_lock = threading.Lock()
         self.warm_last_error = ""
+        self._local = threading.local()
+
+    @property
+    def last_candidate(self) -> str:
+        """How the candidate of this thread's last warm run started ("warm", "cold", "")."""
+        return str(getattr(self._local, "candidate", ""))
 
     def _supervisor(self, shape: Shape, nonce: str) -> tuple[list[str], dict[str, str]]:
         if shape.warm is None:
@@ -132,6 +138,7 @@ class WarmNodeEngine(NodeEngine):
         with self._warm_lock:
             self._warm_failures.pop(shape, None)
         healthy = False
+        self._local.candidate = ""
         try:
             result, healthy = self._run_on(
                 node, spec, job=lambda marker, size: warm_job(spec, node.nonce, marker, size, args))
@@ -139,6 +146,7 @@ class WarmNodeEngine(NodeEngine):
             result = daemon_failure(self._backend, e, spec.image)
         finally:
             node.runs += 1
+            self._local.candidate = node.last_candidate
             self.pool.release(node, healthy=healthy)
         if result.verdict is Verdict.INFRA_ERROR:  # the warm node's fault, never the code's
             with self._warm_lock:

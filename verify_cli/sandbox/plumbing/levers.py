@@ -19,6 +19,8 @@ LEVERS: dict[str, str] = {
                        "entered, its server forked) once a run is over, off the next run's path",
     "docker-warm-runner": "docker's warm nodes also run the built-in runners (calls, stdio tasks) "
                           "forked from a node that imported the runner, instead of cold",
+    "docker-warm-candidate": "docker's warm nodes fork each two-process run's Python candidate server "
+                             "from a candidate parent started once per node, instead of a cold start",
 }
 
 
