@@ -170,20 +170,9 @@ def _unpack(tar_bytes: bytes, env: dict[str, str], into: str = warm_worker.WORKD
 
 
 def _isolate(job: dict[str, Any]) -> None:
-    """Fresh namespaces (pid included: the next fork is its init) and tmpfs folders.
-
-    No network namespace of its own (unless the job asks for one: ``fresh_netns``): making one
-    and having the kernel tear it down costs more CPU than the rest of the run's namespaces. The
-    container's own is loopback only (``network_mode`` none), the view a fresh one gives; nothing
-    trusted listens in it (the supervisor talks over its stdin and stdout, the candidate parent
-    has a namespace of its own); the node serves one run at a time and every process of a run
-    is dead before the next starts; and a run has no capability over it (it belongs to the
-    container's user namespace, not the run's), so it can change nothing there that outlives
-    its processes. The bwrap backend's warm workers do the same."""
+    """Fresh namespaces (pid included: the next fork is its init) and tmpfs folders."""
     fresh = (warm_worker._CLONE_NEWUSER | warm_worker._CLONE_NEWNS | warm_worker._CLONE_NEWIPC
-             | warm_worker._CLONE_NEWUTS | _CLONE_NEWPID)
-    if job.get("fresh_netns"):
-        fresh |= warm_worker._CLONE_NEWNET
+             | warm_worker._CLONE_NEWNET | warm_worker._CLONE_NEWUTS | _CLONE_NEWPID)
     # /proc/self's files belong to root while the process is not dumpable (the parent is not).
     _libc.prctl(warm_worker._PR_SET_DUMPABLE, 1, 0, 0, 0)
     ns.enter_user_namespace(fresh)
@@ -199,8 +188,7 @@ def _isolate(job: dict[str, Any]) -> None:
         warm_worker._mount("tmpfs", path, "tmpfs", flags, f"size={int(size)},mode={mode}")
     name = b"sandbox"
     ns.check(_libc.sethostname(name, len(name)), "sethostname")
-    if job.get("fresh_netns"):
-        warm_worker._loopback_up()
+    warm_worker._loopback_up()
 
 
 def _init(job: dict[str, Any], tar_bytes: bytes) -> None:

@@ -21,8 +21,6 @@ LEVERS: dict[str, str] = {
                           "forked from a node that imported the runner, instead of cold",
     "docker-warm-candidate": "docker's warm nodes fork each two-process run's Python candidate server "
                              "from a candidate parent started once per node, instead of a cold start",
-    "docker-shared-netns": "a docker warm node's runs use the container's network namespace (loopback "
-                           "only) instead of making a fresh one each",
 }
 
 
