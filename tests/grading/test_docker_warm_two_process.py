@@ -70,7 +70,17 @@ def test_two_process_runs_go_warm_in_docker_nodes(docker: Sandbox, monkeypatch: 
     assert reference.isolation == starter.isolation == "two-process"
     assert reference.passed and not starter.passed
     assert (stats.warm_runs, stats.cold_runs, stats.fallbacks) == (2, 0, 0), stats
-    assert stats.cold_candidates == 2, stats  # each candidate started in its own nested sandbox
+    assert stats.warm_candidates == 2, stats  # forked by the node's candidate parent
+    # With the lever off each candidate starts in its own nested sandbox, as before.
+    monkeypatch.setenv("VERIFY_LEVERS_OFF", "docker-warm-candidate")
+    with Grader(docker, warm=True) as grader:
+        cold_reference = grader.grade(GradeRequest(task, Phase.REFERENCE))
+        cold_starter = grader.grade(GradeRequest(task, Phase.STARTER))
+        stats = _stats(grader)
+    assert cold_reference.passed and not cold_starter.passed
+    assert [t.id for t in cold_starter.failed_tests] == [t.id for t in starter.failed_tests]
+    assert (stats.warm_runs, stats.cold_candidates, stats.warm_candidates) == (2, 2, 0), stats
+    monkeypatch.delenv("VERIFY_LEVERS_OFF")
     # The off switch sends them cold, as before.
     monkeypatch.setenv("VERIFY_DOCKER_WARM_TWO_PROCESS", "0")
     with Grader(docker, warm=True) as grader:
@@ -121,20 +131,35 @@ def plant():
         except OSError:
             pass
     os.environ["VERIFY_LEFTOVER"] = "1"
+    r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.setsid()
-        if os.fork() == 0:
+        daemon = os.fork()
+        if daemon == 0:
             os.execvp("sleep", ["sleep", "300"])
+        os.write(w, str(daemon).encode())
         os._exit(0)
+    os.close(w)
     os.waitpid(pid, 0)
+    daemon = int(os.read(r, 32))
+    os.close(r)
+    return daemon
+
+
+def alive(pid):
+    """Whether the daemon ``pid`` (in the candidate's pid namespace) is alive."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
     return True
 '''
 
 LEFTOVER_TESTS = '''
 import os
 import time
-from probe import leftovers, plant
+from probe import alive, leftovers, plant
 
 MARK = "verify-leftover"
 
@@ -160,12 +185,15 @@ def test_nothing_of_an_earlier_run_is_left():
     assert _sleepers() == []
     assert "VERIFY_LEFTOVER" not in os.environ
     # Now leave what the next run must not find: on both sides.
-    assert plant()
+    daemon = plant()
     for _ in range(100):  # its grandchild may not have exec'd sleep yet
         if _sleepers():
             break
         time.sleep(0.05)
-    assert _sleepers(), "the candidate's daemon runs in this run's pid namespace"
+    # Seen in this run's pid namespace where the candidate's nested sandbox is inside it (it
+    # started cold); a warm node's candidate parent forked it into a pid namespace of its own,
+    # where it is alive. Either way the node must not find it after the run (not recycled).
+    assert _sleepers() or alive(daemon), "the candidate's daemon runs"
     assert leftovers(), "the candidate finds what it left in this run"
     for folder in ("/tmp", "/dev/shm", "."):
         with open(f"{folder}/{MARK}-tests", "w") as fh:
@@ -187,7 +215,7 @@ def test_nothing_of_a_warm_two_process_run_reaches_the_next(tmp_path: Path) -> N
     for result in (first, second):
         assert result.isolation == "two-process"
         assert result.passed, (result.problems, result.run.stdout.text[-3000:])
-    assert stats.warm_runs == 2 and stats.fallbacks == 0, stats
+    assert stats.warm_runs == 2 and stats.fallbacks == 0 and stats.warm_candidates == 2, stats
     assert (containers["started"], containers["recycled"]) == (1, 0), containers
 
 
