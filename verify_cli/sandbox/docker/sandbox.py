@@ -199,7 +199,7 @@ class DockerSandbox(DockerExecs, Sandbox):
 
     def __init__(self, *, pool_size: int = 0, client: Any = None, mode: str = "node",
                  max_containers: int | None = None, idle_timeout_s: float = 30.0,
-                 max_runs: int = 100) -> None:
+                 max_runs: int = DockerConfig.max_runs) -> None:
         if pool_size < 0:
             raise ValueError("pool_size must be >= 0")
         if mode not in self.MODES:
