@@ -1,9 +1,12 @@
-"""The built-in runners (``calls`` and ``stdio`` tasks: ``python -m verify_calls``) on docker's
-warm nodes (``sandbox/docker/warm_nodes.py``, mode "runner").
+"""The built-in runners (``calls`` and ``stdio`` tasks: ``python -m verify_calls``) and warm
+candidates on docker's warm nodes (``sandbox/docker/warm_nodes.py``, mode "runner";
+``harness/warm/docker_node_candidate.py``).
 
-A runner's run forks from a node that imported the runner once, and its verdicts are a cold
-run's: the same candidates pass and fail, by the same tests, as when every run starts its
-runner cold (``VERIFY_LEVERS_OFF=docker-warm-runner``: the path before warm runner nodes).
+A runner's run forks from a node that imported the runner once, its candidate from the node's
+candidate parent, and its verdicts are a cold run's: the same candidates pass and fail, by the
+same tests, as when every run starts its runner cold (``VERIFY_LEVERS_OFF=docker-warm-runner``:
+the path before warm runner nodes). A candidate parent that dies costs no grade; a memory bomb
+is graded as a cold candidate's.
 """
 
 from __future__ import annotations
@@ -66,3 +69,65 @@ def test_a_runner_task_runs_warm_on_docker_nodes_with_the_cold_verdicts(
     cold, cold_stats = _grades(box, kind)
     assert cold_stats is not None and cold_stats.warm_runs == 0, cold_stats  # type: ignore[attr-defined]
     assert cold == warm
+
+
+def _kill_in_nodes(pattern: str) -> int:
+    """SIGKILL every process of this test process's nodes whose command line holds ``pattern``
+    (as a candidate parent killed by the kernel or by hand would be); how many were killed."""
+    import docker
+    from verify_cli.sandbox.docker.containers import OWNER_LABEL, owner
+
+    client = docker.from_env()
+    script = ("import os, signal\nn = 0\nfor p in os.listdir('/proc'):\n    if p.isdigit():\n"
+              "        try:\n            c = open(f'/proc/{p}/cmdline', 'rb').read()\n"
+              "        except OSError:\n            continue\n"
+              f"        if {pattern.encode()!r} in c and b'python3 -c' not in c:\n"
+              "            os.kill(int(p), signal.SIGKILL); n += 1\nprint(n)\n")
+    killed = 0
+    for container in client.containers.list(filters={"label": f"{OWNER_LABEL}={owner()}"}):
+        out = container.exec_run(["python3", "-c", script], user="1000:1000")
+        killed += int(out.output.decode().strip() or 0)
+    return killed
+
+
+def test_a_candidate_parent_killed_between_runs_costs_no_grade(box: DockerSandbox) -> None:
+    """The node's candidate parent dies between two runs (the OOM killer, by hand): the next
+    run is graded right (its candidate starts cold, never scored as the parent's fault), and a
+    new parent serves the run after."""
+    task = load_task(FIXTURES / "calls" / "task")
+    name, right, wrong = CANDIDATES["calls"]
+    with Grader(box, warm=True) as grader:
+        first = grader.grade(GradeRequest(task, Phase.CANDIDATE, candidate={name: right}))
+        assert _kill_in_nodes("verify_candidate_parent.py") >= 1
+        after = [grader.grade(GradeRequest(task, Phase.CANDIDATE, candidate={name: code}))
+                 for code in (right, wrong, right)]
+        stats = grader.warm_stats
+    assert first.passed and [r.passed for r in after] == [True, False, True], [r.problems for r in after]
+    assert all(r.status.value == "graded" for r in after)
+    assert stats is not None and stats.fallbacks == 0, stats
+    # The run after the kill started its candidate cold; the later ones warm again.
+    assert stats.warm_candidates >= 3 and stats.cold_candidates >= 1, stats
+
+
+BOMB = b"def double(x):\n    hoard = []\n    while True:\n        hoard.append(bytearray(8 << 20))\n"
+
+
+def test_a_warm_candidates_memory_bomb_is_graded_as_a_cold_ones(
+        box: DockerSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate that eats the node's memory fails its calls, warm as cold, and the next
+    candidate in the same pool is graded right."""
+    task = load_task(FIXTURES / "calls" / "task")
+    name, right, _ = CANDIDATES["calls"]
+    results = {}
+    for how in ("warm", "cold"):
+        if how == "cold":
+            monkeypatch.setenv(LEVERS_OFF_ENV, "docker-warm-candidate")
+        with Grader(box, warm=True) as grader:
+            bomb = grader.grade(GradeRequest(task, Phase.CANDIDATE, candidate={name: BOMB}))
+            after = grader.grade(GradeRequest(task, Phase.CANDIDATE, candidate={name: right}))
+            stats = grader.warm_stats
+        assert stats is not None and (stats.warm_candidates if how == "warm" else stats.cold_candidates) >= 1, stats
+        assert bomb.status.value == "graded" and not bomb.passed and bomb.score == 0.0, (how, bomb.problems)
+        assert after.passed, (how, after.problems)
+        results[how] = sorted(t.id for t in bomb.failed_tests)
+    assert results["warm"] == results["cold"]
