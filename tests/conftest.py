@@ -155,6 +155,20 @@ EXTENDED: dict[str, str] = {
         "warm docker nodes (test_trusted_processes.py) stay",
 }
 
+#: Parametrized cases in the extended tier: (module, a part of the case's id) -> what in the
+#: default tier covers the same ground.
+EXTENDED_CASES: dict[tuple[str, str], str] = {
+    ("grading/test_trusted_processes.py", "on_docker_nodes[cold]"):
+        "the trusted-process rule on cold docker node runs (nested bubblewraps); the same cases on "
+        "cold and warm bwrap and on warm docker nodes stay, and the cold docker hacks "
+        "(test_docker_two_process.py)",
+    ("sandbox/test_conformance.py", "docker-single-use"):
+        "the hostile programs in single-use containers; the same programs on docker's default node "
+        "mode, bwrap and process stay, and single-use's own lifecycle (test_docker_backend.py)",
+    ("sandbox/test_verdicts.py", "docker-single-use"):
+        "the verdicts in single-use containers; the same on docker's node mode, bwrap and process stay",
+}
+
 
 #: Tests that use one of these fixtures are in the extended tier too.
 EXTENDED_FIXTURES: dict[str, str] = {
@@ -164,7 +178,8 @@ EXTENDED_FIXTURES: dict[str, str] = {
 
 
 def _extended_reason(rel: str, item: pytest.Item) -> str | None:
-    why = EXTENDED.get(rel) or EXTENDED.get(f"{rel}::{item.name}")
+    why = EXTENDED.get(rel) or EXTENDED.get(f"{rel}::{item.name}") or next(
+        (reason for (module, part), reason in EXTENDED_CASES.items() if module == rel and part in item.name), None)
     fixtures = [EXTENDED_FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in EXTENDED_FIXTURES]
     return why or (fixtures[0] if fixtures else None)
 

@@ -8,7 +8,8 @@
 - ``runners/``: the built-in runners a task's command names (``python -m verify_calls``,
   ``python -m verify_stdio``) and what they share (``verify_runner_common``);
 - ``warm/``: the warm workers: ``warm_worker`` (a bwrap warm pool's worker, which forks one run
-  per job), ``docker_warm`` and ``docker_node_warm`` (docker's warm containers);
+  per job), ``docker_warm`` and ``docker_node_warm`` (docker's warm containers) and
+  ``docker_node_candidate`` (a warm node's candidate parent);
 - ``exec/``: launch and exec shims: ``verify_launch.py`` (runs a harness module with the harness
   folder, never the work folder, first on ``sys.path``), ``verify_candidate_exec.{py,sh,js}`` (the
   tests' side runs a program in the candidate's sandbox through the channel);

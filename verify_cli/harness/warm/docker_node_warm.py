@@ -199,6 +199,7 @@ def _init(job: dict[str, Any], tar_bytes: bytes) -> None:
     pid = os.fork()
     if pid == 0:
         _run(job, tar_bytes)
+    _close_job_fd(job)  # the run's (P's) alone
     while True:
         try:
             done, status = os.wait()
@@ -387,8 +388,17 @@ def _child(job: dict[str, Any], tar_bytes: bytes, sock: socket.socket) -> None:
             os.write(2, f"warm node setup failed: {type(e).__name__}: {e}\n".encode())
         os._exit(SETUP_FAILED)
     del tar_bytes
+    _close_job_fd(job)
     _, status = os.waitpid(pid, 0)
     os._exit(_status_code(status))
+
+
+def _close_job_fd(job: dict[str, Any]) -> None:
+    """Close this process's copy of the warm candidate's job socket (only ``P`` uses it)."""
+    fd = (job.get("candidate") or {}).get("job_fd")
+    if isinstance(fd, int):
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 #: The node's warm candidate parent (two-process runs of the Python candidate server).
