@@ -1,4 +1,4 @@
-"""Warm pytest runs in the docker backend's node mode.
+"""Warm runs (pytest, the built-in runners) in the docker backend's node mode.
 
 A *warm node* is a node (:mod:`.nodes`: a long-lived container with the run's resource envelope)
 whose supervisor is ``docker_node_warm.py`` under the interpreter the task's command names: it
@@ -19,9 +19,14 @@ scored; after ``WARM_MAX_FAILURES`` failed starts a key runs cold.
 
 Two-process runs (a RunSpec with ``candidate``) go warm too: the job's header carries the
 layout and the candidate's sandbox of the cold node run (:func:`.two_process.warm_candidate`),
-which the forked run builds before pytest starts in it; the candidate's process itself starts
-cold (a nested bubblewrap and its interpreter), as in the cold run.
-``VERIFY_DOCKER_WARM_TWO_PROCESS=0`` sends two-process runs cold.
+which the forked run builds before pytest starts in it. The candidate's process starts cold (a
+nested bubblewrap and its interpreter), as in the cold run, unless it is the Python candidate
+server: then the node's candidate parent forks it (``harness/warm/docker_node_candidate.py``,
+lever ``docker-warm-candidate``). ``VERIFY_DOCKER_WARM_TWO_PROCESS=0`` sends two-process runs cold.
+
+Warm nodes also run the built-in runners (mode ``runner``: ``python -m verify_calls`` /
+``verify_stdio``, lever ``docker-warm-runner``), keyed by the runner module: the node imports it
+(and its stand-in and wire modules) instead of pytest.
 """
 
 from __future__ import annotations
