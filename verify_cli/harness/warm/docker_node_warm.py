@@ -1,8 +1,9 @@
-"""The warm pytest parent of a docker *node* (a long-lived container serving many runs).
+"""The warm parent of a docker *node* (a long-lived container serving many runs).
 
 Started by the docker backend's node mode (``verify_cli.sandbox.docker.warm_nodes``) as the
 node's supervisor, under the interpreter the task's command names (stdlib and pytest only). It
-imports pytest, its plugins and the task's preloads once (``docker_warm.warm_up``), says
+imports pytest, its plugins and the task's preloads once (``docker_warm.warm_up``; mode
+``runner``: a built-in runner, ``python -m verify_calls``, and what it needs instead), says
 ``verify-node-ready`` on stdout, and then serves one job at a time from stdin:
 
     NONCE HEADER_BYTES TAR_BYTES\\n  HEADER (JSON)  TAR (the work folder)  MARKER\\n
@@ -19,13 +20,16 @@ dies with it, as bubblewrap's init does in a cold node run). ``G`` dies with ``C
 (``PR_SET_PDEATHSIG``). ``P`` drops every capability, sets the run's CPU, file-size and core
 rlimits, unpacks the work folder with ``tar`` exactly as a cold run does (``\\x02`` + tar's
 complaint and exit 125 when it cannot), sets the run's environment, writes the ready byte
-``\\x01`` on stderr and runs pytest in-process (``warm_worker.run_pytest_as_command``).
+``\\x01`` on stderr and runs pytest (or the runner's ``main()``) in-process
+(``warm_worker.run_pytest_as_command``, ``run_runner_as_command``).
 
 A two-process job (the header's ``candidate``: see ``verify_cli.sandbox.docker.two_process``)
 is laid out as the cold node run lays it out, and its candidate starts in the same nested
 bubblewrap, from a process that never saw the tests' view (``_lay_out_two_process``); pytest
 then runs warm in ``P`` on the tests' side, with ``VERIFY_CHANNEL`` and
-``VERIFY_CANDIDATE_EXEC`` in its environment as in the cold run.
+``VERIFY_CANDIDATE_EXEC`` in its environment as in the cold run. Where the candidate is the Python
+candidate server, the node's candidate parent (``docker_node_candidate``) forks it instead, and
+``P`` hands it the run's folders before its tests start.
 
 Memory and process limits are the container's (the node's envelope is the run's shape: memory
 limit, process limit plus the node's own few); per-run cgroups are not writable inside the
