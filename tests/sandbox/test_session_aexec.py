@@ -103,9 +103,21 @@ def test_the_loop_keeps_turning_while_a_command_runs(session: ServerSession) -> 
                 last = now
 
         tick = asyncio.ensure_future(ticker())
-        threads = threading.active_count()
-        result = await session.aexec("sleep 1; echo done")
-        grew = threading.active_count() - threads
+        # Threads started while the command runs (counted at their start: a thread of another
+        # test's that ends meanwhile must not hide one, as a count of live threads would).
+        started: list[threading.Thread] = []
+        real_start = threading.Thread.start
+
+        def counting_start(thread: threading.Thread) -> None:
+            started.append(thread)
+            real_start(thread)
+
+        threading.Thread.start = counting_start  # type: ignore[method-assign]
+        try:
+            result = await session.aexec("sleep 1; echo done")
+        finally:
+            threading.Thread.start = real_start  # type: ignore[method-assign]
+        grew = len(started)
         done.set()
         await tick
         return result, max(gaps), grew
