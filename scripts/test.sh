@@ -78,7 +78,7 @@ ruff check verify_cli tests scripts
 echo "== mypy (beside pytest; its output comes after pytest's)" >&2
 mypy verify_cli >"$LOGS/mypy.log" 2>&1 &
 mypy_pid=$!
-echo "== pytest (2 workers; the slowest tests are listed at the end)" >&2
+echo "== pytest (${VERIFY_TEST_WORKERS:-3} workers; the slowest tests are listed at the end)" >&2
 # loadfile: each test module runs on one worker, so its module-scoped fixtures (sandboxes and
 # warm pools, the hack suite's grading of every hack on every sample task, the local Ray cluster,
 # a whole training run) are set up once, not once per worker. (--dist loadgroup hands every
@@ -86,6 +86,8 @@ echo "== pytest (2 workers; the slowest tests are listed at the end)" >&2
 # all: xdist renames item._nodeid, which pytest 9.2 no longer reads.) --no-loadscope-reorder: the
 # modules go out in collection order, which tests/conftest.py (MODULE_SECONDS) starts with the
 # slowest; xdist's default order (most tests first) would start the slowest modules last.
+# Three workers on two cores (VERIFY_TEST_WORKERS): many tests wait (on Docker, wall limits,
+# subprocesses), and with two workers the cores were a quarter idle (docs/contributing.md).
 set +e
 # tests/conftest.py starts a Docker engine that stopped answering mid-run again (and warns)
 export VERIFY_TESTS_RESTART_DOCKER=1
@@ -94,7 +96,7 @@ if [ "${VERIFY_SKIP_DOCKER:-0}" != 1 ]; then
   VERIFY_TESTS_TRACE_MARKER="$(python scripts/daemon_trace.py start 2>/dev/null || true)"
   export VERIFY_TESTS_TRACE_MARKER
 fi
-python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -o console_output_style=progress --durations=15 "$@"
+python -m pytest -n "${VERIFY_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder -o console_output_style=progress --durations=15 "$@"
 rc=$?
 [ -z "${VERIFY_TESTS_TRACE_MARKER:-}" ] || python scripts/daemon_trace.py report || true
 set -e
