@@ -131,3 +131,23 @@ def test_a_warm_candidates_memory_bomb_is_graded_as_a_cold_ones(
         assert after.passed, (how, after.problems)
         results[how] = sorted(t.id for t in bomb.failed_tests)
     assert results["warm"] == results["cold"]
+
+
+BUSY = (b"import time\n\ndef double(x):\n    t = time.process_time()\n"
+        b"    while time.process_time() - t < 0.4:\n        pass\n    return 2 * x\n")
+
+
+def test_a_warm_candidates_cpu_counts_in_the_runs_as_a_cold_ones(
+        box: DockerSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's CPU seconds include its candidate's, warm as cold (three calls of 0.4 s each)."""
+    task = load_task(FIXTURES / "calls" / "task")
+    name = CANDIDATES["calls"][0]
+    for how in ("warm", "cold"):
+        if how == "cold":
+            monkeypatch.setenv(LEVERS_OFF_ENV, "docker-warm-candidate")
+        with Grader(box, warm=True) as grader:
+            result = grader.grade(GradeRequest(task, Phase.CANDIDATE, candidate={name: BUSY}))
+            stats = grader.warm_stats
+        assert stats is not None and (stats.warm_candidates if how == "warm" else stats.cold_candidates) >= 1, stats
+        assert result.passed and result.run is not None, (how, result.problems)
+        assert result.run.cpu_seconds >= 1.1, (how, result.run.cpu_seconds)

@@ -442,8 +442,9 @@ def serve(control: socket.socket) -> int:
                 run_child(msg, fds, server, ids)
         for fd in fds:
             os.close(fd)
-        _, status = os.waitpid(pid, 0)
-        ns.send(control, {"op": "exit", "id": msg.get("id"), "status": status, "spare": spared})
+        _, status, usage = os.wait4(pid, 0)  # its CPU: the child's and every process it reaped
+        ns.send(control, {"op": "exit", "id": msg.get("id"), "status": status, "spare": spared,
+                          "cpu": usage.ru_utime + usage.ru_stime})
 
 
 def main(argv: list[str]) -> int:

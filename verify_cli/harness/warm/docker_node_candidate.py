@@ -56,6 +56,8 @@ _libc = warm_worker._libc
 START_TIMEOUT = 60.0
 SETUP_TIMEOUT = 20.0
 EXIT_GRACE = 3.0
+#: How long a run's candidate init may take to reap its killed server before it is killed too.
+REAP_GRACE = 0.5
 #: ``P``'s exit status when the run's warm candidate could not be set up before its tests started.
 CANDIDATE_UNAVAILABLE = 124
 #: The run's CPU rlimit for a candidate child where the run has none (the parent needs a number).
@@ -213,19 +215,33 @@ class NodeCandidateParent:
             theirs.close()
         return mine
 
-    def finish(self) -> bool:
+    def finish(self) -> float | None:
         """After the run: kill its candidate (every process of the parent's tree but the
         parent's own, namespace inits first) and wait for the parent to report its child's
-        end. False when it did not (the parent must go)."""
+        end: the candidate's CPU seconds (its init's and every process that init reaped), or
+        None when the parent did not report (it must go)."""
+        ctl = self.ctl
+        if ctl is None:
+            return None
+        # The candidate's processes first, its init (a child of the parent's own) last: the init
+        # reaps its server, and so reports that CPU too, then ends its namespace with the rest.
+        kids = _children()
+        inits = {pid for own in self.own for pid in kids.get(own, []) if pid not in self.own}
         for pid in _descendants(self.pid):
-            if pid not in self.own:
+            if pid not in self.own and pid not in inits:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-        ctl = self.ctl
-        if ctl is None or not _readable(ctl, EXIT_GRACE):
-            return False
+        if not _readable(ctl, REAP_GRACE):
+            for pid in inits:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            if not _readable(ctl, EXIT_GRACE):
+                return None
         msg = _recv(ctl)
-        return msg.get("op") == "exit" and msg.get("id") == str(self.runs)
+        if msg.get("op") != "exit" or msg.get("id") != str(self.runs):
+            return None
+        cpu = msg.get("cpu")
+        return float(cpu) if isinstance(cpu, (int, float)) else 0.0
 
     def alive_own(self) -> int:
         """How many of the parent's own processes are alive (the node counts them as its own)."""

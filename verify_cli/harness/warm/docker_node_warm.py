@@ -427,20 +427,25 @@ def _begin_candidate(job: dict[str, Any]) -> tuple[warm_candidates.NodeCandidate
     return parent, sock
 
 
-def _end_candidate(parent: warm_candidates.NodeCandidateParent | None, code: int) -> None:
+def _end_candidate(parent: warm_candidates.NodeCandidateParent | None, code: int) -> float:
     """After the run: its candidate killed and its end reported, or the parent goes; where
-    the run could not set its warm candidate up, warm candidates are off in this node."""
+    the run could not set its warm candidate up, warm candidates are off in this node. The
+    candidate's CPU seconds (a cold candidate's count in the run's own, as its processes are
+    the run's)."""
     if parent is None:
-        return
-    if not parent.finish():
+        return 0.0
+    cpu = parent.finish()
+    if cpu is None:
         CANDIDATES.drop()
     if code == warm_candidates.CANDIDATE_UNAVAILABLE:
         CANDIDATES.turn_off("a run could not set its warm candidate up")
+    return cpu or 0.0
 
 
 def serve_one(job: dict[str, Any], tar_bytes: bytes) -> bool:
     """One run; False when the host is out of step (the node must go)."""
     ooms = _oom_kills()
+    cpu_before = docker_warm._cgroup_cpu_usec()
     parent, job_sock = _begin_candidate(job)
     host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
@@ -460,8 +465,13 @@ def serve_one(job: dict[str, Any], tar_bytes: bytes) -> bool:
     if marker is None:
         return False
     code = _status_code(status)
-    cpu_ns = int((usage.ru_utime + usage.ru_stime) * 1e9)
-    _end_candidate(parent, code)
+    candidate_cpu = _end_candidate(parent, code)
+    # The container's CPU during the run, as a cold node run counts it (the candidate's too,
+    # wherever it ran); where the cgroup cannot be read, the run's processes' and the warm
+    # candidate's as their parents reaped them.
+    used = docker_warm._cgroup_cpu_usec()
+    cpu_ns = ((used - cpu_before) * 1000 if used and cpu_before
+              else int((usage.ru_utime + usage.ru_stime + candidate_cpu) * 1e9))
     n = _live_processes() - CANDIDATES.own_processes()  # the parent's processes are the node's
     for _ in range(50):  # the kernel may still be taking the run's namespace down
         if n <= 3:
