@@ -64,9 +64,7 @@ CANDIDATE_UNAVAILABLE = 124
 NO_CPU_LIMIT = 1 << 31
 #: What the ``{"op": "mounts"}`` message carries (candidate/verify_candidate_parent.py).
 HANDOVER_FDS = 4
-_SYS_OPEN_TREE = 428  # x86_64 and aarch64 share the new mount API's numbers
-_SYS_MOVE_MOUNT = 429
-_OPEN_TREE_CLONE = 1
+_SYS_MOVE_MOUNT = 429  # x86_64 and aarch64 share the new mount API's numbers
 _MOVE_MOUNT_F_EMPTY_PATH = 4
 _AT_FDCWD = -100
 _PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -74,15 +72,6 @@ _PATH = "/usr/local/bin:/usr/bin:/bin"
 
 class Unavailable(Exception):
     """The run's warm candidate could not be set up: never the code's fault."""
-
-
-def _open_tree(path: str) -> int:
-    fd = _libc.syscall(_SYS_OPEN_TREE, _AT_FDCWD, path.encode(),
-                       ctypes.c_uint(_OPEN_TREE_CLONE | os.O_CLOEXEC))
-    if fd < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"open_tree {path}: {os.strerror(err)}")
-    return int(fd)
 
 
 def probe_mount_api() -> str:
@@ -99,7 +88,7 @@ def probe_mount_api() -> str:
             _libc.prctl(ns.PR_SET_DUMPABLE, 1, 0, 0, 0)
             ns.enter_user_namespace(ns.CLONE_NEWUSER | ns.CLONE_NEWNS)
             ns.mount("none", "/", None, ns.MS_REC | ns.MS_PRIVATE)
-            fd = _open_tree("/tmp")
+            fd = warm_worker.open_tree_clone("/tmp")
             if _libc.syscall(_SYS_MOVE_MOUNT, fd, b"", _AT_FDCWD, b"/tmp",
                              ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH)) < 0:
                 err = ctypes.get_errno()
@@ -333,26 +322,11 @@ def image_binds(skip: list[str]) -> list[str]:
 def export_mounts(shared: str, channel_dir: str, channel: str) -> list[int]:
     """In ``P``, before its own view is made: detached copies of the candidate's work folder
     (``shared``), of ``/tmp`` and of the channel folder, and the channel's listening socket bound
-    at ``channel``; raises Unavailable."""
-    if os.path.dirname(channel) != channel_dir:
-        raise Unavailable(f"the channel {channel!r} is not in {channel_dir}")
-    handles: list[int] = []
+    at ``channel`` (``warm_worker.handover_handles``); raises Unavailable."""
     try:
-        for path in (shared, "/tmp", channel_dir):
-            handles.append(_open_tree(path))
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            listener.bind(channel)
-            listener.listen(64)
-        except OSError:
-            listener.close()
-            raise
-        handles.append(listener.detach())
+        return warm_worker.handover_handles(shared, channel_dir, channel)
     except OSError as e:
-        for fd in handles:
-            os.close(fd)
         raise Unavailable(str(e)) from e
-    return handles
 
 
 def hand_over(job_fd: int, handles: list[int]) -> None:

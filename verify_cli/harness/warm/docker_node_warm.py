@@ -517,20 +517,8 @@ def _warm_up_runner(runner: str, preload: list[str]) -> bool:
     when the runner cannot be imported (the node is unfit: its runs go cold). A preload that
     cannot be imported is left to the run, which imports it itself, as a warm pytest node does.
     What the imports print goes to /dev/null (stdout is the node's protocol)."""
-    saved = os.dup(1), os.dup(2)
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        os.dup2(null, 2)
+    with docker_warm.silenced():
         warm_worker.warm_up_runners([runner], preload)
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, null):
-            os.close(fd)
     return callable(getattr(sys.modules.get(runner), "main", None))
 
 

@@ -32,6 +32,7 @@ import contextlib  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
 import shutil  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 
 import warm_worker  # noqa: E402  (same folder: sys.path[0])
 
@@ -68,17 +69,16 @@ def _cgroup_cpu_usec() -> int:
     return 0
 
 
-def warm_up(preload: list[str]) -> bool:
-    os.makedirs(WARMUP_DIR)
-    with open(os.path.join(WARMUP_DIR, "test_warm_up.py"), "w") as fh:
-        fh.write(warm_worker.WARMUP_TEST)
-    warm_worker.WARMUP_DIR = WARMUP_DIR  # the dry session's folder
+@contextlib.contextmanager
+def silenced() -> Iterator[None]:
+    """File descriptors 1 and 2 on /dev/null meanwhile (what imports and a dry session print;
+    stdout is the container's protocol), flushed and put back after."""
     saved = os.dup(1), os.dup(2)
     null = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(null, 1)
         os.dup2(null, 2)
-        _loaded, failed = warm_worker.warm_up(preload)
+        yield
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
@@ -87,6 +87,15 @@ def warm_up(preload: list[str]) -> bool:
         os.dup2(saved[1], 2)
         for fd in (*saved, null):
             os.close(fd)
+
+
+def warm_up(preload: list[str]) -> bool:
+    os.makedirs(WARMUP_DIR)
+    with open(os.path.join(WARMUP_DIR, "test_warm_up.py"), "w") as fh:
+        fh.write(warm_worker.WARMUP_TEST)
+    warm_worker.WARMUP_DIR = WARMUP_DIR  # the dry session's folder
+    with silenced():
+        _loaded, failed = warm_worker.warm_up(preload)
     for folder in (TMP, WORKDIR, RESULTS):
         _empty(folder)
     return "<pytest>" not in failed

@@ -237,16 +237,32 @@ def export_candidate_mounts(channel: str) -> None:
     once and waits in the socket's backlog until the server accepts: no polling for a socket
     file. Where the kernel refuses, nothing is exported and the run starts its candidate cold
     (whose server binds the socket itself)."""
+    try:
+        _EXPORTED_MOUNTS[:] = handover_handles(CANDIDATE_WORK, CANDIDATE_CHANNEL, channel)
+    except OSError:
+        return
+
+
+def open_tree_clone(path: str) -> int:
+    """A detached copy of the mount at ``path`` (``open_tree(OPEN_TREE_CLONE)``, not recursive:
+    none of the mounts over it); raises OSError."""
+    fd = _libc.syscall(_SYS_OPEN_TREE, -100, path.encode(), ctypes.c_uint(_OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"open_tree {path}: {os.strerror(err)}")
+    return int(fd)
+
+
+def handover_handles(work: str, channel_dir: str, channel: str) -> list[int]:
+    """What a ``{"op": "mounts"}`` message carries (HANDOVER_FDS): detached copies of ``work``
+    (the candidate's view of the work folder), of ``/tmp`` and of ``channel_dir``, and a socket
+    bound and listening at ``channel`` (in ``channel_dir``). Raises OSError, leaving none open."""
+    if os.path.dirname(channel) != channel_dir:
+        raise OSError(f"the channel {channel!r} is not in {channel_dir}")
     handles: list[int] = []
     try:
-        for path in (CANDIDATE_WORK, "/tmp", CANDIDATE_CHANNEL):
-            fd = _libc.syscall(_SYS_OPEN_TREE, -100, path.encode(),
-                               ctypes.c_uint(_OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC))
-            if fd < 0:
-                raise OSError(ctypes.get_errno(), f"open_tree {path}")
-            handles.append(fd)
-        if os.path.dirname(channel) != CANDIDATE_CHANNEL:
-            raise OSError(f"the channel {channel!r} is not in {CANDIDATE_CHANNEL}")
+        for path in (work, "/tmp", channel_dir):
+            handles.append(open_tree_clone(path))
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             listener.bind(channel)
@@ -258,8 +274,8 @@ def export_candidate_mounts(channel: str) -> None:
     except OSError:
         for fd in handles:
             os.close(fd)
-        return
-    _EXPORTED_MOUNTS[:] = handles
+        raise
+    return handles
 
 
 def hand_over_mounts(job_sock: socket.socket) -> None:
