@@ -150,6 +150,10 @@ EXTENDED: dict[str, str] = {
         "the docker trials' soundness, hacks and agents stay",
     "formats/harbor/test_harbor_docker.py::test_audit_finds_the_fix_in_the_images_git_history_and_nothing_on_a_sound_task":
         "the same audit on docker; test_harbor_bwrap.py runs it on bwrap",
+    "grading/test_two_process_parity.py::test_identical_verdicts_on_every_python_task_bwrap":
+        "in-process against two-process verdicts on every Python task; the parity corpus's "
+        "in-process soundness, the process backend's interface tasks in both modes and warm "
+        "against cold two-process on every Python task stay",
     "grading/test_docker_two_process.py::test_hacks_earn_nothing_warm_on_docker":
         "the hack suite on warm docker nodes; the cold docker hacks and the trusted-process rule on "
         "warm docker nodes (test_trusted_processes.py) stay",
@@ -167,6 +171,8 @@ EXTENDED_CASES: dict[tuple[str, str], str] = {
         "mode, bwrap and process stay, and single-use's own lifecycle (test_docker_backend.py)",
     ("sandbox/test_verdicts.py", "docker-single-use"):
         "the verdicts in single-use containers; the same on docker's node mode, bwrap and process stay",
+    ("rollout/test_loop.py", "[between_shards]"):
+        "a train run killed between two shards and resumed; the kill before a commit stays",
 }
 
 

@@ -3,6 +3,7 @@ and the grading holes they found stay closed (the same run scores without the fi
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -56,16 +57,25 @@ def by_name(audit: TaskAudit) -> dict[str, ProbeResult]:
 # --- sound tasks: nothing earns anything -----------------------------------------------------
 
 
+#: The default tier's sample tasks for the probes (one of each language and shape: Python pytest
+#: two-process, a data pipeline, a command-line interface, a package, JavaScript); the extended
+#: tier (VERIFY_TESTS_FULL=1) probes every sample task.
+PROBED_SAMPLES = ("coding-interval-merge", "data-pipeline-sales-rollup", "interface-spec-kv-cli",
+                  "repo-inventory-package", "coding-word-wrap-js")
+
+
 def test_no_probe_earns_anything_on_a_sound_sample_task(tmp_path: Path, grader: Grader) -> None:
     # Copies with a short wall limit: the sleep probe then costs seconds, not half a minute.
+    every = os.environ.get("VERIFY_TESTS_FULL") == "1"
     for src in SAMPLES.iterdir():
-        if (src / "task.toml").is_file():
+        if (src / "task.toml").is_file() and (every or src.name in PROBED_SAMPLES):
             dest = shutil.copytree(src, tmp_path / src.name)
             toml = dest / "task.toml"
             toml.write_text(re.sub(r"wall_seconds = \d+", "wall_seconds = 6", toml.read_text()))
     audits = audit_tasks(load_task_set(tmp_path), grader,
                          AuditOptions(mutants=False, flaky=False, labelled=False, jobs=3))  # sleepers overlap
-    assert len(audits) >= 9
+    assert len(audits) == (len([p for p in SAMPLES.iterdir() if (p / "task.toml").is_file()]) if every
+                           else len(PROBED_SAMPLES))
     scores: dict[str, dict[str, float | None]] = {}
     for audit in audits:
         probes = by_name(audit)
