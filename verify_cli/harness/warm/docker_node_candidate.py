@@ -62,8 +62,6 @@ REAP_GRACE = 0.5
 CANDIDATE_UNAVAILABLE = 124
 #: The run's CPU rlimit for a candidate child where the run has none (the parent needs a number).
 NO_CPU_LIMIT = 1 << 31
-#: What the ``{"op": "mounts"}`` message carries (candidate/verify_candidate_parent.py).
-HANDOVER_FDS = 4
 _SYS_MOVE_MOUNT = 429  # x86_64 and aarch64 share the new mount API's numbers
 _MOVE_MOUNT_F_EMPTY_PATH = 4
 _AT_FDCWD = -100
@@ -120,9 +118,10 @@ def _children() -> dict[int, list[int]]:
     return out
 
 
-def _descendants(root: int) -> list[int]:
-    """``root``'s live descendants, parents before children."""
-    kids = _children()
+def _descendants(root: int, kids: dict[int, list[int]] | None = None) -> list[int]:
+    """``root``'s live descendants, parents before children (from ``kids``, :func:`_children`'s
+    map, where the caller has one)."""
+    kids = _children() if kids is None else kids
     out: list[int] = []
     todo = [root]
     while todo:
@@ -216,7 +215,7 @@ class NodeCandidateParent:
         # reaps its server, and so reports that CPU too, then ends its namespace with the rest.
         kids = _children()
         inits = {pid for own in self.own for pid in kids.get(own, []) if pid not in self.own}
-        for pid in _descendants(self.pid):
+        for pid in _descendants(self.pid, kids):
             if pid not in self.own and pid not in inits:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
