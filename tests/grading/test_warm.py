@@ -333,7 +333,18 @@ def test_a_candidate_that_attacks_the_worker_is_rerun_cold(
     req = _candidate(root, attack)
     cold_result, warm_result = grade_both(cold, warm, req, expect_fallback=True,
                                           at_once="SIGSTOP" in attack)
-    assert _evidence(warm_result) == _evidence(cold_result)
+    if "SIGSTOP" in attack:
+        # Both time out, graded 0. Whether pytest wrote its report before the wall limit killed
+        # the run is the load's doing (CI once took over 12 s to start a cold pytest beside the
+        # vLLM stage): outcomes are compared when both reported, else each is all missing or
+        # the same as the other's.
+        assert _evidence(warm_result)[:-1] == _evidence(cold_result)[:-1]
+        assert warm_result.run.verdict is Verdict.TIMEOUT and warm_result.score == 0.0
+        outcomes = [{o for _, o in _evidence(r)[-1]} for r in (warm_result, cold_result)]
+        if {"missing"} not in outcomes:
+            assert _evidence(warm_result) == _evidence(cold_result)
+    else:
+        assert _evidence(warm_result) == _evidence(cold_result)
     # The broken worker was replaced: the next run is warm again and clean.
     cold_next, warm_next = grade_both(cold, warm, _candidate(root, ""))
     assert warm_next.passed and _evidence(warm_next) == _evidence(cold_next)
