@@ -56,6 +56,7 @@ import time
 from typing import Any
 
 import docker_node_candidate as warm_candidates  # same folder: sys.path[0]
+import docker_node_unpack
 import docker_warm
 import warm_worker
 
@@ -139,8 +140,13 @@ def _results_tar(fd: int | None) -> bytes:
     return out.getvalue()
 
 
-def _unpack(tar_bytes: bytes, env: dict[str, str], into: str = warm_worker.WORKDIR) -> None:
-    """``tar -x`` of the work folder into ``into`` (/workspace), as the cold node run does it."""
+def _unpack(tar_bytes: bytes, env: dict[str, str], job: dict[str, Any],
+            into: str = warm_worker.WORKDIR) -> None:
+    """``tar -x`` of the work folder into ``into`` (/workspace), as the cold node run does it:
+    in this process where ``docker_node_unpack`` lays it out as tar would (the job's
+    ``unpack_here``: lever ``docker-unpack-here``), else by tar itself."""
+    if job.get("unpack_here") and docker_node_unpack.unpack(tar_bytes, into, int(job["file_bytes"])):
+        return
     data_r, data_w = os.pipe()
     err_r, err_w = os.pipe()
     pid = os.posix_spawnp("tar", ["tar", "-x", "-f", "-", "-C", into],
@@ -233,14 +239,14 @@ def _run(job: dict[str, Any], tar_bytes: bytes) -> None:
         env = warm_worker._key_to_pipe(env)  # the seal key: in a pipe (not inherited), in no environment
         if candidate:
             try:
-                _lay_out_two_process(candidate, tar_bytes, env)
+                _lay_out_two_process(candidate, tar_bytes, env, job)
             except warm_candidates.Unavailable as e:  # before the tests: the host re-runs it cold
                 with contextlib.suppress(OSError):
                     os.write(2, f"warm node setup failed: the warm candidate: {e}\n".encode())
                 os._exit(warm_candidates.CANDIDATE_UNAVAILABLE)
             warm_worker._drop_capabilities()
         else:
-            _unpack(tar_bytes, env)
+            _unpack(tar_bytes, env, job)
         del tar_bytes
         os.chdir(warm_worker.WORKDIR)
         os.environ.clear()
@@ -261,7 +267,8 @@ def _run(job: dict[str, Any], tar_bytes: bytes) -> None:
 
 # -- two-process runs ---------------------------------------------------------------------------
 
-def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, str]) -> None:
+def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, str],
+                         job: dict[str, Any]) -> None:
     """A two-process run's folders, as the cold node run lays them out
     (``verify_cli.sandbox.docker.two_process``), then the candidate's sandbox started, then this
     process's own view. Runs in P with the run's user namespace's capabilities (dropped after).
@@ -280,7 +287,7 @@ def _lay_out_two_process(cand: dict[str, Any], tar_bytes: bytes, env: dict[str, 
     for path, mode in ((shared, 0o755), (held_dir, 0o700), (channel, 0o700)):
         os.makedirs(path, exist_ok=True)
         os.chmod(path, mode)
-    _unpack(tar_bytes, env, shared)
+    _unpack(tar_bytes, env, job, shared)
     for rel in cand["hidden"]:
         src = os.path.join(shared, str(rel))
         if os.path.lexists(src):  # `mv SHARED/rel HELD/` as the cold wrapper does

@@ -46,6 +46,7 @@ from verify_cli.sandbox.docker.nodes import NodeEngine
 from verify_cli.sandbox.docker.scripts import read_at_start
 from verify_cli.sandbox.docker.two_process import two_process_env, warm_candidate
 from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SANDBOX_TMP, SANDBOX_WORKDIR
+from verify_cli.sandbox.plumbing.levers import lever_on
 
 WARM_NODE_SCRIPT = f"{SANDBOX_HARNESS}/docker_node_warm.py"
 _MIB = 1024 * 1024
@@ -81,6 +82,7 @@ def warm_job(spec: RunSpec, nonce: str, marker: str, tar_bytes: int,
         "tmp_bytes": tmpfs_mib(SANDBOX_TMP, mem) * _MIB,
         "work_bytes": tmpfs_mib(SANDBOX_WORKDIR, mem) * _MIB,
         "results_bytes": tmpfs_mib(SANDBOX_RESULTS, mem) * _MIB,
+        "unpack_here": lever_on("docker-unpack-here"),
     }).encode()
     return f"{nonce} {len(header)} {tar_bytes}\n".encode() + header, f"{marker}\n".encode()
 

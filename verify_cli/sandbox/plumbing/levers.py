@@ -21,6 +21,9 @@ LEVERS: dict[str, str] = {
                           "forked from a node that imported the runner, instead of cold",
     "docker-warm-candidate": "docker's warm nodes fork each two-process run's Python candidate server "
                              "from a candidate parent started once per node, instead of a cold start",
+    "docker-unpack-here": "docker's warm node runs unpack the work folder in their own process, as GNU "
+                          "tar lays it out, where the archive holds only plain files and folders, "
+                          "instead of spawning tar",
 }
 
 
