@@ -70,7 +70,9 @@ from verify_cli.sandbox.docker.two_process import NESTED_PIDS, TESTS_STARTED_FIL
 from verify_cli.sandbox.docker.verdicts import copy_error, judge_run
 from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SANDBOX_TMP, SANDBOX_WORKDIR
 from verify_cli.sandbox.local import sandbox_failure_cause
+from verify_cli.sandbox.plumbing.deadlines import Deadline, schedule
 from verify_cli.sandbox.plumbing.judging import read_results_tar
+from verify_cli.sandbox.plumbing.levers import lever_on
 from verify_cli.sandbox.plumbing.output import BoundedCapture
 from verify_cli.sandbox.plumbing.trusted_launch import SEAL_KEY_ENV, absolute_harness_requires, seal_key_heredoc
 
@@ -482,16 +484,28 @@ class NodeEngine(DockerExecs):
                 script, tail = job(marker, tar_bytes)
             clock = Clock(killer, limits.wall_seconds, gated=True)
             gate.on_ready = clock.ready
-            writer = threading.Thread(target=_send_job, args=(node.conn.sock, script, archive, tail),
-                                      daemon=True, name="verify-docker-job")
-            writer.start()
+            few_threads = lever_on("docker-host-threads")
+            writer: threading.Thread | None = None
+            if few_threads and job is not None and tar_bytes <= INLINE_JOB_BYTES:
+                # A warm node reads the whole job before its run can write a byte: sent from
+                # here, no thread (the copy limit's kill shuts the socket if it sticks).
+                _send_job(node.conn.sock, script, archive, tail)
+            else:
+                writer = threading.Thread(target=_send_job, args=(node.conn.sock, script, archive, tail),
+                                          daemon=True, name="verify-docker-job")
+                writer.start()
             seconds: list[float] = []
-            collect = threading.Timer(COLLECT_TIMEOUT_S, killer.kill, args=("collect",))
-            collect.daemon = True
+            collect: Deadline | threading.Timer | None = None
 
             def on_end() -> None:
+                nonlocal collect
                 seconds.append(clock.stop())
-                collect.start()
+                if few_threads:
+                    collect = schedule(COLLECT_TIMEOUT_S, killer.kill, "collect")
+                else:
+                    collect = threading.Timer(COLLECT_TIMEOUT_S, killer.kill, args=("collect",))
+                    collect.daemon = True
+                    collect.start()
 
             unsubscribe = (spec.cancel.subscribe(lambda: killer.kill("cancelled"))
                            if spec.cancel is not None else None)
@@ -503,10 +517,12 @@ class NodeEngine(DockerExecs):
                                     stop=lambda: killer.reason is not None)
             finally:
                 elapsed = seconds[0] if seconds else clock.stop()
-                collect.cancel()
+                if collect is not None:
+                    collect.cancel()
                 if unsubscribe is not None:
                     unsubscribe()
-            writer.join(timeout=5)
+            if writer is not None:
+                writer.join(timeout=5)
         node.last_candidate = trailer.candidate if trailer is not None else ""
         # The job shell's two-process runs mark their tests' start (two_process.trusted_argv);
         # a warm node's job starts the tests itself.
@@ -574,6 +590,10 @@ class NodeEngine(DockerExecs):
 
     def close(self) -> None:
         self.pool.close()
+
+
+#: A warm job whose work folder is at most this is sent from the run's own thread.
+INLINE_JOB_BYTES = 1 << 20
 
 
 def _send_job(sock: Any, script: bytes, archive: IO[bytes], stdin: bytes) -> None:

@@ -24,6 +24,9 @@ LEVERS: dict[str, str] = {
     "docker-unpack-here": "docker's warm node runs unpack the work folder in their own process, as GNU "
                           "tar lays it out, where the archive holds only plain files and folders, "
                           "instead of spawning tar",
+    "docker-host-threads": "the docker host keeps a run's deadlines on one shared thread and sends a "
+                           "warm job's small work folder from the run's own thread, instead of "
+                           "starting three or four threads a run",
 }
 
 
