@@ -125,7 +125,7 @@ def test_the_digest_recorded_is_the_image_the_run_ran_in_after_a_retag(mode: str
     from docker.client import DockerClient
 
     client = DockerClient.from_env(timeout=60)
-    tag = "verify-cli/accept-retag:1"
+    tag = f"verify-cli/accept-retag-{mode}:1"  # one per case: the two may run at once (xdist)
     python_id = client.images.get(PYTHON_IMAGE).id
     node_id = client.images.get("verify-cli/node:20").id
     client.images.get(PYTHON_IMAGE).tag(tag)
