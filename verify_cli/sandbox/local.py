@@ -30,7 +30,7 @@ from verify_cli.sandbox.environment import compile_harness
 from verify_cli.sandbox.plumbing.captured import CapturedOutput
 from verify_cli.sandbox.plumbing.cgroup import RunCgroup, cgroup_manager
 from verify_cli.sandbox.plumbing.judging import out_of_memory, read_results_tar, signal_verdict
-from verify_cli.sandbox.plumbing.output import BoundedCapture, Draining, start_drain
+from verify_cli.sandbox.plumbing.output import BoundedCapture, start_drain
 from verify_cli.sandbox.plumbing.trusted_launch import SEAL_KEY_ENV, seal_key_pipe
 
 
@@ -265,15 +265,14 @@ class LocalSandbox(Sandbox):
         os.close(err_w)
         if prepared.key_stdin is not None:
             os.close(prepared.key_stdin)  # the run's wrapper holds it now
-        drains: list[Draining] = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
+        drains = [start_drain(out_r, out_cap), start_drain(err_r, err_cap)]
         archive = bytearray()
         if archive_fds:
             os.close(archive_fds[1])
-            reader = threading.Thread(
+            drains.append(threading.Thread(
                 target=_read_bounded, args=(archive_fds[0], prepared.results_archive_limit, archive,
-                                            on_flood), daemon=True, name="sandbox-results")
-            reader.start()
-            drains.append(reader)
+                                            on_flood), daemon=True, name="sandbox-results"))
+            drains[-1].start()
         if spec.stdin is not None and proc.stdin is not None:
             threading.Thread(target=_feed_stdin, args=(proc.stdin, spec.stdin), daemon=True).start()
 

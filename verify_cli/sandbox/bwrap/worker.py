@@ -57,7 +57,7 @@ from verify_cli.sandbox.local import RESULTS_MAX_FILES, Prepared, read_results_d
 from verify_cli.sandbox.plumbing.cgroup import RunCgroup, cgroup_manager, oom_kills
 from verify_cli.sandbox.plumbing.job_send import recv_with_pid, send_job
 from verify_cli.sandbox.plumbing.killing import kill_all_but, stop_sandbox
-from verify_cli.sandbox.plumbing.output import BoundedCapture, Draining, start_drain
+from verify_cli.sandbox.plumbing.output import BoundedCapture, start_drain
 from verify_cli.sandbox.plumbing.trusted_launch import TRUSTED_HOME
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -347,7 +347,7 @@ class WarmWorker:
             if parent is not None:
                 cand_out, cand_err = os.dup(out_w), os.dup(err_w)
         results_fd: int | None = None
-        drains: list[Draining] = []
+        drains: list[threading.Thread] = []
         swept = False
         start = time.monotonic()
         try:

@@ -29,7 +29,6 @@ LEVERS: dict[str, str] = {
                            "starting three or four threads a run",
     "docker-early-trailer": "a warm docker node sends a two-process run's result before it kills the "
                             "run's warm candidate and waits for its end, instead of after",
-    "shared-drain": "one thread drains every run's output pipes (epoll), instead of a thread per pipe",
 }
 
 

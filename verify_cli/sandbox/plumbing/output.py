@@ -6,10 +6,8 @@ import contextlib
 import os
 import threading
 from collections import deque
-from typing import Protocol
 
 from verify_cli.sandbox.plumbing.captured import CapturedOutput
-from verify_cli.sandbox.plumbing.levers import lever_on
 
 CHUNK = 65536
 
@@ -77,22 +75,7 @@ def drain_fd(fd: int, capture: BoundedCapture) -> None:
             os.close(fd)
 
 
-class Draining(Protocol):
-    """A pipe being drained (a thread, or the shared drain thread's :class:`~verify_cli.sandbox.
-    plumbing.drainer.Drain`)."""
-
-    def join(self, timeout: float | None = None) -> None: ...
-
-    def is_alive(self) -> bool: ...
-
-
-def start_drain(fd: int, capture: BoundedCapture) -> Draining:
-    """Drain ``fd`` into ``capture`` until its end: on the process's one drain thread (lever
-    ``shared-drain``), else on a thread of its own."""
-    if lever_on("shared-drain"):
-        from verify_cli.sandbox.plumbing.drainer import drain
-
-        return drain(fd, capture)
+def start_drain(fd: int, capture: BoundedCapture) -> threading.Thread:
     t = threading.Thread(target=drain_fd, args=(fd, capture), daemon=True, name="sandbox-drain")
     t.start()
     return t
