@@ -36,7 +36,8 @@ CLI's start-up is.
 ``--lever-off NAME`` (repeatable) also runs verify-cli with that lever switched off
 (``VERIFY_LEVERS_OFF=NAME``, read by ``verify_cli.sandbox.plumbing.levers``) in the same
 alternating rounds, and reports this checkout's time as a ratio of it: each lever measured
-against the same code without it, in one run.
+against the same code without it, in one run. ``--lever-off A,B`` switches those levers off
+together in one run (a round's levers against the code without any of them).
 
 ``--sandbox NAME`` picks verify-cli's backend; ``--compare-sandbox NAME`` also runs verify-cli on
 that backend in the same alternating rounds, with the same verdicts required, and prints its
@@ -556,7 +557,8 @@ def main() -> int:
                     help="do not measure the floor (scripts/bench_floor.py) in each round")
     ap.add_argument("--lever-off", action="append", default=[], metavar="NAME",
                     help="also run verify-cli with this speed lever off (VERIFY_LEVERS_OFF=NAME) in the same "
-                         "rounds, and report the ratio (repeatable; names: verify_cli/sandbox/plumbing/levers.py)")
+                         "rounds, and report the ratio (repeatable; A,B: those levers off together; names: "
+                         "verify_cli/sandbox/plumbing/levers.py)")
     ap.add_argument("--sandbox", default=None, help="verify-cli's backend (default: its own default)")
     ap.add_argument("--compare-sandbox", default=None, metavar="NAME",
                     help="also run verify-cli on this backend in the same rounds, and print the ratio")
@@ -566,7 +568,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     from verify_cli.sandbox import LEVERS
 
-    unknown = [name for name in args.lever_off if name not in LEVERS]
+    unknown = [part for name in args.lever_off for part in name.split(",") if part not in LEVERS]
     if unknown:
         ap.error(f"no speed lever {', '.join(unknown)} (known: {', '.join(sorted(LEVERS))})")
     if args.sandbox:
