@@ -10,6 +10,7 @@ the cold two-process runs: one cold grading (``bwrap_two_process``) serves both 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,6 +55,11 @@ def roomy(task: Task) -> Task:
     return dataclasses.replace(task, limits=dataclasses.replace(task.limits, wall_seconds=120.0))
 
 
+#: Mutants a task on bwrap (with reference and starter): one in the default tier, two in the
+#: extended one (VERIFY_TESTS_FULL=1), which also compares in-process with two-process on them.
+MUTANTS = 2 if os.environ.get("VERIFY_TESTS_FULL") == "1" else 1
+
+
 def parity_requests(tasks: list[Task], mutants: int) -> list[GradeRequest]:
     return [req for task in map(roomy, tasks) for req in honest_requests(task, mutants)]
 
@@ -93,14 +99,14 @@ def bwrap() -> Iterator[Sandbox]:
 def bwrap_two_process(bwrap: Sandbox) -> dict[tuple[str, str], GradeResult]:
     """Every parity task's honest requests (2 mutants each) graded two-process cold on bwrap."""
     with Grader(bwrap) as grader:
-        return grade_all(grader, parity_requests(parity_tasks(), mutants=2))
+        return grade_all(grader, parity_requests(parity_tasks(), mutants=MUTANTS))
 
 
 @pytest.mark.bwrap
 @pytest.mark.slow
 def test_identical_verdicts_on_every_python_task_bwrap(
         bwrap: Sandbox, bwrap_two_process: dict[tuple[str, str], GradeResult]) -> None:
-    compare(bwrap, parity_tasks(), mutants=2, two=bwrap_two_process)
+    compare(bwrap, parity_tasks(), mutants=MUTANTS, two=bwrap_two_process)
 
 
 @pytest.mark.bwrap
@@ -108,7 +114,7 @@ def test_identical_verdicts_on_every_python_task_bwrap(
 def test_warm_candidates_give_the_verdicts_of_cold_ones(
         bwrap: Sandbox, bwrap_two_process: dict[tuple[str, str], GradeResult]) -> None:
     """(The warm candidate side's own tests are in test_warm_candidate.py.)"""
-    requests = parity_requests(parity_tasks(), mutants=2)
+    requests = parity_requests(parity_tasks(), mutants=MUTANTS)
     with Grader(bwrap, warm=True) as warm:
         warm_results = grade_all(warm, requests)
         stats = warm.warm_stats
