@@ -70,7 +70,7 @@ from verify_cli.sandbox.docker.two_process import NESTED_PIDS, TESTS_STARTED_FIL
 from verify_cli.sandbox.docker.verdicts import copy_error, judge_run
 from verify_cli.sandbox.environment import SANDBOX_HARNESS, SANDBOX_RESULTS, SANDBOX_TMP, SANDBOX_WORKDIR
 from verify_cli.sandbox.local import sandbox_failure_cause
-from verify_cli.sandbox.plumbing.deadlines import Deadline, schedule
+from verify_cli.sandbox.plumbing.deadlines import Deadline, arm
 from verify_cli.sandbox.plumbing.judging import read_results_tar
 from verify_cli.sandbox.plumbing.levers import lever_on
 from verify_cli.sandbox.plumbing.output import BoundedCapture
@@ -484,9 +484,8 @@ class NodeEngine(DockerExecs):
                 script, tail = job(marker, tar_bytes)
             clock = Clock(killer, limits.wall_seconds, gated=True)
             gate.on_ready = clock.ready
-            few_threads = lever_on("docker-host-threads")
             writer: threading.Thread | None = None
-            if few_threads and job is not None and tar_bytes <= INLINE_JOB_BYTES:
+            if lever_on("docker-host-threads") and job is not None and tar_bytes <= INLINE_JOB_BYTES:
                 # A warm node reads the whole job before its run can write a byte: sent from
                 # here, no thread (the copy limit's kill shuts the socket if it sticks).
                 _send_job(node.conn.sock, script, archive, tail)
@@ -500,12 +499,7 @@ class NodeEngine(DockerExecs):
             def on_end() -> None:
                 nonlocal collect
                 seconds.append(clock.stop())
-                if few_threads:
-                    collect = schedule(COLLECT_TIMEOUT_S, killer.kill, "collect")
-                else:
-                    collect = threading.Timer(COLLECT_TIMEOUT_S, killer.kill, args=("collect",))
-                    collect.daemon = True
-                    collect.start()
+                collect = arm(COLLECT_TIMEOUT_S, killer.kill, "collect")
 
             unsubscribe = (spec.cancel.subscribe(lambda: killer.kill("cancelled"))
                            if spec.cancel is not None else None)

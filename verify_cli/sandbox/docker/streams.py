@@ -18,9 +18,8 @@ from requests.exceptions import RequestException
 
 from verify_cli.sandbox.docker.containers import COPY_TIMEOUT_S
 from verify_cli.sandbox.docker.scripts import COUNTERS_MARK, READY, RESULTS_MARK
-from verify_cli.sandbox.plumbing.deadlines import Deadline, schedule
+from verify_cli.sandbox.plumbing.deadlines import Deadline, arm
 from verify_cli.sandbox.plumbing.judging import read_results_tar
-from verify_cli.sandbox.plumbing.levers import lever_on
 from verify_cli.sandbox.plumbing.output import BoundedCapture
 
 
@@ -76,12 +75,7 @@ class Clock:
         self._timer = self._arm(COPY_TIMEOUT_S, "copy") if gated else self._arm(wall_s, "timeout")
 
     def _arm(self, seconds: float, reason: str) -> threading.Timer | Deadline:
-        if lever_on("docker-host-threads"):
-            return schedule(seconds, self._killer.kill, reason)
-        timer = threading.Timer(seconds, self._killer.kill, args=(reason,))
-        timer.daemon = True
-        timer.start()
-        return timer
+        return arm(seconds, self._killer.kill, reason)
 
     def ready(self) -> None:
         with self._lock:

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from verify_cli.sandbox.plumbing.levers import lever_on
+
 
 class Deadline:
     """One scheduled callback; :meth:`cancel` before it fires and it never runs."""
@@ -90,4 +92,15 @@ def schedule(seconds: float, fn: Callable[..., Any], *args: Any) -> Deadline:
     return _KEEPER.schedule(seconds, fn, args)
 
 
-__all__ = ["Deadline", "schedule"]
+def arm(seconds: float, fn: Callable[..., Any], *args: Any) -> Deadline | threading.Timer:
+    """:func:`schedule`, or a started ``threading.Timer`` with the lever ``docker-host-threads``
+    off (the docker host's deadlines before it)."""
+    if lever_on("docker-host-threads"):
+        return schedule(seconds, fn, *args)
+    timer = threading.Timer(seconds, fn, args=args)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+__all__ = ["Deadline", "arm", "schedule"]
