@@ -151,3 +151,36 @@ def test_a_warm_candidates_cpu_counts_in_the_runs_as_a_cold_ones(
         assert stats is not None and (stats.warm_candidates if how == "warm" else stats.cold_candidates) >= 1, stats
         assert result.passed and result.run is not None, (how, result.problems)
         assert result.run.cpu_seconds >= 1.1, (how, result.run.cpu_seconds)
+
+
+#: A right answer whose process keeps writing short lines to its stdout and stderr for a second
+#: (a thread, under the output limit), long after its run's tests have ended: the node's protocol
+#: stream is where a warm candidate's output goes, so nothing it writes may land after its run's
+#: result.
+CHATTY = (b"import os, threading, time\n"
+          b"def _chatter():\n"
+          b"    end = time.monotonic() + 1.0\n"
+          b"    while time.monotonic() < end:\n"
+          b"        for fd in (1, 2):\n"
+          b"            try:\n"
+          b"                os.write(fd, b'chatter\\n')\n"
+          b"            except OSError:\n"
+          b"                pass\n"
+          b"        time.sleep(0.0002)\n"
+          b"threading.Thread(target=_chatter, daemon=True).start()\n"
+          b"def double(x):\n    return 2 * x\n")
+
+
+def test_a_candidate_that_writes_after_its_run_costs_no_grade_of_its_own_or_the_next(box: DockerSandbox) -> None:
+    task = load_task(FIXTURES / "calls" / "task")
+    name, right, wrong = CANDIDATES["calls"]
+    with Grader(box, warm=True) as grader:
+        results = [grader.grade(GradeRequest(task, Phase.CANDIDATE, candidate={name: code}))
+                   for code in (CHATTY, right, CHATTY, wrong, right)]
+        stats = grader.warm_stats
+    assert [(r.status, r.score == 1.0) for r in results] == [
+        ("graded", True), ("graded", True), ("graded", True), ("graded", False), ("graded", True)], [
+        (r.status, r.score, r.problems, r.run.message) for r in results]
+    assert stats is not None and stats.fallbacks == 0 and stats.warm_candidates >= 5, stats
+    for r in (results[1], results[3], results[4]):  # none of the chatter reached a later run
+        assert "chatter" not in r.run.stdout.text and "chatter" not in r.run.stderr.text

@@ -104,27 +104,15 @@ def _oom_kills() -> int:
     return total
 
 
-def _live_processes(outside: int | None = None) -> int:
-    """The container's processes, zombies aside (as the cold supervisor counts them); with
-    ``outside``, that process and its descendants left out."""
-    live: dict[int, int] = {}  # pid: its parent's
+def _live_processes() -> int:
+    """The container's processes, zombies aside (as the cold supervisor counts them)."""
+    n = 0
     for name in os.listdir("/proc"):
         if name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError), open(f"/proc/{name}/stat") as fh:
-                fields = fh.read().rpartition(")")[2].split()
-                if fields[0] != "Z":
-                    live[int(name)] = int(fields[1])
-    if outside is None:
-        return len(live)
-    tree = {outside}
-    grown = True
-    while grown:  # the tree is a few processes deep
-        grown = False
-        for pid, ppid in live.items():
-            if ppid in tree and pid not in tree:
-                tree.add(pid)
-                grown = True
-    return len(live.keys() - tree)
+            with contextlib.suppress(OSError), open(f"/proc/{name}/stat") as fh:
+                if fh.read().rpartition(")")[2].split()[:1] != ["Z"]:
+                    n += 1
+    return n
 
 
 def _status_code(status: int) -> int:
@@ -484,24 +472,19 @@ def serve_one(job: dict[str, Any], tar_bytes: bytes) -> bool:
     if marker is None:
         return False
     code = _status_code(status)
-    # With the container's CPU readable, the warm candidate is killed once the trailer is out
-    # (lever docker-early-trailer): its CPU until the run's end is in the count (a cold run's
-    # candidate dies with its run), its processes are left out of it (the parent's whole tree
-    # is the node's), and the next job is read only once the candidate has ended.
-    later = parent is not None and bool(cpu_before) and bool(job.get("early_trailer"))
-    candidate_cpu = 0.0 if later else _end_candidate(parent, code)
+    candidate_cpu = _end_candidate(parent, code)
     # The container's CPU during the run, as a cold node run counts it (the candidate's too,
     # wherever it ran); where the cgroup cannot be read, the run's processes' and the warm
     # candidate's as their parents reaped them.
     used = docker_warm._cgroup_cpu_usec()
     cpu_ns = ((used - cpu_before) * 1000 if used and cpu_before
               else int((usage.ru_utime + usage.ru_stime + candidate_cpu) * 1e9))
-    n = _run_processes(later)
+    n = _live_processes() - CANDIDATES.own_processes()  # the parent's processes are the node's
     for _ in range(50):  # the kernel may still be taking the run's namespace down
         if n <= 3:
             break
         time.sleep(0.01)
-        n = _run_processes(later)
+        n = _live_processes() - CANDIDATES.own_processes()
     data = _results_tar(results_fd)
     if results_fd is not None:
         os.close(results_fd)
@@ -513,17 +496,7 @@ def serve_one(job: dict[str, Any], tar_bytes: bytes) -> bool:
     view = memoryview(head + data)
     while view:
         view = view[os.write(1, view):]
-    if later:
-        _end_candidate(parent, code)
     return True
-
-
-def _run_processes(candidate_alive: bool) -> int:
-    """The container's live processes the node does not own: those its candidate parent owns
-    (and, while the run's candidate may still be alive, all of its tree) left out."""
-    if not candidate_alive or CANDIDATES.parent is None:
-        return _live_processes() - CANDIDATES.own_processes()
-    return _live_processes(outside=CANDIDATES.parent.pid)
 
 
 def serve(nonce: str, mode: str, program: str, runner: str = "") -> int:

@@ -83,7 +83,6 @@ def warm_job(spec: RunSpec, nonce: str, marker: str, tar_bytes: int,
         "work_bytes": tmpfs_mib(SANDBOX_WORKDIR, mem) * _MIB,
         "results_bytes": tmpfs_mib(SANDBOX_RESULTS, mem) * _MIB,
         "unpack_here": lever_on("docker-unpack-here"),
-        "early_trailer": lever_on("docker-early-trailer"),
     }).encode()
     return f"{nonce} {len(header)} {tar_bytes}\n".encode() + header, f"{marker}\n".encode()
 

@@ -27,8 +27,6 @@ LEVERS: dict[str, str] = {
     "docker-host-threads": "the docker host keeps a run's deadlines on one shared thread and sends a "
                            "warm job's small work folder from the run's own thread, instead of "
                            "starting three or four threads a run",
-    "docker-early-trailer": "a warm docker node sends a two-process run's result before it kills the "
-                            "run's warm candidate and waits for its end, instead of after",
 }
 
 
