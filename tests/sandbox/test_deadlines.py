@@ -3,6 +3,7 @@ docker run's copy, wall and collect limits instead of a ``threading.Timer`` each
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -56,3 +57,18 @@ def test_thousands_of_cancelled_deadlines_do_not_pile_up() -> None:
     for _ in range(10_000):
         schedule(3600, print).cancel()
     assert len(deadlines._KEEPER._heap) <= 4096 + 16
+
+
+def test_a_forked_child_keeps_deadlines_of_its_own_never_its_parents() -> None:
+    fired: list[str] = []
+    pending = schedule(0.3, fired.append, "parent's")  # the parent's keeper thread runs
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child reports by its exit status)
+        mine = threading.Event()
+        schedule(0.05, mine.set)
+        ok = mine.wait(5)
+        time.sleep(0.4)  # past the parent's deadline
+        os._exit(0 if ok and fired == [] else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    pending.cancel()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -43,9 +44,15 @@ class Deadline:
 
 class _Keeper:
     def __init__(self) -> None:
+        self._order = itertools.count()
+        self._reset()
+
+    def _reset(self) -> None:
+        """A fresh keeper's state (also a forked child's: its parent's lock may have been held
+        by another thread at the fork, and its parent's deadlines, like a ``Timer``'s thread,
+        are not the child's)."""
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, Deadline]] = []
-        self._order = itertools.count()
         self._thread: threading.Thread | None = None
         self._pushed = 0
 
@@ -57,8 +64,7 @@ class _Keeper:
             if self._pushed % 4096 == 0:  # cancelled deadlines far off would pile up: drop them
                 self._heap = [item for item in self._heap if not item[2].cancelled]
                 heapq.heapify(self._heap)
-            if self._thread is None or not self._thread.is_alive():
-                # (after a fork the child has no keeper thread: it starts its own)
+            if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, daemon=True, name="verify-deadlines")
                 self._thread.start()
             elif self._heap and self._heap[0][2] is deadline:
@@ -85,6 +91,7 @@ class _Keeper:
 
 
 _KEEPER = _Keeper()
+os.register_at_fork(after_in_child=_KEEPER._reset)
 
 
 def schedule(seconds: float, fn: Callable[..., Any], *args: Any) -> Deadline:
